@@ -1,0 +1,137 @@
+"""summary.json and the per-window CSV, from a run's record (contract: README, "Results")."""
+
+from __future__ import annotations
+
+import csv
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from inferload.latency import LatencyStats
+from inferload.scenario import Scenario
+
+if TYPE_CHECKING:  # the recorder imports Locust; reading results must not
+    from inferload.recorder import RunRecord
+
+WINDOW_COLUMNS = [
+    "window_start", "elapsed_s", "phase", "target", "requests", "failures", "rps",
+    "mean_ms", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "p999_ms", "max_ms", "users",
+]
+
+
+def iso(ts: float | None) -> str | None:
+    return None if ts is None else datetime.fromtimestamp(ts, timezone.utc).isoformat()
+
+
+def target_figures(stats: LatencyStats, duration_s: float) -> dict[str, Any]:
+    return {
+        "requests": stats.requests,
+        "failures": stats.failures,
+        "error_rate": stats.failures / stats.requests if stats.requests else 0.0,
+        "throughput_rps": stats.successes / duration_s if duration_s > 0 else 0.0,
+        "latency_ms": stats.latency_ms(),
+    }
+
+
+def build_summary(
+    run_id: str,
+    scenario: Scenario,
+    record: RunRecord,
+    workers: int,
+    server_side: dict[str, dict[str, Any] | None],
+    cold_starts: dict[str, float | None],
+    slo: dict[str, Any],
+) -> dict[str, Any]:
+    duration = record.steady_duration_s
+    targets: dict[str, Any] = {}
+    for target in scenario.targets:
+        stats = record.steady.get(target.name) or LatencyStats()
+        targets[target.name] = {
+            "server": target.server,
+            "protocol": target.protocol,
+            "kind": target.kind,
+            "model": target.model,
+            **target_figures(stats, duration),
+            "server_side": server_side.get(target.name),
+            "cold_start_s": cold_starts.get(target.name),
+        }
+    total = (record.stopped_at - record.started_at) if record.started_at and record.stopped_at else 0.0
+    return {
+        "run_id": run_id,
+        "scenario": scenario.name,
+        "started_at": iso(record.started_at),
+        "duration_s": round(total, 3),
+        "warmup_s": scenario.warmup,
+        "steady_s": round(duration, 3),
+        "workers": workers,
+        "targets": targets,
+        "slo": slo,
+    }
+
+
+def window_rows(record: RunRecord) -> list[dict[str, Any]]:
+    """One row per window per target, oldest first."""
+    rows = []
+    started = record.started_at or 0.0
+    warmup_ends = record.warmup_ends_at or 0.0
+    for (index, target), stats in sorted(record.windows.items()):
+        start = index * record.window_s
+        figures = stats.latency_ms()
+        rows.append({
+            "window_start": iso(start),
+            "elapsed_s": round(start - started, 3),
+            "phase": "warmup" if start < warmup_ends else "steady",
+            "target": target,
+            "requests": stats.requests,
+            "failures": stats.failures,
+            "rps": round(stats.requests / record.window_s, 3),
+            **{f"{k}_ms": (None if v is None else round(v, 3)) for k, v in figures.items()},
+            "users": record.users_by_window.get(index),
+        })
+    return rows
+
+
+def write_results(results_dir: Path, summary: dict[str, Any], record: RunRecord) -> None:
+    results_dir.mkdir(parents=True, exist_ok=True)
+    (results_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    with open(results_dir / "windows.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=WINDOW_COLUMNS)
+        writer.writeheader()
+        writer.writerows(window_rows(record))
+
+
+def format_table(summary: dict[str, Any]) -> str:
+    """Side-by-side figures, one column per target."""
+    names = list(summary["targets"])
+    if not names:
+        return "(no targets)"
+
+    def fmt(value: Any, spec: str = ".2f") -> str:
+        return "n/a" if value is None else format(value, spec)
+
+    def side(t: dict[str, Any], key: str) -> Any:
+        return (t.get("server_side") or {}).get(key)
+
+    rows: list[tuple[str, ...]] = [("", *names)]
+    spec = [
+        ("requests", lambda t: fmt(t["requests"], "d")),
+        ("failures", lambda t: fmt(t["failures"], "d")),
+        ("error rate", lambda t: fmt(t["error_rate"] * 100, ".2f") + " %"),
+        ("throughput (req/s)", lambda t: fmt(t["throughput_rps"], ".1f")),
+        ("p50 (ms)", lambda t: fmt(t["latency_ms"]["p50"])),
+        ("p95 (ms)", lambda t: fmt(t["latency_ms"]["p95"])),
+        ("p99 (ms)", lambda t: fmt(t["latency_ms"]["p99"])),
+        ("max (ms)", lambda t: fmt(t["latency_ms"]["max"])),
+        ("avg batch (server)", lambda t: fmt(side(t, "avg_batch_size"))),
+        ("queue (ms, server)", lambda t: fmt(side(t, "queue_ms_avg"), ".3f")),
+        ("compute (ms, server)", lambda t: fmt(side(t, "compute_ms_avg"), ".3f")),
+        ("cold start (s)", lambda t: fmt(t.get("cold_start_s"))),
+    ]
+    for label, getter in spec:
+        rows.append((label, *(getter(summary["targets"][n]) for n in names)))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths)))
+        for row in rows
+    )

@@ -1,0 +1,87 @@
+"""TorchServe over REST: `POST /predictions/<model>[/<version>]` with geventhttpclient.
+
+The body (raw float32 bytes, .npy or JSON, per the target's `content_type`) is encoded once per
+user. The handler answers a JSON list with one entry per item in the request; a list of any
+other length is a bad output shape.
+"""
+
+from __future__ import annotations
+
+import json
+
+from geventhttpclient import HTTPClient
+from geventhttpclient.url import URL
+
+from inferload.errors import BadOutputShape, HttpStatusError
+from inferload.payload import encode_json, encode_npy, encode_octet_stream
+from inferload.users.base import InferenceUser
+
+CONTENT_TYPES = {
+    "octet-stream": "application/octet-stream",
+    "npy": "application/x-npy",
+    "json": "application/json",
+}
+
+
+class TorchServeRestUser(InferenceUser):
+    abstract = True
+    request_type = "REST"
+
+    def connect(self) -> None:
+        target = self.target
+        url = URL(target.address if "://" in target.address else f"http://{target.address}")
+        self._client = HTTPClient.from_url(
+            url,
+            concurrency=1,
+            connection_timeout=target.timeout,
+            network_timeout=target.timeout,
+        )
+        path = f"/predictions/{target.model}"
+        if target.version:
+            path += f"/{target.version}"
+        self._path = path
+        arrays = [array for _, array in self.input_arrays()]
+        self._body = _encode(target.content_type, arrays)
+        self._headers = {"Content-Type": CONTENT_TYPES[target.content_type]}
+
+    def send(self) -> int:
+        response = self._client.post(self._path, body=self._body, headers=self._headers)
+        try:
+            body = response.read()
+        finally:
+            response.release()
+        if response.status_code != 200:
+            raise HttpStatusError(response.status_code, _detail(body))
+        try:
+            predictions = json.loads(body)
+        except ValueError:
+            raise BadOutputShape("bad output: response is not JSON") from None
+        if not isinstance(predictions, list) or len(predictions) != self.target.batch_size:
+            got = len(predictions) if isinstance(predictions, list) else type(predictions).__name__
+            raise BadOutputShape(
+                f"bad output shape: expected a list of {self.target.batch_size} predictions; got {got}"
+            )
+        return len(body)
+
+    def close(self) -> None:
+        client = getattr(self, "_client", None)
+        if client is not None:
+            client.close()
+            self._client = None
+
+
+def _encode(content_type: str, arrays: list) -> bytes:
+    if content_type == "octet-stream":
+        return encode_octet_stream(arrays)
+    if len(arrays) != 1:
+        raise ValueError(f"content_type {content_type!r} carries exactly one input")
+    return encode_npy(arrays[0]) if content_type == "npy" else encode_json(arrays[0])
+
+
+def _detail(body: bytes) -> str:
+    """TorchServe's error JSON has a 'message'; keep the first line, no per-request ids."""
+    try:
+        message = json.loads(body).get("message", "")
+    except (ValueError, AttributeError):
+        message = body[:120].decode("utf-8", "replace")
+    return str(message).splitlines()[0][:120] if message else ""
