@@ -1,0 +1,103 @@
+"""The `inferload` command as a user runs it: validate, servers, demo."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from inferload.paths import REPO_ROOT
+
+SCENARIOS = sorted((REPO_ROOT / "scenarios").glob("*.yaml"))
+
+
+def inferload(*args: str, timeout_s: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "inferload.cli", *args], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=timeout_s)
+
+
+def test_validate_accepts_every_shipped_scenario():
+    done = inferload("validate", *map(str, SCENARIOS))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count(": ok") == len(SCENARIOS)
+
+
+def test_validate_exits_2_with_one_line_per_problem_and_no_traceback(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nduration: 10s\nwarmup: 20s\ntargets: []\nshape: {kind: steady, users: 0}\nextra: 1\n")
+    done = inferload("validate", str(bad), str(SCENARIOS[0]))
+    assert done.returncode == 2
+    problems = done.stderr.strip().splitlines()
+    assert all(line.startswith(f"{bad}: ") for line in problems), problems
+    assert {p.split(": ")[1] for p in problems} >= {"warmup", "targets", "shape.users", "extra"}
+    assert "Traceback" not in done.stderr
+    assert f"{SCENARIOS[0]}: ok" in done.stdout  # the good file is still checked
+
+
+def test_a_missing_scenario_file_is_a_one_line_error(tmp_path):
+    done = inferload("validate", str(tmp_path / "nope.yaml"))
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+    assert "nope.yaml" in done.stderr
+
+
+def test_bad_cli_arguments_are_usage_errors():
+    done = inferload("servers", "sideways")
+    assert done.returncode == 2 and "invalid choice" in done.stderr
+    done = inferload("servers", "status", "--ports", "triton_grpc=notaport")
+    assert done.returncode == 1 and "--ports" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_servers_status_reports_nothing_running_for_an_empty_state_dir(tmp_path):
+    done = inferload("servers", "status", "--state-dir", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    status = json.loads(done.stdout)
+    assert status["running"] in ([], {}, False) or not any(s.get("running") for s in status.get("servers", {}).values())
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory, built_models) -> tuple[subprocess.CompletedProcess[str], Path]:
+    out = tmp_path_factory.mktemp("demo")
+    done = inferload("demo", "--model", "tiny", "--users", "4", "--warmup", "1", "--steady", "4", "--burst", "4",
+                     "--out", str(out), timeout_s=300)
+    return done, out
+
+
+def test_the_demo_prints_both_servers_side_by_side(demo_run):
+    done, _ = demo_run
+    assert done.returncode == 0, done.stdout + done.stderr
+    table = done.stdout[done.stdout.index("p99 (ms)") - 600:]
+    header = next(line for line in done.stdout.splitlines() if "triton-grpc.steady" in line and "torchserve-rest.steady" in line)
+    assert "triton-grpc.burst" in header and "torchserve-rest.burst" in header
+    for row in ("p50 (ms)", "p95 (ms)", "p99 (ms)", "throughput (req/s)", "avg batch (server)", "queue (ms, server)", "cold start (s)"):
+        assert row in table
+    assert "[1/5]" in done.stdout and "[5/5]" in done.stdout  # progress while it runs
+
+
+def test_the_demo_summary_follows_the_contract(demo_run):
+    _, out = demo_run
+    summary = json.loads((out / "summary.json").read_text())
+    assert {"run_id", "scenario", "started_at", "duration_s", "warmup_s", "workers", "targets", "slo"} <= set(summary)
+    assert summary["warmup_s"] == 1
+    assert set(summary["targets"]) == {"triton-grpc.steady", "torchserve-rest.steady", "triton-grpc.burst", "torchserve-rest.burst"}
+    for name, target in summary["targets"].items():
+        assert target["server"] == ("triton" if name.startswith("triton") else "torchserve")
+        assert target["protocol"] == ("grpc" if name.startswith("triton") else "http")
+        assert target["model"] == "tiny"
+        assert target["requests"] > 0 and target["failures"] == 0 and target["error_rate"] == 0
+        assert target["throughput_rps"] > 0
+        latency = target["latency_ms"]
+        assert set(latency) == {"mean", "p50", "p90", "p95", "p99", "p999", "max"}
+        assert latency["p50"] <= latency["p90"] <= latency["p95"] <= latency["p99"] <= latency["p999"] <= latency["max"]
+        assert target["cold_start_s"] > 0
+        side = target["server_side"]
+        assert set(side) >= {"queue_ms_avg", "compute_ms_avg", "request_ms_avg", "avg_batch_size", "batch_size_histogram"}
+        # batch sizes come from the server: its histogram accounts for the items it ran
+        items = sum(int(size) * count for size, count in side["batch_size_histogram"].items())
+        assert items == pytest.approx(target["requests"], rel=0.35), (name, side, target["requests"])
+        assert side["avg_batch_size"] >= 1
+    assert (out / "windows.csv").read_text().startswith("window_start,")
+    for phase in summary["targets"]:
+        assert (out / phase / "summary.json").exists()

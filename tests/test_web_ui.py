@@ -1,0 +1,87 @@
+"""The scenario runs from Locust's web UI too: start from the UI's API, watch stats, stop, results."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from inferload.paths import LOCUSTFILE, REPO_ROOT
+from tests.locust_runner import write_scenario
+from tests.scenario_factory import tiny_target
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def get_json(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return json.loads(response.read())
+
+
+def wait_until(predicate, timeout_s: float, what: str):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            value = predicate()
+        except OSError:
+            value = None
+        if value:
+            return value
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def web_locust(local_servers, tmp_path):
+    scenario = write_scenario({
+        "name": "web-ui",
+        "duration": "60s",
+        "targets": [tiny_target("triton-tiny", "triton-grpc", f"127.0.0.1:{local_servers.ports.triton_grpc}")],
+        "shape": {"kind": "steady", "users": 2},
+    }, tmp_path)
+    port = free_port()
+    results = tmp_path / "results"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--scenario", str(scenario),
+         "--web-host", "127.0.0.1", "--web-port", str(port), "--results-dir", str(results)],
+        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        yield f"http://127.0.0.1:{port}", process, results
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(timeout=10)
+
+
+def test_a_run_started_and_stopped_from_the_web_ui_measures_and_writes_results(web_locust):
+    base, process, results = web_locust
+    wait_until(lambda: urllib.request.urlopen(base + "/", timeout=2).status == 200, 30, "the web UI")
+
+    form = urllib.parse.urlencode({"user_count": 2, "spawn_rate": 2}).encode()
+    with urllib.request.urlopen(urllib.request.Request(base + "/swarm", data=form), timeout=5) as response:
+        assert json.loads(response.read())["success"] is True
+
+    def target_requests():
+        stats = get_json(base + "/stats/requests")
+        return next((s["num_requests"] for s in stats["stats"] if s["name"] == "triton-tiny" and s["num_requests"] > 50), None)
+
+    assert wait_until(target_requests, 30, "requests in the UI's stats") > 50
+    urllib.request.urlopen(urllib.request.Request(base + "/stop", data=b"", method="POST"), timeout=5).read()
+    process.send_signal(signal.SIGTERM)  # quitting writes the results, as Ctrl+C would
+    output, _ = process.communicate(timeout=30)
+
+    summary = json.loads((results / "summary.json").read_text())
+    assert summary["targets"]["triton-tiny"]["requests"] > 50, output
+    assert summary["targets"]["triton-tiny"]["failures"] == 0
