@@ -40,6 +40,14 @@ def build_parser() -> argparse.ArgumentParser:
     validate = sub.add_parser("validate", help="check scenario files; exit 2 with one line per problem")
     validate.add_argument("scenarios", type=Path, nargs="+", metavar="SCENARIO")
 
+    compare = sub.add_parser("compare", help="two runs side by side: each figure in A and B, B - A and the change in %")
+    compare.add_argument("a", type=Path, metavar="A", help="results folder or summary.json (before)")
+    compare.add_argument("b", type=Path, metavar="B", help="results folder or summary.json (after)")
+    compare.add_argument("--json", action="store_true", dest="as_json", help="print JSON instead of a table")
+
+    report = sub.add_parser("report", help="(re)write report.html in a results folder")
+    report.add_argument("results_dir", type=Path, metavar="RESULTS_DIR")
+
     servers = sub.add_parser("servers", help="the local Triton and TorchServe of the embedded default")
     servers.add_argument("action", choices=["up", "down", "status"])
     servers.add_argument("--state-dir", type=Path, default=None, help="where pids, logs and state.json live (default .inferload/servers)")
@@ -58,6 +66,14 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_run(args)
         if args.command == "servers":
             return cmd_servers(args)
+        if args.command == "compare":
+            from inferload.compare import main_compare
+
+            return main_compare(args.a, args.b, args.as_json)
+        if args.command == "report":
+            from inferload.report import main_report
+
+            return main_report(args.results_dir)
         if args.command == "demo":
             from inferload.demo import DemoSettings, run_demo
 

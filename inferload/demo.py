@@ -27,6 +27,7 @@ from inferload.errors import InferloadError
 from inferload.scenario_loader import load_scenario
 from inferload.servers.manager import LocalServers
 from inferload.servers.ports import ServerPorts
+from inferload.report import write_report
 from inferload.summary import format_table
 from inferload.models.specs import SPECS as MODEL_SPECS
 
@@ -208,9 +209,14 @@ def run_demo(settings: DemoSettings) -> int:
     summary = combine(out, settings, summaries, cold)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     merge_windows(out, list(summaries))
+    try:
+        report = write_report(out)
+    except (InferloadError, OSError) as exc:
+        report = None
+        print(f"report.html not written: {exc}", file=sys.stderr)
     print(f"\nTriton (gRPC) vs TorchServe (REST), model '{settings.model}', same payload, {settings.users} users;")
     print(f"steady state after a {settings.warmup_s:g} s warm-up; batch sizes, queue and compute time from the servers:\n")
     print(format_table(summary))
-    print(f"\nresults: {out}/summary.json, windows.csv, one folder per phase", flush=True)
+    print(f"\nresults: {out}/summary.json, windows.csv, one folder per phase" + (f", {report.name}" if report else ""), flush=True)
     failures = sum(t["failures"] for t in summary["targets"].values())
     return 0 if failures == 0 else 1

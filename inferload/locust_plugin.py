@@ -22,9 +22,13 @@ from locust.runners import MasterRunner, WorkerRunner
 from inferload import server_stats
 from inferload.errors import InferloadError, ModelMismatchError
 from inferload.model_check import check_target_against_triton, fetch_triton_model_info, triton_model_batches
+from inferload.arrivals import rate_timeline
+from inferload.openloop import SHARE_MESSAGE, ArrivalQueue, ArrivalScheduler, TargetArrivals
 from inferload.recorder import RunRecorder
-from inferload.scenario import Scenario
+from inferload.scenario import Scenario, is_open_loop
+from inferload.report import write_report
 from inferload.shapes import ScenarioShape, shape_class_for
+from inferload.streaming import StreamingListener, add_streaming_arguments, sink_settings_from_options
 from inferload.slo import evaluate, format_checks, slo_section
 from inferload.summary import build_summary, format_table, write_results
 from inferload.users import InferenceUser, user_class_for
@@ -50,6 +54,7 @@ def add_arguments(parser: Any) -> None:
     group.add_argument("--results-dir", help="folder for summary.json and windows.csv (default results/<run id>)", env_var="INFERLOAD_RESULTS_DIR")
     group.add_argument("--run-id", help="run identifier (default <scenario>-<UTC time>)", env_var="INFERLOAD_RUN_ID")
     group.add_argument("--cold-starts", help="JSON file: target name -> cold start seconds, recorded in summary.json", env_var="INFERLOAD_COLD_STARTS")
+    add_streaming_arguments(parser)
 
 
 class InferloadRun:
@@ -64,6 +69,7 @@ class InferloadRun:
             self.user_classes[cls.__name__] = cls
         self.shape_class: type[ScenarioShape] = shape_class_for(scenario)
         self.recorder: RunRecorder | None = None
+        self.streaming: StreamingListener | None = None
         self.server_before: dict[str, server_stats.ServerSnapshot] = {}
         self.server_errors: dict[str, str] = {}
         self.server_side: dict[str, dict[str, Any] | None] = {}
@@ -75,10 +81,46 @@ class InferloadRun:
         if not isinstance(runner, WorkerRunner):
             self.check_models()
         self.recorder = RunRecorder(environment, self.scenario.warmup, self.scenario.window)
+        settings = sink_settings_from_options(environment.parsed_options)
+        if settings is not None:
+            self.streaming = StreamingListener(environment, self.recorder.record, self.scenario, settings)
+        if is_open_loop(self.scenario.shape):
+            self._setup_open_loop(environment)
         if not isinstance(runner, WorkerRunner):
             environment.events.test_start.add_listener(self._on_test_start)
             environment.events.test_stop.add_listener(self._on_test_stop)
             environment.events.quitting.add_listener(self._on_quitting)
+
+    def _setup_open_loop(self, environment: Environment) -> None:
+        """Arrival queues for every target's users, and the scheduler that fills them."""
+        assert self.recorder is not None
+        shape = self.scenario.shape
+        runner = environment.runner
+        total_weight = sum(t.weight for t in self.scenario.targets)
+        targets = []
+        for cls in self.user_classes.values():
+            queue = ArrivalQueue(max_queue=shape.max_queue)
+            cls.arrivals = queue
+            targets.append(TargetArrivals(cls.target.name, cls.target.weight / total_weight, queue, shape.seed))
+        scheduler = ArrivalScheduler(rate_timeline(shape, self.scenario.duration), targets, self.recorder.record)
+        record = self.recorder.record
+        if isinstance(runner, MasterRunner):
+            environment.events.test_start.add_listener(lambda **_: self._send_shares(runner))
+            return  # the master runs no users
+        if isinstance(runner, WorkerRunner):
+            runner.register_message(
+                SHARE_MESSAGE, lambda environment, msg, **_: scheduler.set_process_share(msg.data["workers"], msg.data["index"])
+            )
+        else:
+            scheduler.set_process_share(1, 0)
+        environment.events.test_start.add_listener(lambda **_: scheduler.start(record.started_at or time.time()))
+        environment.events.test_stop.add_listener(lambda **_: scheduler.stop())
+
+    @staticmethod
+    def _send_shares(runner: MasterRunner) -> None:
+        clients = [c for c in runner.clients.values() if c.state != "missing"]
+        for index, client in enumerate(clients):
+            runner.send_message(SHARE_MESSAGE, {"workers": len(clients), "index": index}, client_id=client.id)
 
     def check_models(self) -> None:
         """Raise ModelMismatchError when a Triton target's tensors differ from the model's.
@@ -159,7 +201,13 @@ class InferloadRun:
         )
         checks = evaluate(self.scenario, summary["targets"])
         summary["slo"] = slo_section(checks)
+        if self.streaming is not None:
+            summary["streaming"] = self.streaming.close()
         write_results(results_dir, summary, record)
+        try:
+            print(f"report: {write_report(results_dir)}")
+        except (InferloadError, OSError) as exc:
+            logger.warning("report.html not written: %s", exc)
         print(f"\ninferload results ({run_id}, steady state, warm-up of {self.scenario.warmup:g} s excluded):")
         print(format_table(summary))
         print(format_checks(checks))

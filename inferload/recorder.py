@@ -38,6 +38,11 @@ class RunRecord:
     steady: dict[str, LatencyStats] = field(default_factory=lambda: defaultdict(LatencyStats))
     warmup: dict[str, LatencyStats] = field(default_factory=lambda: defaultdict(LatencyStats))
     users_by_window: dict[int, int] = field(default_factory=dict)
+    # open-loop only: send lag (intended -> actual send) and arrivals [intended, unsent]
+    lag_windows: dict[tuple[int, str], LatencyStats] = field(default_factory=lambda: defaultdict(LatencyStats))
+    lag_steady: dict[str, LatencyStats] = field(default_factory=lambda: defaultdict(LatencyStats))
+    arrival_windows: dict[tuple[int, str], list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
+    arrivals_steady: dict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
 
     @property
     def warmup_ends_at(self) -> float | None:
@@ -55,16 +60,39 @@ class RunRecord:
             window.record_success(latency_ms)
             totals.record_success(latency_ms)
 
+    def _in_steady(self, t: float) -> bool:
+        ends = self.warmup_ends_at
+        return ends is None or t >= ends
+
+    def record_send_lag(self, target: str, lag_ms: float, now: float) -> None:
+        self.lag_windows[(int(now // self.window_s), target)].record_success(max(lag_ms, 0.0))
+        if self._in_steady(now):
+            self.lag_steady[target].record_success(max(lag_ms, 0.0))
+
+    def record_arrival(self, target: str, intended: float) -> None:
+        self.arrival_windows[(int(intended // self.window_s), target)][0] += 1
+        if self._in_steady(intended):
+            self.arrivals_steady[target][0] += 1
+
+    def record_unsent(self, target: str, intended: float) -> None:
+        self.arrival_windows[(int(intended // self.window_s), target)][1] += 1
+        if self._in_steady(intended):
+            self.arrivals_steady[target][1] += 1
+
     def drain_to_wire(self) -> dict[str, Any]:
         """Everything gathered since the last call, as plain data; leaves the record empty."""
         wire = {
             "windows": [[index, target, stats.to_wire()] for (index, target), stats in self.windows.items()],
             "steady": {t: s.to_wire() for t, s in self.steady.items()},
             "warmup": {t: s.to_wire() for t, s in self.warmup.items()},
+            "lag_windows": [[index, target, stats.to_wire()] for (index, target), stats in self.lag_windows.items()],
+            "lag_steady": {t: s.to_wire() for t, s in self.lag_steady.items()},
+            "arrival_windows": [[index, target, counts] for (index, target), counts in self.arrival_windows.items()],
+            "arrivals_steady": dict(self.arrivals_steady),
         }
-        self.windows.clear()
-        self.steady.clear()
-        self.warmup.clear()
+        for part in (self.windows, self.steady, self.warmup, self.lag_windows, self.lag_steady,
+                     self.arrival_windows, self.arrivals_steady):
+            part.clear()
         return wire
 
     def merge_wire(self, wire: dict[str, Any]) -> None:
@@ -74,6 +102,18 @@ class RunRecord:
             self.steady[target].merge(LatencyStats.from_wire(data))
         for target, data in wire.get("warmup", {}).items():
             self.warmup[target].merge(LatencyStats.from_wire(data))
+        for index, target, data in wire.get("lag_windows", []):
+            self.lag_windows[(int(index), target)].merge(LatencyStats.from_wire(data))
+        for target, data in wire.get("lag_steady", {}).items():
+            self.lag_steady[target].merge(LatencyStats.from_wire(data))
+        for index, target, (arrivals, unsent) in wire.get("arrival_windows", []):
+            counts = self.arrival_windows[(int(index), target)]
+            counts[0] += arrivals
+            counts[1] += unsent
+        for target, (arrivals, unsent) in wire.get("arrivals_steady", {}).items():
+            counts = self.arrivals_steady[target]
+            counts[0] += arrivals
+            counts[1] += unsent
 
     @property
     def steady_duration_s(self) -> float:
@@ -104,8 +144,16 @@ class RunRecorder:
     def is_master(self) -> bool:
         return isinstance(self.environment.runner, MasterRunner)
 
-    def _on_request(self, name: str, response_time: float, exception: BaseException | None = None, **_: Any) -> None:
-        self.record.record(name, response_time, exception is not None, time.time())
+    def _on_request(
+        self, name: str, response_time: float, exception: BaseException | None = None,
+        context: dict[str, Any] | None = None, **_: Any,
+    ) -> None:
+        now = time.time()
+        self.record.record(name, response_time, exception is not None, now)
+        if context:
+            lag = context.get("send_lag_ms")
+            if lag is not None:
+                self.record.record_send_lag(name, lag, now)
 
     def _on_test_start(self, **_: Any) -> None:
         self.record.started_at = time.time()

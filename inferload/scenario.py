@@ -576,8 +576,118 @@ class StagesShape(_Model):
         return tuple(filled)
 
 
-Shape = Annotated[Union[SteadyShape, RampShape, BurstShape, StagesShape], Field(discriminator="kind")]
-SHAPE_KINDS = ("steady", "ramp", "burst", "stages")
+# --- open-loop (arrival-rate) shapes -----------------------------------------------------------
+
+Rate = Annotated[Number, Field(ge=0)]
+PositiveRate = Annotated[Number, Field(gt=0)]
+
+
+class _OpenLoopShape(_Model):
+    """Requests arrive on the clock (requests/s for the whole run, split across workers).
+
+    ``max_in_flight`` senders (Locust users) send the arrivals; an arrival that finds every
+    sender busy waits in a queue of at most ``max_queue`` (default: ``max_in_flight``), and one
+    that finds the queue full is counted as unsent. Latency is measured from the intended send
+    time. ``seed`` makes Poisson arrivals repeatable.
+    """
+
+    max_in_flight: Annotated[StrictInt, Field(ge=1, le=100_000)] = 64
+    max_queue: Annotated[StrictInt, Field(ge=0)] = Field(default=None, validate_default=True)  # type: ignore[assignment]
+    seed: Union[Annotated[StrictInt, Field(ge=0)], None] = None
+
+    @field_validator("max_queue", mode="before")
+    @classmethod
+    def _default_queue(cls, value: object, info: ValidationInfo) -> object:
+        if value is None:
+            return info.data.get("max_in_flight", 64)
+        return value
+
+
+class ConstantRateShape(_OpenLoopShape):
+    """``rate`` requests/s, evenly spaced."""
+
+    kind: Literal["constant-rate"]
+    rate: PositiveRate
+
+
+class PoissonShape(_OpenLoopShape):
+    """``rate`` requests/s on average, exponential gaps (a Poisson process)."""
+
+    kind: Literal["poisson"]
+    rate: PositiveRate
+
+
+class RampingRateShape(_OpenLoopShape):
+    """From ``from_rate`` to ``to_rate`` requests/s in ``steps`` equal steps over ``over``, then hold."""
+
+    kind: Literal["ramping-rate"]
+    from_rate: Rate
+    to_rate: Rate
+    over: Annotated[Seconds, Field(gt=0)]
+    steps: Annotated[StrictInt, Field(ge=1)] = 10
+    arrivals: Literal["poisson", "constant"] = "poisson"
+
+    @field_validator("to_rate")
+    @classmethod
+    def _must_change(cls, value: float, info: ValidationInfo) -> float:
+        start = info.data.get("from_rate")
+        if start is not None and value == start:
+            raise custom_error(f"must differ from from_rate ({start}); for a constant rate use kind: poisson or constant-rate")
+        return value
+
+
+class RateBurstsShape(_OpenLoopShape):
+    """``base_rate`` requests/s with bursts of ``burst_rate`` for ``burst_length`` every ``period``."""
+
+    kind: Literal["rate-bursts"]
+    base_rate: Rate
+    burst_rate: PositiveRate
+    burst_length: Annotated[Seconds, Field(gt=0)]
+    period: Annotated[Seconds, Field(gt=0)]
+    first_burst_at: Annotated[Seconds, Field(ge=0)] = Field(default=None, validate_default=True)  # type: ignore[assignment]
+    arrivals: Literal["poisson", "constant"] = "poisson"
+
+    _above_base = field_validator("burst_rate")(
+        classmethod(lambda cls, v, info: _greater_than(v, info, "base_rate"))
+    )
+    _longer_than_burst = field_validator("period")(
+        classmethod(lambda cls, v, info: _longer_than(v, info, "burst_length"))
+    )
+
+    @field_validator("first_burst_at", mode="before")
+    @classmethod
+    def _default_first_burst(cls, value: object, info: ValidationInfo) -> object:
+        if value is None:
+            return max(info.data.get("period", 0.0) - info.data.get("burst_length", 0.0), 0.0)
+        return value
+
+
+def _greater_than(value: float, info: ValidationInfo, other: str) -> float:
+    base = info.data.get(other)
+    if base is not None and value <= base:
+        raise custom_error(f"must be greater than {other} ({base}); got {value}")
+    return value
+
+
+def _longer_than(value: float, info: ValidationInfo, other: str) -> float:
+    length = info.data.get(other)
+    if length is not None and value <= length:
+        raise custom_error(f"must be longer than {other} ({_fmt_seconds(length)}); got {_fmt_seconds(value)}")
+    return value
+
+
+OpenLoopShape = Union[ConstantRateShape, PoissonShape, RampingRateShape, RateBurstsShape]
+Shape = Annotated[
+    Union[SteadyShape, RampShape, BurstShape, StagesShape, ConstantRateShape, PoissonShape, RampingRateShape, RateBurstsShape],
+    Field(discriminator="kind"),
+]
+SHAPE_KINDS = ("steady", "ramp", "burst", "stages", "constant-rate", "poisson", "ramping-rate", "rate-bursts")
+OPEN_LOOP_KINDS = ("constant-rate", "poisson", "ramping-rate", "rate-bursts")
+
+
+def is_open_loop(shape: object) -> bool:
+    """True for arrival-rate shapes (requests arrive on the clock, not when a user is free)."""
+    return isinstance(shape, _OpenLoopShape)
 
 
 # --- the scenario ------------------------------------------------------------------------------
@@ -648,9 +758,9 @@ class Scenario(_Model):
         if duration is None:
             return shape
         limit = _fmt_seconds(duration)
-        if isinstance(shape, RampShape) and shape.over > duration:
+        if isinstance(shape, (RampShape, RampingRateShape)) and shape.over > duration:
             raise checks_error([(("over",), f"must not be longer than duration ({limit}); got {_fmt_seconds(shape.over)}")])
-        if isinstance(shape, BurstShape) and shape.first_burst_at >= duration:
+        if isinstance(shape, (BurstShape, RateBurstsShape)) and shape.first_burst_at >= duration:
             raise checks_error(
                 [(("first_burst_at",), f"must be before the end of the run ({limit}); got {_fmt_seconds(shape.first_burst_at)}")]
             )

@@ -22,6 +22,10 @@ from inferload.scenario import (
     CHECKS_ERROR,
     SHAPE_KINDS,
     BurstShape,
+    ConstantRateShape,
+    PoissonShape,
+    RampingRateShape,
+    RateBurstsShape,
     DataSpec,
     InputSpec,
     RampShape,
@@ -298,7 +302,11 @@ def _model_at(loc: Loc, raw: Mapping[Any, Any]) -> Union[type[BaseModel], tuple[
     if not keys:
         return Scenario
     if keys[-1] == "shape":
-        shapes = {"steady": SteadyShape, "ramp": RampShape, "burst": BurstShape, "stages": StagesShape}
+        shapes = {
+            "steady": SteadyShape, "ramp": RampShape, "burst": BurstShape, "stages": StagesShape,
+            "constant-rate": ConstantRateShape, "poisson": PoissonShape,
+            "ramping-rate": RampingRateShape, "rate-bursts": RateBurstsShape,
+        }
         shape = raw.get("shape")
         kind = shape.get("kind") if isinstance(shape, Mapping) else None
         return shapes[kind] if isinstance(kind, str) and kind in shapes else tuple(shapes.values())

@@ -12,7 +12,7 @@ from typing import Protocol
 
 from locust import LoadTestShape
 
-from inferload.scenario import BurstShape, RampShape, Scenario, StagesShape, SteadyShape
+from inferload.scenario import BurstShape, RampShape, Scenario, StagesShape, SteadyShape, is_open_loop
 
 
 class Timeline(Protocol):
@@ -124,6 +124,9 @@ def timeline_for(scenario: Scenario) -> Timeline:
             end += stage.duration
             stages.append((end, stage.users, _rate(stage.spawn_rate, stage.users)))
         return StagesTimeline(duration, tuple(stages))
+    if is_open_loop(shape):
+        # open loop: a fixed pool of senders, all up at once; the arrival rate is the scheduler's
+        return SteadyTimeline(duration, shape.max_in_flight, float(shape.max_in_flight * 10))
     raise TypeError(f"no timeline for shape {type(shape).__name__}")
 
 

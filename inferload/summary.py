@@ -8,8 +8,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from inferload.arrivals import RateTimeline, rate_timeline
 from inferload.latency import LatencyStats
-from inferload.scenario import Scenario
+from inferload.scenario import Scenario, is_open_loop
 
 if TYPE_CHECKING:  # the recorder imports Locust; reading results must not
     from inferload.recorder import RunRecord
@@ -17,6 +18,8 @@ if TYPE_CHECKING:  # the recorder imports Locust; reading results must not
 WINDOW_COLUMNS = [
     "window_start", "elapsed_s", "phase", "target", "requests", "failures", "rps",
     "mean_ms", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "p999_ms", "max_ms", "users",
+    # open loop only (empty otherwise): intended arrivals/s, arrivals not sent, send lag p99
+    "target_rps", "unsent", "send_lag_p99_ms",
 ]
 
 
@@ -31,6 +34,34 @@ def target_figures(stats: LatencyStats, duration_s: float) -> dict[str, Any]:
         "error_rate": stats.failures / stats.requests if stats.requests else 0.0,
         "throughput_rps": stats.successes / duration_s if duration_s > 0 else 0.0,
         "latency_ms": stats.latency_ms(),
+    }
+
+
+def mean_rate(timeline: RateTimeline, start: float, end: float) -> float:
+    """The configured rate averaged over [start, end) (the timeline's rate is piecewise constant)."""
+    if end <= start:
+        return 0.0
+    total, t = 0.0, start
+    while t < end:
+        boundary = min(timeline.next_change(t), end)
+        total += timeline.rate_at(t) * (boundary - t)
+        t = boundary
+    return total / (end - start)
+
+
+def open_loop_figures(record: RunRecord, target: str, timeline: RateTimeline, share: float, warmup_s: float, steady_s: float) -> dict[str, Any]:
+    arrivals, unsent = record.arrivals_steady.get(target, [0, 0])
+    lag = record.lag_steady.get(target) or LatencyStats()
+    lag_ms = lag.latency_ms()
+    configured = mean_rate(timeline, warmup_s, warmup_s + steady_s) * share
+    sent_rps = (arrivals - unsent) / steady_s if steady_s > 0 else 0.0
+    return {
+        "configured_rps": configured,
+        "arrivals": arrivals,
+        "unsent": unsent,
+        "achieved_rps": sent_rps,
+        "achieved_ratio": sent_rps / configured if configured else None,
+        "send_lag_ms": {"p50": lag_ms["p50"], "p99": lag_ms["p99"], "max": lag_ms["max"]},
     }
 
 
@@ -56,6 +87,10 @@ def build_summary(
             "server_side": server_side.get(target.name),
             "cold_start_s": cold_starts.get(target.name),
         }
+        if is_open_loop(scenario.shape):
+            share = target.weight / sum(t.weight for t in scenario.targets)
+            timeline = rate_timeline(scenario.shape, scenario.duration)
+            targets[target.name]["open_loop"] = open_loop_figures(record, target.name, timeline, share, scenario.warmup, duration)
     total = (record.stopped_at - record.started_at) if record.started_at and record.stopped_at else 0.0
     return {
         "run_id": run_id,
@@ -88,8 +123,22 @@ def window_rows(record: RunRecord) -> list[dict[str, Any]]:
             "rps": round(stats.requests / record.window_s, 3),
             **{f"{k}_ms": (None if v is None else round(v, 3)) for k, v in figures.items()},
             "users": record.users_by_window.get(index),
+            **open_loop_window(record, index, target),
         })
     return rows
+
+
+def open_loop_window(record: RunRecord, index: int, target: str) -> dict[str, Any]:
+    counts = record.arrival_windows.get((index, target))
+    if counts is None:
+        return {"target_rps": None, "unsent": None, "send_lag_p99_ms": None}
+    lag = record.lag_windows.get((index, target))
+    p99 = lag.latency_ms()["p99"] if lag is not None else None
+    return {
+        "target_rps": round(counts[0] / record.window_s, 3),
+        "unsent": counts[1],
+        "send_lag_p99_ms": None if p99 is None else round(p99, 3),
+    }
 
 
 def write_results(results_dir: Path, summary: dict[str, Any], record: RunRecord) -> None:

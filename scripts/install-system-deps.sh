@@ -1,26 +1,35 @@
 #!/usr/bin/env bash
-# Installs the system packages inferload's local servers and tests need, when they are missing.
-#  - a JDK 11+ for TorchServe
-#  - InfluxDB (Debian's 1.x) for the streaming/collector/dashboard tests
-#  - docker-compose (1.29, no engine needed) to validate docker-compose.yml in the tests
+# Installs the Debian packages inferload needs, when they are missing.
+#   install-system-deps.sh servers   a JDK 11+ for TorchServe (what `make demo` needs)
+#   install-system-deps.sh test      + InfluxDB (Debian's 1.x) for the streaming, collector and
+#                                      dashboard tests, docker-compose (1.29, no engine) to validate
+#                                      docker-compose.yml, headless Chromium to check report.html
+#   install-system-deps.sh bench     + wrk, the HTTP ceiling in the benchmarks
 set -euo pipefail
 
+purpose=${1:-servers}
+case "$purpose" in servers|test|bench) ;; *) echo "usage: $0 servers|test|bench" >&2; exit 2 ;; esac
+
 missing=()
-if ! command -v java >/dev/null 2>&1; then
-  missing+=(default-jdk-headless)
+need() {  # need COMMAND PACKAGE
+  command -v "$1" >/dev/null 2>&1 || missing+=("$2")
+}
+need java default-jdk-headless
+if [ "$purpose" = test ]; then
+  need influxd influxdb
+  need docker-compose docker-compose
+  need chromium chromium
 fi
-if ! command -v influxd >/dev/null 2>&1; then
-  missing+=(influxdb)
-fi
-if ! command -v docker-compose >/dev/null 2>&1; then
-  missing+=(docker-compose)
+if [ "$purpose" = bench ]; then
+  need wrk wrk
+  need influxd influxdb
 fi
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi
 if [ "$(id -u)" -ne 0 ]; then
-  echo "inferload needs these Debian packages: ${missing[*]} (run: sudo apt-get install ${missing[*]})" >&2
+  echo "inferload needs these Debian packages: ${missing[*]} (run: sudo apt-get install --no-install-recommends ${missing[*]})" >&2
   exit 1
 fi
 echo "installing: ${missing[*]}"

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+# Locust patches the standard library for gevent when it is imported; that has to happen before
+# anything imports ssl (requests, urllib3, influxdb-client), as in every locustfile.
+import locust  # noqa: F401,I001
+
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator

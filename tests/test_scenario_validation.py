@@ -218,7 +218,7 @@ MALFORMED = [
     # required keys
     pytest.param(del_key("name"), "name", "required key is missing", id="missing-name"),
     pytest.param(del_key("targets[0].model"), "targets[0].model", "required key is missing", id="missing-model"),
-    pytest.param(del_key("shape.kind"), "shape.kind", "required key is missing (one of steady, ramp, burst, stages)", id="missing-shape-kind"),
+    pytest.param(del_key("shape.kind"), "shape.kind", "required key is missing (one of steady, ramp, burst, stages, constant-rate, poisson, ramping-rate, rate-bursts)", id="missing-shape-kind"),
     # wrong types and values
     pytest.param(set_key("name", "my scenario"), "name", "expected a name of letters, digits, '_', '.' or '-'; got 'my scenario'", id="bad-name"),
     pytest.param(set_key("targets[0].batch_size", 2.5), "targets[0].batch_size", "expected an integer; got 2.5", id="float-batch-size"),
@@ -228,9 +228,15 @@ MALFORMED = [
     pytest.param(set_key("targets[0].inputs[0]", "INPUT__0"), "targets[0].inputs[0]", "expected a mapping; got 'INPUT__0'", id="input-not-a-mapping"),
     pytest.param(set_key("targets[0].inputs[0].dtype", "FP64"), "targets[0].inputs[0].dtype", "expected one of FP32, FP16, INT32, INT64, BYTES; got 'FP64'", id="bad-dtype"),
     pytest.param(set_key("targets[0].kind", "triton"), "targets[0].kind", "expected one of triton-grpc, triton-http, torchserve-rest; got 'triton'", id="bad-target-kind"),
-    pytest.param(set_key("shape.kind", "spike"), "shape.kind", "expected one of steady, ramp, burst, stages; got 'spike'", id="bad-shape-kind"),
+    pytest.param(set_key("shape.kind", "spike"), "shape.kind", "expected one of steady, ramp, burst, stages, constant-rate, poisson, ramping-rate, rate-bursts; got 'spike'", id="bad-shape-kind"),
     pytest.param(set_key("targets[0].inputs[0].data.generator", "gaussian"), "targets[0].inputs[0].data.generator", "expected one of random, zeros, constant, npy; got 'gaussian'", id="bad-generator"),
     pytest.param(set_key("targets[0].slo", {"error_rate": 1.5}), "targets[0].slo.error_rate", "must be at most 1; got 1.5", id="error-rate-above-1"),
+    # open-loop shapes
+    pytest.param(set_key("shape", {"kind": "poisson", "rate": 0}), "shape.rate", "must be greater than 0; got 0", id="poisson-zero-rate"),
+    pytest.param(set_key("shape", {"kind": "poisson", "rate": 10, "max_inflight": 4}), "shape.max_inflight", "did you mean 'max_in_flight'", id="open-loop-typo"),
+    pytest.param(set_key("shape", {"kind": "rate-bursts", "base_rate": 50, "burst_rate": 20, "burst_length": "2s", "period": "10s"}), "shape.burst_rate", "must be greater than base_rate", id="burst-rate-below-base"),
+    pytest.param(set_key("shape", {"kind": "ramping-rate", "from_rate": 1, "to_rate": 100, "over": "10m"}), "shape.over", "must not be longer than duration", id="rate-ramp-longer-than-run"),
+    pytest.param(set_key("shape", {"kind": "constant-rate", "rate": 10, "max_in_flight": 0}), "shape.max_in_flight", "must be at least 1; got 0", id="no-senders"),
     # durations
     pytest.param(set_key("duration", "soon"), "duration", "expected a duration like '30s', '2m' or '1m30s'; got 'soon'", id="bad-duration"),
     pytest.param(set_key("duration", 0), "duration", "must be longer than 0s; got 0s", id="zero-duration"),

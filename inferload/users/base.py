@@ -2,7 +2,9 @@
 
 A user class is made per scenario target (`user_class_for(target)`); each simulated user builds
 its client and encodes its payload once in `on_start`, then its task sends one inference call,
-times it and reports it through Locust's request event. Protocol modules implement three
+times it and reports it through Locust's request event. Closed loop, a user sends its next call
+as soon as the last one answered; open loop (`arrivals` set), it sends the arrivals the
+scheduler queues and times each from its intended send time (see `inferload.openloop`). Protocol modules implement three
 methods: `connect()`, `send() -> response bytes`, `close()`.
 """
 
@@ -16,6 +18,7 @@ import numpy as np
 
 from locust import User, constant, task
 
+from inferload.openloop import ArrivalQueue
 from inferload.payload import make_input_array
 from inferload.request_errors import classify_exception
 from inferload.scenario import InputSpec, Target
@@ -37,6 +40,8 @@ class InferenceUser(User):
     #: False for a Triton model with max_batch_size 0: the scenario's shape is then the model's
     #: full shape and the tensor is sent without a batch dimension
     model_batches: ClassVar[bool] = True
+    #: open loop: the queue of arrivals this target's users send (None: closed loop)
+    arrivals: ClassVar[ArrivalQueue | None] = None
     #: folder that relative payload paths (.npy files) are resolved against
     scenario_dir: ClassVar[Path] = Path(".")
 
@@ -48,20 +53,37 @@ class InferenceUser(User):
 
     @task
     def infer(self) -> None:
+        if self.arrivals is not None:
+            self._send_arrival(self.arrivals.take())
+            return
         started = time.perf_counter()
-        exception: BaseException | None = None
-        response_length = 0
+        exception, response_length = self._call()
+        self._report((time.perf_counter() - started) * 1000.0, response_length, exception, None)
+
+    def _send_arrival(self, intended: float) -> None:
+        """Open loop: latency counts from the intended send time, lag is reported apart."""
+        sent = time.time()
+        exception, response_length = self._call()
+        latency_ms = (time.time() - intended) * 1000.0
+        self._report(latency_ms, response_length, exception, (sent - intended) * 1000.0)
+
+    def _call(self) -> tuple[BaseException | None, int]:
         try:
-            response_length = self.send()
+            return None, self.send()
         except Exception as exc:  # every client failure becomes a classified Locust failure
-            exception = classify_exception(exc, self.target.address)
+            return classify_exception(exc, self.target.address), 0
+
+    def _report(self, latency_ms: float, response_length: int, exception: BaseException | None, send_lag_ms: float | None) -> None:
+        context = {"target": self.target.name}
+        if send_lag_ms is not None:
+            context["send_lag_ms"] = send_lag_ms
         self.environment.events.request.fire(
             request_type=self.request_type,
             name=self.target.name,
-            response_time=(time.perf_counter() - started) * 1000.0,
+            response_time=latency_ms,
             response_length=response_length,
             exception=exception,
-            context={"target": self.target.name},
+            context=context,
         )
 
     def input_arrays(self) -> list[tuple[InputSpec, np.ndarray]]:

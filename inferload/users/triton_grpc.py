@@ -1,16 +1,54 @@
-"""Triton over gRPC (tritonclient.grpc).
+"""Triton over gRPC: Triton's `ModelInfer` called through a raw gRPC method handle.
+
+The request (`ModelInferRequest`, tensors as raw bytes, the way tritonclient.grpc builds it) is
+built and serialized once per user; each call sends those bytes as they are. Measured by
+`make bench` (docs/benchmarks.md): tritonclient's `infer()` rebuilds, copies and serializes the
+whole request on every call. Failures are raised as tritonclient's `InferenceServerException`
+(gRPC status and message), exactly as tritonclient raises them.
 
 gRPC under gevent needs `grpc.experimental.gevent.init_gevent()` before any channel is made;
-the locustfile does that at import. Each user closes its client in `on_stop`, or a headless
+the locustfile does that at import. Each user closes its channel in `on_stop`, or a headless
 run prints its summary and then never exits.
 """
 
 from __future__ import annotations
 
-import tritonclient.grpc as grpcclient
+from typing import Any
+
+import grpc
+import numpy as np
+from tritonclient.grpc import service_pb2
+from tritonclient.grpc._utils import get_error_grpc
+from tritonclient.utils import serialize_byte_tensor
 
 from inferload.request_errors import check_output_shape
+from inferload.scenario import InputSpec
 from inferload.users.base import InferenceUser
+
+MAX_GRPC_MESSAGE_SIZE = 2**31 - 1  # what tritonclient.grpc allows both ways
+MODEL_INFER_METHOD = "/inference.GRPCInferenceService/ModelInfer"
+CHANNEL_OPTIONS = [
+    ("grpc.max_send_message_length", MAX_GRPC_MESSAGE_SIZE),
+    ("grpc.max_receive_message_length", MAX_GRPC_MESSAGE_SIZE),
+]
+
+
+def infer_request(model: str, version: str, inputs: list[tuple[InputSpec, np.ndarray]], outputs: tuple[str, ...]) -> Any:
+    """The ModelInferRequest for these tensors (raw contents, one per input)."""
+    request = service_pb2.ModelInferRequest(model_name=model, model_version=version)
+    for spec, array in inputs:
+        tensor = request.inputs.add()
+        tensor.name = spec.name
+        tensor.datatype = spec.dtype
+        tensor.shape.extend(int(d) for d in array.shape)
+        if spec.dtype == "BYTES":
+            serialized = serialize_byte_tensor(array)
+            request.raw_input_contents.append(serialized.item() if serialized.size > 0 else b"")
+        else:
+            request.raw_input_contents.append(np.ascontiguousarray(array).tobytes())
+    for name in outputs:
+        request.outputs.add().name = name
+    return request
 
 
 class TritonGrpcUser(InferenceUser):
@@ -19,24 +57,21 @@ class TritonGrpcUser(InferenceUser):
 
     def connect(self) -> None:
         target = self.target
-        self._client = grpcclient.InferenceServerClient(url=target.address)
-        self._inputs = []
-        for spec, array in self.input_arrays():
-            infer_input = grpcclient.InferInput(spec.name, list(array.shape), spec.dtype)
-            infer_input.set_data_from_numpy(array)  # encoded once, reused by every call
-            self._inputs.append(infer_input)
-        self._outputs = [grpcclient.InferRequestedOutput(name) for name in target.outputs] or None
-        self._version = target.version or ""
+        self._channel = grpc.insecure_channel(target.address, options=CHANNEL_OPTIONS)
+        request = infer_request(target.model, target.version or "", self.input_arrays(), target.outputs)
+        self._request_bytes = request.SerializeToString()  # encoded once, sent as is by every call
+        # request_serializer None: the bytes above go on the wire unchanged
+        self._model_infer = self._channel.unary_unary(
+            MODEL_INFER_METHOD,
+            request_serializer=None,
+            response_deserializer=service_pb2.ModelInferResponse.FromString,
+        )
 
     def send(self) -> int:
-        result = self._client.infer(
-            self.target.model,
-            self._inputs,
-            model_version=self._version,
-            outputs=self._outputs,
-            client_timeout=self.target.timeout,
-        )
-        response = result.get_response()
+        try:
+            response = self._model_infer(self._request_bytes, timeout=self.target.timeout)
+        except grpc.RpcError as exc:
+            raise get_error_grpc(exc) from None
         if self.expected_outputs:
             for output in response.outputs:
                 expected = self.expected_outputs.get(output.name)
@@ -45,8 +80,7 @@ class TritonGrpcUser(InferenceUser):
         return sum(len(raw) for raw in response.raw_output_contents)
 
     def close(self) -> None:
-        client = getattr(self, "_client", None)
-        if client is not None:
-            client.close()
-            self._client = None
-
+        channel = getattr(self, "_channel", None)
+        if channel is not None:
+            channel.close()
+            self._channel = None

@@ -1,0 +1,69 @@
+"""Open-loop runs against the real Triton: the rate is kept, and a stall shows instead of hiding.
+
+Latency counts from the intended send time, so a stalled server shows as rising latency and,
+once every sender is busy and the waiting queue is full, as counted unsent arrivals.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import signal
+import threading
+
+import pytest
+
+from tests.locust_runner import run_locust, write_scenario
+from tests.scenario_factory import tiny_target
+
+
+def test_a_poisson_run_achieves_its_rate_and_sends_every_arrival(local_servers, tmp_path):
+    target = tiny_target("triton", "triton-grpc", f"127.0.0.1:{local_servers.ports.triton_grpc}")
+    scenario = write_scenario({
+        "name": "poisson", "duration": "32s", "warmup": "2s", "targets": [target],
+        "shape": {"kind": "poisson", "rate": 250, "max_in_flight": 16, "seed": 7},
+    }, tmp_path)
+    run = run_locust(scenario, tmp_path)
+
+    assert run.returncode == 0, run.output
+    figures = run.summary["targets"]["triton"]
+    open_loop = figures["open_loop"]
+    assert open_loop["configured_rps"] == 250
+    assert open_loop["unsent"] == 0
+    assert open_loop["achieved_ratio"] == pytest.approx(1.0, abs=0.02)
+    assert figures["requests"] == pytest.approx(open_loop["arrivals"], abs=16)  # all sent, all answered
+    assert open_loop["send_lag_ms"]["p99"] is not None
+    rows = [r for r in csv.DictReader(io.StringIO(run.windows_csv)) if r["phase"] == "steady"]
+    assert rows and all(r["target_rps"] and r["send_lag_p99_ms"] for r in rows)
+
+
+def test_a_stalled_server_shows_as_rising_latency_and_unsent_arrivals(local_servers, tmp_path):
+    target = tiny_target("triton", "triton-grpc", f"127.0.0.1:{local_servers.ports.triton_grpc}", timeout="20s")
+    scenario = write_scenario({
+        "name": "stall", "duration": "12s", "warmup": "1s", "targets": [target],
+        "shape": {"kind": "constant-rate", "rate": 100, "max_in_flight": 8, "max_queue": 20},
+    }, tmp_path)
+    triton_pid = local_servers.up_result["servers"]["triton"]["pid"]
+
+    def stall_triton():
+        os.kill(triton_pid, signal.SIGSTOP)
+        threading.Timer(3.0, os.kill, (triton_pid, signal.SIGCONT)).start()
+
+    timer = threading.Timer(5.0, stall_triton)  # ~4 s into the run, after Locust has started
+    timer.start()
+    try:
+        run = run_locust(scenario, tmp_path)
+    finally:
+        timer.cancel()
+        os.kill(triton_pid, signal.SIGCONT)
+
+    figures = run.summary["targets"]["triton"]
+    open_loop = figures["open_loop"]
+    # 3 s stalled at 100/s: 8 in flight + 20 waiting, the rest of ~300 arrivals could not be sent
+    assert open_loop["unsent"] > 100, open_loop
+    assert open_loop["arrivals"] == pytest.approx(1100, rel=0.03)  # the schedule itself kept going
+    assert figures["latency_ms"]["max"] > 2000  # requests waited through the stall, and it shows
+    assert figures["latency_ms"]["p99"] > 1000
+    rows = [r for r in csv.DictReader(io.StringIO(run.windows_csv)) if r["unsent"] not in ("", "0")]
+    assert rows, "the windows of the stall show their unsent arrivals"

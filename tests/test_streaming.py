@@ -1,0 +1,118 @@
+"""Client-side streaming in real runs: the real servers under Locust, a real InfluxDB, the
+collector alongside; and an InfluxDB stopped in the middle of a run."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+
+from tests.influx_fixture import (  # noqa: F401  (fixtures)
+    InfluxServer,
+    cnn_targets,
+    influxdb,
+    locustfile_with_streaming,
+    observed_run,
+    run_locust,
+    write_scenario,
+)
+
+
+def window_rows(results: Path) -> list[dict[str, str]]:
+    with open(results / "windows.csv", newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def window_start_s(row: dict[str, str]) -> float:
+    return datetime.fromisoformat(row["window_start"]).timestamp()
+
+
+def test_every_window_of_every_target_is_streamed_with_the_figures_of_windows_csv(observed_run) -> None:
+    run = observed_run
+    for target in run.targets:
+        rows = {int(window_start_s(r)): r for r in window_rows(run.results) if r["target"] == target}
+        series = run.influx.series(
+            f"SELECT \"count\", failures, p99_ms, \"users\" FROM requests WHERE run_id = '{run.run_id}' AND target = '{target}' AND worker = 'all'"
+        )
+        assert series, f"no requests points for {target}"
+        streamed = {row[0] // 1000: row for row in series[0]["values"]}
+        assert set(streamed) == {t for t, r in rows.items() if int(r["requests"])}
+        for start, (_, count, failures, p99, users) in streamed.items():
+            assert count == int(rows[start]["requests"]) and failures == int(rows[start]["failures"])
+            assert abs(p99 - float(rows[start]["p99_ms"])) < 1e-6
+            assert users == (int(rows[start]["users"]) if rows[start]["users"] else None)
+        assert sum(1 for row in streamed.values() if row[4]) >= len(streamed) - 1  # all but a last, partial window
+
+
+def test_requests_points_carry_the_target_tags(observed_run) -> None:
+    run = observed_run
+    answer = run.influx.series(f"SELECT last(\"count\") FROM requests WHERE run_id = '{run.run_id}' GROUP BY target, server, protocol, model, worker")
+    tags = sorted((s["tags"]["target"], s["tags"]["server"], s["tags"]["protocol"], s["tags"]["model"], s["tags"]["worker"]) for s in answer)
+    assert tags == [("torchserve-cnn", "torchserve", "http", "cnn", "all"), ("triton-grpc-cnn", "triton", "grpc", "cnn", "all")]
+
+
+def test_run_start_stop_and_stage_changes_are_events(observed_run) -> None:
+    run = observed_run
+    series = run.influx.series(f"SELECT \"text\" FROM events WHERE run_id = '{run.run_id}' GROUP BY kind")
+    kinds = {s["tags"]["kind"]: [v[1] for v in s["values"]] for s in series}
+    assert kinds["start"] == [f"run {run.run_id} started: scenario observed (triton-grpc-cnn, torchserve-cnn)"]
+    assert kinds["stop"] == [f"run {run.run_id} stopped"]
+    assert any("users -> 4" in text for text in kinds["stage"])
+    assert kinds["warmup_end"] == ["warm-up of 2 s over"]
+    assert {"collector_start", "collector_stop"} <= set(kinds)
+
+
+def test_the_collector_wrote_server_figures_and_batch_sizes_for_both_servers(observed_run) -> None:
+    run = observed_run
+    for target in run.targets:
+        series = run.influx.series(
+            f"SELECT max(inferences_per_s), max(avg_batch_size), max(queue_ms), max(compute_ms), max(request_ms) "
+            f"FROM server WHERE run_id = '{run.run_id}' AND target = '{target}'"
+        )
+        _, inferences, batch, queue, compute, request = series[0]["values"][0]
+        assert inferences > 0 and batch >= 1 and queue >= 0 and compute > 0 and request >= compute
+        batches = run.influx.series(f"SELECT sum(\"count\") FROM batch_sizes WHERE run_id = '{run.run_id}' AND target = '{target}' GROUP BY batch_size")
+        assert batches and all(int(s["tags"]["batch_size"]) >= 1 for s in batches)
+
+
+def test_the_collector_says_once_why_nvml_is_unavailable_and_goes_on(observed_run) -> None:
+    assert observed_run.collector_log.count("GPU metrics off: NVML is unavailable") == 1
+    assert "collector stopped:" in observed_run.collector_log
+
+
+def test_the_token_never_reaches_results(observed_run) -> None:
+    text = (observed_run.results / "summary.json").read_text()
+    assert "INFLUX_TOKEN" not in text and "Token " not in text
+
+
+def test_an_influxdb_stopped_mid_run_costs_points_not_load(local_servers, tmp_path) -> None:
+    influx = InfluxServer(tmp_path / "influx")
+    influx.start()
+    scenario = write_scenario(tmp_path / "s.yaml", cnn_targets(local_servers.ports)[:1], "10s", users=4, warmup="1s")
+    stop_at = time.time() + 7.0  # locust needs a few seconds to start; the run lasts 10 s
+    stopper = threading.Timer(7.0, influx.stop)
+    stopper.start()
+    try:
+        started = time.time()
+        result = run_locust(locustfile_with_streaming(tmp_path), scenario, "influx-down", tmp_path / "results", influx.url)
+        elapsed = time.time() - started
+    finally:
+        stopper.cancel()
+        influx.stop()
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert elapsed < 30, f"the run took {elapsed:.0f} s: it waited on the stopped InfluxDB"
+    output = result.stdout + result.stderr
+    written, dropped = map(int, re.search(r"streaming to InfluxDB: (\d+) points written, (\d+) dropped", output).groups())
+    assert written > 0 and dropped > 0
+    rows = [r for r in window_rows(tmp_path / "results") if r["phase"] == "steady"]
+    before = [int(r["requests"]) for r in rows if window_start_s(r) + 1 <= stop_at]
+    after = [int(r["requests"]) for r in rows if window_start_s(r) >= stop_at + 1]
+    assert before and after, (rows, stop_at)
+    assert min(after[:-1] or after) > 0.5 * (sum(before) / len(before)), f"load fell after InfluxDB stopped: {before} then {after}"
+    summary = json.loads((tmp_path / "results" / "summary.json").read_text())
+    if "streaming" in summary:  # once the lead adds it to summary.json
+        assert summary["streaming"]["points_dropped"] == dropped
