@@ -4,25 +4,29 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test build system-deps bench clean
+.PHONY: demo test build bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[servers,test]'
 	touch $(STAMP)
 
-system-deps:
-	bash scripts/install-system-deps.sh
-
-build: $(STAMP) system-deps
+build: $(STAMP)
+	bash scripts/install-system-deps.sh servers
 	$(PY) -m inferload.models.build
 
 demo: build
 	$(VENV)/bin/inferload demo
 
 test: build
+	bash scripts/install-system-deps.sh test
 	$(PY) -m pytest
+
+# benchmarks of the load generator itself (not tests): results/bench-<UTC time>/, ~5 min on 2 cores
+bench: build
+	bash scripts/install-system-deps.sh bench
+	$(PY) -m pip install --quiet -r bench/requirements.txt
+	$(PY) -m bench.run $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) results .inferload model_repository/*/1/model.pt model_store/*.mar
