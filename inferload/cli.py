@@ -35,7 +35,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--headless", action="store_true", help="no web UI: run, print the figures, exit")
     run.add_argument("--out", type=Path, help="results folder (default results/<run id>)")
     run.add_argument("--run-id", help="run identifier (default <scenario>-<UTC time>)")
-    run.add_argument("locust_args", nargs=argparse.REMAINDER, help="after --: more Locust options")
+    run.add_argument("--workers", type=int, default=0, metavar="N",
+                     help="run Locust's master and N local worker processes (default 0: one process)")
+    run.add_argument("--remote-workers", type=int, default=0, metavar="M",
+                     help="also wait for M workers started on other machines with `inferload worker`")
+    run.add_argument("--master-bind-host", default="127.0.0.1",
+                     help="address the master listens on for workers (default 127.0.0.1; 0.0.0.0 for other machines)")
+    run.add_argument("--master-port", type=int, default=None, help="master port for workers (default: a free port; 5557 is Locust's)")
+    run.add_argument("--requests-csv", action="store_true", help="also write every request to requests.csv")
+    run.epilog = "Options after -- go to Locust unchanged, e.g. inferload run s.yaml --headless -- --loglevel WARNING"
 
     validate = sub.add_parser("validate", help="check scenario files; exit 2 with one line per problem")
     validate.add_argument("scenarios", type=Path, nargs="+", metavar="SCENARIO")
@@ -48,17 +56,28 @@ def build_parser() -> argparse.ArgumentParser:
     report = sub.add_parser("report", help="(re)write report.html in a results folder")
     report.add_argument("results_dir", type=Path, metavar="RESULTS_DIR")
 
+    worker = sub.add_parser("worker", help="a Locust worker for a master started with `inferload run --remote-workers`")
+    worker.add_argument("--master-host", required=True, help="the master's address")
+    worker.add_argument("--master-port", type=int, default=5557, help="the master's port (default 5557)")
+
     servers = sub.add_parser("servers", help="the local Triton and TorchServe of the embedded default")
     servers.add_argument("action", choices=["up", "down", "status"])
     servers.add_argument("--state-dir", type=Path, default=None, help="where pids, logs and state.json live (default .inferload/servers)")
     servers.add_argument("--ports", default=None, help="comma list name=port, e.g. triton_grpc=9001,ts_inference=9080")
     servers.add_argument("--only", choices=["triton", "torchserve"], help="start only this server")
+    servers.add_argument("--host", default="127.0.0.1",
+                         help="address to bind (default 127.0.0.1; anything else exposes the servers beyond this machine)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    locust_args: list[str] = []
+    if "--" in argv:  # everything after -- is for Locust
+        argv, locust_args = argv[: argv.index("--")], argv[argv.index("--") + 1:]
     args = parser.parse_args(argv)
+    args.locust_args = locust_args
     try:
         if args.command == "validate":
             return cmd_validate(args.scenarios)
@@ -66,6 +85,10 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_run(args)
         if args.command == "servers":
             return cmd_servers(args)
+        if args.command == "worker":
+            from inferload.distributed import worker_command
+
+            return subprocess.call(worker_command(args.master_host, args.master_port))
         if args.command == "compare":
             from inferload.compare import main_compare
 
@@ -115,20 +138,40 @@ def locust_command(scenario: Path, headless: bool, out: Path | None, run_id: str
         command += ["--results-dir", str(out)]
     if run_id:
         command += ["--run-id", run_id]
-    return command + [a for a in extra if a != "--"]
+    return command + list(extra)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from inferload.scenario_loader import load_scenario
 
     try:
-        load_scenario(args.scenario)
+        scenario = load_scenario(args.scenario)
     except ScenarioError as exc:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
         return EXIT_USAGE
-    command = locust_command(args.scenario, args.headless, args.out, args.run_id, args.locust_args)
-    return subprocess.call(command, cwd=os.getcwd())
+    if args.workers < 0 or args.remote_workers < 0:
+        raise InferloadError("--workers and --remote-workers: expected 0 or more")
+    extra = list(args.locust_args) + (["--requests-csv"] if args.requests_csv else [])
+    if not args.workers and not args.remote_workers:
+        return subprocess.call(locust_command(args.scenario, args.headless, args.out, args.run_id, extra), cwd=os.getcwd())
+
+    from datetime import datetime, timezone
+
+    from inferload.distributed import DistributedRun, run_distributed
+
+    run_id = args.run_id or f"{scenario.name}-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
+    return run_distributed(DistributedRun(
+        scenario=scenario,
+        results_dir=args.out or Path("results") / run_id,
+        run_id=run_id,
+        local_workers=args.workers,
+        remote_workers=args.remote_workers,
+        headless=args.headless,
+        master_bind_host=args.master_bind_host,
+        master_port=args.master_port,
+        locust_args=extra,
+    ))
 
 
 def parse_ports(text: str | None) -> dict[str, int]:
@@ -153,7 +196,7 @@ def cmd_servers(args: argparse.Namespace) -> int:
     unknown = sorted(set(overrides) - set(defaults))
     if unknown:
         raise InferloadError(f"--ports: unknown name(s) {unknown}; expected some of {sorted(defaults)}")
-    servers = LocalServers(args.state_dir or DEFAULT_STATE_DIR, ServerPorts.from_dict({**defaults, **overrides}))
+    servers = LocalServers(args.state_dir or DEFAULT_STATE_DIR, ServerPorts.from_dict({**defaults, **overrides}), host=args.host)
     if args.action == "up":
         which = (args.only,) if args.only else ("triton", "torchserve")
         print("starting the local servers (first start loads the models: up to a minute) ...", file=sys.stderr, flush=True)

@@ -25,6 +25,8 @@ from inferload.model_check import check_target_against_triton, fetch_triton_mode
 from inferload.arrivals import rate_timeline
 from inferload.openloop import SHARE_MESSAGE, ArrivalQueue, ArrivalScheduler, TargetArrivals
 from inferload.recorder import RunRecorder
+from inferload.request_log import RequestLog
+from inferload.server_windows import ServerWindowPoller
 from inferload.scenario import Scenario, is_open_loop
 from inferload.report import write_report
 from inferload.shapes import ScenarioShape, shape_class_for
@@ -54,6 +56,8 @@ def add_arguments(parser: Any) -> None:
     group.add_argument("--results-dir", help="folder for summary.json and windows.csv (default results/<run id>)", env_var="INFERLOAD_RESULTS_DIR")
     group.add_argument("--run-id", help="run identifier (default <scenario>-<UTC time>)", env_var="INFERLOAD_RUN_ID")
     group.add_argument("--cold-starts", help="JSON file: target name -> cold start seconds, recorded in summary.json", env_var="INFERLOAD_COLD_STARTS")
+    group.add_argument("--requests-csv", action="store_true", default=False,
+                       help="also write every request (time, target, latency, outcome, worker) to requests.csv in the results folder")
     add_streaming_arguments(parser)
 
 
@@ -70,6 +74,11 @@ class InferloadRun:
         self.shape_class: type[ScenarioShape] = shape_class_for(scenario)
         self.recorder: RunRecorder | None = None
         self.streaming: StreamingListener | None = None
+        self.request_log: RequestLog | None = None
+        self.run_id: str | None = None
+        self.results_dir: Path | None = None
+        self.workers_seen: set[str] = set()
+        self.workers_lost: set[str] = set()
         self.server_before: dict[str, server_stats.ServerSnapshot] = {}
         self.server_errors: dict[str, str] = {}
         self.server_side: dict[str, dict[str, Any] | None] = {}
@@ -81,12 +90,26 @@ class InferloadRun:
         if not isinstance(runner, WorkerRunner):
             self.check_models()
         self.recorder = RunRecorder(environment, self.scenario.warmup, self.scenario.window)
-        settings = sink_settings_from_options(environment.parsed_options)
+        options = environment.parsed_options
+        if not isinstance(runner, WorkerRunner):
+            self.run_id = getattr(options, "run_id", None) or default_run_id(self.scenario.name, time.time())
+            self.results_dir = Path(getattr(options, "results_dir", None) or Path("results") / self.run_id)
+        if isinstance(runner, WorkerRunner):
+            self.request_log = RequestLog(environment, None)
+        elif getattr(options, "requests_csv", False):
+            assert self.results_dir is not None
+            self.request_log = RequestLog(environment, self.results_dir / "requests.csv")
+        if isinstance(runner, MasterRunner):
+            environment.events.test_start.add_listener(lambda **_: gevent.spawn(self._watch_workers, runner))
+        settings = sink_settings_from_options(options)
         if settings is not None:
             self.streaming = StreamingListener(environment, self.recorder.record, self.scenario, settings)
         if is_open_loop(self.scenario.shape):
             self._setup_open_loop(environment)
         if not isinstance(runner, WorkerRunner):
+            poller = ServerWindowPoller(self.scenario, self.recorder.record)
+            environment.events.test_start.add_listener(lambda **_: poller.start())
+            environment.events.test_stop.add_listener(lambda **_: poller.stop())
             environment.events.test_start.add_listener(self._on_test_start)
             environment.events.test_stop.add_listener(self._on_test_stop)
             environment.events.quitting.add_listener(self._on_quitting)
@@ -115,6 +138,16 @@ class InferloadRun:
             scheduler.set_process_share(1, 0)
         environment.events.test_start.add_listener(lambda **_: scheduler.start(record.started_at or time.time()))
         environment.events.test_stop.add_listener(lambda **_: scheduler.stop())
+
+    def _watch_workers(self, runner: MasterRunner) -> None:
+        """Remember every worker that took part, and every one that went missing (died)."""
+        while runner.state not in ("stopped", "quitting"):
+            for client in list(runner.clients.values()):
+                self.workers_seen.add(client.id)
+                if client.state == "missing" and client.id not in self.workers_lost:
+                    self.workers_lost.add(client.id)
+                    logger.warning("worker %s went missing: its share of the load and its last unreported requests are lost", client.id)
+            gevent.sleep(0.5)
 
     @staticmethod
     def _send_shares(runner: MasterRunner) -> None:
@@ -186,10 +219,16 @@ class InferloadRun:
         if record.stopped_at is None:
             record.stopped_at = time.time()
         options = environment.parsed_options
-        run_id = getattr(options, "run_id", None) or default_run_id(self.scenario.name, record.started_at)
-        results_dir = Path(getattr(options, "results_dir", None) or Path("results") / run_id)
+        run_id = self.run_id or default_run_id(self.scenario.name, record.started_at)
+        results_dir = self.results_dir or Path("results") / run_id
         runner = environment.runner
-        workers = len(runner.clients) if isinstance(runner, MasterRunner) else 1
+        if isinstance(runner, MasterRunner):
+            self.workers_seen.update(runner.clients.keys())
+            workers = len(self.workers_seen)
+        else:
+            workers = 1
+        if self.request_log is not None:
+            self.request_log.close()
         summary = build_summary(
             run_id,
             self.scenario,
@@ -201,6 +240,8 @@ class InferloadRun:
         )
         checks = evaluate(self.scenario, summary["targets"])
         summary["slo"] = slo_section(checks)
+        if isinstance(runner, MasterRunner):
+            summary["workers_lost"] = sorted(self.workers_lost)
         if self.streaming is not None:
             summary["streaming"] = self.streaming.close()
         write_results(results_dir, summary, record)

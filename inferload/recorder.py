@@ -43,6 +43,8 @@ class RunRecord:
     lag_steady: dict[str, LatencyStats] = field(default_factory=lambda: defaultdict(LatencyStats))
     arrival_windows: dict[tuple[int, str], list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
     arrivals_steady: dict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
+    # the server's own mean request duration per window (master or local only)
+    server_request_ms: dict[tuple[int, str], float] = field(default_factory=dict)
 
     @property
     def warmup_ends_at(self) -> float | None:

@@ -344,6 +344,14 @@ class Slo(_Model):
     mean_ms: Union[Annotated[Number, Field(gt=0)], None] = None
     error_rate: Union[Annotated[Number, Field(ge=0, le=1)], None] = None
     min_throughput_rps: Union[Annotated[Number, Field(gt=0)], None] = None
+    # server-side figures (read from the server itself)
+    min_avg_batch_size: Union[Annotated[Number, Field(gt=0)], None] = None
+    max_queue_ms: Union[Annotated[Number, Field(ge=0)], None] = None
+    max_compute_ms: Union[Annotated[Number, Field(gt=0)], None] = None
+    max_residual_ms: Union[Annotated[Number, Field(ge=0)], None] = None
+    # open loop
+    max_send_lag_p99_ms: Union[Annotated[Number, Field(ge=0)], None] = None
+    max_unsent: Union[Annotated[StrictInt, Field(ge=0)], None] = None
 
 
 class Target(_Model):

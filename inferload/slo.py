@@ -17,6 +17,12 @@ CHECKS: dict[str, tuple[tuple[str, ...], str]] = {
     "p999_ms": (("latency_ms", "p999"), "max"),
     "error_rate": (("error_rate",), "max"),
     "min_throughput_rps": (("throughput_rps",), "min"),
+    "min_avg_batch_size": (("server_side", "avg_batch_size"), "min"),
+    "max_queue_ms": (("server_side", "queue_ms_avg"), "max"),
+    "max_compute_ms": (("server_side", "compute_ms_avg"), "max"),
+    "max_residual_ms": (("residual_ms",), "max"),
+    "max_send_lag_p99_ms": (("open_loop", "send_lag_ms", "p99"), "max"),
+    "max_unsent": (("open_loop", "unsent"), "max"),
 }
 
 

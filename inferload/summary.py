@@ -20,6 +20,8 @@ WINDOW_COLUMNS = [
     "mean_ms", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "p999_ms", "max_ms", "users",
     # open loop only (empty otherwise): intended arrivals/s, arrivals not sent, send lag p99
     "target_rps", "unsent", "send_lag_p99_ms",
+    # the server's own mean request duration in the window, and client mean minus it
+    "server_request_ms", "residual_ms",
 ]
 
 
@@ -87,6 +89,9 @@ def build_summary(
             "server_side": server_side.get(target.name),
             "cold_start_s": cold_starts.get(target.name),
         }
+        targets[target.name]["residual_ms"] = residual(
+            targets[target.name]["latency_ms"]["mean"], (server_side.get(target.name) or {}).get("request_ms_avg")
+        )
         if is_open_loop(scenario.shape):
             share = target.weight / sum(t.weight for t in scenario.targets)
             timeline = rate_timeline(scenario.shape, scenario.duration)
@@ -124,8 +129,22 @@ def window_rows(record: RunRecord) -> list[dict[str, Any]]:
             **{f"{k}_ms": (None if v is None else round(v, 3)) for k, v in figures.items()},
             "users": record.users_by_window.get(index),
             **open_loop_window(record, index, target),
+            **residual_window(record, index, target, figures["mean"]),
         })
     return rows
+
+
+def residual(client_mean_ms: float | None, server_ms: float | None) -> float | None:
+    return None if client_mean_ms is None or server_ms is None else client_mean_ms - server_ms
+
+
+def residual_window(record: RunRecord, index: int, target: str, client_mean_ms: float | None) -> dict[str, Any]:
+    server_ms = record.server_request_ms.get((index, target))
+    value = residual(client_mean_ms, server_ms)
+    return {
+        "server_request_ms": None if server_ms is None else round(server_ms, 3),
+        "residual_ms": None if value is None else round(value, 3),
+    }
 
 
 def open_loop_window(record: RunRecord, index: int, target: str) -> dict[str, Any]:

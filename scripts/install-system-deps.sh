@@ -3,7 +3,8 @@
 #   install-system-deps.sh servers   a JDK 11+ for TorchServe (what `make demo` needs)
 #   install-system-deps.sh test      + InfluxDB (Debian's 1.x) for the streaming, collector and
 #                                      dashboard tests, docker-compose (1.29, no engine) to validate
-#                                      docker-compose.yml, headless Chromium to check report.html
+#                                      docker-compose.yml, headless Chromium to check report.html,
+#                                      iproute2 for the network-namespace test hosts
 #   install-system-deps.sh bench     + wrk, the HTTP ceiling in the benchmarks
 set -euo pipefail
 
@@ -19,6 +20,7 @@ if [ "$purpose" = test ]; then
   need influxd influxdb
   need docker-compose docker-compose
   need chromium chromium
+  need ip iproute2
 fi
 if [ "$purpose" = bench ]; then
   need wrk wrk

@@ -139,3 +139,28 @@ def test_an_invalid_scenario_exits_2_with_one_line_per_problem(tmp_path):
     lines = [line for line in run.output.splitlines() if str(scenario) in line]
     assert any(": duration:" in line for line in lines) and any(": targets:" in line for line in lines)
     assert "Traceback" not in run.output
+
+
+def test_server_side_thresholds_gate_the_run_and_the_residual_is_reported(local_servers, tmp_path):
+    target = cnn_target("triton-grpc", "triton-grpc", f"127.0.0.1:{local_servers.ports.triton_grpc}",
+                        slo={"min_avg_batch_size": 1000, "max_queue_ms": 10000, "max_residual_ms": 10000})
+    scenario = write_scenario({"name": "server-slo", "duration": "4s", "targets": [target],
+                               "shape": {"kind": "steady", "users": 4}}, tmp_path)
+    run = run_locust(scenario, tmp_path)
+
+    assert run.returncode == 1, run.output
+    checks = {c["metric"]: c for c in run.summary["slo"]["checks"]}
+    assert checks["min_avg_batch_size"]["passed"] is False and checks["min_avg_batch_size"]["value"] >= 1
+    assert checks["max_queue_ms"]["passed"] and checks["max_residual_ms"]["passed"]
+    failed = [line for line in run.output.splitlines() if line.rstrip().endswith("FAIL")]
+    assert len(failed) == 1 and "min_avg_batch_size" in failed[0] and ">= 1000" in failed[0]
+    # client mean minus the server's own mean request duration, for the run and per window
+    figures = run.summary["targets"]["triton-grpc"]
+    side = figures["server_side"]
+    assert figures["residual_ms"] == pytest.approx(figures["latency_ms"]["mean"] - side["request_ms_avg"])
+    assert 0 < figures["residual_ms"] < figures["latency_ms"]["mean"]
+    rows = list(csv.DictReader(io.StringIO(run.windows_csv)))
+    with_server = [r for r in rows if r["server_request_ms"]]
+    assert len(with_server) >= 2
+    assert all(float(r["residual_ms"]) == pytest.approx(float(r["mean_ms"]) - float(r["server_request_ms"]), abs=0.002)
+               for r in with_server)

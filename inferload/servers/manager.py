@@ -38,18 +38,18 @@ class _Pending:
     last_error: str = ""
 
 
-def urls(server: str, ports: ServerPorts) -> dict[str, str]:
+def urls(server: str, ports: ServerPorts, host: str = LOOPBACK) -> dict[str, str]:
     """The addresses a scenario target uses for this server."""
     if server == "triton":
         return {
-            "http": f"{LOOPBACK}:{ports.triton_http}",
-            "grpc": f"{LOOPBACK}:{ports.triton_grpc}",
-            "metrics_url": f"http://{LOOPBACK}:{ports.triton_metrics}/metrics",
+            "http": f"{host}:{ports.triton_http}",
+            "grpc": f"{host}:{ports.triton_grpc}",
+            "metrics_url": f"http://{host}:{ports.triton_metrics}/metrics",
         }
     return {
-        "inference": f"http://{LOOPBACK}:{ports.ts_inference}",
+        "inference": f"http://{host}:{ports.ts_inference}",
         "management": f"http://{LOOPBACK}:{ports.ts_management}",
-        "metrics_url": f"http://{LOOPBACK}:{ports.ts_metrics}/metrics",
+        "metrics_url": f"http://{host}:{ports.ts_metrics}/metrics",
     }
 
 
@@ -61,12 +61,15 @@ class LocalServers:
     """The local real servers of one state dir."""
 
     def __init__(self, state_dir: Path, ports: ServerPorts = ServerPorts(),
-                 models: tuple[str, ...] = MODEL_NAMES) -> None:
+                 models: tuple[str, ...] = MODEL_NAMES, host: str = LOOPBACK) -> None:
+        """``host``: the address the servers bind (loopback by default; a test host's address in
+        a network namespace for distributed tests). TorchServe's management API stays on loopback."""
         for model in models:
             get_spec(model)
         self.state_dir = Path(state_dir)
         self.ports = ports
         self.models = tuple(models)
+        self.host = host
 
     # ---- state.json -------------------------------------------------------------------
     @property
@@ -115,13 +118,13 @@ class LocalServers:
         servers_state: dict[str, Any] = {k: v for k, v in state.get("servers", {}).items() if k in running}
         to_start = [w for w in which if w not in running]
         for server in to_start:
-            check_free(self.ports.for_server(server))
+            check_free(self.ports.for_server(server), self.host)
 
         pending: list[_Pending] = []
         try:
             for server in to_start:
                 start = start_triton if server == "triton" else start_torchserve
-                record = start(self.state_dir, self.ports, self.models)
+                record = start(self.state_dir, self.ports, self.models, host=self.host)
                 pending.append(_Pending(server, record, self.models))
                 servers_state[server] = self._entry(server, record, {}, ready=False)
                 self._write_state(self._state(servers_state))
@@ -141,7 +144,7 @@ class LocalServers:
                 "models": list(self.models), "servers": report}
 
     def _state(self, servers: dict[str, Any]) -> dict[str, Any]:
-        return {"version": 1, "ports": self.ports.to_dict(), "models": list(self.models),
+        return {"version": 1, "host": self.host, "ports": self.ports.to_dict(), "models": list(self.models),
                 "servers": servers}
 
     def _entry(self, server: str, record: ProcessRecord, answered: dict[str, float], ready: bool) -> dict[str, Any]:
@@ -151,7 +154,7 @@ class LocalServers:
             "log": record.log,
             "logs_dir": str(self.state_dir / server),
             "ports": self.ports.for_server(server),
-            "urls": urls(server, self.ports),
+            "urls": urls(server, self.ports, self.host),
             "ready": ready,
             "cold_start_s": round(max(answered.values()), 3) if answered else None,
             "models_cold_start_s": {m: round(s, 3) for m, s in answered.items()},
@@ -172,7 +175,7 @@ class LocalServers:
                     if model in p.answered:
                         continue
                     try:
-                        probe(p.server, _probe_port(p.server, self.ports), get_spec(model), timeout_s=5.0)
+                        probe(p.server, _probe_port(p.server, self.ports), get_spec(model), timeout_s=5.0, host=self.host)
                     except NotReady as exc:
                         p.last_error = str(exc)
                         break  # models load together: try the others on the next round

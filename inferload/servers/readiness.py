@@ -76,11 +76,11 @@ def _check_shape(result: np.ndarray, batch: int, spec: ModelSpec, url: str) -> N
         raise NotReady(f"{url} answered shape {list(result.shape)}, expected {list(expected)}")
 
 
-def probe(server: str, port: int, spec: ModelSpec, timeout_s: float = 5.0) -> np.ndarray:
+def probe(server: str, port: int, spec: ModelSpec, timeout_s: float = 5.0, host: str = "127.0.0.1") -> np.ndarray:
     """One real inference on ``server`` ('triton': HTTP port, 'torchserve': inference port)."""
     data = probe_input(spec)
     if server == "triton":
-        return triton_infer(port, spec, data, timeout_s=timeout_s)
+        return triton_infer(port, spec, data, host=host, timeout_s=timeout_s)
     if server == "torchserve":
-        return torchserve_infer(port, spec, data, timeout_s=timeout_s)
+        return torchserve_infer(port, spec, data, host=host, timeout_s=timeout_s)
     raise ValueError(f"unknown server {server!r}; expected 'triton' or 'torchserve'")

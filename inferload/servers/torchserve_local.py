@@ -65,7 +65,7 @@ def check_java(env: dict[str, str] | None = None) -> int:
 
 
 def config_properties(ports: ServerPorts, models: tuple[str, ...], store: Path, tmpdir: Path,
-                      model_config: TorchServeModelConfig) -> str:
+                      model_config: TorchServeModelConfig, host: str = LOOPBACK) -> str:
     """The text of config.properties for these ports and models."""
     models_json = {
         m: {"1.0": {
@@ -77,9 +77,9 @@ def config_properties(ports: ServerPorts, models: tuple[str, ...], store: Path, 
         for m in models
     }
     lines = [
-        f"inference_address=http://{LOOPBACK}:{ports.ts_inference}",
-        f"management_address=http://{LOOPBACK}:{ports.ts_management}",
-        f"metrics_address=http://{LOOPBACK}:{ports.ts_metrics}",
+        f"inference_address=http://{host}:{ports.ts_inference}",
+        f"management_address=http://{LOOPBACK}:{ports.ts_management}",  # management stays local
+        f"metrics_address=http://{host}:{ports.ts_metrics}",
         f"grpc_inference_address={LOOPBACK}",
         f"grpc_inference_port={ports.ts_grpc_inference}",
         f"grpc_management_address={LOOPBACK}",
@@ -119,7 +119,7 @@ def _torchserve_bin() -> str:
 
 def start_torchserve(state_dir: Path, ports: ServerPorts, models: tuple[str, ...],
                      model_config: TorchServeModelConfig = TorchServeModelConfig(),
-                     store: Path | None = None) -> ProcessRecord:
+                     store: Path | None = None, host: str = LOOPBACK) -> ProcessRecord:
     """Start TorchServe in the foreground of a detached session; returns its record."""
     work = state_dir / "torchserve"
     tmpdir, logs = work / "tmp", work / "logs"
@@ -135,7 +135,7 @@ def start_torchserve(state_dir: Path, ports: ServerPorts, models: tuple[str, ...
                 f"(python -m inferload.models.build)"
             )
     config = work / "config.properties"
-    config.write_text(config_properties(ports, models, store, tmpdir, model_config))
+    config.write_text(config_properties(ports, models, store, tmpdir, model_config, host))
     command = [_torchserve_bin(), "--start", "--foreground", "--ncs", "--ts-config", str(config),
                "--model-store", str(store)]
     return spawn(command, work / "torchserve.log", env, cwd=work)

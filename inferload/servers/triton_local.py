@@ -73,14 +73,14 @@ def prepare_backend_dir(install: TritonInstall, dest: Path) -> Path:
 
 
 def triton_command(install: TritonInstall, backends: Path, repository: Path, ports: ServerPorts,
-                   models: tuple[str, ...]) -> list[str]:
+                   models: tuple[str, ...], host: str = LOOPBACK) -> list[str]:
     command = [
         str(install.server_bin),
         f"--model-repository={repository}",
         f"--backend-directory={backends}",
-        f"--http-address={LOOPBACK}", f"--http-port={ports.triton_http}",
-        f"--grpc-address={LOOPBACK}", f"--grpc-port={ports.triton_grpc}",
-        f"--metrics-address={LOOPBACK}", f"--metrics-port={ports.triton_metrics}",
+        f"--http-address={host}", f"--http-port={ports.triton_http}",
+        f"--grpc-address={host}", f"--grpc-port={ports.triton_grpc}",
+        f"--metrics-address={host}", f"--metrics-port={ports.triton_metrics}",
         "--allow-metrics=true", "--allow-cpu-metrics=true",
         f"--exit-timeout-secs={EXIT_TIMEOUT_S}",
         "--model-control-mode=explicit",
@@ -102,7 +102,7 @@ def triton_env(install: TritonInstall, base: dict[str, str] | None = None) -> di
 
 
 def start_triton(state_dir: Path, ports: ServerPorts, models: tuple[str, ...],
-                 repository: Path | None = None) -> ProcessRecord:
+                 repository: Path | None = None, host: str = LOOPBACK) -> ProcessRecord:
     """Start tritonserver detached; its output goes to ``state_dir/triton/triton.log``."""
     install = find_triton()
     work = state_dir / "triton"
@@ -114,7 +114,7 @@ def start_triton(state_dir: Path, ports: ServerPorts, models: tuple[str, ...],
                 f"{repository / model / '1' / 'model.pt'} is missing: build the sample models "
                 f"first (python -m inferload.models.build)"
             )
-    command = triton_command(install, backends, repository, ports, models)
+    command = triton_command(install, backends, repository, ports, models, host)
     return spawn(command, work / "triton.log", triton_env(install), cwd=work)
 
 

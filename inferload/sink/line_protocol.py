@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Iterable, Mapping, Union
 
 FieldValue = Union[float, int, bool, str, None]
@@ -30,20 +31,31 @@ def seconds_to_ns(seconds: float) -> int:
     return int(round(seconds * 1_000_000_000))
 
 
-def _escape(text: str, specials: str) -> str:
-    text = text.replace("\\", "\\\\") if "\\" in specials else text
-    for char in specials.replace("\\", ""):
-        text = text.replace(char, "\\" + char)
-    return text.replace("\n", "\\n")
+_MEASUREMENT_ESCAPES = str.maketrans({",": "\\,", " ": "\\ ", "\n": "\\n"})
+_KEY_ESCAPES = str.maketrans({",": "\\,", "=": "\\=", " ": "\\ ", "\n": "\\n"})
 
 
 def escape_measurement(name: str) -> str:
-    return _escape(name, ", ")
+    return name.translate(_MEASUREMENT_ESCAPES)
 
 
 def escape_key(text: str) -> str:
     """Tag keys, tag values and field keys."""
-    return _escape(text, ",= ")
+    return text.translate(_KEY_ESCAPES)
+
+
+@lru_cache(maxsize=4096)
+def _series_head(measurement: str, tags: tuple[tuple[str, str], ...]) -> str:
+    """`measurement,tag=value,...`: the same for every point of a series, so made once."""
+    head = escape_measurement(measurement)
+    for key, value in tags:
+        head += f",{escape_key(key)}={escape_key(value)}"
+    return head
+
+
+@lru_cache(maxsize=4096)
+def _field_key(key: str) -> str:
+    return escape_key(key) + "="
 
 
 def encode_field_value(value: FieldValue) -> str | None:
@@ -67,16 +79,11 @@ def encode_point(point: Point) -> str | None:
     for key, value in point.fields.items():
         text = encode_field_value(value)
         if text is not None:
-            fields.append(f"{escape_key(key)}={text}")
+            fields.append(_field_key(key) + text)
     if not fields:
         return None
-    head = escape_measurement(point.measurement)
-    for key in sorted(point.tags):
-        value = point.tags[key]
-        if value is None or value == "":
-            continue
-        head += f",{escape_key(key)}={escape_key(str(value))}"
-    return f"{head} {','.join(fields)} {int(point.time_ns)}"
+    tags = tuple(sorted((k, str(v)) for k, v in point.tags.items() if v is not None and v != ""))
+    return f"{_series_head(point.measurement, tags)} {','.join(fields)} {int(point.time_ns)}"
 
 
 def encode_points(points: Iterable[Point]) -> list[str]:

@@ -1,0 +1,132 @@
+"""results.json -> results.md: one table per benchmark, targets marked met or missed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _mark(ok: bool | None) -> str:
+    return "n/a" if ok is None else ("met" if ok else "**missed**")
+
+
+def _fmt(value: Any, digits: int = 1) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def machine_section(m: dict[str, Any]) -> list[str]:
+    packages = ", ".join(f"{k} {v}" for k, v in m["packages"].items() if v)
+    return [
+        f"- CPU: {m['cpu_model']}, {m['usable_cores']} usable cores ({m['logical_cores']} logical), "
+        f"{m['memory_gib']} GiB memory, {m['os']}",
+        f"- Python {m['python']}; {packages}",
+        f"- load average at start: {', '.join(str(x) for x in m['load_average_at_start'])}",
+    ]
+
+
+def client_cpu_section(c: dict[str, Any], targets: dict[str, float]) -> list[str]:
+    us = c["us_per_request_median"]
+    r = c["ratios"]
+    lines = [
+        f"## 1. Client CPU per request ({c['requests']} requests at {c['rate_rps']:g} req/s, {c['users']} users; "
+        f"median of {c['rounds']} interleaved rounds; wrk: closed loop, {c['users']} connections)",
+        "",
+        "| client | CPU µs / request |",
+        "|---|---|",
+    ]
+    lines += [f"| {variant} | {_fmt(value)} |" for variant, value in us.items()]
+    g, rest = r["grpc_inferload_vs_plain"], r["rest_inferload_vs_plain"]
+    lines += [
+        "",
+        "| ratio | value | target |",
+        "|---|---|---|",
+        f"| Triton gRPC: inferload / plain Locust gRPC user | {_fmt(g, 2)} | ≤ {targets['grpc_cpu_ratio']} {_mark(None if g is None else g <= targets['grpc_cpu_ratio'])} |",
+        f"| Triton HTTP: inferload / plain FastHttpUser | {_fmt(r['http_inferload_vs_plain'], 2)} | – |",
+        f"| TorchServe REST: inferload / plain FastHttpUser | {_fmt(rest, 2)} | ≤ {targets['rest_cpu_ratio']} {_mark(None if rest is None else rest <= targets['rest_cpu_ratio'])} |",
+        f"| TorchServe REST: inferload / wrk (ceiling) | {_fmt(r['rest_inferload_vs_wrk'], 2)} | – |",
+    ]
+    return lines
+
+
+def max_section(m: dict[str, Any]) -> list[str]:
+    lines = [
+        f"## 2. Max requests/s of one worker process (closed loop, {m['users']} users, {m['seconds']:g} s)",
+        "",
+        "| user class | req/s | client CPU (cores) | server CPU (cores) | machine idle | limit |",
+        "|---|---|---|---|---|---|",
+    ]
+    for variant, r in m["variants"].items():
+        lines.append(f"| {variant} | {_fmt(r['rps'], 0)} | {_fmt(r['client_core_util'], 2)} | "
+                     f"{_fmt(r['server_core_util'], 2)} | {_fmt(r['machine_idle_frac'] * 100, 0)} % | {r['limit']} |")
+    return lines
+
+
+def fidelity_section(f: dict[str, Any], target_ms: float) -> list[str]:
+    lines = [
+        f"## 3. Fidelity over gRPC (client mean latency − Triton's own mean request duration; {f['users']} users, "
+        f"{f['seconds']:g} s per load)",
+        "",
+        "| load | req/s | client mean ms | Triton request ms | gap ms | target |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in f["loads"]:
+        for variant in ("grpc-inferload", "grpc-plain"):
+            r = row.get(variant)
+            if r is None:
+                continue
+            target = ""
+            if row["fraction"] == 0.5 and variant == "grpc-inferload":
+                target = f"≤ {target_ms} {_mark(None if r['gap_ms'] is None else r['gap_ms'] <= target_ms)}"
+            label = f"{row['fraction'] * 100:.0f} %" + (" (plain user)" if variant == "grpc-plain" else "")
+            lines.append(f"| {label} | {_fmt(r['rps'], 0)} | {_fmt(r['client_mean_ms'], 3)} | "
+                         f"{_fmt(r['server_request_ms_avg'], 3)} | {_fmt(r['gap_ms'], 3)} | {target} |")
+    return lines
+
+
+def streaming_section(s: dict[str, Any], targets: dict[str, float]) -> list[str]:
+    lines = ["## 5. Streaming cost (InfluxDB 1.x sink)", ""]
+    if not s.get("measured"):
+        return lines + [f"**{s['note']}**"]
+    sink = s["sink"]
+    pps = sink["points_per_s"]
+    cost = s["throughput_cost"]
+    return lines + [
+        "| figure | value | target |",
+        "|---|---|---|",
+        f"| sink points/s into a real InfluxDB ({sink['points_written']} points, batches of {sink['batch_size']}) | "
+        f"{_fmt(pps, 0)} | ≥ {targets['sink_points_per_s']:,} {_mark(pps >= targets['sink_points_per_s'])} |",
+        f"| generator req/s, streaming off / on | {_fmt(s['rps']['off'], 0)} / {_fmt(s['rps']['on'], 0)} | |",
+        f"| throughput cost of streaming | {_fmt(cost * 100 if cost is not None else None, 1)} % | "
+        f"≤ {targets['streaming_cost'] * 100:g} % {_mark(None if cost is None else cost <= targets['streaming_cost'])} |",
+        f"| CPU µs/request off / on | {_fmt(s['us_per_request']['off'])} / {_fmt(s['us_per_request']['on'])} | |",
+    ]
+
+
+def profile_section(p: dict[str, Any]) -> list[str]:
+    lines = ["## Profiles (py-spy, self time share of samples)", ""]
+    for variant, summary in p.items():
+        if "error" in summary:
+            lines.append(f"- {variant}: {summary['error']}")
+            continue
+        top = "; ".join(f"{frame} {share * 100:.1f} %" for frame, share in summary["self"][:8])
+        lines.append(f"- **{variant}** ({summary['samples']} samples, {summary['raw']}): {top}")
+    return lines
+
+
+def render_markdown(results: dict[str, Any]) -> str:
+    targets = results["targets"]
+    lines = [f"# inferload bench {results['started_at']}", "", *machine_section(results["machine"]), "",
+             f"Model `{results['model']}` on the real local Triton and TorchServe (loopback).", ""]
+    lines += client_cpu_section(results["client_cpu"], targets) + [""]
+    lines += max_section(results["max_throughput"]) + [""]
+    lines += fidelity_section(results["fidelity"], targets["fidelity_half_load_ms"]) + [""]
+    lines += ["## 4. Open-loop arrival accuracy", "", f"**{results['open_loop_accuracy']['note']}**", ""]
+    lines += streaming_section(results["streaming"], targets) + [""]
+    if "profiles" in results:
+        lines += profile_section(results["profiles"]) + [""]
+    if "elapsed_s" in results:
+        lines.append(f"Bench wall time: {results['elapsed_s']} s.")
+    return "\n".join(lines) + "\n"

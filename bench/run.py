@@ -1,0 +1,275 @@
+"""`make bench`: benchmarks of the load generator itself, against the real local servers.
+
+    python -m bench.run [--out DIR] [--rounds N] [--profile]
+
+Starts Triton and TorchServe (identity model, free loopback ports, a temporary state dir),
+measures every client variant in its own process, side by side and interleaved round by round,
+and writes `results/bench-<UTC time>/results.json` and `results.md`. Everything it starts is
+stopped before it returns. Runs in about 5 minutes on two cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from bench import machine
+from bench.client import MeasureSpec
+from bench.profiles import profile_variant
+from bench.report import render_markdown
+from bench.wrk import ensure_wrk, lua_post_script, run_wrk
+from inferload.paths import REPO_ROOT
+
+MODEL = "identity"
+CPU_RATE_RPS = 250.0  # item 1: the fixed load every variant is measured at
+CPU_USERS = 4
+CPU_REQUESTS = 2000
+MAX_USERS = 16  # item 2: closed loop
+MAX_SECONDS = 10.0
+FIDELITY_FRACTIONS = (0.1, 0.5, 0.8)  # item 3: loads as fractions of the gRPC maximum
+FIDELITY_USERS = 8
+FIDELITY_SECONDS = 8.0
+SINK_POINTS = 200_000
+TARGETS = {"grpc_cpu_ratio": 0.7, "rest_cpu_ratio": 1.1, "fidelity_half_load_ms": 0.3,
+           "sink_points_per_s": 100_000, "streaming_cost": 0.03}
+
+
+@dataclass
+class Bench:
+    """One bench run: where servers listen, where files go, what was measured."""
+
+    out_dir: Path
+    work_dir: Path
+    addresses: dict[str, str] = field(default_factory=dict)
+    server_pids: dict[str, int] = field(default_factory=dict)
+    results: dict[str, Any] = field(default_factory=dict)
+    runs: int = 0
+
+    def spec(self, variant: str, **overrides: Any) -> MeasureSpec:
+        server = "torchserve" if variant.startswith("rest") else "triton"
+        return MeasureSpec(
+            variant=variant, model=MODEL,
+            triton_grpc=self.addresses["triton_grpc"], triton_http=self.addresses["triton_http"],
+            torchserve=self.addresses["torchserve"], server_pids=[self.server_pids[server]], **overrides,
+        )
+
+    def measure(self, spec: MeasureSpec) -> dict[str, Any]:
+        """Run one `bench.client` process; its Measurement as a dict."""
+        self.runs += 1
+        spec_path = self.work_dir / f"spec-{self.runs}.json"
+        out_path = self.work_dir / f"out-{self.runs}.json"
+        spec_path.write_text(json.dumps(asdict(spec)))
+        done = subprocess.run([sys.executable, "-m", "bench.client", str(spec_path), str(out_path)],
+                              cwd=REPO_ROOT, capture_output=True, text=True, timeout=spec.timeout_s + 60)
+        if done.returncode != 0 or not out_path.exists():
+            raise RuntimeError(f"bench.client {spec.variant} failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
+        result = json.loads(out_path.read_text())
+        log(f"  {spec.variant:15s} {result['requests']:6d} req {result['rps']:8.1f}/s  "
+            f"{result['client_cpu_us_per_request']:7.1f} us CPU/req  client {result['client_core_util']:.2f} core  "
+            f"server {result['server_core_util']} core  idle {result['machine_idle_frac']:.2f}"
+            + (f"  failures {result['failures']}" if result["failures"] else ""))
+        return result
+
+
+def log(message: str) -> None:
+    print(message, flush=True)
+
+
+def median(values: list[float]) -> float:
+    return round(statistics.median(values), 3) if values else 0.0
+
+
+# ---- item 1 -----------------------------------------------------------------------------
+
+CPU_VARIANTS = ("grpc-inferload", "grpc-plain", "http-inferload", "http-plain", "rest-inferload", "rest-plain")
+
+
+def client_cpu(bench: Bench, rounds: int) -> dict[str, Any]:
+    log(f"[1] client CPU per request: {CPU_REQUESTS} requests at {CPU_RATE_RPS:g} req/s, {CPU_USERS} users, "
+        f"{rounds} interleaved rounds")
+    per_variant: dict[str, list[dict[str, Any]]] = {v: [] for v in (*CPU_VARIANTS, "wrk")}
+    wrk, wrk_note = ensure_wrk()
+    script = bench.work_dir / "post.lua"
+    import numpy as np
+
+    body = np.random.default_rng(1).random((1, 16), dtype=np.float32).tobytes()
+    script.write_text(lua_post_script(body, "application/octet-stream"))
+    for round_no in range(rounds):
+        log(f" round {round_no + 1}")
+        for variant in CPU_VARIANTS:
+            spec = bench.spec(variant, users=CPU_USERS, rate_rps=CPU_RATE_RPS, warmup_requests=300,
+                              requests=CPU_REQUESTS)
+            per_variant[variant].append(bench.measure(spec))
+        if wrk:
+            result = run_wrk(wrk, f"{bench.addresses['torchserve']}/predictions/{MODEL}", script, CPU_USERS, 5.0)
+            log(f"  wrk             {result['requests']:6d} req {result['rps']:8.1f}/s  "
+                f"{result['client_cpu_us_per_request']:7.1f} us CPU/req")
+            per_variant["wrk"].append(result)
+    us = {v: median([r["client_cpu_us_per_request"] for r in runs]) for v, runs in per_variant.items() if runs}
+
+    def ratio(a: str, b: str) -> float | None:
+        return round(us[a] / us[b], 3) if us.get(a) and us.get(b) else None
+
+    return {
+        "rate_rps": CPU_RATE_RPS, "users": CPU_USERS, "requests": CPU_REQUESTS, "rounds": rounds,
+        "wrk": wrk_note,
+        "us_per_request_median": us,
+        "ratios": {
+            "grpc_inferload_vs_plain": ratio("grpc-inferload", "grpc-plain"),
+            "http_inferload_vs_plain": ratio("http-inferload", "http-plain"),
+            "rest_inferload_vs_plain": ratio("rest-inferload", "rest-plain"),
+            "rest_inferload_vs_wrk": ratio("rest-inferload", "wrk"),
+        },
+        "runs": per_variant,
+    }
+
+
+# ---- item 2 -----------------------------------------------------------------------------
+
+def max_throughput(bench: Bench) -> dict[str, Any]:
+    log(f"[2] max requests/s of one worker process: closed loop, {MAX_USERS} users, {MAX_SECONDS:g} s")
+    out: dict[str, Any] = {"users": MAX_USERS, "seconds": MAX_SECONDS, "variants": {}}
+    for variant in ("grpc-inferload", "http-inferload", "rest-inferload"):
+        r = bench.measure(bench.spec(variant, users=MAX_USERS, rate_rps=None, warmup_requests=500,
+                                     requests=None, seconds=MAX_SECONDS))
+        if r["client_core_util"] >= 0.85:
+            r["limit"] = "client (its one core is busy)"
+        elif r["machine_idle_frac"] < 0.10:
+            r["limit"] = "machine (client + server + neighbours use both cores)"
+        else:
+            r["limit"] = "server (client and machine have headroom)"
+        out["variants"][variant] = r
+    return out
+
+
+# ---- item 3 -----------------------------------------------------------------------------
+
+def fidelity(bench: Bench, grpc_max_rps: float) -> dict[str, Any]:
+    log(f"[3] fidelity over gRPC: client mean - Triton's request_ms_avg at {FIDELITY_FRACTIONS} of {grpc_max_rps:.0f} req/s")
+    loads = []
+    for fraction in FIDELITY_FRACTIONS:
+        rate = round(grpc_max_rps * fraction)
+        row: dict[str, Any] = {"fraction": fraction, "rate_rps": rate}
+        variants = ("grpc-inferload", "grpc-plain") if fraction == 0.5 else ("grpc-inferload",)
+        for variant in variants:
+            r = bench.measure(bench.spec(variant, users=FIDELITY_USERS, rate_rps=rate, warmup_requests=300,
+                                         requests=None, seconds=FIDELITY_SECONDS, triton_stats=True))
+            gap = None
+            if r["client_mean_ms"] is not None and r["server_request_ms_avg"] is not None:
+                gap = round(r["client_mean_ms"] - r["server_request_ms_avg"], 4)
+            row[variant] = {**{k: r[k] for k in ("rps", "client_mean_ms", "server_request_ms_avg", "server_queue_ms_avg",
+                                                 "server_compute_ms_avg", "server_avg_batch_size", "client_core_util",
+                                                 "machine_idle_frac", "failures")}, "gap_ms": gap}
+            log(f"    gap {gap} ms (client {r['client_mean_ms']} ms, Triton {r['server_request_ms_avg']} ms)")
+        loads.append(row)
+    return {"users": FIDELITY_USERS, "seconds": FIDELITY_SECONDS, "loads": loads}
+
+
+# ---- item 4 / 5 -------------------------------------------------------------------------
+
+def open_loop_accuracy() -> dict[str, Any]:
+    if importlib.util.find_spec("inferload.openloop") is None:
+        return {"measured": False, "note": "not measured yet: open-loop arrivals not built"}
+    return {"measured": False, "note": "not measured yet: inferload.openloop arrived while this bench was written; "
+                                       "its accuracy benchmark is still to be added"}
+
+
+def streaming_cost(bench: Bench, rounds: int) -> dict[str, Any]:
+    needed = ("inferload.streaming", "inferload.sink")
+    if any(importlib.util.find_spec(m) is None for m in needed):
+        return {"measured": False, "note": "not measured yet: inferload/sink or inferload/streaming.py missing"}
+    from bench.influx import LocalInflux
+
+    log("[5] streaming cost: InfluxDB sink points/s, generator with streaming on vs off")
+    influx = LocalInflux(bench.work_dir / "influx")
+    try:
+        influx.start()
+        influx.query("CREATE DATABASE bench")
+        out_path = bench.work_dir / "sink.json"
+        subprocess.run([sys.executable, "-m", "bench.sink_bench", influx.url, "bench", str(SINK_POINTS), str(out_path)],
+                       cwd=REPO_ROOT, check=True, capture_output=True, text=True, timeout=180)
+        sink = json.loads(out_path.read_text())
+        log(f"  sink: {sink['points_written']} points in {sink['wall_s']} s = {sink['points_per_s']:.0f} points/s")
+        runs: dict[str, list[dict[str, Any]]] = {"off": [], "on": []}
+        for _ in range(rounds):
+            for mode in ("off", "on"):
+                spec = bench.spec("grpc-inferload", users=MAX_USERS, rate_rps=None, warmup_requests=500,
+                                  requests=None, seconds=MAX_SECONDS, influx_url=influx.url if mode == "on" else None)
+                runs[mode].append(bench.measure(spec))
+    finally:
+        influx.stop()
+    rps = {m: median([r["rps"] for r in rs]) for m, rs in runs.items()}
+    cpu = {m: median([r["client_cpu_us_per_request"] for r in rs]) for m, rs in runs.items()}
+    return {
+        "measured": True, "sink": sink, "rps": rps, "us_per_request": cpu,
+        "throughput_cost": round(1 - rps["on"] / rps["off"], 4) if rps["off"] else None,
+        "cpu_cost": round(cpu["on"] / cpu["off"] - 1, 4) if cpu["off"] else None,
+        "points_streamed": [r["streaming"] for r in runs["on"]],
+        "runs": runs,
+    }
+
+
+# ---- main -------------------------------------------------------------------------------
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, help="results folder (default results/bench-<UTC time>)")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of item 1 (default 3)")
+    parser.add_argument("--profile", action="store_true", help="also record py-spy profiles of the gRPC and REST users")
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out_dir = args.out or REPO_ROOT / "results" / f"bench-{stamp}"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results: dict[str, Any] = {"started_at": stamp, "machine": machine.describe(), "model": MODEL, "targets": TARGETS}
+    log(f"inferload bench -> {out_dir}\nmachine: {json.dumps(results['machine'])}")
+
+    from inferload.models.build import build_models
+    from inferload.servers.manager import LocalServers, urls
+    from inferload.servers.ports import ServerPorts
+
+    build_models((MODEL,))
+    with tempfile.TemporaryDirectory(prefix="inferload-bench-") as tmp:
+        bench = Bench(out_dir=out_dir, work_dir=Path(tmp))
+        servers = LocalServers(Path(tmp) / "servers", ServerPorts.free(), models=(MODEL,))
+        try:
+            up = servers.up(timeout_s=180)
+            triton, ts = urls("triton", servers.ports), urls("torchserve", servers.ports)
+            bench.addresses = {"triton_grpc": triton["grpc"], "triton_http": triton["http"], "torchserve": ts["inference"]}
+            bench.server_pids = {name: entry["pid"] for name, entry in up["servers"].items()}
+            log(f"servers up: {bench.addresses}")
+            results["client_cpu"] = client_cpu(bench, args.rounds)
+            results["max_throughput"] = max_throughput(bench)
+            grpc_max = results["max_throughput"]["variants"]["grpc-inferload"]["rps"]
+            results["fidelity"] = fidelity(bench, grpc_max)
+            results["open_loop_accuracy"] = open_loop_accuracy()
+            results["streaming"] = streaming_cost(bench, 2)
+            if args.profile:
+                results["profiles"] = {
+                    v: profile_variant(bench, bench.spec(v, users=CPU_USERS, rate_rps=CPU_RATE_RPS, warmup_requests=300,
+                                                         requests=CPU_REQUESTS), out_dir)
+                    for v in ("grpc-inferload", "grpc-plain", "rest-inferload", "rest-plain")
+                }
+        finally:
+            servers.down()
+    results["elapsed_s"] = round(time.monotonic() - started, 1)
+    (out_dir / "results.json").write_text(json.dumps(results, indent=2))
+    markdown = render_markdown(results)
+    (out_dir / "results.md").write_text(markdown)
+    log("\n" + markdown)
+    log(f"written: {out_dir / 'results.json'}, {out_dir / 'results.md'} ({results['elapsed_s']} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
