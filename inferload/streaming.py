@@ -72,7 +72,8 @@ def sink_settings_from_options(options: Any) -> SinkSettings | None:
 
 
 def window_point(
-    run_id: str, target_tags: dict[str, str], index: int, window_s: float, stats: LatencyStats, users: int | None
+    run_id: str, target_tags: dict[str, str], index: int, window_s: float, stats: LatencyStats, users: int | None,
+    arrivals: list[int] | None = None, send_lag: LatencyStats | None = None,
 ) -> Point:
     """The `requests` point of one target's window (pure)."""
     latency = stats.latency_ms()
@@ -89,6 +90,10 @@ def window_point(
         "max_ms": latency["max"],
         "users": users,
     }
+    if arrivals is not None:  # open loop: intended arrivals/s, arrivals not sent, send lag
+        fields["target_rps"] = arrivals[0] / window_s
+        fields["unsent"] = arrivals[1]
+        fields["send_lag_p99_ms"] = send_lag.latency_ms()["p99"] if send_lag is not None else None
     tags = {"run_id": run_id, "worker": WORKER_TAG_MERGED, **target_tags}
     return Point("requests", tags, fields, seconds_to_ns(index * window_s))
 
@@ -205,7 +210,10 @@ class StreamingListener:
                 continue
             self._emitted[key] = count
             tags = self._target_tags.get(target, {"target": target})
-            points.append(window_point(self.run_id, tags, index, window_s, stats, self.record.users_by_window.get(index)))
+            points.append(window_point(
+                self.run_id, tags, index, window_s, stats, self.record.users_by_window.get(index),
+                self.record.arrival_windows.get(key), self.record.lag_windows.get(key),
+            ))
         self.sink.submit(points)
         return len(points)
 

@@ -8,6 +8,8 @@ import json
 import re
 import threading
 import time
+
+import pytest
 from datetime import datetime
 from pathlib import Path
 
@@ -116,3 +118,18 @@ def test_an_influxdb_stopped_mid_run_costs_points_not_load(local_servers, tmp_pa
     summary = json.loads((tmp_path / "results" / "summary.json").read_text())
     if "streaming" in summary:  # once the lead adds it to summary.json
         assert summary["streaming"]["points_dropped"] == dropped
+
+
+def test_an_open_loop_window_carries_its_target_rate_unsent_arrivals_and_send_lag():
+    from inferload.latency import LatencyStats
+    from inferload.streaming import window_point
+
+    stats, lag = LatencyStats(), LatencyStats()
+    for ms in (2.0, 3.0, 4.0):
+        stats.record_success(ms)
+        lag.record_success(ms / 10)
+    point = window_point("run-1", {"target": "t"}, 100, 1.0, stats, 8, arrivals=[5, 2], send_lag=lag)
+    assert point.fields["target_rps"] == 5.0 and point.fields["unsent"] == 2
+    assert point.fields["send_lag_p99_ms"] == pytest.approx(0.4, rel=1e-2)
+    closed_loop = window_point("run-1", {"target": "t"}, 100, 1.0, stats, 8)
+    assert "target_rps" not in closed_loop.fields
