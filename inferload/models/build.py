@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from inferload.errors import InferloadError
-from inferload.models import definitions
+from inferload.models import definitions, specs
 from inferload.models.definitions import MODEL_NAMES, get_spec
-from inferload.models.paths import mar_path, model_store_dir, project_root, torchscript_path
+from inferload.models.paths import mar_path, model_repository_dir, model_store_dir, project_root, torchscript_path
 
 
 class BuildError(InferloadError):
@@ -99,6 +99,19 @@ def _archive(model: str, torchscript: Path, handler: Path, out: Path) -> None:
         os.replace(staged, out)  # atomic, also when two builds race
 
 
+TRITON_MODEL_PY = Path(__file__).with_name("triton_python_model.py")
+
+
+def install_triton_model_py(model: str, root: Path) -> Path:
+    """Triton's Python backend loads `<model>/1/model.py`: one source serves every model."""
+    target = model_repository_dir(root) / model / "1" / "model.py"
+    source = TRITON_MODEL_PY.read_text()
+    if not target.exists() or target.read_text() != source:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(source)
+    return target
+
+
 def build_model(model: str, root: Path | None = None, force: bool = False) -> BuildResult:
     """Build one model's TorchScript and .mar unless both are newer than their sources."""
     get_spec(model)
@@ -106,7 +119,8 @@ def build_model(model: str, root: Path | None = None, force: bool = False) -> Bu
     handler = model_store_dir(root) / "handler.py"
     if not handler.exists():
         raise BuildError(f"TorchServe handler not found: {handler}")
-    code_sources = [Path(definitions.__file__), Path(__file__)]
+    code_sources = [Path(definitions.__file__), Path(specs.__file__), Path(__file__)]
+    install_triton_model_py(model, root)
     pt = torchscript_path(model, root)
     mar = mar_path(model, root)
     built = False

@@ -1,7 +1,8 @@
 """Triton Python-backend model: runs the TorchScript file ``model.pt`` next to this file.
 
-Generic for every inferload sample model (the copies under model_repository/*/1/ are identical):
-the batch of requests Triton formed is concatenated, run once, and split back per request.
+Generic for every inferload sample model: `make build` (python -m inferload.models.build) copies this
+file to model_repository/<model>/1/model.py, where Triton looks for it. The batch of requests
+Triton formed is concatenated, run once, and split back per request.
 """
 
 import json
