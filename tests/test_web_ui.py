@@ -65,7 +65,19 @@ def web_locust(local_servers, tmp_path):
         process.wait(timeout=10)
 
 
-def test_a_run_started_and_stopped_from_the_web_ui_measures_and_writes_results(web_locust):
+def rendered_page(url: str, tmp_path) -> str:
+    """The page as headless Chromium renders it (after its scripts ran)."""
+    done = subprocess.run(
+        ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={tmp_path / 'chromium'}",
+         "--virtual-time-budget=8000", "--dump-dom", url],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def test_a_run_started_and_stopped_from_the_web_ui_measures_and_writes_results(web_locust, tmp_path):
     base, process, results = web_locust
     wait_until(lambda: urllib.request.urlopen(base + "/", timeout=2).status == 200, 30, "the web UI")
 
@@ -78,6 +90,8 @@ def test_a_run_started_and_stopped_from_the_web_ui_measures_and_writes_results(w
         return next((s["num_requests"] for s in stats["stats"] if s["name"] == "triton-tiny" and s["num_requests"] > 50), None)
 
     assert wait_until(target_requests, 30, "requests in the UI's stats") > 50
+    page = rendered_page(base + "/", tmp_path)
+    assert "triton-tiny" in page and "gRPC" in page  # the browser shows our target in Locust's table
     urllib.request.urlopen(urllib.request.Request(base + "/stop", data=b"", method="POST"), timeout=5).read()
     process.send_signal(signal.SIGTERM)  # quitting writes the results, as Ctrl+C would
     output, _ = process.communicate(timeout=30)
