@@ -452,8 +452,21 @@ TARGET_ROWS: tuple[tuple[str, Any], ...] = (
     ("queue (ms, server)", lambda t: fmt(_side(t, "queue_ms_avg"), ".3f")),
     ("compute (ms, server)", lambda t: fmt(_side(t, "compute_ms_avg"), ".3f")),
     ("request (ms, server)", lambda t: fmt(_side(t, "request_ms_avg"), ".3f")),
+    ("client − server (ms)", lambda t: fmt(t.get("residual_ms"), ".3f")),
     ("cold start", lambda t: _cold_start(t.get("cold_start_s"))),
 )
+
+#: shown only when a target ran open loop
+OPEN_LOOP_ROWS: tuple[tuple[str, Any], ...] = (
+    ("target rate (req/s)", lambda t: fmt(_open_loop(t, "configured_rps"), ".1f")),
+    ("achieved rate (req/s)", lambda t: fmt(_open_loop(t, "achieved_rps"), ".1f")),
+    ("unsent arrivals", lambda t: fmt(_open_loop(t, "unsent"), ".0f")),
+    ("send lag p99 (ms)", lambda t: fmt(((t.get("open_loop") or {}).get("send_lag_ms") or {}).get("p99"), ".3f")),
+)
+
+
+def _open_loop(target: dict[str, Any], key: str) -> Any:
+    return (target.get("open_loop") or {}).get(key)
 
 
 def header_html(summary: dict[str, Any]) -> str:
@@ -481,9 +494,10 @@ def targets_html(targets: dict[str, dict[str, Any]]) -> str:
     if not targets:
         return "<h2>Targets</h2><p>No targets in summary.json.</p>"
     head = "<tr><th></th>" + "".join(f"<th>{_esc(n)}</th>" for n in targets) + "</tr>"
+    shown = TARGET_ROWS + (OPEN_LOOP_ROWS if any(t.get("open_loop") for t in targets.values()) else ())
     rows = "".join(
         f"<tr><th>{_esc(label)}</th>" + "".join(f'<td class="num">{_esc(get(t))}</td>' for t in targets.values()) + "</tr>"
-        for label, get in TARGET_ROWS
+        for label, get in shown
     )
     return (
         "<h2>Targets (steady state)</h2>"

@@ -284,3 +284,14 @@ def test_the_report_command_prints_the_path_or_exits_2(two_target_run: Path, tmp
     assert capsys.readouterr().err == f"inferload report: {tmp_path}: no summary.json in this folder (is it a results folder?)\n"
     assert main_report(two_target_run) == 0
     assert capsys.readouterr().out == f"{two_target_run / 'report.html'}\n"
+
+
+def test_open_loop_figures_appear_only_for_open_loop_runs(tmp_path: Path) -> None:
+    from inferload.report import targets_html
+
+    closed = {"t": {"requests": 10, "failures": 0, "error_rate": 0.0, "throughput_rps": 5.0, "latency_ms": {}}}
+    assert "achieved rate" not in targets_html(closed)
+    opened = {"t": {**closed["t"], "open_loop": {"configured_rps": 100.0, "achieved_rps": 99.5, "unsent": 3,
+                                                 "send_lag_ms": {"p99": 0.8}}}}
+    page = targets_html(opened)
+    assert "achieved rate" in page and "99.5" in page and "unsent arrivals" in page
