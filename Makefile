@@ -22,7 +22,7 @@ test: build
 	bash scripts/install-system-deps.sh test
 	$(PY) -m pytest
 
-# benchmarks of the load generator itself (not tests): results/bench-<UTC time>/, ~5 min on 2 cores
+# benchmarks of the load generator itself (not tests): results/bench-<UTC time>/, about 7 min on 2 cores
 bench: build
 	bash scripts/install-system-deps.sh bench
 	$(PY) -m pip install --quiet -r bench/requirements.txt

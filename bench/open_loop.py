@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import random
 import resource
+import shutil
 import subprocess
 import sys
 import time
@@ -29,6 +30,7 @@ from typing import Any
 import psutil
 import yaml
 
+from bench.profiles import summarise_collapsed
 from inferload.arrivals import INFINITY, next_arrival, rate_timeline
 from inferload.paths import LOCUSTFILE, REPO_ROOT
 from inferload.scenario import Scenario
@@ -38,7 +40,7 @@ KINDS = ("poisson", "constant-rate")
 WARMUP_S = 3  # excluded from every figure
 STEADY_S = 20
 SEED = 7
-MAX_IN_FLIGHT = 16  # senders, as many as item 2's closed-loop users
+MAX_IN_FLIGHT = 64  # senders (the shape's default); item 2 needs 16 closed-loop users for its maximum
 TARGET_NAME = "triton-grpc"
 #: the seed `ArrivalScheduler._run_target` uses for process `index` (here: 0 of 1 processes)
 SEED_MULTIPLIER = 1_000_003
@@ -81,7 +83,8 @@ def expected_arrivals(scenario: Scenario, start: float, end: float, seed: int | 
             count += 1
 
 
-def run_one(work_dir: Path, kind: str, rate: float, address: str, model: str) -> dict[str, Any]:
+def run_one(work_dir: Path, kind: str, rate: float, address: str, model: str,
+            profile_to: Path | None = None) -> dict[str, Any]:
     folder = work_dir / f"open-loop-{kind}-{rate:g}"
     folder.mkdir(parents=True, exist_ok=True)
     data = scenario_data(kind, rate, address, model)
@@ -90,6 +93,11 @@ def run_one(work_dir: Path, kind: str, rate: float, address: str, model: str) ->
     results = folder / "results"
     command = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--scenario", str(scenario_path),
                "--headless", "--only-summary", "--results-dir", str(results)]
+    py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    if profile_to is not None and Path(py_spy).exists():
+        command = [py_spy, "record", "--format", "raw", "--rate", "200", "-o", str(profile_to), "--", *command]
+    else:
+        profile_to = None
     cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     machine_before = psutil.cpu_times()
     started = time.monotonic()
@@ -112,6 +120,10 @@ def run_one(work_dir: Path, kind: str, rate: float, address: str, model: str) ->
     sent = ol["arrivals"] - ol["unsent"]
     idle = (machine_after.idle - machine_before.idle) + (getattr(machine_after, "iowait", 0) - getattr(machine_before, "iowait", 0))
     total = sum(machine_after) - sum(machine_before)
+    profile = None
+    if profile_to is not None and profile_to.exists():
+        profile = summarise_collapsed(profile_to.read_text())
+        profile["raw"] = profile_to.name
     return {
         "kind": kind,
         "rate_rps": rate,
@@ -119,6 +131,9 @@ def run_one(work_dir: Path, kind: str, rate: float, address: str, model: str) ->
         "process_seed": None if seed is None else process_seed(seed),
         "exit_code": done.returncode,
         "steady_s": steady_s,
+        # the run stops a little after the schedule's last arrival: summary.json's steady_s (and so
+        # configured_rps x steady_s) counts that tail, where no arrival is due
+        "stop_overshoot_s": round(steady_s - STEADY_S, 3),
         "configured_rps": ol["configured_rps"],
         "arrivals": ol["arrivals"],
         "unsent": ol["unsent"],
@@ -138,18 +153,25 @@ def run_one(work_dir: Path, kind: str, rate: float, address: str, model: str) ->
         # whole locust process, start-up and warm-up included: a rough figure only
         "client_cpu_s": round((cpu_after.ru_utime + cpu_after.ru_stime) - (cpu_before.ru_utime + cpu_before.ru_stime), 2),
         "machine_idle_frac": round(idle / total, 3) if total > 0 else None,
+        **({"profile": profile} if profile else {}),
     }
 
 
 def open_loop_accuracy(work_dir: Path, capacity_rps: float, address: str, model: str,
-                       log: Any = print) -> dict[str, Any]:
+                       log: Any = print, profile_dir: Path | None = None) -> dict[str, Any]:
+    """Every shape at every load, one real locust run each; with `profile_dir`, Poisson at the
+    highest load also runs under py-spy (its CPU profile; the timing figures then carry
+    py-spy's sampling cost)."""
     log(f"[4] open-loop accuracy: {'/'.join(KINDS)} at {'/'.join(f'{f:.0%}' for f in FRACTIONS)} of "
         f"{capacity_rps:.0f} req/s (item 2), {MAX_IN_FLIGHT} senders, {WARMUP_S} s warm-up + {STEADY_S} s, seed {SEED}")
     runs = []
     for fraction in FRACTIONS:
         rate = float(round(capacity_rps * fraction))
         for kind in KINDS:
-            r = run_one(work_dir, kind, rate, address, model)
+            profile_to = None
+            if profile_dir is not None and kind == "poisson" and fraction == max(FRACTIONS):
+                profile_to = profile_dir / f"profile-open-loop-{kind}-{fraction:.0%}.txt".replace("%", "pct")
+            r = run_one(work_dir, kind, rate, address, model, profile_to)
             r["fraction"] = fraction
             runs.append(r)
             lag = r["send_lag_ms"]

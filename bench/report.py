@@ -112,6 +112,13 @@ def open_loop_section(o: dict[str, Any], targets: dict[str, float]) -> list[str]
             f"{_fmt((r['machine_idle_frac'] or 0) * 100, 0)} % | "
             f"rate ±{error * 100:g} % {_mark(rate_ok)}; lag p99 ≤ {lag_target:g} ms {_mark(lag_ok)} |"
         )
+    for r in o["runs"]:
+        p = r.get("profile")
+        if p and p.get("samples"):
+            top = "; ".join(f"{frame} {share * 100:.1f} %" for frame, share in p["self"][:8])
+            files = "; ".join(f"{name} {share * 100:.0f} %" for name, share in p["inclusive_by_file"][:10])
+            lines += ["", f"py-spy, {r['kind']} at {r['fraction'] * 100:.0f} % ({p['samples']} samples, {p['raw']}): "
+                          f"self: {top}. Inclusive by file: {files}."]
     return lines
 
 

@@ -257,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
                 results["fidelity"] = fidelity(bench, grpc_max)
             if 4 in items:
                 results["open_loop_accuracy"] = open_loop_accuracy(bench.work_dir, grpc_max, bench.addresses["triton_grpc"],
-                                                                   MODEL, log)
+                                                                   MODEL, log, out_dir if args.profile else None)
             if 5 in items:
                 results["streaming"] = streaming_cost(bench, 2)
             if args.profile:

@@ -95,7 +95,9 @@ def build_summary(
         if is_open_loop(scenario.shape):
             share = target.weight / sum(t.weight for t in scenario.targets)
             timeline = rate_timeline(scenario.shape, scenario.duration)
-            targets[target.name]["open_loop"] = open_loop_figures(record, target.name, timeline, share, scenario.warmup, duration)
+            # arrivals are only scheduled until `duration`; Locust stops a few ms later
+            scheduled_s = min(duration, scenario.duration - scenario.warmup)
+            targets[target.name]["open_loop"] = open_loop_figures(record, target.name, timeline, share, scenario.warmup, scheduled_s)
     total = (record.stopped_at - record.started_at) if record.started_at and record.stopped_at else 0.0
     return {
         "run_id": run_id,
