@@ -1,4 +1,4 @@
-"""A self-contained locustfile: the scenario and its payload files embedded in it.
+"""A self-contained locustfile: the scenario, its payload files and its models' metadata embedded.
 
 `inferload run --workers` writes one into the results folder and gives it to the Locust master;
 workers started with `locust -f - --worker --master-host HOST` download it from the master, so
@@ -14,6 +14,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from inferload.errors import InferloadError
+from inferload.model_check import fetch_triton_model_info
 from inferload.scenario import Scenario
 from inferload.scenario_loader import scenario_from_dict, scenario_to_dict
 
@@ -24,40 +26,61 @@ Run it with Locust like any locustfile; workers get it from the master with `loc
 
 import locust  # noqa: F401  (first: gevent monkey patching)
 
+import json
+
 from inferload.embedded import load_embedded
 from inferload.locust_entry import install
 
 SCENARIO = {scenario}
 FILES = {files}
+MODELS = {models}
 
-install(globals(), lambda: load_embedded(SCENARIO, FILES))
+install(globals(), lambda: load_embedded(SCENARIO, FILES), json.loads(MODELS))
 '''
 
 
-def payload_files(scenario: Scenario) -> dict[str, str]:
-    """The scenario's .npy files, by their path relative to the scenario, base64-encoded."""
+def embed_payload_files(scenario: Scenario, data: dict[str, Any]) -> dict[str, str]:
+    """The scenario's .npy files, base64-encoded under names of their own; `data` (the
+    scenario as a dict) is rewritten to point at those names."""
     files: dict[str, str] = {}
-    for target in scenario.targets:
-        for spec in target.inputs:
+    for t, target in enumerate(scenario.targets):
+        for i, spec in enumerate(target.inputs):
             if spec.data.generator == "npy" and spec.data.path:
-                path = scenario.base_dir / spec.data.path
-                files[spec.data.path] = base64.b64encode(path.read_bytes()).decode("ascii")
+                path = scenario.base_dir / spec.data.path  # an absolute path stays absolute
+                name = f"payloads/{t}-{i}-{Path(spec.data.path).name}"
+                files[name] = base64.b64encode(path.read_bytes()).decode("ascii")
+                data["targets"][t]["inputs"][i]["data"]["path"] = name
     return files
 
 
-def embedded_locustfile(scenario: Scenario) -> str:
+def model_infos(scenario: Scenario) -> dict[str, list[dict[str, Any]]]:
+    """Each reachable Triton target's [metadata, config], read once here for every worker."""
+    infos: dict[str, list[dict[str, Any]]] = {}
+    for target in scenario.targets:
+        if target.server == "triton":
+            try:
+                infos[target.name] = list(fetch_triton_model_info(target))
+            except InferloadError:
+                continue  # the master reports it; workers read it themselves if they can
+    return infos
+
+
+def embedded_locustfile(scenario: Scenario, models: dict[str, list[dict[str, Any]]] | None = None) -> str:
     data = scenario_to_dict(scenario)
+    files = embed_payload_files(scenario, data)
     return TEMPLATE.format(
         name=scenario.name,
         scenario=repr(json.dumps(data, sort_keys=True)),
-        files=repr(json.dumps(payload_files(scenario), sort_keys=True)),
+        files=repr(json.dumps(files, sort_keys=True)),
+        models=repr(json.dumps(models or {}, sort_keys=True)),
     )
 
 
 def write_embedded_locustfile(scenario: Scenario, folder: Path) -> Path:
+    """The locustfile for a distributed run: scenario, payload files and model metadata embedded."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "locustfile.py"
-    path.write_text(embedded_locustfile(scenario))
+    path.write_text(embedded_locustfile(scenario, model_infos(scenario)))
     return path
 
 

@@ -22,14 +22,17 @@ from inferload.scenario import Scenario
 EXIT_INVALID = 2
 
 
-def install(namespace: dict[str, Any], load: Callable[[], Scenario]) -> None:
-    """Fill a locustfile's namespace for the scenario `load()` returns (or exit 2)."""
+def install(namespace: dict[str, Any], load: Callable[[], Scenario], known_models: dict[str, Any] | None = None) -> None:
+    """Fill a locustfile's namespace for the scenario `load()` returns (or exit 2).
+
+    `known_models`: Triton targets' model metadata and config shipped with the locustfile.
+    """
     grpc_gevent.init_gevent()  # before any gRPC channel is made
     from inferload.locust_plugin import InferloadRun, add_arguments  # after gevent is set up
 
     events.init_command_line_parser.add_listener(add_arguments)
     try:
-        run = InferloadRun(load())
+        run = InferloadRun(load(), {name: tuple(info) for name, info in (known_models or {}).items()})
     except ScenarioError as error:
         sys.stderr.write(f"{error}\n")
         sys.exit(EXIT_INVALID)

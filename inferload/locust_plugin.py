@@ -27,7 +27,7 @@ from inferload.openloop import SHARE_MESSAGE, ArrivalQueue, ArrivalScheduler, Ta
 from inferload.recorder import RunRecorder
 from inferload.request_log import RequestLog
 from inferload.server_windows import ServerWindowPoller
-from inferload.scenario import Scenario, is_open_loop
+from inferload.scenario import Scenario, Target, is_open_loop
 from inferload.report import write_report
 from inferload.shapes import ScenarioShape, shape_class_for
 from inferload.streaming import StreamingListener, add_streaming_arguments, sink_settings_from_options
@@ -39,6 +39,8 @@ from inferload.users.base import expected_output_shapes
 logger = logging.getLogger(__name__)
 
 SCENARIO_ENV = "INFERLOAD_SCENARIO"
+
+ModelInfo = tuple[dict[str, Any], dict[str, Any]]  # Triton model metadata and config
 
 
 def scenario_path_from_argv(argv: list[str]) -> str | None:
@@ -64,8 +66,10 @@ def add_arguments(parser: Any) -> None:
 class InferloadRun:
     """One scenario run inside Locust: its classes, its recorder, its results."""
 
-    def __init__(self, scenario: Scenario) -> None:
+    def __init__(self, scenario: Scenario, known_models: dict[str, ModelInfo] | None = None) -> None:
         self.scenario = scenario
+        #: Triton targets' (metadata, config), when shipped with the locustfile (distributed runs)
+        self.known_models: dict[str, ModelInfo] = dict(known_models or {})
         scenario_dir = Path(scenario.source_path).parent if scenario.source_path else Path.cwd()
         self.user_classes: dict[str, type[InferenceUser]] = {}
         for target in scenario.targets:
@@ -87,8 +91,7 @@ class InferloadRun:
     def on_init(self, environment: Environment, **_: Any) -> None:
         """Check the scenario against the served models, then start recording."""
         runner = environment.runner
-        if not isinstance(runner, WorkerRunner):
-            self.check_models()
+        self.check_models(check=not isinstance(runner, WorkerRunner))  # the master checked already
         self.recorder = RunRecorder(environment, self.scenario.warmup, self.scenario.window)
         options = environment.parsed_options
         if not isinstance(runner, WorkerRunner):
@@ -155,8 +158,21 @@ class InferloadRun:
         for index, client in enumerate(clients):
             runner.send_message(SHARE_MESSAGE, {"workers": len(clients), "index": index}, client_id=client.id)
 
-    def check_models(self) -> None:
-        """Raise ModelMismatchError when a Triton target's tensors differ from the model's.
+    def model_info(self, target: Target) -> ModelInfo | None:
+        """A Triton target's model metadata and config: shipped with the locustfile, or read now."""
+        if target.name in self.known_models:
+            return self.known_models[target.name]
+        try:
+            info = fetch_triton_model_info(target)
+        except InferloadError as exc:
+            logger.warning("target %r: cannot read the model's metadata (%s); going on", target.name, exc)
+            return None
+        self.known_models[target.name] = info
+        return info
+
+    def check_models(self, check: bool = True) -> None:
+        """Fit every Triton target's users to its model (batch dimension, output shapes) and,
+        with `check`, raise ModelMismatchError when the scenario's tensors differ from the model's.
 
         An unreachable server is only a warning: the run goes on and counts its failures.
         """
@@ -164,12 +180,12 @@ class InferloadRun:
         for target in self.scenario.targets:
             if target.server != "triton":
                 continue
-            try:
-                metadata, config = fetch_triton_model_info(target)
-            except InferloadError as exc:
-                logger.warning("target %r: cannot read the model's metadata (%s); going on", target.name, exc)
+            info = self.model_info(target)
+            if info is None:
                 continue
-            problems.extend(check_target_against_triton(target, metadata, config))
+            metadata, config = info
+            if check:
+                problems.extend(check_target_against_triton(target, metadata, config))
             cls = next(c for c in self.user_classes.values() if c.target is target)
             cls.model_batches = triton_model_batches(config)
             model_config = config.get("config", config)  # gRPC's JSON wraps it
