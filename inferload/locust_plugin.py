@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -260,7 +261,13 @@ class InferloadRun:
             summary["workers_lost"] = sorted(self.workers_lost)
         if self.streaming is not None:
             summary["streaming"] = self.streaming.close()
-        write_results(results_dir, summary, record)
+        try:
+            write_results(results_dir, summary, record)
+        except OSError as exc:  # keep what was measured: write it somewhere that works
+            fallback = Path(tempfile.mkdtemp(prefix=f"inferload-{run_id}-"))
+            logger.error("cannot write results to %s (%s); writing them to %s instead", results_dir, exc, fallback)
+            results_dir = fallback
+            write_results(results_dir, summary, record)
         try:
             print(f"report: {write_report(results_dir)}")
         except (InferloadError, OSError) as exc:

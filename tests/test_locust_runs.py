@@ -7,8 +7,10 @@ checks its exit code, its timing and the results it wrote.
 from __future__ import annotations
 
 import csv
+import json
 import io
 import socket
+from pathlib import Path
 
 import pytest
 
@@ -164,3 +166,17 @@ def test_server_side_thresholds_gate_the_run_and_the_residual_is_reported(local_
     assert len(with_server) >= 2
     assert all(float(r["residual_ms"]) == pytest.approx(float(r["mean_ms"]) - float(r["server_request_ms"]), abs=0.002)
                for r in with_server)
+
+
+def test_an_unwritable_results_folder_loses_nothing(tmp_path):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the results folder should be")
+    scenario = write_scenario({"name": "unwritable", "duration": "2s",
+                               "targets": [cnn_target("down", "triton-grpc", f"127.0.0.1:{free_port()}")],
+                               "shape": {"kind": "steady", "users": 1}}, tmp_path)
+    run = run_locust(scenario, tmp_path, "--results-dir", str(blocker / "results"))
+
+    assert "writing them to" in run.output
+    fallback = run.output.split("writing them to ")[1].split()[0]
+    summary = json.loads((Path(fallback) / "summary.json").read_text())
+    assert summary["targets"]["down"]["requests"] > 0
