@@ -43,6 +43,8 @@ class RunRecord:
     lag_steady: dict[str, LatencyStats] = field(default_factory=lambda: defaultdict(LatencyStats))
     arrival_windows: dict[tuple[int, str], list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
     arrivals_steady: dict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
+    # on the master: each worker's own windows too, by worker id (for the per-worker stream)
+    worker_windows: dict[tuple[int, str, str], LatencyStats] = field(default_factory=lambda: defaultdict(LatencyStats))
     # the server's own mean request duration per window (master or local only)
     server_request_ms: dict[tuple[int, str], float] = field(default_factory=dict)
 
@@ -97,9 +99,12 @@ class RunRecord:
             part.clear()
         return wire
 
-    def merge_wire(self, wire: dict[str, Any]) -> None:
+    def merge_wire(self, wire: dict[str, Any], worker: str | None = None) -> None:
         for index, target, data in wire.get("windows", []):
-            self.windows[(int(index), target)].merge(LatencyStats.from_wire(data))
+            stats = LatencyStats.from_wire(data)
+            self.windows[(int(index), target)].merge(stats)
+            if worker is not None:
+                self.worker_windows[(int(index), target, worker)].merge(stats)
         for target, data in wire.get("steady", {}).items():
             self.steady[target].merge(LatencyStats.from_wire(data))
         for target, data in wire.get("warmup", {}).items():
@@ -183,4 +188,4 @@ class RunRecorder:
     def _on_worker_report(self, client_id: str, data: dict[str, Any]) -> None:
         wire = data.get(REPORT_KEY)
         if wire:
-            self.record.merge_wire(wire)
+            self.record.merge_wire(wire, worker=client_id)

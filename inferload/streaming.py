@@ -2,7 +2,8 @@
 
 A listener class (no globals) on the local or master Locust process. A background greenlet wakes
 every window, turns every window that has closed into a `requests` point (tags run_id, target,
-server, protocol, model, worker=all) and hands them to a `BackgroundWriter`, whose own greenlet
+server, protocol, model, worker=all; on a master also one series per worker, tagged with its id)
+and hands them to a `BackgroundWriter`, whose own greenlet
 writes them in batches: a request never waits on InfluxDB, and a dead or slow InfluxDB costs
 points (counted), never load. On the master, windows close a Locust report interval later (the
 workers' figures arrive with their reports), and a window that receives late figures is written
@@ -73,7 +74,7 @@ def sink_settings_from_options(options: Any) -> SinkSettings | None:
 
 def window_point(
     run_id: str, target_tags: dict[str, str], index: int, window_s: float, stats: LatencyStats, users: int | None,
-    arrivals: list[int] | None = None, send_lag: LatencyStats | None = None,
+    arrivals: list[int] | None = None, send_lag: LatencyStats | None = None, worker: str = WORKER_TAG_MERGED,
 ) -> Point:
     """The `requests` point of one target's window (pure)."""
     latency = stats.latency_ms()
@@ -94,7 +95,7 @@ def window_point(
         fields["target_rps"] = arrivals[0] / window_s
         fields["unsent"] = arrivals[1]
         fields["send_lag_p99_ms"] = send_lag.latency_ms()["p99"] if send_lag is not None else None
-    tags = {"run_id": run_id, "worker": WORKER_TAG_MERGED, **target_tags}
+    tags = {"run_id": run_id, "worker": worker, **target_tags}
     return Point("requests", tags, fields, seconds_to_ns(index * window_s))
 
 
@@ -120,7 +121,7 @@ class StreamingListener:
         self._target_tags = {
             t.name: {"target": t.name, "server": t.server, "protocol": t.protocol, "model": t.model} for t in scenario.targets
         }
-        self._emitted: dict[tuple[int, str], int] = {}
+        self._emitted: dict[tuple, int] = {}
         self._loop: gevent.Greenlet | None = None
         self._last_shape_tick: Any = None
         self._warmup_announced = False
@@ -214,6 +215,15 @@ class StreamingListener:
                 self.run_id, tags, index, window_s, stats, self.record.users_by_window.get(index),
                 self.record.arrival_windows.get(key), self.record.lag_windows.get(key),
             ))
+        for key, stats in list(self.record.worker_windows.items()):  # distributed: one series per worker
+            index, target, worker = key
+            if not final and (index + 1) * window_s + lag > now:
+                continue
+            if stats.requests == 0 or self._emitted.get(key) == stats.requests:
+                continue
+            self._emitted[key] = stats.requests
+            tags = self._target_tags.get(target, {"target": target})
+            points.append(window_point(self.run_id, tags, index, window_s, stats, None, worker=worker))
         self.sink.submit(points)
         return len(points)
 

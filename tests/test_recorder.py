@@ -28,3 +28,14 @@ def test_worker_reports_merge_into_the_masters_record_window_by_window():
     rows = window_rows(master)
     assert [r["requests"] for r in rows] == [2, 2]
     assert rows[0]["max_ms"] == 4.0 and rows[0]["phase"] == "steady"
+
+
+def test_the_master_keeps_each_workers_windows_apart_as_well_as_merged():
+    master = RunRecord(window_s=1.0, warmup_s=0.0, started_at=1000.0)
+    for worker, latency in (("w1", 2.0), ("w2", 4.0)):
+        report = RunRecord(window_s=1.0, warmup_s=0.0, started_at=1000.0)
+        report.record("t", latency, False, now=1000.5)
+        master.merge_wire(report.drain_to_wire(), worker=worker)
+    assert master.windows[(1000, "t")].requests == 2
+    assert master.worker_windows[(1000, "t", "w1")].latency_ms()["max"] == 2.0
+    assert master.worker_windows[(1000, "t", "w2")].latency_ms()["max"] == 4.0
