@@ -148,6 +148,7 @@ def combine(out: Path, settings: DemoSettings, summaries: dict[str, dict[str, An
         "started_at": first["started_at"],
         "duration_s": round(sum(s["duration_s"] for s in summaries.values()), 3),
         "warmup_s": settings.warmup_s,
+        "steady_s": round(sum(s.get("steady_s", 0.0) for s in summaries.values()), 3),
         "workers": 1,
         "model": settings.model,
         "users": settings.users,
