@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from inferload.errors import InferloadError, ScenarioError
-from inferload.paths import LOCUSTFILE, REPO_ROOT
+from inferload.paths import LOCUSTFILE
 
 EXIT_USAGE = 2
 

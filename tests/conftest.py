@@ -18,6 +18,9 @@ from inferload.servers.manager import LocalServers
 from inferload.servers.ports import ServerPorts
 from inferload.servers.procs import processes_mentioning
 
+#: the real InfluxDB and the observed run (streaming + collector) as session fixtures
+pytest_plugins = ("tests.influx_fixture",)
+
 
 @dataclass(frozen=True)
 class RunningServers:

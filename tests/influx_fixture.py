@@ -9,7 +9,6 @@ Import the fixture into a test module with `from tests.influx_fixture import inf
 from __future__ import annotations
 
 import json
-import shutil
 import socket
 import subprocess
 import time
@@ -22,6 +21,8 @@ from typing import Any, Iterator
 
 import pytest
 
+from tests.system_tools import require_tool
+
 REPO = Path(__file__).resolve().parent.parent
 DATABASE = "inferload"
 
@@ -33,12 +34,7 @@ def free_port() -> int:
 
 
 def ensure_influxd() -> str:
-    path = shutil.which("influxd")
-    if path is None:
-        subprocess.run(["bash", str(REPO / "scripts" / "install-system-deps.sh")], check=True)
-        path = shutil.which("influxd")
-    assert path is not None, "influxd is still missing after scripts/install-system-deps.sh"
-    return path
+    return require_tool("influxd")
 
 
 @dataclass
@@ -131,42 +127,9 @@ def influxdb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InfluxServer]
 
 # --- a real observed run: Locust streaming + the collector, against the real local servers ----------
 
-STREAMING_LOCUSTFILE = '''
-import locust  # noqa: F401  (first: gevent monkey patching)
-from locust import events
-import grpc.experimental.gevent as grpc_gevent
-grpc_gevent.init_gevent()
-import sys
-from inferload.locust_plugin import InferloadRun, add_arguments, scenario_path_from_argv
-from inferload.scenario_loader import load_scenario
-from inferload.streaming import StreamingListener, add_streaming_arguments, sink_settings_from_options
-
-def _arguments(parser):
-    add_arguments(parser)
-    add_streaming_arguments(parser)
-
-events.init_command_line_parser.add_listener(_arguments)
-_run = InferloadRun(load_scenario(scenario_path_from_argv(sys.argv[1:])))
-globals().update(_run.user_classes)
-ScenarioShape = _run.shape_class
-
-@events.init.add_listener
-def _on_init(environment, **kwargs):
-    settings = sink_settings_from_options(environment.parsed_options)
-    _run.on_init(environment, **kwargs)
-    if settings is not None:
-        _run.streaming = StreamingListener(environment, _run.recorder.record, _run.scenario, settings)
-'''
-
-
 def locustfile_with_streaming(tmp: Path) -> Path:
-    """The project's locustfile once InferloadRun wires streaming in (it then accepts
-    --influx-url); until then a copy of it with the hook-in the streaming module documents."""
-    if "add_streaming_arguments" in (REPO / "inferload" / "locust_plugin.py").read_text():
-        return REPO / "locustfiles" / "inferload_locustfile.py"
-    path = tmp / "streaming_locustfile.py"
-    path.write_text(STREAMING_LOCUSTFILE)
-    return path
+    """The project's locustfile: it streams when given --influx-url."""
+    return REPO / "locustfiles" / "inferload_locustfile.py"
 
 
 def write_scenario(path: Path, targets: list[dict[str, Any]], duration: str, users: int, warmup: str = "2s") -> Path:

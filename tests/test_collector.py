@@ -16,7 +16,7 @@ import yaml
 from inferload.collector import Collector, CollectorConfigError, load_collector_config, main
 from inferload.sink import BackgroundWriter, Point
 from inferload.sources.base import SourceError
-from tests.influx_fixture import REPO, influxdb, python_env  # noqa: F401  (fixture)
+from tests.influx_fixture import REPO, python_env
 
 
 class ListSink(BackgroundWriter):

@@ -4,11 +4,12 @@ needs no engine for `config`), and wired the way docs/observability.md says."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+
+from tests.system_tools import require_tool
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
@@ -17,12 +18,7 @@ SECRETS = {"INFLUX_TOKEN": "test-token-123", "INFLUX_PASSWORD": "test-password",
 
 
 def docker_compose() -> str:
-    path = shutil.which("docker-compose")
-    if path is None:
-        subprocess.run(["bash", str(REPO / "scripts" / "install-system-deps.sh")], check=True)
-        path = shutil.which("docker-compose")
-    assert path is not None, "docker-compose is still missing after scripts/install-system-deps.sh"
-    return path
+    return require_tool("docker-compose")
 
 
 def compose(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

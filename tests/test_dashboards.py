@@ -11,8 +11,6 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
-from tests.influx_fixture import influxdb, observed_run  # noqa: F401  (fixtures)
-
 GRAFANA = Path(__file__).resolve().parent.parent / "grafana"
 DASHBOARDS = sorted((GRAFANA / "dashboards").glob("*.json"))
 

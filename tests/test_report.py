@@ -9,7 +9,6 @@ import base64
 import csv
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any

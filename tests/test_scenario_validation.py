@@ -6,7 +6,6 @@ own keys and the message says what was expected and what was found.
 
 from __future__ import annotations
 
-import copy
 import random
 import re
 from pathlib import Path

@@ -21,7 +21,6 @@ from inferload.sink import (
     open_sink,
     settings_from_mapping,
 )
-from tests.influx_fixture import influxdb  # noqa: F401  (session fixture: a real influxd)
 
 
 # --- line protocol ---------------------------------------------------------------------------------

@@ -13,12 +13,10 @@ import pytest
 from datetime import datetime
 from pathlib import Path
 
-from tests.influx_fixture import (  # noqa: F401  (fixtures)
+from tests.influx_fixture import (
     InfluxServer,
     cnn_targets,
-    influxdb,
     locustfile_with_streaming,
-    observed_run,
     run_locust,
     write_scenario,
 )

@@ -1,0 +1,19 @@
+"""System programs the tests need (installed by `scripts/install-system-deps.sh test`)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def require_tool(command: str) -> str:
+    """The path of `command`, installing the test packages first when it is missing."""
+    path = shutil.which(command)
+    if path is None:
+        subprocess.run(["bash", str(REPO / "scripts" / "install-system-deps.sh"), "test"], check=True)
+        path = shutil.which(command)
+    assert path is not None, f"{command} is still missing after scripts/install-system-deps.sh test"
+    return path
