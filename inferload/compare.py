@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from inferload.report import ResultsError, read_summary, summary_file
+from inferload.results_files import ResultsError, read_summary, summary_file
 
 EXIT_USAGE = 2
 

@@ -15,15 +15,9 @@ from typing import Any
 
 import pytest
 
-from inferload.report import (
-    ResultsError,
-    TargetSeries,
-    main_report,
-    read_summary,
-    stage_changes,
-    warmup_span,
-    write_report,
-)
+from inferload.report import main_report, write_report
+from inferload.report_plots import stage_changes, warmup_span
+from inferload.results_files import ResultsError, TargetSeries, read_summary
 
 WINDOW_COLUMNS = [
     "window_start", "elapsed_s", "phase", "target", "requests", "failures", "rps",
