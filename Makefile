@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 
 build: $(STAMP)
 	bash scripts/install-system-deps.sh servers
-	$(PY) -m inferload.models.build
+	$(PY) -m inferload.local.models.build
 
 demo: build
 	$(VENV)/bin/inferload demo

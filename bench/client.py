@@ -115,8 +115,8 @@ def _wait_time(spec: MeasureSpec) -> Any:
 
 def inferload_user_class(spec: MeasureSpec) -> tuple[type, Any]:
     """The user class a real run makes for this target, set up as `InferloadRun` does."""
-    from inferload.locust_plugin import InferloadRun
-    from inferload.scenario import Scenario
+    from inferload.run.plugin import InferloadRun
+    from inferload.scenario.model import Scenario
 
     scenario = Scenario.model_validate({
         "name": "bench", "duration": "1h", "warmup": "0s",
@@ -194,7 +194,7 @@ class _Mark:
 
 
 def _mark(env: Environment, spec: MeasureSpec) -> _Mark:
-    from inferload import server_stats
+    from inferload.servermetrics import snapshots as server_stats
 
     triton = None
     if spec.triton_stats:
@@ -214,14 +214,14 @@ def _measured_enough(env: Environment, spec: MeasureSpec, start: _Mark) -> bool:
 def measure(spec: MeasureSpec) -> Measurement:
     streaming = None
     if spec.variant.endswith("-inferload"):
-        from inferload.recorder import RunRecorder
+        from inferload.measure.run_record import RunRecorder
 
         cls, scenario = inferload_user_class(spec)
         env = Environment(user_classes=[cls])
         recorder = RunRecorder(env, scenario.warmup, scenario.window)
         if spec.influx_url:
-            from inferload.sink import settings_from_mapping
-            from inferload.streaming import StreamingListener
+            from inferload.observe.sink import settings_from_mapping
+            from inferload.observe.streaming import StreamingListener
 
             settings = settings_from_mapping({"url": spec.influx_url, "database": "bench"}, environ={})
             streaming = StreamingListener(env, recorder.record, scenario, settings, run_id=lambda: "bench")
@@ -242,7 +242,7 @@ def measure(spec: MeasureSpec) -> Measurement:
 
 
 def _summarise(spec: MeasureSpec, start: _Mark, end: _Mark, stream_stats: dict[str, Any] | None) -> Measurement:
-    from inferload import server_stats
+    from inferload.servermetrics import snapshots as server_stats
 
     wall = end.at - start.at
     requests = end.requests - start.requests

@@ -9,8 +9,8 @@ unsent arrivals, and the send lag (intended -> actual send time) percentiles.
 A Poisson run's arrival count is itself random: at R req/s over T s its standard deviation is
 sqrt(R T) (0.5 % of the count at 2,000/s over 20 s), so "achieved within 1 % of the configured
 rate" can be missed by the draw alone. The generator's own count for the seed is therefore
-replayed here (`inferload.arrivals.next_arrival` over the same steady window, with the seed
-derived exactly as `inferload.openloop` derives it for process 0 of 1) and reported next to the
+replayed here (`inferload.traffic.arrivals.next_arrival` over the same steady window, with the seed
+derived exactly as `inferload.traffic.scheduler` derives it for process 0 of 1) and reported next to the
 run's: `achieved / expected` isolates the generator's error from the draw's randomness
 (`expected / configured`).
 """
@@ -31,9 +31,9 @@ import psutil
 import yaml
 
 from bench.profiles import summarise_collapsed
-from inferload.arrivals import INFINITY, next_arrival, rate_timeline
+from inferload.traffic.arrivals import INFINITY, next_arrival, rate_timeline
 from inferload.paths import LOCUSTFILE, REPO_ROOT
-from inferload.scenario import Scenario
+from inferload.scenario.model import Scenario
 
 FRACTIONS = (0.5, 0.8)  # of item 2's gRPC closed-loop maximum
 KINDS = ("poisson", "constant-rate")

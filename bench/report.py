@@ -94,7 +94,7 @@ def open_loop_section(o: dict[str, Any], targets: dict[str, float]) -> list[str]
     lines += [
         f"Capacity {_fmt(o['capacity_rps'], 0)} req/s ({o['capacity_from']}); {o['max_in_flight']} senders; "
         f"{o['warmup_s']} s warm-up excluded, {o['steady_s']} s measured; Poisson seed {o['seed']}. "
-        "*expected by seed* = the arrivals `inferload.arrivals` itself draws for that seed over the same "
+        "*expected by seed* = the arrivals `inferload.traffic.arrivals` itself draws for that seed over the same "
         "steady window (the Poisson draw's own randomness); *sent / expected* = the generator's timing error.",
         "",
         "| shape | load | configured req/s | achieved req/s | achieved / configured | expected by seed (/ configured) "

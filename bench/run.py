@@ -180,9 +180,9 @@ def fidelity(bench: Bench, grpc_max_rps: float) -> dict[str, Any]:
 # ---- item 5 -------------------------------------------------------------------------
 
 def streaming_cost(bench: Bench, rounds: int) -> dict[str, Any]:
-    needed = ("inferload.streaming", "inferload.sink")
+    needed = ("inferload.observe.streaming", "inferload.observe.sink")
     if any(importlib.util.find_spec(m) is None for m in needed):
-        return {"measured": False, "note": "not measured yet: inferload/sink or inferload/streaming.py missing"}
+        return {"measured": False, "note": "not measured yet: inferload/sink or inferload/observe/streaming.py missing"}
     from bench.influx import LocalInflux
 
     log("[5] streaming cost: InfluxDB sink points/s, generator with streaming on vs off")
@@ -234,9 +234,9 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {"started_at": stamp, "machine": machine.describe(), "model": MODEL, "targets": TARGETS}
     log(f"inferload bench -> {out_dir}\nmachine: {json.dumps(results['machine'])}")
 
-    from inferload.models.build import build_models
-    from inferload.servers.manager import LocalServers, urls
-    from inferload.servers.ports import ServerPorts
+    from inferload.local.models.build import build_models
+    from inferload.local.servers.manager import LocalServers, urls
+    from inferload.local.servers.ports import ServerPorts
 
     build_models((MODEL,))
     with tempfile.TemporaryDirectory(prefix="inferload-bench-") as tmp:

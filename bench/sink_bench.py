@@ -19,7 +19,7 @@ from pathlib import Path  # noqa: E402
 
 import gevent  # noqa: E402
 
-from inferload.sink import Point, open_sink, settings_from_mapping  # noqa: E402
+from inferload.observe.sink import Point, open_sink, settings_from_mapping  # noqa: E402
 
 CHUNK = 1000
 

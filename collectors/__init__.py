@@ -1,1 +1,1 @@
-"""inferload's sidecar collector entry: `python -m collectors` (logic in inferload.collector)."""
+"""inferload's sidecar collector entry: `python -m collectors` (logic in inferload.observe.collector)."""

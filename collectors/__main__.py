@@ -1,8 +1,8 @@
-"""`python -m collectors`: run the sidecar collector (see inferload/collector.py)."""
+"""`python -m collectors`: run the sidecar collector (see inferload/observe/collector.py)."""
 
 import sys
 
-from inferload.collector import main
+from inferload.observe.collector import main
 
 if __name__ == "__main__":
     sys.exit(main())

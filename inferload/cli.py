@@ -86,19 +86,19 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "servers":
             return cmd_servers(args)
         if args.command == "worker":
-            from inferload.distributed import worker_command
+            from inferload.run.distributed import worker_command
 
             return subprocess.call(worker_command(args.master_host, args.master_port))
         if args.command == "compare":
-            from inferload.compare import main_compare
+            from inferload.results.compare import main_compare
 
             return main_compare(args.a, args.b, args.as_json)
         if args.command == "report":
-            from inferload.report import main_report
+            from inferload.results.report import main_report
 
             return main_report(args.results_dir)
         if args.command == "demo":
-            from inferload.demo import DemoSettings, run_demo
+            from inferload.local.demo import DemoSettings, run_demo
 
             return run_demo(DemoSettings(
                 out=args.out, users=args.users, steady_s=args.steady, burst_s=args.burst,
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def cmd_validate(paths: list[Path]) -> int:
-    from inferload.scenario_loader import load_scenario
+    from inferload.scenario.loader import load_scenario
 
     failed = False
     for path in paths:
@@ -142,7 +142,7 @@ def locust_command(scenario: Path, headless: bool, out: Path | None, run_id: str
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from inferload.scenario_loader import load_scenario
+    from inferload.scenario.loader import load_scenario
 
     try:
         scenario = load_scenario(args.scenario)
@@ -158,7 +158,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from datetime import datetime, timezone
 
-    from inferload.distributed import DistributedRun, run_distributed
+    from inferload.run.distributed import DistributedRun, run_distributed
 
     run_id = args.run_id or f"{scenario.name}-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
     return run_distributed(DistributedRun(
@@ -188,8 +188,8 @@ def parse_ports(text: str | None) -> dict[str, int]:
 
 def cmd_servers(args: argparse.Namespace) -> int:
     from inferload.paths import DEFAULT_STATE_DIR
-    from inferload.servers.manager import LocalServers
-    from inferload.servers.ports import ServerPorts
+    from inferload.local.servers.manager import LocalServers
+    from inferload.local.servers.ports import ServerPorts
 
     defaults = ServerPorts().to_dict()
     overrides = parse_ports(args.ports)

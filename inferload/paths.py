@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from inferload.models.paths import project_root
+from inferload.local.models.paths import project_root
 
 REPO_ROOT = project_root()
 LOCUSTFILE = REPO_ROOT / "locustfiles" / "inferload_locustfile.py"

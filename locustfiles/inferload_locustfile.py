@@ -10,9 +10,9 @@ import locust  # noqa: F401  (first: gevent monkey patching)
 
 import sys
 
-from inferload.locust_entry import install
-from inferload.locust_plugin import scenario_path_from_argv
-from inferload.scenario_loader import load_scenario
+from inferload.run.install import install
+from inferload.run.plugin import scenario_path_from_argv
+from inferload.scenario.loader import load_scenario
 
 
 def _load():

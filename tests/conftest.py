@@ -12,11 +12,11 @@ from typing import Any, Iterator
 
 import pytest
 
-from inferload.models.build import build_models
-from inferload.models.specs import MODEL_NAMES
-from inferload.servers.manager import LocalServers
-from inferload.servers.ports import ServerPorts
-from inferload.servers.procs import processes_mentioning
+from inferload.local.models.build import build_models
+from inferload.local.models.specs import MODEL_NAMES
+from inferload.local.servers.manager import LocalServers
+from inferload.local.servers.ports import ServerPorts
+from inferload.local.servers.procs import processes_mentioning
 
 #: the real InfluxDB and the observed run (streaming + collector) as session fixtures
 pytest_plugins = ("tests.influx_fixture",)

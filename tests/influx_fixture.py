@@ -213,9 +213,9 @@ def observed_run(local_servers: Any, influxdb: InfluxServer, tmp_path_factory: p
 
 
 def write_synthetic_gpu_points(url: str, run_id: str) -> None:
-    from inferload.collector import with_run_id
-    from inferload.sink import SinkSettings, open_sink
-    from inferload.sources.nvml import NvmlSource
+    from inferload.observe.collector import with_run_id
+    from inferload.observe.sink import SinkSettings, open_sink
+    from inferload.observe.sources.nvml import NvmlSource
     from tests.test_sources import fake_nvml
 
     devices = [{"name": "NVIDIA H200", "util": 80 + i, "used": (20 + i) * 2**30, "total": 141 * 2**30,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from inferload.scenario import Scenario
+from inferload.scenario.model import Scenario
 
 
 def cnn_target(name: str, kind: str, address: str, **extra: Any) -> dict[str, Any]:

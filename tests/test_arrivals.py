@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from inferload.arrivals import INFINITY, next_arrival, rate_timeline
+from inferload.traffic.arrivals import INFINITY, next_arrival, rate_timeline
 from tests.scenario_factory import scenario
 
 

@@ -13,9 +13,9 @@ import pytest
 import requests
 import yaml
 
-from inferload.collector import Collector, CollectorConfigError, load_collector_config, main
-from inferload.sink import BackgroundWriter, Point
-from inferload.sources.base import SourceError
+from inferload.observe.collector import Collector, CollectorConfigError, load_collector_config, main
+from inferload.observe.sink import BackgroundWriter, Point
+from inferload.observe.sources.base import SourceError
 from tests.influx_fixture import REPO, python_env
 
 
@@ -92,8 +92,8 @@ def infer_tiny(port: int, n: int) -> None:
 
 
 def test_the_collector_picks_triton_up_again_after_a_restart(built_models, influxdb, tmp_path: Path) -> None:  # noqa: F811
-    from inferload.servers.manager import LocalServers
-    from inferload.servers.ports import ServerPorts
+    from inferload.local.servers.manager import LocalServers
+    from inferload.local.servers.ports import ServerPorts
 
     ports = ServerPorts.free()
     servers = LocalServers(tmp_path / "servers", ports, ("tiny",))

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from inferload.compare import (
+from inferload.results.compare import (
     EXIT_USAGE,
     FIGURES,
     compare_runs,

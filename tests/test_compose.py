@@ -99,7 +99,7 @@ def test_locust_workers_can_scale_and_everything_streams_to_influxdb(resolved: d
 
 
 def test_the_collectors_example_config_is_valid() -> None:
-    from inferload.collector import load_collector_config
+    from inferload.observe.collector import load_collector_config
 
     config = load_collector_config(REPO / "collectors" / "example.yaml")
     assert [s.kind for s in config.sources] == ["triton", "torchserve", "nvml"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from inferload.embedded import embedded_locustfile, load_embedded
-from inferload.scenario_loader import load_scenario
+from inferload.run.embedded_locustfile import embedded_locustfile, load_embedded
+from inferload.scenario.loader import load_scenario
 from tests.locust_runner import write_scenario
 from tests.scenario_factory import tiny_target
 

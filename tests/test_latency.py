@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from inferload.latency import LatencyStats
+from inferload.measure.hdr import LatencyStats
 
 
 def exact_percentile(values, pct):

@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 
 from inferload.errors import ModelMismatchError, ServerError
-from inferload.model_check import (
+from inferload.run.model_check import (
     check_scenario_models,
     check_target_against_triton,
     fetch_triton_model_info,
     triton_model_batches,
 )
-from inferload.scenario import Target
-from inferload.scenario_loader import scenario_from_dict
+from inferload.scenario.model import Target
+from inferload.scenario.loader import scenario_from_dict
 
 
 def cnn_metadata() -> dict[str, Any]:

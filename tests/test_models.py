@@ -13,11 +13,11 @@ import pytest
 import torch
 from prometheus_client.parser import text_string_to_metric_families
 
-from inferload.models.build import build_models
-from inferload.models.definitions import MODEL_NAMES, create_model, get_spec
-from inferload.models.paths import model_repository_dir
-from inferload.server_stats import parse_triton_statistics
-from inferload.servers.readiness import torchserve_infer, triton_infer
+from inferload.local.models.build import build_models
+from inferload.local.models.definitions import MODEL_NAMES, create_model, get_spec
+from inferload.local.models.paths import model_repository_dir
+from inferload.servermetrics.snapshots import parse_triton_statistics
+from inferload.local.servers.readiness import torchserve_infer, triton_infer
 
 TOLERANCE = dict(rtol=1e-4, atol=1e-5)
 

@@ -10,17 +10,16 @@ from typing import Any
 import numpy as np
 import pytest
 
-from inferload.payload import (
+from inferload.users.payload import (
     encode_json,
     encode_npy,
     encode_octet_stream,
     encode_torchserve_body,
-    load_npy,
     make_input_array,
     make_inputs,
-    request_nbytes,
 )
-from inferload.scenario import InputSpec
+from inferload.scenario.model import InputSpec
+from inferload.scenario.tensors import load_npy, request_nbytes
 
 
 def spec(dtype: str = "FP32", shape: tuple[int, ...] = (3, 4), **data: Any) -> InputSpec:

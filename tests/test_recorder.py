@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from inferload.recorder import RunRecord
-from inferload.summary import window_rows
+from inferload.measure.run_record import RunRecord
+from inferload.results.summary import window_rows
 
 
 def test_warmup_requests_are_kept_out_of_the_steady_totals():

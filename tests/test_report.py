@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from inferload.report import main_report, write_report
-from inferload.report_plots import stage_changes, warmup_span
-from inferload.results_files import ResultsError, TargetSeries, read_summary
+from inferload.results.report import main_report, write_report
+from inferload.results.plots import stage_changes, warmup_span
+from inferload.results.files import ResultsError, TargetSeries, read_summary
 
 WINDOW_COLUMNS = [
     "window_start", "elapsed_s", "phase", "target", "requests", "failures", "rps",
@@ -280,7 +280,7 @@ def test_the_report_command_prints_the_path_or_exits_2(two_target_run: Path, tmp
 
 
 def test_open_loop_figures_appear_only_for_open_loop_runs(tmp_path: Path) -> None:
-    from inferload.report import targets_html
+    from inferload.results.report import targets_html
 
     closed = {"t": {"requests": 10, "failures": 0, "error_rate": 0.0, "throughput_rps": 5.0, "latency_ms": {}}}
     assert "achieved rate" not in targets_html(closed)

@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from inferload.errors import Problem, ScenarioError
-from inferload.scenario import Scenario
-from inferload.scenario_loader import load_scenario, scenario_from_dict, scenario_to_dict, scenario_to_yaml
+from inferload.scenario.model import Scenario
+from inferload.scenario.loader import load_scenario, scenario_from_dict, scenario_to_dict, scenario_to_yaml
 
 SCENARIOS_DIR = Path(__file__).resolve().parent.parent / "scenarios"
 

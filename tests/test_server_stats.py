@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 
 from inferload.errors import ServerError
-from inferload.models.definitions import get_spec
-from inferload.server_stats import (
+from inferload.local.models.definitions import get_spec
+from inferload.servermetrics.snapshots import (
     ServerSnapshot, parse_torchserve_metrics, parse_triton_statistics, server_side, snapshot,
     torchserve_metrics_url,
 )
-from inferload.servers.ports import ServerPorts
-from inferload.servers.readiness import torchserve_infer, triton_infer
+from inferload.local.servers.ports import ServerPorts
+from inferload.local.servers.readiness import torchserve_infer, triton_infer
 
 CAPTURES = Path(__file__).parent / "captures"
 SERVER_SIDE_KEYS = {"queue_ms_avg", "compute_ms_avg", "request_ms_avg", "avg_batch_size", "batch_size_histogram"}
@@ -179,7 +179,7 @@ GEVENT_SCRIPT = """
 from gevent import monkey; monkey.patch_all()
 import grpc.experimental.gevent as grpc_gevent; grpc_gevent.init_gevent()
 import json, sys
-from inferload.server_stats import snapshot
+from inferload.servermetrics.snapshots import snapshot
 targets = json.loads(sys.argv[1])
 print(json.dumps({kind: snapshot(kind, a, "tiny", None, m).counters for kind, (a, m) in targets.items()}))
 """

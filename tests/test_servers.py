@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from inferload.errors import JavaMissingError, PortInUseError
-from inferload.servers.manager import LocalServers
-from inferload.servers.ports import ServerPorts, check_free, is_port_open
-from inferload.servers.procs import processes_mentioning
-from inferload.servers.torchserve_local import check_java, config_properties, start_torchserve, TorchServeModelConfig
+from inferload.local.servers.manager import LocalServers
+from inferload.local.servers.ports import ServerPorts, check_free, is_port_open
+from inferload.local.servers.procs import processes_mentioning
+from inferload.local.servers.torchserve_local import check_java, config_properties, start_torchserve, TorchServeModelConfig
 
 
 def run_python(code: str) -> str:
@@ -58,7 +58,7 @@ def test_servers_bind_loopback_only(local_servers):
 
 def test_status_works_from_another_process(local_servers):
     out = run_python(
-        "import json; from pathlib import Path; from inferload.servers.manager import LocalServers; "
+        "import json; from pathlib import Path; from inferload.local.servers.manager import LocalServers; "
         f"print(json.dumps(LocalServers(Path({str(local_servers.state_dir)!r})).status()))"
     )
     status = json.loads(out.strip().splitlines()[-1])
@@ -136,7 +136,7 @@ def test_down_from_another_process_leaves_nothing_behind(built_models, tmp_path)
     assert result["servers"]["torchserve"]["cold_start_s"] > 0
 
     out = run_python(
-        "import json; from pathlib import Path; from inferload.servers.manager import LocalServers; "
+        "import json; from pathlib import Path; from inferload.local.servers.manager import LocalServers; "
         f"print(json.dumps(LocalServers(Path({str(state_dir)!r})).down()))"
     )
     stopped = json.loads(out.strip().splitlines()[-1])["stopped"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from inferload.shapes import shape_class_for, timeline_for
+from inferload.traffic.shapes import shape_class_for, timeline_for
 from tests.scenario_factory import scenario
 
 

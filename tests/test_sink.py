@@ -10,7 +10,7 @@ import time
 import pytest
 from pydantic import ValidationError
 
-from inferload.sink import (
+from inferload.observe.sink import (
     BackgroundWriter,
     Point,
     SinkError,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from inferload.locust_plugin import InferloadRun
-from inferload.slo import evaluate, format_checks, slo_section
+from inferload.run.plugin import InferloadRun
+from inferload.results.slo import evaluate, format_checks, slo_section
 from tests.scenario_factory import scenario, tiny_target
 
 

@@ -9,11 +9,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from inferload.sources.nvml import GpuReading, NvmlSource, gpu_point
-from inferload.sources.prometheus import parse_samples
-from inferload.sources.base import SourceError
-from inferload.sources.torchserve import TorchServeCounters, torchserve_counters, torchserve_rates
-from inferload.sources.triton import (
+from inferload.observe.sources.nvml import GpuReading, NvmlSource, gpu_point
+from inferload.observe.sources.prometheus import parse_samples
+from inferload.observe.sources.base import SourceError
+from inferload.observe.sources.torchserve import TorchServeCounters, torchserve_counters, torchserve_rates
+from inferload.observe.sources.triton import (
     TritonCounters,
     batch_executions,
     batch_size_points,

@@ -119,8 +119,8 @@ def test_an_influxdb_stopped_mid_run_costs_points_not_load(local_servers, tmp_pa
 
 
 def test_an_open_loop_window_carries_its_target_rate_unsent_arrivals_and_send_lag():
-    from inferload.latency import LatencyStats
-    from inferload.streaming import window_point
+    from inferload.measure.hdr import LatencyStats
+    from inferload.observe.streaming import window_point
 
     stats, lag = LatencyStats(), LatencyStats()
     for ms in (2.0, 3.0, 4.0):

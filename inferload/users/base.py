@@ -4,7 +4,7 @@ A user class is made per scenario target (`user_class_for(target)`); each simula
 its client and encodes its payload once in `on_start`, then its task sends one inference call,
 times it and reports it through Locust's request event. Closed loop, a user sends its next call
 as soon as the last one answered; open loop (`arrivals` set), it sends the arrivals the
-scheduler queues and times each from its intended send time (see `inferload.openloop`). Protocol modules implement three
+scheduler queues and times each from its intended send time (see `inferload.traffic.scheduler`). Protocol modules implement three
 methods: `connect()`, `send() -> response bytes`, `close()`.
 """
 
@@ -18,10 +18,10 @@ import numpy as np
 
 from locust import User, constant, task
 
-from inferload.openloop import ArrivalQueue
-from inferload.payload import make_input_array
-from inferload.request_errors import classify_exception
-from inferload.scenario import InputSpec, Target
+from inferload.traffic.scheduler import ArrivalQueue
+from inferload.users.payload import make_input_array
+from inferload.users.failures import classify_exception
+from inferload.scenario.model import InputSpec, Target
 
 
 class InferenceUser(User):

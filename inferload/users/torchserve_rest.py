@@ -13,7 +13,7 @@ from geventhttpclient import HTTPClient
 from geventhttpclient.url import URL
 
 from inferload.errors import BadOutputShape, HttpStatusError
-from inferload.payload import encode_json, encode_npy, encode_octet_stream
+from inferload.users.payload import encode_json, encode_npy, encode_octet_stream
 from inferload.users.base import InferenceUser
 
 CONTENT_TYPES = {

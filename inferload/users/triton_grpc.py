@@ -21,8 +21,8 @@ from tritonclient.grpc import service_pb2
 from tritonclient.grpc._utils import get_error_grpc
 from tritonclient.utils import serialize_byte_tensor
 
-from inferload.request_errors import check_output_shape
-from inferload.scenario import InputSpec
+from inferload.users.failures import check_output_shape
+from inferload.scenario.model import InputSpec
 from inferload.users.base import InferenceUser
 
 MAX_GRPC_MESSAGE_SIZE = 2**31 - 1  # what tritonclient.grpc allows both ways

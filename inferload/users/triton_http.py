@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tritonclient.http as httpclient
 
-from inferload.request_errors import check_output_shape
+from inferload.users.failures import check_output_shape
 from inferload.users.base import InferenceUser
 
 

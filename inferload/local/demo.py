@@ -1,0 +1,223 @@
+"""`inferload demo`: the seeds' Triton-vs-TorchServe comparison on the embedded default.
+
+Both real servers start locally on loopback with the sample model; each server then gets the
+same payload at the same concurrency, one at a time (on a small machine, two servers loaded
+at once would measure each other): a steady phase and a bursty phase, each after its own
+warm-up, which is excluded. Every phase is a plain `locust --headless` run of a generated
+scenario, so the demo measures exactly what a user's run would. Cold start, server-side batch
+sizes and queue/compute time come from the servers themselves.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from inferload.cli import locust_command
+from inferload.errors import InferloadError
+from inferload.scenario.loader import load_scenario
+from inferload.local.servers.manager import LocalServers
+from inferload.local.servers.ports import ServerPorts
+from inferload.results.report import write_report
+from inferload.results.summary import format_table
+from inferload.local.models.specs import SPECS as MODEL_SPECS
+
+PROGRESS_EVERY_S = 5.0
+
+
+@dataclass(frozen=True)
+class DemoSettings:
+    out: Path | None = None
+    users: int = 8
+    steady_s: float = 20.0
+    burst_s: float = 20.0
+    warmup_s: float = 5.0
+    model: str = "cnn"
+
+
+@dataclass(frozen=True)
+class Phase:
+    target: str  # "triton-grpc" | "torchserve-rest"
+    name: str  # "steady" | "burst"
+
+    @property
+    def target_name(self) -> str:
+        return f"{self.target}.{self.name}"
+
+
+def demo_target(kind: str, name: str, model: str, ports: ServerPorts) -> dict[str, Any]:
+    spec = MODEL_SPECS[model]
+    target: dict[str, Any] = {
+        "name": name,
+        "kind": kind,
+        "model": model,
+        "batch_size": 1,
+        "inputs": [{
+            "name": spec.input_name,
+            "shape": list(spec.input_shape),
+            "dtype": "FP32",
+            "data": {"generator": "random", "seed": 0},
+        }],
+        "timeout": "10s",
+    }
+    if kind == "triton-grpc":
+        target["address"] = f"127.0.0.1:{ports.triton_grpc}"
+        target["outputs"] = [spec.output_name]
+    else:
+        target["address"] = f"http://127.0.0.1:{ports.ts_inference}"
+        target["content_type"] = "octet-stream"
+        target["metrics_url"] = f"http://127.0.0.1:{ports.ts_metrics}/metrics"
+    return target
+
+
+def phase_scenario(phase: Phase, settings: DemoSettings, ports: ServerPorts) -> dict[str, Any]:
+    users = settings.users
+    if phase.name == "steady":
+        duration = settings.warmup_s + settings.steady_s
+        shape: dict[str, Any] = {"kind": "steady", "users": users, "spawn_rate": users}
+    else:
+        duration = settings.warmup_s + settings.burst_s
+        # a base of a quarter of the users, bursts of twice the users, 3 s in every 8 s
+        shape = {
+            "kind": "burst",
+            "base_users": max(1, users // 4),
+            "burst_users": users * 2,
+            "burst_length": "3s",
+            "period": "8s",
+            "first_burst_at": f"{settings.warmup_s + 2:g}s",
+            "spawn_rate": users * 20,
+        }
+    return {
+        "name": f"demo-{phase.target_name}".replace(".", "-"),
+        "description": f"inferload demo: {phase.target} under {phase.name} load",
+        "duration": f"{duration:g}s",
+        "warmup": f"{settings.warmup_s:g}s",
+        "window": "1s",
+        "targets": [demo_target(phase.target, phase.target_name, settings.model, ports)],
+        "shape": shape,
+    }
+
+
+def run_phase(phase: Phase, scenario_path: Path, out: Path, cold_starts_path: Path, expected_s: float, step: str) -> dict[str, Any]:
+    """One headless Locust run; Locust's own log goes to a file, progress to the console."""
+    results = out / phase.target_name
+    log_path = out / f"{phase.target_name}.locust.log"
+    command = locust_command(scenario_path, True, results, f"{out.name}-{phase.target_name}", [
+        "--cold-starts", str(cold_starts_path), "--only-summary", "--loglevel", "WARNING",
+    ])
+    print(f"{step} {phase.target} {phase.name}: running for {expected_s:g} s ...", flush=True)
+    started = time.monotonic()
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        while process.poll() is None:
+            try:
+                process.wait(timeout=PROGRESS_EVERY_S)
+            except subprocess.TimeoutExpired:
+                print(f"      {time.monotonic() - started:5.0f} s / {expected_s:g} s", flush=True)
+    summary_path = results / "summary.json"
+    if not summary_path.exists():
+        raise InferloadError(f"{phase.target} {phase.name}: locust wrote no results (exit {process.returncode}); see {log_path}")
+    summary = json.loads(summary_path.read_text())
+    figures = summary["targets"][phase.target_name]
+    print(
+        f"      done: {figures['requests']} requests, {figures['failures']} failures, "
+        f"p99 {figures['latency_ms']['p99'] or 0:.2f} ms (locust exit {process.returncode})",
+        flush=True,
+    )
+    return summary
+
+
+def combine(out: Path, settings: DemoSettings, summaries: dict[str, dict[str, Any]], cold: dict[str, float | None]) -> dict[str, Any]:
+    first = next(iter(summaries.values()))
+    targets: dict[str, Any] = {}
+    for summary in summaries.values():
+        targets.update(summary["targets"])
+    checks = [c for s in summaries.values() for c in s["slo"]["checks"]]
+    return {
+        "run_id": out.name,
+        "scenario": "demo",
+        "started_at": first["started_at"],
+        "duration_s": round(sum(s["duration_s"] for s in summaries.values()), 3),
+        "warmup_s": settings.warmup_s,
+        "steady_s": round(sum(s.get("steady_s", 0.0) for s in summaries.values()), 3),
+        "workers": 1,
+        "model": settings.model,
+        "users": settings.users,
+        "cold_start_s": cold,
+        "phases": {name: s["run_id"] for name, s in summaries.items()},
+        "targets": targets,
+        "slo": {"passed": all(c["passed"] for c in checks), "checks": checks},
+    }
+
+
+def merge_windows(out: Path, names: list[str]) -> None:
+    rows: list[dict[str, str]] = []
+    fields: list[str] | None = None
+    for name in names:
+        path = out / name / "windows.csv"
+        if not path.exists():
+            continue
+        with open(path, newline="") as handle:
+            reader = csv.DictReader(handle)
+            fields = fields or list(reader.fieldnames or [])
+            rows.extend(reader)
+    if fields:
+        with open(out / "windows.csv", "w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=fields)
+            writer.writeheader()
+            writer.writerows(rows)
+
+
+def run_demo(settings: DemoSettings) -> int:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out = (settings.out or Path("results") / f"demo-{stamp}").resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    ports = ServerPorts.free()
+    servers = LocalServers(out / "servers", ports, models=(settings.model,))
+    print(f"inferload demo: model '{settings.model}', {settings.users} users, results in {out}", flush=True)
+    print("[1/5] starting the real Triton and TorchServe on 127.0.0.1 ...", flush=True)
+    summaries: dict[str, dict[str, Any]] = {}
+    try:
+        started = servers.up()
+        cold = {
+            "triton": started["servers"]["triton"]["cold_start_s"],
+            "torchserve": started["servers"]["torchserve"]["cold_start_s"],
+        }
+        print(f"      ready: cold start Triton {cold['triton']:.1f} s, TorchServe {cold['torchserve']:.1f} s", flush=True)
+        phases = [Phase(t, n) for n in ("steady", "burst") for t in ("triton-grpc", "torchserve-rest")]
+        cold_path = out / "cold_starts.json"
+        cold_path.write_text(json.dumps({
+            p.target_name: cold["triton" if p.target.startswith("triton") else "torchserve"] for p in phases
+        }))
+        for number, phase in enumerate(phases, start=2):
+            data = phase_scenario(phase, settings, ports)
+            path = out / f"{phase.target_name}.yaml"
+            path.write_text(yaml.safe_dump(data, sort_keys=False))
+            scenario = load_scenario(path)  # the generated scenario goes through the same validation
+            summaries[phase.target_name] = run_phase(phase, path, out, cold_path, scenario.duration, f"[{number}/5]")
+    finally:
+        print("stopping the servers ...", flush=True)
+        servers.down()
+    summary = combine(out, settings, summaries, cold)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    merge_windows(out, list(summaries))
+    try:
+        report = write_report(out)
+    except (InferloadError, OSError) as exc:
+        report = None
+        print(f"report.html not written: {exc}", file=sys.stderr)
+    print(f"\nTriton (gRPC) vs TorchServe (REST), model '{settings.model}', same payload, {settings.users} users;")
+    print(f"steady state after a {settings.warmup_s:g} s warm-up; batch sizes, queue and compute time from the servers:\n")
+    print(format_table(summary))
+    print(f"\nresults: {out}/summary.json, windows.csv, one folder per phase" + (f", {report.name}" if report else ""), flush=True)
+    failures = sum(t["failures"] for t in summary["targets"].values())
+    return 0 if failures == 0 else 1

@@ -1,0 +1,232 @@
+"""Start, check and stop the local Triton and TorchServe together; state in state.json.
+
+``state_dir/state.json`` holds pids, ports, log paths and cold-start seconds, so that
+``status()`` and ``down()`` work from any process (the CLI, a later run, a test).
+Cold start = process spawn -> first successful real inference, per model and per server
+(the server's figure is its slowest model).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from inferload.errors import ServerError
+from inferload.local.models.specs import MODEL_NAMES, get_spec
+from inferload.local.servers.ports import LOOPBACK, ServerPorts, check_free, is_port_open
+from inferload.local.servers.procs import ProcessRecord, is_alive, log_tail
+from inferload.local.servers.readiness import NotReady, probe
+from inferload.local.servers.torchserve_local import start_torchserve, stop_torchserve
+from inferload.local.servers.triton_local import start_triton, stop_triton
+
+SERVERS: tuple[str, ...] = ("triton", "torchserve")
+STATE_FILE = "state.json"
+
+
+@dataclass
+class _Pending:
+    """A server being brought up: its record and which models have answered."""
+
+    server: str
+    record: ProcessRecord
+    models: tuple[str, ...]
+    answered: dict[str, float] = field(default_factory=dict)  # model -> cold start seconds
+    last_error: str = ""
+
+
+def urls(server: str, ports: ServerPorts, host: str = LOOPBACK) -> dict[str, str]:
+    """The addresses a scenario target uses for this server."""
+    if server == "triton":
+        return {
+            "http": f"{host}:{ports.triton_http}",
+            "grpc": f"{host}:{ports.triton_grpc}",
+            "metrics_url": f"http://{host}:{ports.triton_metrics}/metrics",
+        }
+    return {
+        "inference": f"http://{host}:{ports.ts_inference}",
+        "management": f"http://{LOOPBACK}:{ports.ts_management}",
+        "metrics_url": f"http://{host}:{ports.ts_metrics}/metrics",
+    }
+
+
+def _probe_port(server: str, ports: ServerPorts) -> int:
+    return ports.triton_http if server == "triton" else ports.ts_inference
+
+
+class LocalServers:
+    """The local real servers of one state dir."""
+
+    def __init__(self, state_dir: Path, ports: ServerPorts = ServerPorts(),
+                 models: tuple[str, ...] = MODEL_NAMES, host: str = LOOPBACK) -> None:
+        """``host``: the address the servers bind (loopback by default; a test host's address in
+        a network namespace for distributed tests). TorchServe's management API stays on loopback."""
+        for model in models:
+            get_spec(model)
+        self.state_dir = Path(state_dir)
+        self.ports = ports
+        self.models = tuple(models)
+        self.host = host
+
+    # ---- state.json -------------------------------------------------------------------
+    @property
+    def state_path(self) -> Path:
+        return self.state_dir / STATE_FILE
+
+    def read_state(self) -> dict[str, Any]:
+        """The recorded state ({} when nothing was ever started here)."""
+        try:
+            return json.loads(self.state_path.read_text())
+        except FileNotFoundError:
+            return {}
+        except ValueError as exc:
+            raise ServerError(f"{self.state_path} is not valid JSON ({exc}); delete it and retry") from None
+
+    def _write_state(self, state: dict[str, Any]) -> None:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, indent=2, sort_keys=True))
+        tmp.replace(self.state_path)
+
+    def _running(self, state: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """Recorded servers whose main process is still alive."""
+        result = {}
+        for name, entry in state.get("servers", {}).items():
+            record = ProcessRecord.from_dict(entry["process"])
+            if is_alive(record.pid, record.start_ticks):
+                result[name] = entry
+        return result
+
+    # ---- up ---------------------------------------------------------------------------
+    def up(self, which: tuple[str, ...] = SERVERS, timeout_s: float = 120.0) -> dict[str, Any]:
+        """Start the servers in ``which`` and wait until every model answers a real inference.
+
+        Servers already running from this state dir are left as they are and reported with
+        ``already_running: True``. On failure everything this call started is stopped and a
+        ServerError carries the server's log tail.
+        """
+        unknown = [w for w in which if w not in SERVERS]
+        if unknown:
+            raise ServerError(f"unknown server(s) {unknown}; expected some of {list(SERVERS)}")
+        state = self.read_state()
+        running = self._running(state)
+        if running and state.get("ports") and ServerPorts.from_dict(state["ports"]) != self.ports:
+            self.ports = ServerPorts.from_dict(state["ports"])
+        servers_state: dict[str, Any] = {k: v for k, v in state.get("servers", {}).items() if k in running}
+        to_start = [w for w in which if w not in running]
+        for server in to_start:
+            check_free(self.ports.for_server(server), self.host)
+
+        pending: list[_Pending] = []
+        try:
+            for server in to_start:
+                start = start_triton if server == "triton" else start_torchserve
+                record = start(self.state_dir, self.ports, self.models, host=self.host)
+                pending.append(_Pending(server, record, self.models))
+                servers_state[server] = self._entry(server, record, {}, ready=False)
+                self._write_state(self._state(servers_state))
+            self._wait_ready(pending, timeout_s)
+        except BaseException:
+            for p in pending:
+                self._stop_one(p.server, p.record)
+            self._write_state(self._state({k: v for k, v in servers_state.items() if k in running}))
+            raise
+
+        for p in pending:
+            servers_state[p.server] = self._entry(p.server, p.record, p.answered, ready=True)
+        self._write_state(self._state(servers_state))
+        report = {name: dict(entry, already_running=name not in to_start)
+                  for name, entry in servers_state.items() if name in which}
+        return {"state_dir": str(self.state_dir), "ports": self.ports.to_dict(),
+                "models": list(self.models), "servers": report}
+
+    def _state(self, servers: dict[str, Any]) -> dict[str, Any]:
+        return {"version": 1, "host": self.host, "ports": self.ports.to_dict(), "models": list(self.models),
+                "servers": servers}
+
+    def _entry(self, server: str, record: ProcessRecord, answered: dict[str, float], ready: bool) -> dict[str, Any]:
+        return {
+            "process": record.to_dict(),
+            "pid": record.pid,
+            "log": record.log,
+            "logs_dir": str(self.state_dir / server),
+            "ports": self.ports.for_server(server),
+            "urls": urls(server, self.ports, self.host),
+            "ready": ready,
+            "cold_start_s": round(max(answered.values()), 3) if answered else None,
+            "models_cold_start_s": {m: round(s, 3) for m, s in answered.items()},
+        }
+
+    def _wait_ready(self, pending: list[_Pending], timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            waiting = [p for p in pending if len(p.answered) < len(p.models)]
+            if not waiting:
+                return
+            for p in waiting:
+                if not is_alive(p.record.pid, p.record.start_ticks):
+                    raise ServerError(
+                        f"{p.server} exited during startup; log {p.record.log}:\n{log_tail(p.record.log)}"
+                    )
+                for model in p.models:
+                    if model in p.answered:
+                        continue
+                    try:
+                        probe(p.server, _probe_port(p.server, self.ports), get_spec(model), timeout_s=5.0, host=self.host)
+                    except NotReady as exc:
+                        p.last_error = str(exc)
+                        break  # models load together: try the others on the next round
+                    p.answered[model] = time.time() - p.record.started_at
+            if time.monotonic() >= deadline:
+                slow = ", ".join(
+                    f"{p.server} (models {[m for m in p.models if m not in p.answered]}; "
+                    f"last error: {p.last_error}; log {p.record.log})" for p in waiting
+                )
+                raise ServerError(f"not ready within {timeout_s:.0f}s: {slow}")
+            time.sleep(0.2)
+
+    # ---- down / status ----------------------------------------------------------------
+    def _stop_one(self, server: str, record: ProcessRecord) -> list[int]:
+        if server == "triton":
+            return stop_triton(record)
+        return stop_torchserve(record, self.state_dir)
+
+    def down(self) -> dict[str, Any]:
+        """Stop every server recorded in state.json (in parallel); returns what was stopped."""
+        state = self.read_state()
+        records = {server: ProcessRecord.from_dict(entry["process"])
+                   for server, entry in state.get("servers", {}).items()}
+        was_running = {server: is_alive(r.pid, r.start_ticks) for server, r in records.items()}
+        with ThreadPoolExecutor(max_workers=max(1, len(records))) as pool:
+            futures = {server: pool.submit(self._stop_one, server, r) for server, r in records.items()}
+            killed = {server: f.result() for server, f in futures.items()}
+        result = {server: {"pid": r.pid, "was_running": was_running[server], "killed_leftovers": killed[server]}
+                  for server, r in records.items()}
+        ports = ServerPorts.from_dict(state["ports"]) if state.get("ports") else self.ports
+        if state:
+            self._write_state({**state, "servers": {}})
+        still_open = [p for p in ports.to_dict().values() if is_port_open(p)]
+        if records and still_open:
+            raise ServerError(f"servers stopped but ports {still_open} still accept connections")
+        return {"state_dir": str(self.state_dir), "stopped": result}
+
+    def status(self) -> dict[str, Any]:
+        """Per recorded server: running, pid, ports, urls, log and cold start."""
+        state = self.read_state()
+        servers: dict[str, Any] = {}
+        for server, entry in state.get("servers", {}).items():
+            record = ProcessRecord.from_dict(entry["process"])
+            running = is_alive(record.pid, record.start_ticks)
+            ports_open = {name: is_port_open(port) for name, port in entry["ports"].items()}
+            servers[server] = {
+                "running": running,
+                "ports_open": ports_open,
+                **{k: entry[k] for k in ("pid", "log", "logs_dir", "ports", "urls", "cold_start_s",
+                                         "models_cold_start_s", "ready")},
+            }
+        return {"state_dir": str(self.state_dir), "ports": state.get("ports", self.ports.to_dict()),
+                "models": state.get("models", list(self.models)), "servers": servers,
+                "running": any(s["running"] for s in servers.values())}

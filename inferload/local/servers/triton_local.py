@@ -1,0 +1,123 @@
+"""The real Triton server from the nvidia-pytriton wheel, on loopback, CPU only.
+
+The wheel ships ``tritonserver`` (2.51), the Python backend and a backend stub per Python
+version. The stub must sit next to ``libtriton_python.so``, so a backend directory of symlinks
+is prepared under the state dir (site-packages is never modified). The stub embeds the
+system's libpython and finds the virtual environment's packages (torch) through ``PATH``
+(the venv's ``bin`` first) and ``PYTHONPATH``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
+
+from inferload.errors import ServerError
+from inferload.local.models.paths import model_repository_dir
+from inferload.local.servers.ports import LOOPBACK, ServerPorts
+from inferload.local.servers.procs import ProcessRecord, spawn, stop_group
+
+EXIT_TIMEOUT_S = 2
+
+
+@dataclass(frozen=True)
+class TritonInstall:
+    """Where the wheel's parts are."""
+
+    server_bin: Path
+    python_backend: Path  # holds libtriton_python.so and triton_python_backend_utils.py
+    stub: Path
+    libs_dir: Path  # the wheel's bundled shared libraries
+
+
+def find_triton(python_version: str | None = None) -> TritonInstall:
+    """Locate tritonserver and the Python backend stub for this interpreter's version."""
+    version = python_version or f"{sys.version_info.major}.{sys.version_info.minor}"
+    try:
+        import pytriton
+    except ImportError:
+        raise ServerError(
+            "Triton is not installed: the local Triton comes from the nvidia-pytriton wheel "
+            "(pip install -e '.[servers]')"
+        ) from None
+    base = Path(pytriton.__file__).resolve().parent / "tritonserver"
+    install = TritonInstall(
+        server_bin=base / "bin" / "tritonserver",
+        python_backend=base / "backends" / "python",
+        stub=base / "python_backend_stubs" / version / "triton_python_backend_stub",
+        libs_dir=base.parent.parent / "nvidia_pytriton.libs",
+    )
+    for path in (install.server_bin, install.python_backend / "libtriton_python.so", install.stub):
+        if not path.exists():
+            raise ServerError(f"the nvidia-pytriton wheel is incomplete: {path} is missing")
+    return install
+
+
+def prepare_backend_dir(install: TritonInstall, dest: Path) -> Path:
+    """``dest/python/`` = the wheel's Python backend plus the stub, as symlinks; returns dest."""
+    python_dir = dest / "python"
+    python_dir.mkdir(parents=True, exist_ok=True)
+    links = {entry.name: entry for entry in install.python_backend.iterdir() if entry.is_file()}
+    links[install.stub.name] = install.stub
+    for name, target in links.items():
+        link = python_dir / name
+        if link.is_symlink() or link.exists():
+            if link.is_symlink() and Path(os.readlink(link)) == target:
+                continue
+            link.unlink()
+        link.symlink_to(target)
+    return dest
+
+
+def triton_command(install: TritonInstall, backends: Path, repository: Path, ports: ServerPorts,
+                   models: tuple[str, ...], host: str = LOOPBACK) -> list[str]:
+    command = [
+        str(install.server_bin),
+        f"--model-repository={repository}",
+        f"--backend-directory={backends}",
+        f"--http-address={host}", f"--http-port={ports.triton_http}",
+        f"--grpc-address={host}", f"--grpc-port={ports.triton_grpc}",
+        f"--metrics-address={host}", f"--metrics-port={ports.triton_metrics}",
+        "--allow-metrics=true", "--allow-cpu-metrics=true",
+        f"--exit-timeout-secs={EXIT_TIMEOUT_S}",
+        "--model-control-mode=explicit",
+    ]
+    command += [f"--load-model={m}" for m in models]
+    return command
+
+
+def triton_env(install: TritonInstall, base: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment in which the stub imports the venv's packages and the wheel's libs load."""
+    env = dict(os.environ if base is None else base)
+    venv_bin = str(Path(sys.executable).parent)
+    env["PATH"] = os.pathsep.join([venv_bin, env.get("PATH", "")])
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in [str(install.libs_dir), env.get("LD_LIBRARY_PATH", "")] if p)
+    purelib = sysconfig.get_paths()["purelib"]
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [purelib, env.get("PYTHONPATH", "")] if p)
+    env.setdefault("OMP_NUM_THREADS", "1")
+    return env
+
+
+def start_triton(state_dir: Path, ports: ServerPorts, models: tuple[str, ...],
+                 repository: Path | None = None, host: str = LOOPBACK) -> ProcessRecord:
+    """Start tritonserver detached; its output goes to ``state_dir/triton/triton.log``."""
+    install = find_triton()
+    work = state_dir / "triton"
+    backends = prepare_backend_dir(install, work / "backends")
+    repository = repository or model_repository_dir()
+    for model in models:
+        if not (repository / model / "1" / "model.pt").exists():
+            raise ServerError(
+                f"{repository / model / '1' / 'model.pt'} is missing: build the sample models "
+                f"first (python -m inferload.local.models.build)"
+            )
+    command = triton_command(install, backends, repository, ports, models, host)
+    return spawn(command, work / "triton.log", triton_env(install), cwd=work)
+
+
+def stop_triton(record: ProcessRecord, timeout_s: float = 15.0) -> list[int]:
+    """SIGTERM tritonserver (it stops its stubs), SIGKILL leftovers; returns killed pids."""
+    return stop_group(record, term_timeout_s=timeout_s)

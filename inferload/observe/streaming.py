@@ -1,0 +1,252 @@
+"""Client-side streaming: each closed window's figures per target, live into InfluxDB.
+
+A listener class (no globals) on the local or master Locust process. A background greenlet wakes
+every window, turns every window that has closed into a `requests` point (tags run_id, target,
+server, protocol, model, worker=all; on a master also one series per worker, tagged with its id)
+and hands them to a `BackgroundWriter`, whose own greenlet
+writes them in batches: a request never waits on InfluxDB, and a dead or slow InfluxDB costs
+points (counted), never load. On the master, windows close a Locust report interval later (the
+workers' figures arrive with their reports), and a window that receives late figures is written
+again with its merged totals (same series and time: InfluxDB keeps the last). Run start and stop,
+the end of the warm-up and every change of the shape's user count go to `events`.
+
+Hook-in (InferloadRun):
+    add_streaming_arguments(parser)                                   # in add_arguments
+    settings = sink_settings_from_options(environment.parsed_options) # in on_init
+    if settings is not None:
+        self.streaming = StreamingListener(environment, self.recorder.record, self.scenario, settings)
+    summary["streaming"] = self.streaming.summary()                   # in write_results
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable
+
+import gevent
+from locust.env import Environment
+from locust.runners import MasterRunner, WorkerRunner
+
+from inferload.measure.hdr import LatencyStats
+from inferload.measure.run_record import RunRecord
+from inferload.scenario.model import Scenario
+from inferload.observe.sink import BackgroundWriter, Point, SinkSettings, Writer, open_sink, seconds_to_ns, settings_from_mapping
+
+logger = logging.getLogger(__name__)
+
+WORKER_TAG_MERGED = "all"
+LOCAL_GRACE_S = 0.25  # a request that ends at a window's edge is recorded a moment later
+
+
+def add_streaming_arguments(parser: Any) -> None:
+    """Locust command-line options for streaming (each also read from its INFLUX_* variable)."""
+    # On Locust's parser itself (not a group): only there does `include_in_web_ui` exist, and the
+    # web UI must not show the token.
+    group = parser
+    hidden = {"include_in_web_ui": False}
+    group.add_argument("--influx-url", env_var="INFLUX_URL", help="stream per-window figures to this InfluxDB, e.g. http://127.0.0.1:8086 (off when not given)", **hidden)
+    group.add_argument("--influx-api", env_var="INFLUX_API", choices=("v1", "v2"), help="v1: POST /write (InfluxDB 1.x, 2.x with a DBRP mapping, 3.x); v2: influxdb-client (default v1)", **hidden)
+    group.add_argument("--influx-db", env_var="INFLUX_DB", help="v1 database / v2 bucket (default inferload)", **hidden)
+    group.add_argument("--influx-org", env_var="INFLUX_ORG", help="v2 organisation", **hidden)
+    group.add_argument("--influx-token", env_var="INFLUX_TOKEN", help="API token (prefer the INFLUX_TOKEN variable; never written to logs or results)", **hidden)
+    group.add_argument("--influx-user", env_var="INFLUX_USER", help="v1 user name", **hidden)
+    group.add_argument("--influx-password", env_var="INFLUX_PASSWORD", help="v1 password (prefer the INFLUX_PASSWORD variable)", **hidden)
+
+
+def sink_settings_from_options(options: Any) -> SinkSettings | None:
+    """SinkSettings from Locust's parsed options; None when no --influx-url/INFLUX_URL is set."""
+    if options is None:
+        return None
+    return settings_from_mapping(
+        {
+            "url": getattr(options, "influx_url", None),
+            "api": getattr(options, "influx_api", None),
+            "database": getattr(options, "influx_db", None),
+            "org": getattr(options, "influx_org", None),
+            "token": getattr(options, "influx_token", None),
+            "username": getattr(options, "influx_user", None),
+            "password": getattr(options, "influx_password", None),
+        },
+        environ={},  # Locust's parser already read the INFLUX_* variables into the options
+    )
+
+
+def window_point(
+    run_id: str, target_tags: dict[str, str], index: int, window_s: float, stats: LatencyStats, users: int | None,
+    arrivals: list[int] | None = None, send_lag: LatencyStats | None = None, worker: str = WORKER_TAG_MERGED,
+) -> Point:
+    """The `requests` point of one target's window (pure)."""
+    latency = stats.latency_ms()
+    fields: dict[str, float | int | None] = {
+        "count": stats.requests,
+        "failures": stats.failures,
+        "rps": stats.requests / window_s,
+        "mean_ms": latency["mean"],
+        "p50_ms": latency["p50"],
+        "p90_ms": latency["p90"],
+        "p95_ms": latency["p95"],
+        "p99_ms": latency["p99"],
+        "p999_ms": latency["p999"],
+        "max_ms": latency["max"],
+        "users": users,
+    }
+    if arrivals is not None:  # open loop: intended arrivals/s, arrivals not sent, send lag
+        fields["target_rps"] = arrivals[0] / window_s
+        fields["unsent"] = arrivals[1]
+        fields["send_lag_p99_ms"] = send_lag.latency_ms()["p99"] if send_lag is not None else None
+    tags = {"run_id": run_id, "worker": worker, **target_tags}
+    return Point("requests", tags, fields, seconds_to_ns(index * window_s))
+
+
+class StreamingListener:
+    """Streams a RunRecord's closed windows to InfluxDB (does nothing on a Locust worker)."""
+
+    def __init__(
+        self,
+        environment: Environment,
+        record: RunRecord,
+        scenario: Scenario,
+        settings: SinkSettings,
+        run_id: Callable[[], str] | None = None,
+        writer: Writer | None = None,
+    ) -> None:
+        self.environment = environment
+        self.record = record
+        self.scenario = scenario
+        self.settings = settings
+        self.active = not isinstance(environment.runner, WorkerRunner)
+        self.run_id = ""
+        self._run_id_factory = run_id or self._default_run_id
+        self._target_tags = {
+            t.name: {"target": t.name, "server": t.server, "protocol": t.protocol, "model": t.model} for t in scenario.targets
+        }
+        self._emitted: dict[tuple, int] = {}
+        self._loop: gevent.Greenlet | None = None
+        self._last_shape_tick: Any = None
+        self._warmup_announced = False
+        self._final: dict[str, Any] | None = None
+        self.sink: BackgroundWriter | None = None
+        if not self.active:
+            return
+        self.sink = open_sink(settings, writer=writer)
+        logger.info("streaming per-window figures to %s", settings.describe())
+        events = environment.events
+        events.test_start.add_listener(self._on_test_start)
+        events.test_stop.add_listener(self._on_test_stop)
+        events.quitting.add_listener(self._on_quitting)
+
+    # -- what it reports --------------------------------------------------------------------
+    def summary(self) -> dict[str, Any]:
+        """points_written, points_dropped, points_pending, write_errors, last_error (no secrets)."""
+        if self._final is not None:
+            return dict(self._final)
+        if self.sink is None:
+            return {"points_written": 0, "points_dropped": 0, "points_pending": 0, "write_errors": 0, "last_error": None}
+        return self.sink.stats().as_dict()
+
+    # -- Locust events ----------------------------------------------------------------------
+    def _on_test_start(self, **_: Any) -> None:
+        self.run_id = self._run_id_factory()
+        self._last_shape_tick = None
+        self._warmup_announced = self.scenario.warmup <= 0
+        started = self.record.started_at or time.time()
+        targets = ", ".join(self._target_tags)
+        self._event("start", f"run {self.run_id} started: scenario {self.scenario.name} ({targets})", started)
+        if self._loop is None:
+            self._loop = gevent.spawn(self._run_loop)
+
+    def _on_test_stop(self, **_: Any) -> None:
+        if self._loop is not None:
+            self._loop.kill(block=False)
+            self._loop = None
+        self.emit(final=True)
+        self._event("stop", f"run {self.run_id} stopped", self.record.stopped_at or time.time())
+
+    def _on_quitting(self, **_: Any) -> None:
+        self.close()
+
+    def close(self, timeout_s: float = 5.0) -> dict[str, Any]:
+        """Write what is left (within `timeout_s`) and report; called when Locust quits."""
+        if self.sink is None or self._final is not None:
+            return self.summary()
+        self.emit(final=True)  # on a master: figures of the workers' last reports
+        stats = self.sink.close(timeout_s)
+        self._final = stats.as_dict()
+        message = f"streaming to InfluxDB: {stats.points_written} points written, {stats.points_dropped} dropped"
+        if stats.last_error:
+            message += f" (last error: {stats.last_error})"
+        (logger.warning if stats.points_dropped else logger.info)(message)
+        return self.summary()
+
+    # -- the background greenlet ------------------------------------------------------------
+    def _run_loop(self) -> None:
+        period = min(self.record.window_s, 1.0)
+        while True:
+            gevent.sleep(period)
+            self.emit()
+            self._watch_shape()
+
+    def _lag_s(self) -> float:
+        if isinstance(self.environment.runner, MasterRunner):
+            from locust import runners
+
+            return float(runners.WORKER_REPORT_INTERVAL) + 1.0
+        return LOCAL_GRACE_S
+
+    def emit(self, final: bool = False, now: float | None = None) -> int:
+        """Submit a point for every closed window not yet written (or changed since); the count."""
+        if self.sink is None:
+            return 0
+        now = time.time() if now is None else now
+        window_s = self.record.window_s
+        lag = self._lag_s()
+        points = []
+        for key, stats in list(self.record.windows.items()):
+            index, target = key
+            if not final and (index + 1) * window_s + lag > now:
+                continue
+            count = stats.requests
+            if count == 0 or self._emitted.get(key) == count:
+                continue
+            self._emitted[key] = count
+            tags = self._target_tags.get(target, {"target": target})
+            points.append(window_point(
+                self.run_id, tags, index, window_s, stats, self.record.users_by_window.get(index),
+                self.record.arrival_windows.get(key), self.record.lag_windows.get(key),
+            ))
+        for key, stats in list(self.record.worker_windows.items()):  # distributed: one series per worker
+            index, target, worker = key
+            if not final and (index + 1) * window_s + lag > now:
+                continue
+            if stats.requests == 0 or self._emitted.get(key) == stats.requests:
+                continue
+            self._emitted[key] = stats.requests
+            tags = self._target_tags.get(target, {"target": target})
+            points.append(window_point(self.run_id, tags, index, window_s, stats, None, worker=worker))
+        self.sink.submit(points)
+        return len(points)
+
+    def _watch_shape(self) -> None:
+        now = time.time()
+        runner = self.environment.runner
+        tick = getattr(runner, "shape_last_tick", None)
+        if tick is not None and tick != self._last_shape_tick:
+            self._last_shape_tick = tick
+            users, rate = tick[0], tick[1]
+            self._event("stage", f"users -> {users} (spawn rate {rate:g}/s)", now)
+        started = self.record.started_at
+        if not self._warmup_announced and started is not None and now >= started + self.scenario.warmup:
+            self._warmup_announced = True
+            self._event("warmup_end", f"warm-up of {self.scenario.warmup:g} s over", started + self.scenario.warmup)
+
+    def _event(self, kind: str, text: str, at: float) -> None:
+        if self.sink is not None:
+            self.sink.submit([Point("events", {"run_id": self.run_id, "kind": kind}, {"text": text}, seconds_to_ns(at))])
+
+    def _default_run_id(self) -> str:
+        from inferload.run.plugin import default_run_id  # the same id the results use
+
+        options = self.environment.parsed_options
+        given = getattr(options, "run_id", None) if options is not None else None
+        return given or default_run_id(self.scenario.name, self.record.started_at or time.time())

@@ -1,0 +1,159 @@
+"""`inferload compare A B`: two runs' summary.json side by side, with the change B − A per figure.
+
+A and B are results folders or summary.json paths. Targets are matched by name; those in only
+one run are listed. The relative change is (B − A) / A in %: 0 when both are 0, n/a when A is 0
+and B is not, or when either figure is missing (null latency after 0 successes, no server side).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from inferload.results.files import ResultsError, read_summary, summary_file
+
+EXIT_USAGE = 2
+
+# (name in the table and the JSON, path in a summary target, format)
+FIGURES: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("requests", ("requests",), ".0f"),
+    ("failures", ("failures",), ".0f"),
+    ("error_rate", ("error_rate",), ".4g"),
+    ("throughput_rps", ("throughput_rps",), ".1f"),
+    *((f"latency_ms.{k}", ("latency_ms", k), ".3f") for k in ("mean", "p50", "p90", "p95", "p99", "p999", "max")),
+    ("server_side.avg_batch_size", ("server_side", "avg_batch_size"), ".2f"),
+    ("server_side.queue_ms_avg", ("server_side", "queue_ms_avg"), ".3f"),
+    ("server_side.compute_ms_avg", ("server_side", "compute_ms_avg"), ".3f"),
+    ("cold_start_s", ("cold_start_s",), ".2f"),
+)
+
+
+@dataclass(frozen=True)
+class FigureChange:
+    """One figure of one target in both runs."""
+
+    figure: str
+    a: float | None
+    b: float | None
+    change: float | None  # b - a
+    change_pct: float | None  # (b - a) / a * 100
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    path: str
+    run_id: str | None
+    scenario: str | None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    a: RunInfo
+    b: RunInfo
+    targets: dict[str, list[FigureChange]]  # targets in both runs, in A's order
+    only_in_a: list[str]
+    only_in_b: list[str]
+
+
+def _figure(target: dict[str, Any], path: tuple[str, ...]) -> float | None:
+    value: Any = target
+    for part in path:
+        value = value.get(part) if isinstance(value, dict) else None
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None  # ints stay ints
+
+
+def change_of(figure: str, a: float | None, b: float | None) -> FigureChange:
+    if a is None or b is None:
+        return FigureChange(figure, a, b, None, None)
+    change = b - a
+    if a == 0:
+        pct = 0.0 if b == 0 else None
+    else:
+        pct = change / abs(a) * 100.0
+    return FigureChange(figure, a, b, change, pct)
+
+
+def compare_summaries(a: dict[str, Any], b: dict[str, Any], a_path: str = "A", b_path: str = "B") -> Comparison:
+    """Compare two loaded summaries (pure)."""
+    a_targets, b_targets = a["targets"], b["targets"]
+    both = [name for name in a_targets if name in b_targets]
+    return Comparison(
+        a=RunInfo(a_path, a.get("run_id"), a.get("scenario")),
+        b=RunInfo(b_path, b.get("run_id"), b.get("scenario")),
+        targets={
+            name: [change_of(label, _figure(a_targets[name], path), _figure(b_targets[name], path)) for label, path, _ in FIGURES]
+            for name in both
+        },
+        only_in_a=[name for name in a_targets if name not in b_targets],
+        only_in_b=[name for name in b_targets if name not in a_targets],
+    )
+
+
+def compare_runs(a_dir: Path, b_dir: Path) -> Comparison:
+    """Read both runs (folders or summary.json paths) and compare them; ResultsError if unreadable."""
+    return compare_summaries(
+        read_summary(Path(a_dir)), read_summary(Path(b_dir)),
+        str(summary_file(Path(a_dir))), str(summary_file(Path(b_dir))),
+    )
+
+
+def _number(value: float | None, spec: str, sign: bool = False) -> str:
+    if value is None:
+        return "n/a"
+    return format(value, ("+" if sign else "") + spec)
+
+
+def format_comparison(comparison: Comparison) -> str:
+    """A plain text table per target in both runs, then the targets found in only one."""
+    specs = {label: spec for label, _, spec in FIGURES}
+    lines = [
+        f"A: {comparison.a.path} (run {comparison.a.run_id or '?'}, scenario {comparison.a.scenario or '?'})",
+        f"B: {comparison.b.path} (run {comparison.b.run_id or '?'}, scenario {comparison.b.scenario or '?'})",
+    ]
+    if not comparison.targets:
+        lines += ["", "no target is in both runs"]
+    for name, changes in comparison.targets.items():
+        rows = [("figure", "A", "B", "B - A", "change %")]
+        for c in changes:
+            spec = specs[c.figure]
+            pct = "n/a" if c.change_pct is None else f"{c.change_pct:+.1f} %"
+            rows.append((c.figure, _number(c.a, spec), _number(c.b, spec), _number(c.change, spec, sign=True), pct))
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+        lines += ["", f"target: {name}"]
+        lines += [
+            "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))).rstrip()
+            for row in rows
+        ]
+    if comparison.only_in_a:
+        lines += ["", "only in A: " + ", ".join(comparison.only_in_a)]
+    if comparison.only_in_b:
+        lines += ["", "only in B: " + ", ".join(comparison.only_in_b)]
+    return "\n".join(lines)
+
+
+def comparison_to_dict(comparison: Comparison) -> dict[str, Any]:
+    """JSON form: {"a": run, "b": run, "targets": {name: {figure: {a, b, change, change_pct}}}, "only_in_a", "only_in_b"}."""
+    return {
+        "a": asdict(comparison.a),
+        "b": asdict(comparison.b),
+        "targets": {
+            name: {c.figure: {"a": c.a, "b": c.b, "change": c.change, "change_pct": c.change_pct} for c in changes}
+            for name, changes in comparison.targets.items()
+        },
+        "only_in_a": comparison.only_in_a,
+        "only_in_b": comparison.only_in_b,
+    }
+
+
+def main_compare(a: Path, b: Path, as_json: bool) -> int:
+    """The CLI command: print the comparison; exit 2 when a run cannot be read."""
+    try:
+        comparison = compare_runs(a, b)
+    except ResultsError as exc:
+        print(f"inferload compare: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(json.dumps(comparison_to_dict(comparison), indent=2) if as_json else format_comparison(comparison))
+    return 0

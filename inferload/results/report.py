@@ -1,0 +1,256 @@
+"""report.html: one self-contained page (figures, SLO checks, plots over time) from a results folder.
+
+Reads ``summary.json`` and ``windows.csv`` (contract: README, "Results") and an optional
+``gpu.csv`` (columns ``time, gpu, util_pct, mem_used_bytes, power_w``) through
+``inferload.results.files``, and writes ``report.html`` next to them. Plots
+(``inferload.results.plots``) are PNGs embedded as ``data:`` URIs, so the file opens offline.
+Missing or empty data never raises: the report says what is missing instead. Only a summary.json
+that cannot be read raises ``ResultsError``, naming the file and the key that is wrong.
+"""
+
+from __future__ import annotations
+
+import html
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from inferload.results.plots import plot_gpu, plot_server_side, plot_timeline
+from inferload.results.files import (
+    GPU_NAME,
+    LATENCY_KEYS,
+    WINDOWS_NAME,
+    GpuSeries,
+    ResultsError,
+    TargetSeries,
+    Windows,
+    _is_number,
+    read_gpu,
+    read_summary,
+    read_windows,
+)
+
+REPORT_NAME = "report.html"
+EXIT_USAGE = 2
+
+STYLE = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px auto; max-width: 1100px;
+       color: #222; padding: 0 16px; }
+h1 { font-size: 1.6em; margin-bottom: 4px; } h2 { margin-top: 32px; border-bottom: 1px solid #ddd; }
+table { border-collapse: collapse; margin: 8px 0 16px; font-size: 0.92em; }
+th, td { border: 1px solid #ddd; padding: 4px 10px; } th { background: #f4f4f4; text-align: left; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+tr.fail td { background: #fdecea; } .fail-tag { color: #b71c1c; font-weight: bold; }
+.pass-tag { color: #1b5e20; font-weight: bold; }
+.notes { background: #fff8e1; border-left: 4px solid #f9a825; padding: 8px 16px; }
+img { max-width: 100%; display: block; margin: 8px 0; } .muted { color: #666; }
+"""
+
+
+def _esc(value: Any) -> str:
+    return html.escape(str(value))
+
+
+def fmt(value: Any, spec: str = ".2f", suffix: str = "") -> str:
+    if not _is_number(value):
+        return "n/a"
+    return format(value, spec) + suffix
+
+
+def _side(figures: dict[str, Any], key: str) -> Any:
+    return (figures.get("server_side") or {}).get(key)
+
+
+def _latency(figures: dict[str, Any], key: str) -> Any:
+    return (figures.get("latency_ms") or {}).get(key)
+
+
+def _cold_start(value: Any) -> str:
+    return fmt(value, ".2f", " s")
+
+
+TARGET_ROWS: tuple[tuple[str, Any], ...] = (
+    ("server / protocol", lambda t: f"{t.get('server', '?')} / {t.get('protocol', '?')}"),
+    ("model", lambda t: str(t.get("model", "?"))),
+    ("requests", lambda t: fmt(t.get("requests"), ".0f")),
+    ("failures", lambda t: fmt(t.get("failures"), ".0f")),
+    ("error rate", lambda t: fmt(t["error_rate"] * 100, ".2f", " %") if _is_number(t.get("error_rate")) else "n/a"),
+    ("throughput (req/s)", lambda t: fmt(t.get("throughput_rps"), ".1f")),
+    *((f"{k} (ms)", (lambda key: lambda t: fmt(_latency(t, key)))(k)) for k in LATENCY_KEYS),
+    ("avg batch (server)", lambda t: fmt(_side(t, "avg_batch_size"))),
+    ("queue (ms, server)", lambda t: fmt(_side(t, "queue_ms_avg"), ".3f")),
+    ("compute (ms, server)", lambda t: fmt(_side(t, "compute_ms_avg"), ".3f")),
+    ("request (ms, server)", lambda t: fmt(_side(t, "request_ms_avg"), ".3f")),
+    ("client − server (ms)", lambda t: fmt(t.get("residual_ms"), ".3f")),
+    ("cold start", lambda t: _cold_start(t.get("cold_start_s"))),
+)
+
+#: shown only when a target ran open loop
+OPEN_LOOP_ROWS: tuple[tuple[str, Any], ...] = (
+    ("target rate (req/s)", lambda t: fmt(_open_loop(t, "configured_rps"), ".1f")),
+    ("achieved rate (req/s)", lambda t: fmt(_open_loop(t, "achieved_rps"), ".1f")),
+    ("unsent arrivals", lambda t: fmt(_open_loop(t, "unsent"), ".0f")),
+    ("send lag p99 (ms)", lambda t: fmt(((t.get("open_loop") or {}).get("send_lag_ms") or {}).get("p99"), ".3f")),
+)
+
+
+def _open_loop(target: dict[str, Any], key: str) -> Any:
+    return (target.get("open_loop") or {}).get(key)
+
+
+def header_html(summary: dict[str, Any]) -> str:
+    slo = summary.get("slo") or {}
+    checks = slo.get("checks") or []
+    verdict = (
+        "no thresholds set" if not checks
+        else '<span class="pass-tag">passed</span>' if slo.get("passed") else '<span class="fail-tag">FAILED</span>'
+    )
+    rows = [
+        ("run id", _esc(summary.get("run_id", "?"))),
+        ("scenario", _esc(summary.get("scenario", "?"))),
+        ("started", _esc(summary.get("started_at") or "?")),
+        ("duration", _esc(fmt(summary.get("duration_s"), ".1f", " s"))),
+        ("warm-up (excluded)", _esc(fmt(summary.get("warmup_s"), ".1f", " s"))),
+        ("steady state", _esc(fmt(summary.get("steady_s"), ".1f", " s"))),
+        ("workers", _esc(summary.get("workers", "?"))),
+        ("SLO", verdict),
+    ]
+    body = "".join(f"<tr><th>{label}</th><td>{value}</td></tr>" for label, value in rows)
+    return f'<h1>inferload report: {_esc(summary.get("run_id", "?"))}</h1><table class="header">{body}</table>'
+
+
+def targets_html(targets: dict[str, dict[str, Any]]) -> str:
+    if not targets:
+        return "<h2>Targets</h2><p>No targets in summary.json.</p>"
+    head = "<tr><th></th>" + "".join(f"<th>{_esc(n)}</th>" for n in targets) + "</tr>"
+    shown = TARGET_ROWS + (OPEN_LOOP_ROWS if any(t.get("open_loop") for t in targets.values()) else ())
+    rows = "".join(
+        f"<tr><th>{_esc(label)}</th>" + "".join(f'<td class="num">{_esc(get(t))}</td>' for t in targets.values()) + "</tr>"
+        for label, get in shown
+    )
+    return (
+        "<h2>Targets (steady state)</h2>"
+        '<p class="muted">Latency over successful requests; server-side figures from the servers\' own statistics.</p>'
+        f'<table class="targets">{head}{rows}</table>'
+    )
+
+
+def slo_html(summary: dict[str, Any]) -> str:
+    from inferload.results.slo import CHECKS  # direction of each check (max/min)
+
+    checks = (summary.get("slo") or {}).get("checks") or []
+    if not checks:
+        return "<h2>SLO checks</h2><p>No SLO thresholds set for this run.</p>"
+    rows = []
+    for check in checks:
+        metric = str(check.get("metric", "?"))
+        bound = {"max": "<=", "min": ">="}.get(CHECKS.get(metric, ("", ""))[1], "")
+        limit = check.get("limit")
+        passed = bool(check.get("passed"))
+        rows.append(
+            f'<tr class="{"pass" if passed else "fail"}"><td>{_esc(check.get("target", "?"))}</td><td>{_esc(metric)}</td>'
+            f'<td class="num">{_esc(bound)} {_esc(fmt(limit, "g"))}</td><td class="num">{_esc(fmt(check.get("value"), ".4g"))}</td>'
+            f'<td>{"<span class=pass-tag>pass</span>" if passed else "<span class=fail-tag>FAIL</span>"}</td></tr>'
+        )
+    head = "<tr><th>target</th><th>check</th><th>limit</th><th>value</th><th>result</th></tr>"
+    return f'<h2>SLO checks</h2><table class="slo">{head}{"".join(rows)}</table>'
+
+
+def _image(png_b64: str, alt: str) -> str:
+    return f'<img alt="{_esc(alt)}" src="data:image/png;base64,{png_b64}">'
+
+
+def target_section(name: str, figures: dict[str, Any], series: TargetSeries | None, warmup_s: float | None) -> tuple[str, list[str]]:
+    """One target's plots, and the notes about what it lacks."""
+    notes: list[str] = []
+    parts = [f"<h2>{_esc(name)}</h2>"]
+    requests = figures.get("requests")
+    failures = figures.get("failures") or 0
+    if not requests:
+        notes.append(f"{name}: no requests in the steady state.")
+    elif _is_number(requests) and requests - failures <= 0:
+        notes.append(f"{name}: no successful requests in the steady state ({failures:.0f} failed): latency figures are n/a.")
+    if series is not None and series.elapsed_s:
+        parts.append(_image(plot_timeline(name, series, warmup_s), f"{name}: latency, throughput, users, error rate over time"))
+    else:
+        parts.append('<p class="muted">No rows for this target in windows.csv: no plots over time.</p>')
+    server_side = figures.get("server_side")
+    plot = plot_server_side(name, server_side) if isinstance(server_side, dict) else None
+    if plot is not None:
+        parts.append(_image(plot, f"{name}: batch sizes and queue vs compute"))
+    else:
+        notes.append(f"{name}: no server-side figures (batch sizes, queue vs compute): the server's statistics were not read.")
+        parts.append('<p class="muted">No server-side figures for this target.</p>')
+    return "".join(parts), notes
+
+
+def _started_epoch(summary: dict[str, Any]) -> float | None:
+    text = summary.get("started_at")
+    if not isinstance(text, str):
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def render_report(summary: dict[str, Any], windows: Windows, gpu: tuple[dict[str, GpuSeries], list[str]]) -> str:
+    """The whole page as a string (pure: no file access)."""
+    targets: dict[str, dict[str, Any]] = summary["targets"]
+    warmup_s = summary.get("warmup_s") if _is_number(summary.get("warmup_s")) else None
+    notes: list[str] = []
+    if warmup_s:
+        notes.append(
+            f"Warm-up: the first {warmup_s:g} s are excluded from every figure in the tables "
+            "(shaded grey in the plots; dashed lines mark changes in the number of users)."
+        )
+    else:
+        notes.append("No warm-up: every request counts in the figures.")
+    notes.extend(windows.notes)
+    sections: list[str] = []
+    for name, figures in targets.items():
+        section, target_notes = target_section(name, figures, windows.by_target.get(name), warmup_s)
+        sections.append(section)
+        notes.extend(target_notes)
+    extra = sorted(set(windows.by_target) - set(targets))
+    if extra:
+        notes.append(f"windows.csv has rows for targets not in summary.json, not plotted: {', '.join(extra)}.")
+    by_gpu, gpu_notes = gpu
+    notes.extend(gpu_notes)
+    if by_gpu:
+        sections.append("<h2>GPU</h2>" + _image(plot_gpu(by_gpu, warmup_s), "GPU utilisation, memory and power over time"))
+    note_list = "".join(f"<li>{_esc(n)}</li>" for n in notes)
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f'<title>inferload report: {_esc(summary.get("run_id", "?"))}</title><style>{STYLE}</style></head><body>'
+        + header_html(summary)
+        + f'<div class="notes"><ul>{note_list}</ul></div>'
+        + targets_html(targets)
+        + slo_html(summary)
+        + "".join(sections)
+        + "</body></html>\n"
+    )
+
+
+def write_report(results_dir: Path) -> Path:
+    """Read a results folder and write its report.html; returns the report's path."""
+    results_dir = Path(results_dir)
+    summary = read_summary(results_dir)
+    folder = results_dir if results_dir.is_dir() else results_dir.parent
+    windows = read_windows(folder / WINDOWS_NAME)
+    gpu = read_gpu(folder / GPU_NAME, _started_epoch(summary))
+    report = folder / REPORT_NAME
+    report.write_text(render_report(summary, windows, gpu), encoding="utf-8")
+    return report
+
+
+def main_report(results_dir: Path) -> int:
+    """The CLI command: (re)write a folder's report.html; exit 2 when summary.json cannot be read."""
+    try:
+        path = write_report(results_dir)
+    except ResultsError as exc:
+        print(f"inferload report: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(path)
+    return 0

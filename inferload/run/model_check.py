@@ -1,0 +1,210 @@
+"""Does the scenario match the model Triton serves? Checked before any load is sent.
+
+``check_target_against_triton`` is pure: it compares a target's tensors with the model metadata
+and config Triton returns (``GET v2/models/<m>[/versions/<v>]`` and ``.../config``, as JSON
+dicts; the gRPC client's ``as_json=True`` forms, with int64 values as strings and the config
+wrapped in ``{"config": ...}``, are accepted too) and returns one message per mismatch.
+``fetch_triton_model_info`` gets those two dicts from a running server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from inferload.errors import ModelMismatchError, ServerError
+from inferload.scenario.model import Scenario, Target
+
+DEFAULT_TIMEOUT_S = 5.0
+
+
+def _unwrap_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    inner = config.get("config")
+    return inner if isinstance(inner, Mapping) else config
+
+
+def _dims(values: Sequence[Any]) -> list[int]:
+    return [int(value) for value in values]
+
+
+def _datatype_from_config(data_type: str) -> str:
+    name = data_type.removeprefix("TYPE_")
+    return "BYTES" if name == "STRING" else name
+
+
+def triton_model_batches(config: Mapping[str, Any]) -> bool:
+    """True when the model takes a batch dimension (``max_batch_size > 0``).
+
+    A user sending to a model that does not batch sends each input without the batch dimension
+    (the scenario's ``shape`` is then the model's full shape and ``batch_size`` is 1).
+    """
+    return int(_unwrap_config(config).get("max_batch_size", 0) or 0) > 0
+
+
+def _model_tensors(
+    metadata: Mapping[str, Any], config: Mapping[str, Any], section: str
+) -> dict[str, tuple[str, list[int], bool]]:
+    """name → (datatype, per-item dims, optional) for ``section`` 'input' or 'output'."""
+    batches = triton_model_batches(config)
+    tensors: dict[str, tuple[str, list[int], bool]] = {}
+    for entry in metadata.get(f"{section}s", ()) or ():
+        shape = _dims(entry.get("shape", ()))
+        if batches and shape:
+            shape = shape[1:]
+        tensors[entry["name"]] = (str(entry.get("datatype", "")), shape, False)
+    for entry in _unwrap_config(config).get(section, ()) or ():
+        name = entry["name"]
+        datatype, shape, _ = tensors.get(name, ("", [], False))
+        if "dims" in entry:
+            shape = _dims(entry["dims"])
+        if not datatype and "data_type" in entry:
+            datatype = _datatype_from_config(str(entry["data_type"]))
+        tensors[name] = (datatype, shape, bool(entry.get("optional", False)))
+    return tensors
+
+
+def _shape_matches(wanted: Sequence[int], model: Sequence[int]) -> bool:
+    return len(wanted) == len(model) and all(dim == -1 or dim == size for size, dim in zip(wanted, model))
+
+
+def check_target_against_triton(
+    target: Target, metadata: Mapping[str, Any], config: Mapping[str, Any]
+) -> list[str]:
+    """Every way ``target`` does not fit the served model; empty when it fits."""
+    if target.server != "triton":
+        raise ValueError(f"target {target.name!r} is a {target.kind} target, not a Triton one")
+    where = f"target {target.name!r}"
+    model = f"model {target.model!r}"
+    problems: list[str] = []
+    max_batch_size = int(_unwrap_config(config).get("max_batch_size", 0) or 0)
+    if max_batch_size > 0 and target.batch_size > max_batch_size:
+        problems.append(
+            f"{where}: batch_size {target.batch_size} is more than the max_batch_size {max_batch_size} of the {model}"
+        )
+    if max_batch_size == 0 and target.batch_size != 1:
+        problems.append(
+            f"{where}: batch_size {target.batch_size} needs a model that batches, but the {model} has"
+            " max_batch_size 0 (use batch_size 1 and give the full shape)"
+        )
+
+    inputs = _model_tensors(metadata, config, "input")
+    for spec in target.inputs:
+        if spec.name not in inputs:
+            problems.append(
+                f"{where}: input {spec.name!r} is not an input of the {model} (it has: {', '.join(inputs) or 'none'})"
+            )
+            continue
+        datatype, shape, _ = inputs[spec.name]
+        if datatype and datatype != spec.dtype:
+            problems.append(f"{where}: input {spec.name!r} dtype {spec.dtype} does not match the model's {datatype}")
+        if not _shape_matches(spec.shape, shape):
+            problems.append(
+                f"{where}: input {spec.name!r} shape {list(spec.shape)} does not match the model's {shape}"
+            )
+    given = {spec.name for spec in target.inputs}
+    for name, (datatype, shape, optional) in inputs.items():
+        if name not in given and not optional:
+            problems.append(f"{where}: the {model} requires input {name!r} ({datatype} {shape}), which the scenario does not give")
+
+    outputs = _model_tensors(metadata, config, "output")
+    for name in target.outputs:
+        if name not in outputs:
+            problems.append(
+                f"{where}: output {name!r} is not an output of the {model} (it has: {', '.join(outputs) or 'none'})"
+            )
+    return problems
+
+
+def fetch_triton_model_info(target: Target, timeout_s: float = DEFAULT_TIMEOUT_S) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(metadata, config) of the target's model from the running Triton.
+
+    Raises ``ServerError`` when the server cannot be reached, ``ModelMismatchError`` when it is up
+    but does not serve the model (or that version).
+    """
+    if target.kind == "triton-http":
+        return _fetch_over_http(target, timeout_s)
+    if target.kind == "triton-grpc":
+        return _fetch_over_grpc(target, timeout_s)
+    raise ValueError(f"target {target.name!r} is a {target.kind} target, not a Triton one")
+
+
+def _not_served(target: Target, detail: str) -> ModelMismatchError:
+    version = f" version {target.version}" if target.version else ""
+    return ModelMismatchError(
+        f"target {target.name!r}: Triton at {target.address} does not serve model {target.model!r}{version}: {detail}"
+    )
+
+
+def _unreachable(target: Target, detail: str) -> ServerError:
+    return ServerError(f"target {target.name!r}: cannot reach Triton at {target.address} ({target.kind}): {detail}")
+
+
+def _fetch_over_http(target: Target, timeout_s: float) -> tuple[dict[str, Any], dict[str, Any]]:
+    import tritonclient.http as triton_http
+    from tritonclient.utils import InferenceServerException
+
+    client = triton_http.InferenceServerClient(
+        url=target.address, connection_timeout=timeout_s, network_timeout=timeout_s
+    )
+    try:
+        try:
+            live = client.is_server_live()
+        except (OSError, InferenceServerException) as error:
+            raise _unreachable(target, str(error)) from None
+        if not live:
+            raise _unreachable(target, "the server is not live")
+        try:
+            metadata = client.get_model_metadata(target.model, model_version=target.version or "")
+            config = client.get_model_config(target.model, model_version=target.version or "")
+        except InferenceServerException as error:
+            raise _not_served(target, error.message() or str(error)) from None
+        except OSError as error:
+            raise _unreachable(target, str(error)) from None
+    finally:
+        client.close()
+    return dict(metadata), dict(config)
+
+
+def _fetch_over_grpc(target: Target, timeout_s: float) -> tuple[dict[str, Any], dict[str, Any]]:
+    import tritonclient.grpc as triton_grpc
+    from tritonclient.utils import InferenceServerException
+
+    client = triton_grpc.InferenceServerClient(url=target.address)
+    try:
+        try:
+            client.is_server_live(client_timeout=timeout_s)
+        except InferenceServerException as error:
+            raise _unreachable(target, error.message() or str(error)) from None
+        try:
+            version = target.version or ""
+            metadata = client.get_model_metadata(target.model, version, as_json=True, client_timeout=timeout_s)
+            config = client.get_model_config(target.model, version, as_json=True, client_timeout=timeout_s)
+        except InferenceServerException as error:
+            if str(error.status()) in ("StatusCode.UNAVAILABLE", "StatusCode.DEADLINE_EXCEEDED"):
+                raise _unreachable(target, error.message() or str(error)) from None
+            raise _not_served(target, error.message() or str(error)) from None
+    finally:
+        client.close()
+    return dict(metadata), dict(_unwrap_config(config))
+
+
+def check_scenario_models(
+    scenario: Scenario,
+    fetch: Callable[[Target], tuple[dict[str, Any], dict[str, Any]]] = fetch_triton_model_info,
+) -> None:
+    """Check every Triton target against its server; ``ModelMismatchError`` lists all mismatches.
+
+    ``ServerError`` from ``fetch`` (server unreachable) is not caught.
+    """
+    problems: list[str] = []
+    for target in scenario.targets:
+        if target.server != "triton":
+            continue
+        try:
+            metadata, config = fetch(target)
+        except ModelMismatchError as error:
+            problems.append(str(error))
+            continue
+        problems.extend(check_target_against_triton(target, metadata, config))
+    if problems:
+        raise ModelMismatchError("\n".join(problems))

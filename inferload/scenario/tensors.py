@@ -1,0 +1,129 @@
+"""Tensor facts of a scenario's inputs: dtypes, sizes, what a data spec can produce, npy files.
+
+Pure and shared by validation (``scenario.model``) and payload making (``users.payload``).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Union
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from inferload.scenario.model import DataSpec, InputSpec
+
+DEFAULT_BYTES_LENGTH = 16
+
+ProblemAt = tuple[tuple[Union[str, int], ...], str]
+
+def numpy_dtype(dtype: str) -> np.dtype:
+    """FP32→float32, FP16→float16, INT32→int32, INT64→int64, BYTES→object (elements are bytes)."""
+    names = {"FP32": "float32", "FP16": "float16", "INT32": "int32", "INT64": "int64", "BYTES": "object"}
+    if dtype not in names:
+        raise ValueError(f"unknown dtype {dtype!r}")
+    return np.dtype(names[dtype])
+
+
+def default_range(dtype: str) -> tuple[float, float]:
+    """The random generator's default ``low``/``high``: 0..1 for floats, 0..100 for integers."""
+    return (0.0, 100.0) if dtype in ("INT32", "INT64") else (0.0, 1.0)
+
+
+def element_nbytes(spec: InputSpec) -> int:
+    """Bytes one element takes on the wire (BYTES: its length plus Triton's 4-byte prefix)."""
+    if spec.dtype != "BYTES":
+        return numpy_dtype(spec.dtype).itemsize
+    data = spec.data
+    if data.generator == "constant":
+        return 4 + len(str(data.value).encode())
+    if data.generator == "random":
+        return 4 + (data.length or DEFAULT_BYTES_LENGTH)
+    return 4
+
+
+def request_nbytes(spec: InputSpec, batch_size: int) -> int:
+    """How many bytes this input adds to one request."""
+    return batch_size * math.prod(spec.shape) * element_nbytes(spec)
+
+
+def data_dtype_problems(data: DataSpec, dtype: str) -> list[ProblemAt]:
+    """What in ``data`` cannot be produced as ``dtype``; paths are relative to ``data``."""
+    problems: list[ProblemAt] = []
+    is_int = dtype in ("INT32", "INT64")
+    if dtype == "BYTES":
+        for key in ("low", "high"):
+            if getattr(data, key) is not None:
+                problems.append(((key,), "does not apply to BYTES inputs (use length)"))
+        if data.generator == "npy":
+            problems.append((("generator",), "npy data is not supported for BYTES inputs; use random, zeros or constant"))
+        if data.generator == "constant" and not isinstance(data.value, str):
+            problems.append((("value",), f"expected a string for a BYTES input; got {data.value!r}"))
+        return problems
+    if data.length is not None:
+        problems.append((("length",), f"only applies to BYTES inputs; this input is {dtype}"))
+    if data.generator == "constant" and data.value is not None:
+        problems.extend(_constant_problems(data.value, dtype))
+    if is_int:
+        info = np.iinfo(numpy_dtype(dtype))
+        for key in ("low", "high"):
+            bound = getattr(data, key)
+            if bound is not None and (not float(bound).is_integer() or not info.min <= bound <= info.max + 1):
+                problems.append(((key,), f"expected an integer within {dtype}'s range; got {bound:g}"))
+    elif dtype == "FP16":
+        for key in ("low", "high"):
+            bound = getattr(data, key)
+            if bound is not None and abs(bound) > float(np.finfo(np.float16).max):
+                problems.append(((key,), f"is outside FP16's range (±65504); got {bound:g}"))
+    low, high = default_range(dtype)
+    if data.generator == "random" and data.low is not None and data.high is None and data.low >= high:
+        problems.append((("high",), f"required when low ({data.low:g}) is not below the default high ({high:g})"))
+    if data.generator == "random" and data.high is not None and data.low is None and data.high <= low:
+        problems.append((("low",), f"required when high ({data.high:g}) is not above the default low ({low:g})"))
+    return problems
+
+
+def _constant_problems(value: object, dtype: str) -> list[ProblemAt]:
+    if isinstance(value, str):
+        return [(("value",), f"expected a number for a {dtype} input; got {value!r}")]
+    number = float(value)  # type: ignore[arg-type]
+    if dtype in ("INT32", "INT64"):
+        info = np.iinfo(numpy_dtype(dtype))
+        if not number.is_integer() or not info.min <= int(number) <= info.max:
+            return [(("value",), f"expected an integer within {dtype}'s range; got {value!r}")]
+    if dtype == "FP16" and abs(number) > float(np.finfo(np.float16).max):
+        return [(("value",), f"is outside FP16's range (±65504); got {value!r}")]
+    return []
+
+
+def load_npy(spec: InputSpec, batch_size: int, base_dir: Path) -> np.ndarray:
+    """Read an npy input; ValueError (with a message naming the file) if it does not fit the spec.
+
+    The file holds either ``(batch_size, *shape)`` or ``shape`` (then repeated over the batch).
+    """
+    if spec.data.path is None:
+        raise ValueError("an npy generator needs a path")
+    path = Path(spec.data.path)
+    if not path.is_absolute():
+        path = base_dir / path
+    if not path.is_file():
+        raise ValueError(f"npy file not found: {str(path)!r}")
+    try:
+        array = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as error:
+        raise ValueError(f"cannot read {str(path)!r} as an npy array: {error}") from None
+    if not isinstance(array, np.ndarray):
+        raise ValueError(f"{str(path)!r} holds several arrays (npz); expected one npy array")
+    expected = numpy_dtype(spec.dtype)
+    if array.dtype != expected:
+        raise ValueError(f"{path.name} holds {array.dtype} values; expected {expected} for {spec.dtype}")
+    item_shape = tuple(spec.shape)
+    if array.shape == (batch_size, *item_shape):
+        return array
+    if array.shape == item_shape:
+        return np.ascontiguousarray(np.broadcast_to(array, (batch_size, *item_shape)))
+    raise ValueError(
+        f"{path.name} has shape {list(array.shape)}; expected {[batch_size, *item_shape]}"
+        f" (batch_size x shape) or {list(item_shape)}"
+    )

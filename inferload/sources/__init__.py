@@ -1,9 +1,0 @@
-"""Metric sources for the collector: Triton, TorchServe, NVML. Each is one small class with
-`scrape(now) -> list[Point]` (see `base.Source`); the arithmetic is in pure functions."""
-
-from inferload.sources.base import Source, SourceError
-from inferload.sources.nvml import NvmlSource
-from inferload.sources.torchserve import TorchServeSource
-from inferload.sources.triton import TritonSource, TritonStatistics
-
-__all__ = ["NvmlSource", "Source", "SourceError", "TorchServeSource", "TritonSource", "TritonStatistics"]

@@ -1,0 +1,153 @@
+"""Traffic shapes: a scenario's shape as a user-count timeline, and the Locust shape that plays it.
+
+A timeline is a pure function of the run time: `at(t) -> (users, spawn_rate)` or None once the
+run is over. Keeping it pure lets tests check every shape's timeline without running Locust.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Protocol
+
+from locust import LoadTestShape
+
+from inferload.scenario.model import BurstShape, RampShape, Scenario, StagesShape, SteadyShape, is_open_loop
+
+
+class Timeline(Protocol):
+    duration: float
+
+    def at(self, t: float) -> tuple[int, float] | None: ...
+
+
+@dataclass(frozen=True)
+class SteadyTimeline:
+    duration: float
+    users: int
+    spawn_rate: float
+
+    def at(self, t: float) -> tuple[int, float] | None:
+        return None if t >= self.duration else (self.users, self.spawn_rate)
+
+
+@dataclass(frozen=True)
+class RampTimeline:
+    """From `from_users` to `to_users` in `steps` equal steps over `over` seconds, then hold."""
+
+    duration: float
+    from_users: int
+    to_users: int
+    over: float
+    steps: int
+    spawn_rate: float
+
+    def at(self, t: float) -> tuple[int, float] | None:
+        if t >= self.duration:
+            return None
+        step = min(self.steps, math.floor(t / (self.over / self.steps)))
+        users = round(self.from_users + (self.to_users - self.from_users) * step / self.steps)
+        return users, self.spawn_rate
+
+
+@dataclass(frozen=True)
+class BurstTimeline:
+    """`base_users`, raised to `burst_users` for `burst_length` every `period` from `first_burst_at`."""
+
+    duration: float
+    base_users: int
+    burst_users: int
+    burst_length: float
+    period: float
+    first_burst_at: float
+    spawn_rate: float
+
+    def at(self, t: float) -> tuple[int, float] | None:
+        if t >= self.duration:
+            return None
+        return (self.burst_users if self.in_burst(t) else self.base_users), self.spawn_rate
+
+    def in_burst(self, t: float) -> bool:
+        if t < self.first_burst_at:
+            return False
+        return (t - self.first_burst_at) % self.period < self.burst_length
+
+
+@dataclass(frozen=True)
+class StagesTimeline:
+    """Each stage's user count for its duration; the last one holds until `duration`."""
+
+    duration: float
+    stages: tuple[tuple[float, int, float], ...]  # (end time, users, spawn_rate)
+
+    def at(self, t: float) -> tuple[int, float] | None:
+        if t >= self.duration:
+            return None
+        for end, users, spawn_rate in self.stages:
+            if t < end:
+                return users, spawn_rate
+        _, users, spawn_rate = self.stages[-1]
+        return users, spawn_rate
+
+
+def timeline_for(scenario: Scenario) -> Timeline:
+    """The user-count timeline a scenario's shape describes, over the scenario's duration."""
+    shape = scenario.shape
+    duration = scenario.duration
+    if isinstance(shape, SteadyShape):
+        return SteadyTimeline(duration, shape.users, _rate(shape.spawn_rate, shape.users))
+    if isinstance(shape, RampShape):
+        per_step = max(1, math.ceil(abs(shape.to_users - shape.from_users) / shape.steps))
+        return RampTimeline(
+            duration,
+            shape.from_users,
+            shape.to_users,
+            shape.over,
+            shape.steps,
+            _rate(shape.spawn_rate, max(per_step, shape.from_users)),
+        )
+    if isinstance(shape, BurstShape):
+        first = shape.first_burst_at if shape.first_burst_at is not None else shape.period - shape.burst_length
+        return BurstTimeline(
+            duration,
+            shape.base_users,
+            shape.burst_users,
+            shape.burst_length,
+            shape.period,
+            first,
+            _rate(shape.spawn_rate, shape.burst_users * 10),
+        )
+    if isinstance(shape, StagesShape):
+        end = 0.0
+        stages = []
+        for stage in shape.stages:
+            end += stage.duration
+            stages.append((end, stage.users, _rate(stage.spawn_rate, stage.users)))
+        return StagesTimeline(duration, tuple(stages))
+    if is_open_loop(shape):
+        # open loop: a fixed pool of senders, all up at once; the arrival rate is the scheduler's
+        return SteadyTimeline(duration, shape.max_in_flight, float(shape.max_in_flight * 10))
+    raise TypeError(f"no timeline for shape {type(shape).__name__}")
+
+
+def _rate(given: float | None, default: float) -> float:
+    return float(given) if given else float(max(default, 1))
+
+
+class ScenarioShape(LoadTestShape):
+    """Plays a scenario's timeline in Locust; `tick()` returning None ends the run."""
+
+    abstract = True
+    timeline: Timeline
+
+    def tick(self) -> tuple[int, float] | None:
+        return self.timeline.at(self.get_run_time())
+
+
+def shape_class_for(scenario: Scenario) -> type[ScenarioShape]:
+    """A concrete LoadTestShape class bound to the scenario's timeline (for a locustfile)."""
+    return type(
+        "ScenarioShape",
+        (ScenarioShape,),
+        {"abstract": False, "timeline": timeline_for(scenario), "__module__": __name__},
+    )

@@ -1,0 +1,125 @@
+"""Request payloads: input arrays made from a scenario's data spec, and their TorchServe encodings.
+
+Arrays are made and encoded once per user, never per request. Every array has the batch
+dimension first: ``(batch_size, *spec.shape)``. Generation is deterministic for a given seed.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import string
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Union
+
+import numpy as np
+
+from inferload.scenario.tensors import DEFAULT_BYTES_LENGTH, default_range, load_npy, numpy_dtype
+
+if TYPE_CHECKING:
+    from inferload.scenario.model import DataSpec, InputSpec
+
+
+
+def http_content_type(content_type: str) -> str:
+    """The Content-Type header for a scenario ``content_type``: octet-stream, npy or json."""
+    headers = {"octet-stream": "application/octet-stream", "npy": "application/x-npy", "json": "application/json"}
+    if content_type not in headers:
+        raise ValueError(f"unknown content_type {content_type!r}")
+    return headers[content_type]
+
+
+def make_input_array(spec: InputSpec, batch_size: int, base_dir: Path) -> np.ndarray:
+    """The array for one request: shape ``(batch_size, *spec.shape)``, dtype per ``spec.dtype``."""
+    shape = (batch_size, *spec.shape)
+    data = spec.data
+    if data.generator == "npy":
+        return load_npy(spec, batch_size, base_dir)
+    if spec.dtype == "BYTES":
+        return _bytes_array(spec, shape)
+    dtype = numpy_dtype(spec.dtype)
+    if data.generator == "zeros":
+        return np.zeros(shape, dtype=dtype)
+    if data.generator == "constant":
+        return np.full(shape, data.value, dtype=dtype)
+    low, high = default_range(spec.dtype)
+    low = data.low if data.low is not None else low
+    high = data.high if data.high is not None else high
+    rng = np.random.default_rng(data.seed or 0)
+    if spec.dtype in ("INT32", "INT64"):
+        return rng.integers(int(low), int(high), size=shape, dtype=dtype)
+    return rng.uniform(low, high, size=shape).astype(dtype)
+
+
+def _bytes_array(spec: InputSpec, shape: tuple[int, ...]) -> np.ndarray:
+    data = spec.data
+    array = np.empty(shape, dtype=object)
+    if data.generator == "zeros":
+        array.fill(b"")
+    elif data.generator == "constant":
+        array.fill(str(data.value).encode())
+    else:
+        alphabet = np.frombuffer((string.ascii_letters + string.digits).encode(), dtype=np.uint8)
+        length = data.length or DEFAULT_BYTES_LENGTH
+        rng = np.random.default_rng(data.seed or 0)
+        codes = rng.choice(alphabet, size=(math.prod(shape), length))
+        array.reshape(-1)[:] = [row.tobytes() for row in codes]
+    return array
+
+
+def make_inputs(inputs: Sequence[InputSpec], batch_size: int, base_dir: Path) -> dict[str, np.ndarray]:
+    """Every input of a target by name, in the scenario's order."""
+    return {spec.name: make_input_array(spec, batch_size, base_dir) for spec in inputs}
+
+
+# --- TorchServe REST bodies --------------------------------------------------------------------
+
+
+def _raw_bytes(array: np.ndarray) -> bytes:
+    if array.dtype == object:
+        parts = []
+        for item in array.reshape(-1):
+            value = item if isinstance(item, bytes) else str(item).encode()
+            parts.append(len(value).to_bytes(4, "little") + value)
+        return b"".join(parts)
+    return np.ascontiguousarray(array).tobytes()
+
+
+def encode_octet_stream(arrays: Union[np.ndarray, Sequence[np.ndarray]]) -> bytes:
+    """Raw C-order bytes of each array, concatenated (BYTES elements: 4-byte little-endian length + bytes)."""
+    if isinstance(arrays, np.ndarray):
+        arrays = [arrays]
+    return b"".join(_raw_bytes(array) for array in arrays)
+
+
+def encode_npy(array: np.ndarray) -> bytes:
+    """The ``.npy`` file format of ``array`` (BYTES arrays are stored as fixed-width ``S`` strings)."""
+    if array.dtype == object:
+        array = array.astype(bytes)
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    return buffer.getvalue()
+
+
+def encode_json(array: np.ndarray) -> bytes:
+    """A JSON nested list of ``array``'s values (BYTES elements as UTF-8 strings)."""
+    if array.dtype == object:
+        values = np.vectorize(lambda item: item.decode("utf-8", "replace"), otypes=[object])(array).tolist()
+    else:
+        values = array.tolist()
+    return json.dumps(values, separators=(",", ":")).encode()
+
+
+def encode_torchserve_body(content_type: str, arrays: Sequence[np.ndarray]) -> tuple[bytes, str]:
+    """(body, Content-Type header) for a TorchServe request; npy and json take exactly one input."""
+    if content_type == "octet-stream":
+        return encode_octet_stream(arrays), http_content_type(content_type)
+    if len(arrays) != 1:
+        raise ValueError(f"content_type {content_type!r} sends one input; this target has {len(arrays)}")
+    if content_type == "npy":
+        return encode_npy(arrays[0]), http_content_type(content_type)
+    if content_type == "json":
+        return encode_json(arrays[0]), http_content_type(content_type)
+    raise ValueError(f"unknown content_type {content_type!r}")
