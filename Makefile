@@ -4,11 +4,11 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test build bench clean
+.PHONY: demo test unit integration lint build bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet -e '.[servers,test]'
+	$(PY) -m pip install --quiet -e '.[servers,test,lint]'
 	touch $(STAMP)
 
 build: $(STAMP)
@@ -18,9 +18,20 @@ build: $(STAMP)
 demo: build
 	$(VENV)/bin/inferload demo
 
-test: build
+# the README's test command (and CI's): linters, then the fast layer, then the real servers
+test: lint unit integration
+
+# fast layer: no torch, no servers (under a minute)
+unit: $(STAMP)
+	$(PY) -m pytest tests/unit
+
+integration: build
 	bash scripts/install-system-deps.sh test
-	$(PY) -m pytest
+	$(PY) -m pytest tests/integration
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 # benchmarks of the load generator itself (not tests): results/bench-<UTC time>/, about 7 min on 2 cores
 bench: build

@@ -13,9 +13,8 @@ A request counter is polled, never hooked, so measuring adds no per-request cost
 
 from __future__ import annotations
 
-import locust  # noqa: F401  (first: gevent monkey patching)
-
 import grpc.experimental.gevent as grpc_gevent
+import locust  # noqa: F401  (first: gevent monkey patching)
 
 grpc_gevent.init_gevent()  # before any gRPC channel
 
@@ -36,7 +35,12 @@ from locust.env import Environment  # noqa: E402
 from bench.plain_users import PlainFastHttpUser, PlainTritonGrpcUser, triton_infer_request  # noqa: E402
 
 VARIANTS = (
-    "grpc-inferload", "grpc-plain", "http-inferload", "http-plain", "rest-inferload", "rest-plain",
+    "grpc-inferload",
+    "grpc-plain",
+    "http-inferload",
+    "http-plain",
+    "rest-inferload",
+    "rest-plain",
 )
 POLL_S = 0.005
 
@@ -103,8 +107,9 @@ def _scenario_target(spec: MeasureSpec) -> dict[str, Any]:
         "kind": kind,
         "address": address,
         "model": spec.model,
-        "inputs": [{"name": "INPUT__0", "shape": list(spec.input_shape), "dtype": "FP32",
-                    "data": {"generator": "random", "seed": 1}}],
+        "inputs": [
+            {"name": "INPUT__0", "shape": list(spec.input_shape), "dtype": "FP32", "data": {"generator": "random", "seed": 1}}
+        ],
         "timeout": "5s",
     }
 
@@ -118,10 +123,15 @@ def inferload_user_class(spec: MeasureSpec) -> tuple[type, Any]:
     from inferload.run.plugin import InferloadRun
     from inferload.scenario.model import Scenario
 
-    scenario = Scenario.model_validate({
-        "name": "bench", "duration": "1h", "warmup": "0s",
-        "targets": [_scenario_target(spec)], "shape": {"kind": "steady", "users": spec.users},
-    })
+    scenario = Scenario.model_validate(
+        {
+            "name": "bench",
+            "duration": "1h",
+            "warmup": "0s",
+            "targets": [_scenario_target(spec)],
+            "shape": {"kind": "steady", "users": spec.users},
+        }
+    )
     run = InferloadRun(scenario)
     run.check_models()  # fills model_batches / expected_outputs like a real run
     (cls,) = run.user_classes.values()
@@ -134,9 +144,16 @@ def plain_user_class(spec: MeasureSpec) -> type:
     wait = _wait_time(spec)
     if spec.variant == "grpc-plain":
         request = triton_infer_request(spec.model, "INPUT__0", array)
-        return type("PlainGrpc", (PlainTritonGrpcUser,), {
-            "abstract": False, "grpc_address": spec.triton_grpc, "infer_request": request, "wait_time": wait,
-        })
+        return type(
+            "PlainGrpc",
+            (PlainTritonGrpcUser,),
+            {
+                "abstract": False,
+                "grpc_address": spec.triton_grpc,
+                "infer_request": request,
+                "wait_time": wait,
+            },
+        )
     if spec.variant == "http-plain":
         import tritonclient.http as httpclient
 
@@ -146,15 +163,31 @@ def plain_user_class(spec: MeasureSpec) -> type:
         headers = {"Content-Type": "application/octet-stream"}
         if json_size is not None:
             headers["Inference-Header-Content-Length"] = str(json_size)
-        return type("PlainHttp", (PlainFastHttpUser,), {
-            "abstract": False, "host": f"http://{spec.triton_http}", "post_path": f"/v2/models/{spec.model}/infer",
-            "body": body, "headers": headers, "wait_time": wait,
-        })
+        return type(
+            "PlainHttp",
+            (PlainFastHttpUser,),
+            {
+                "abstract": False,
+                "host": f"http://{spec.triton_http}",
+                "post_path": f"/v2/models/{spec.model}/infer",
+                "body": body,
+                "headers": headers,
+                "wait_time": wait,
+            },
+        )
     if spec.variant == "rest-plain":
-        return type("PlainRest", (PlainFastHttpUser,), {
-            "abstract": False, "host": spec.torchserve, "post_path": f"/predictions/{spec.model}",
-            "body": array.tobytes(), "headers": {"Content-Type": "application/octet-stream"}, "wait_time": wait,
-        })
+        return type(
+            "PlainRest",
+            (PlainFastHttpUser,),
+            {
+                "abstract": False,
+                "host": spec.torchserve,
+                "post_path": f"/predictions/{spec.model}",
+                "body": array.tobytes(),
+                "headers": {"Content-Type": "application/octet-stream"},
+                "wait_time": wait,
+            },
+        )
     raise ValueError(f"unknown variant {spec.variant!r}; expected one of {VARIANTS}")
 
 
@@ -201,8 +234,17 @@ def _mark(env: Environment, spec: MeasureSpec) -> _Mark:
         triton = server_stats.snapshot("triton-grpc", spec.triton_grpc, spec.model)
     total = env.stats.total
     user, system = _self_cpu()
-    return _Mark(time.perf_counter(), user, system, _tree_cpu_s(spec.server_pids), psutil.cpu_times(),
-                 total.num_requests, total.num_failures, total.total_response_time, triton)
+    return _Mark(
+        time.perf_counter(),
+        user,
+        system,
+        _tree_cpu_s(spec.server_pids),
+        psutil.cpu_times(),
+        total.num_requests,
+        total.num_failures,
+        total.total_response_time,
+        triton,
+    )
 
 
 def _measured_enough(env: Environment, spec: MeasureSpec, start: _Mark) -> bool:

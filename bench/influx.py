@@ -43,11 +43,12 @@ class LocalInflux:
             f'[meta]\n  dir = "{self.root / "meta"}"\n'
             f'[data]\n  dir = "{self.root / "data"}"\n  wal-dir = "{self.root / "wal"}"\n  query-log-enabled = false\n'
             f'[http]\n  bind-address = "127.0.0.1:{self.port}"\n  log-enabled = false\n'
-            '[monitor]\n  store-enabled = false\n'
+            "[monitor]\n  store-enabled = false\n"
         )
         log = (self.root / "influxd.log").open("wb")
-        self._process = subprocess.Popen([influxd, "run", "-config", str(config)], stdout=log, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
+        self._process = subprocess.Popen(
+            [influxd, "run", "-config", str(config)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self._process.poll() is not None:

@@ -31,9 +31,9 @@ import psutil
 import yaml
 
 from bench.profiles import summarise_collapsed
-from inferload.traffic.arrivals import INFINITY, next_arrival, rate_timeline
 from inferload.paths import LOCUSTFILE, REPO_ROOT
 from inferload.scenario.model import Scenario
+from inferload.traffic.arrivals import INFINITY, next_arrival, rate_timeline
 
 FRACTIONS = (0.5, 0.8)  # of item 2's gRPC closed-loop maximum
 KINDS = ("poisson", "constant-rate")
@@ -58,11 +58,16 @@ def scenario_data(kind: str, rate: float, address: str, model: str, seed: int = 
         "name": f"bench-open-loop-{kind}",
         "duration": f"{WARMUP_S + STEADY_S}s",
         "warmup": f"{WARMUP_S}s",
-        "targets": [{
-            "name": TARGET_NAME, "kind": "triton-grpc", "address": address, "model": model,
-            "inputs": [{"name": "INPUT__0", "shape": [16], "dtype": "FP32", "data": {"generator": "random", "seed": 1}}],
-            "timeout": "5s",
-        }],
+        "targets": [
+            {
+                "name": TARGET_NAME,
+                "kind": "triton-grpc",
+                "address": address,
+                "model": model,
+                "inputs": [{"name": "INPUT__0", "shape": [16], "dtype": "FP32", "data": {"generator": "random", "seed": 1}}],
+                "timeout": "5s",
+            }
+        ],
         "shape": shape,
     }
 
@@ -83,16 +88,26 @@ def expected_arrivals(scenario: Scenario, start: float, end: float, seed: int | 
             count += 1
 
 
-def run_one(work_dir: Path, kind: str, rate: float, address: str, model: str,
-            profile_to: Path | None = None) -> dict[str, Any]:
+def run_one(work_dir: Path, kind: str, rate: float, address: str, model: str, profile_to: Path | None = None) -> dict[str, Any]:
     folder = work_dir / f"open-loop-{kind}-{rate:g}"
     folder.mkdir(parents=True, exist_ok=True)
     data = scenario_data(kind, rate, address, model)
     scenario_path = folder / "scenario.yaml"
     scenario_path.write_text(yaml.safe_dump(data, sort_keys=False))
     results = folder / "results"
-    command = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--scenario", str(scenario_path),
-               "--headless", "--only-summary", "--results-dir", str(results)]
+    command = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        str(LOCUSTFILE),
+        "--scenario",
+        str(scenario_path),
+        "--headless",
+        "--only-summary",
+        "--results-dir",
+        str(results),
+    ]
     py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     if profile_to is not None and Path(py_spy).exists():
         command = [py_spy, "record", "--format", "raw", "--rate", "200", "-o", str(profile_to), "--", *command]
@@ -107,8 +122,9 @@ def run_one(work_dir: Path, kind: str, rate: float, address: str, model: str,
     machine_after = psutil.cpu_times()
     summary_path = results / "summary.json"
     if not summary_path.exists():
-        raise RuntimeError(f"open-loop {kind} at {rate:g}/s wrote no summary (exit {done.returncode}):\n"
-                           f"{(done.stdout + done.stderr)[-3000:]}")
+        raise RuntimeError(
+            f"open-loop {kind} at {rate:g}/s wrote no summary (exit {done.returncode}):\n{(done.stdout + done.stderr)[-3000:]}"
+        )
     summary = json.loads(summary_path.read_text())
     figures = summary["targets"][TARGET_NAME]
     ol = figures["open_loop"]
@@ -118,7 +134,9 @@ def run_one(work_dir: Path, kind: str, rate: float, address: str, model: str,
     expected = expected_arrivals(scenario, WARMUP_S, WARMUP_S + steady_s, seed)
     configured_count = ol["configured_rps"] * steady_s
     sent = ol["arrivals"] - ol["unsent"]
-    idle = (machine_after.idle - machine_before.idle) + (getattr(machine_after, "iowait", 0) - getattr(machine_before, "iowait", 0))
+    idle = (machine_after.idle - machine_before.idle) + (
+        getattr(machine_after, "iowait", 0) - getattr(machine_before, "iowait", 0)
+    )
     total = sum(machine_after) - sum(machine_before)
     profile = None
     if profile_to is not None and profile_to.exists():
@@ -146,8 +164,10 @@ def run_one(work_dir: Path, kind: str, rate: float, address: str, model: str,
         "send_lag_ms": {k: (None if v is None else round(v, 4)) for k, v in ol["send_lag_ms"].items()},
         "completed_rps": round(figures["throughput_rps"], 1),
         "failures": figures["failures"],
-        "latency_ms": {k: (None if figures["latency_ms"].get(k) is None else round(figures["latency_ms"][k], 3))
-                       for k in ("p50", "p99", "max")},
+        "latency_ms": {
+            k: (None if figures["latency_ms"].get(k) is None else round(figures["latency_ms"][k], 3))
+            for k in ("p50", "p99", "max")
+        },
         "server_request_ms_avg": (figures.get("server_side") or {}).get("request_ms_avg"),
         "wall_s": round(wall, 2),
         # whole locust process, start-up and warm-up included: a rough figure only
@@ -157,13 +177,16 @@ def run_one(work_dir: Path, kind: str, rate: float, address: str, model: str,
     }
 
 
-def open_loop_accuracy(work_dir: Path, capacity_rps: float, address: str, model: str,
-                       log: Any = print, profile_dir: Path | None = None) -> dict[str, Any]:
+def open_loop_accuracy(
+    work_dir: Path, capacity_rps: float, address: str, model: str, log: Any = print, profile_dir: Path | None = None
+) -> dict[str, Any]:
     """Every shape at every load, one real locust run each; with `profile_dir`, Poisson at the
     highest load also runs under py-spy (its CPU profile; the timing figures then carry
     py-spy's sampling cost)."""
-    log(f"[4] open-loop accuracy: {'/'.join(KINDS)} at {'/'.join(f'{f:.0%}' for f in FRACTIONS)} of "
-        f"{capacity_rps:.0f} req/s (item 2), {MAX_IN_FLIGHT} senders, {WARMUP_S} s warm-up + {STEADY_S} s, seed {SEED}")
+    log(
+        f"[4] open-loop accuracy: {'/'.join(KINDS)} at {'/'.join(f'{f:.0%}' for f in FRACTIONS)} of "
+        f"{capacity_rps:.0f} req/s (item 2), {MAX_IN_FLIGHT} senders, {WARMUP_S} s warm-up + {STEADY_S} s, seed {SEED}"
+    )
     runs = []
     for fraction in FRACTIONS:
         rate = float(round(capacity_rps * fraction))
@@ -175,12 +198,21 @@ def open_loop_accuracy(work_dir: Path, capacity_rps: float, address: str, model:
             r["fraction"] = fraction
             runs.append(r)
             lag = r["send_lag_ms"]
-            log(f"  {kind:13s} {rate:7.0f}/s  achieved {r['achieved_rps']:8.1f}/s ratio {r['achieved_ratio']}  "
+            log(
+                f"  {kind:13s} {rate:7.0f}/s  achieved {r['achieved_rps']:8.1f}/s ratio {r['achieved_ratio']}  "
                 f"expected-by-seed {r['expected_arrivals']} (x{r['expected_ratio']})  arrivals {r['arrivals']} "
                 f"unsent {r['unsent']}  lag p50/p99/max {lag['p50']}/{lag['p99']}/{lag['max']} ms  "
-                f"idle {r['machine_idle_frac']}")
+                f"idle {r['machine_idle_frac']}"
+            )
     return {
-        "measured": True, "capacity_rps": capacity_rps, "capacity_from": "item 2, grpc-inferload closed loop",
-        "fractions": list(FRACTIONS), "kinds": list(KINDS), "warmup_s": WARMUP_S, "steady_s": STEADY_S,
-        "seed": SEED, "max_in_flight": MAX_IN_FLIGHT, "runs": runs,
+        "measured": True,
+        "capacity_rps": capacity_rps,
+        "capacity_from": "item 2, grpc-inferload closed loop",
+        "fractions": list(FRACTIONS),
+        "kinds": list(KINDS),
+        "warmup_s": WARMUP_S,
+        "steady_s": STEADY_S,
+        "seed": SEED,
+        "max_in_flight": MAX_IN_FLIGHT,
+        "runs": runs,
     }

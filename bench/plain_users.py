@@ -11,7 +11,8 @@ Each class is configured by class attributes that `bench.client` fills in on a s
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import grpc
 from locust import FastHttpUser, User, constant, task

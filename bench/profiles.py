@@ -65,9 +65,27 @@ def profile_variant(bench: Any, spec: Any, out_dir: Path) -> dict[str, Any]:
     raw_path = out_dir / f"profile-{spec.variant}.txt"
     spec_path.write_text(json.dumps(asdict(spec)))
     done = subprocess.run(
-        [py_spy, "record", "--format", "raw", "--rate", "200", "--native", "-o", str(raw_path), "--",
-         sys.executable, "-m", "bench.client", str(spec_path), str(out_path)],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=spec.timeout_s + 60,
+        [
+            py_spy,
+            "record",
+            "--format",
+            "raw",
+            "--rate",
+            "200",
+            "--native",
+            "-o",
+            str(raw_path),
+            "--",
+            sys.executable,
+            "-m",
+            "bench.client",
+            str(spec_path),
+            str(out_path),
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=spec.timeout_s + 60,
     )
     if done.returncode != 0 or not raw_path.exists():
         return {"error": f"py-spy failed (exit {done.returncode}): {done.stderr.strip()[-300:]}"}

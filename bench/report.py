@@ -59,8 +59,10 @@ def max_section(m: dict[str, Any]) -> list[str]:
         "|---|---|---|---|---|---|",
     ]
     for variant, r in m["variants"].items():
-        lines.append(f"| {variant} | {_fmt(r['rps'], 0)} | {_fmt(r['client_core_util'], 2)} | "
-                     f"{_fmt(r['server_core_util'], 2)} | {_fmt(r['machine_idle_frac'] * 100, 0)} % | {r['limit']} |")
+        lines.append(
+            f"| {variant} | {_fmt(r['rps'], 0)} | {_fmt(r['client_core_util'], 2)} | "
+            f"{_fmt(r['server_core_util'], 2)} | {_fmt(r['machine_idle_frac'] * 100, 0)} % | {r['limit']} |"
+        )
     return lines
 
 
@@ -81,15 +83,17 @@ def fidelity_section(f: dict[str, Any], target_ms: float) -> list[str]:
             if row["fraction"] == 0.5 and variant == "grpc-inferload":
                 target = f"≤ {target_ms} {_mark(None if r['gap_ms'] is None else r['gap_ms'] <= target_ms)}"
             label = f"{row['fraction'] * 100:.0f} %" + (" (plain user)" if variant == "grpc-plain" else "")
-            lines.append(f"| {label} | {_fmt(r['rps'], 0)} | {_fmt(r['client_mean_ms'], 3)} | "
-                         f"{_fmt(r['server_request_ms_avg'], 3)} | {_fmt(r['gap_ms'], 3)} | {target} |")
+            lines.append(
+                f"| {label} | {_fmt(r['rps'], 0)} | {_fmt(r['client_mean_ms'], 3)} | "
+                f"{_fmt(r['server_request_ms_avg'], 3)} | {_fmt(r['gap_ms'], 3)} | {target} |"
+            )
     return lines
 
 
 def open_loop_section(o: dict[str, Any], targets: dict[str, float]) -> list[str]:
     lines = ["## 4. Open-loop arrival accuracy (gRPC, real `locust` command)", ""]
     if not o.get("measured"):
-        return lines + [f"**{o['note']}**"]
+        return [*lines, f"**{o['note']}**"]
     error, lag_target = targets["open_loop_rate_error"], targets["open_loop_send_lag_p99_ms"]
     lines += [
         f"Capacity {_fmt(o['capacity_rps'], 0)} req/s ({o['capacity_from']}); {o['max_in_flight']} senders; "
@@ -117,19 +121,23 @@ def open_loop_section(o: dict[str, Any], targets: dict[str, float]) -> list[str]
         if p and p.get("samples"):
             top = "; ".join(f"{frame} {share * 100:.1f} %" for frame, share in p["self"][:8])
             files = "; ".join(f"{name} {share * 100:.0f} %" for name, share in p["inclusive_by_file"][:10])
-            lines += ["", f"py-spy, {r['kind']} at {r['fraction'] * 100:.0f} % ({p['samples']} samples, {p['raw']}): "
-                          f"self: {top}. Inclusive by file: {files}."]
+            lines += [
+                "",
+                f"py-spy, {r['kind']} at {r['fraction'] * 100:.0f} % ({p['samples']} samples, {p['raw']}): "
+                f"self: {top}. Inclusive by file: {files}.",
+            ]
     return lines
 
 
 def streaming_section(s: dict[str, Any], targets: dict[str, float]) -> list[str]:
     lines = ["## 5. Streaming cost (InfluxDB 1.x sink)", ""]
     if not s.get("measured"):
-        return lines + [f"**{s['note']}**"]
+        return [*lines, f"**{s['note']}**"]
     sink = s["sink"]
     pps = sink["points_per_s"]
     cost = s["throughput_cost"]
-    return lines + [
+    return [
+        *lines,
         "| figure | value | target |",
         "|---|---|---|",
         f"| sink points/s into a real InfluxDB ({sink['points_written']} points, batches of {sink['batch_size']}) | "
@@ -154,20 +162,26 @@ def profile_section(p: dict[str, Any]) -> list[str]:
 
 def render_markdown(results: dict[str, Any]) -> str:
     targets = results["targets"]
-    lines = [f"# inferload bench {results['started_at']}", "", *machine_section(results["machine"]), "",
-             f"Model `{results['model']}` on the real local Triton and TorchServe (loopback).", ""]
+    lines = [
+        f"# inferload bench {results['started_at']}",
+        "",
+        *machine_section(results["machine"]),
+        "",
+        f"Model `{results['model']}` on the real local Triton and TorchServe (loopback).",
+        "",
+    ]
     if "client_cpu" in results:
-        lines += client_cpu_section(results["client_cpu"], targets) + [""]
+        lines += [*client_cpu_section(results["client_cpu"], targets), ""]
     if "max_throughput" in results:
-        lines += max_section(results["max_throughput"]) + [""]
+        lines += [*max_section(results["max_throughput"]), ""]
     if "fidelity" in results:
-        lines += fidelity_section(results["fidelity"], targets["fidelity_half_load_ms"]) + [""]
+        lines += [*fidelity_section(results["fidelity"], targets["fidelity_half_load_ms"]), ""]
     if "open_loop_accuracy" in results:
-        lines += open_loop_section(results["open_loop_accuracy"], targets) + [""]
+        lines += [*open_loop_section(results["open_loop_accuracy"], targets), ""]
     if "streaming" in results:
-        lines += streaming_section(results["streaming"], targets) + [""]
+        lines += [*streaming_section(results["streaming"], targets), ""]
     if "profiles" in results:
-        lines += profile_section(results["profiles"]) + [""]
+        lines += [*profile_section(results["profiles"]), ""]
     if "elapsed_s" in results:
         lines.append(f"Bench wall time: {results['elapsed_s']} s.")
     return "\n".join(lines) + "\n"

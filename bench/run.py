@@ -41,9 +41,15 @@ FIDELITY_FRACTIONS = (0.1, 0.5, 0.8)  # item 3: loads as fractions of the gRPC m
 FIDELITY_USERS = 8
 FIDELITY_SECONDS = 8.0
 SINK_POINTS = 200_000
-TARGETS = {"grpc_cpu_ratio": 0.7, "rest_cpu_ratio": 1.1, "fidelity_half_load_ms": 0.3,
-           "open_loop_rate_error": 0.01, "open_loop_send_lag_p99_ms": 1.0,
-           "sink_points_per_s": 100_000, "streaming_cost": 0.03}
+TARGETS = {
+    "grpc_cpu_ratio": 0.7,
+    "rest_cpu_ratio": 1.1,
+    "fidelity_half_load_ms": 0.3,
+    "open_loop_rate_error": 0.01,
+    "open_loop_send_lag_p99_ms": 1.0,
+    "sink_points_per_s": 100_000,
+    "streaming_cost": 0.03,
+}
 
 
 @dataclass
@@ -60,9 +66,13 @@ class Bench:
     def spec(self, variant: str, **overrides: Any) -> MeasureSpec:
         server = "torchserve" if variant.startswith("rest") else "triton"
         return MeasureSpec(
-            variant=variant, model=MODEL,
-            triton_grpc=self.addresses["triton_grpc"], triton_http=self.addresses["triton_http"],
-            torchserve=self.addresses["torchserve"], server_pids=[self.server_pids[server]], **overrides,
+            variant=variant,
+            model=MODEL,
+            triton_grpc=self.addresses["triton_grpc"],
+            triton_http=self.addresses["triton_http"],
+            torchserve=self.addresses["torchserve"],
+            server_pids=[self.server_pids[server]],
+            **overrides,
         )
 
     def measure(self, spec: MeasureSpec) -> dict[str, Any]:
@@ -71,15 +81,22 @@ class Bench:
         spec_path = self.work_dir / f"spec-{self.runs}.json"
         out_path = self.work_dir / f"out-{self.runs}.json"
         spec_path.write_text(json.dumps(asdict(spec)))
-        done = subprocess.run([sys.executable, "-m", "bench.client", str(spec_path), str(out_path)],
-                              cwd=REPO_ROOT, capture_output=True, text=True, timeout=spec.timeout_s + 60)
+        done = subprocess.run(
+            [sys.executable, "-m", "bench.client", str(spec_path), str(out_path)],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=spec.timeout_s + 60,
+        )
         if done.returncode != 0 or not out_path.exists():
             raise RuntimeError(f"bench.client {spec.variant} failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
         result = json.loads(out_path.read_text())
-        log(f"  {spec.variant:15s} {result['requests']:6d} req {result['rps']:8.1f}/s  "
+        log(
+            f"  {spec.variant:15s} {result['requests']:6d} req {result['rps']:8.1f}/s  "
             f"{result['client_cpu_us_per_request']:7.1f} us CPU/req  client {result['client_core_util']:.2f} core  "
             f"server {result['server_core_util']} core  idle {result['machine_idle_frac']:.2f}"
-            + (f"  failures {result['failures']}" if result["failures"] else ""))
+            + (f"  failures {result['failures']}" if result["failures"] else "")
+        )
         return result
 
 
@@ -97,8 +114,10 @@ CPU_VARIANTS = ("grpc-inferload", "grpc-plain", "http-inferload", "http-plain", 
 
 
 def client_cpu(bench: Bench, rounds: int) -> dict[str, Any]:
-    log(f"[1] client CPU per request: {CPU_REQUESTS} requests at {CPU_RATE_RPS:g} req/s, {CPU_USERS} users, "
-        f"{rounds} interleaved rounds")
+    log(
+        f"[1] client CPU per request: {CPU_REQUESTS} requests at {CPU_RATE_RPS:g} req/s, {CPU_USERS} users, "
+        f"{rounds} interleaved rounds"
+    )
     per_variant: dict[str, list[dict[str, Any]]] = {v: [] for v in (*CPU_VARIANTS, "wrk")}
     wrk, wrk_note = ensure_wrk()
     script = bench.work_dir / "post.lua"
@@ -109,13 +128,14 @@ def client_cpu(bench: Bench, rounds: int) -> dict[str, Any]:
     for round_no in range(rounds):
         log(f" round {round_no + 1}")
         for variant in CPU_VARIANTS:
-            spec = bench.spec(variant, users=CPU_USERS, rate_rps=CPU_RATE_RPS, warmup_requests=300,
-                              requests=CPU_REQUESTS)
+            spec = bench.spec(variant, users=CPU_USERS, rate_rps=CPU_RATE_RPS, warmup_requests=300, requests=CPU_REQUESTS)
             per_variant[variant].append(bench.measure(spec))
         if wrk:
             result = run_wrk(wrk, f"{bench.addresses['torchserve']}/predictions/{MODEL}", script, CPU_USERS, 5.0)
-            log(f"  wrk             {result['requests']:6d} req {result['rps']:8.1f}/s  "
-                f"{result['client_cpu_us_per_request']:7.1f} us CPU/req")
+            log(
+                f"  wrk             {result['requests']:6d} req {result['rps']:8.1f}/s  "
+                f"{result['client_cpu_us_per_request']:7.1f} us CPU/req"
+            )
             per_variant["wrk"].append(result)
     us = {v: median([r["client_cpu_us_per_request"] for r in runs]) for v, runs in per_variant.items() if runs}
 
@@ -123,7 +143,10 @@ def client_cpu(bench: Bench, rounds: int) -> dict[str, Any]:
         return round(us[a] / us[b], 3) if us.get(a) and us.get(b) else None
 
     return {
-        "rate_rps": CPU_RATE_RPS, "users": CPU_USERS, "requests": CPU_REQUESTS, "rounds": rounds,
+        "rate_rps": CPU_RATE_RPS,
+        "users": CPU_USERS,
+        "requests": CPU_REQUESTS,
+        "rounds": rounds,
         "wrk": wrk_note,
         "us_per_request_median": us,
         "ratios": {
@@ -138,12 +161,14 @@ def client_cpu(bench: Bench, rounds: int) -> dict[str, Any]:
 
 # ---- item 2 -----------------------------------------------------------------------------
 
+
 def max_throughput(bench: Bench) -> dict[str, Any]:
     log(f"[2] max requests/s of one worker process: closed loop, {MAX_USERS} users, {MAX_SECONDS:g} s")
     out: dict[str, Any] = {"users": MAX_USERS, "seconds": MAX_SECONDS, "variants": {}}
     for variant in ("grpc-inferload", "http-inferload", "rest-inferload"):
-        r = bench.measure(bench.spec(variant, users=MAX_USERS, rate_rps=None, warmup_requests=500,
-                                     requests=None, seconds=MAX_SECONDS))
+        r = bench.measure(
+            bench.spec(variant, users=MAX_USERS, rate_rps=None, warmup_requests=500, requests=None, seconds=MAX_SECONDS)
+        )
         if r["client_core_util"] >= 0.85:
             r["limit"] = "client (its one core is busy)"
         elif r["machine_idle_frac"] < 0.10:
@@ -156,6 +181,7 @@ def max_throughput(bench: Bench) -> dict[str, Any]:
 
 # ---- item 3 -----------------------------------------------------------------------------
 
+
 def fidelity(bench: Bench, grpc_max_rps: float) -> dict[str, Any]:
     log(f"[3] fidelity over gRPC: client mean - Triton's request_ms_avg at {FIDELITY_FRACTIONS} of {grpc_max_rps:.0f} req/s")
     loads = []
@@ -164,20 +190,44 @@ def fidelity(bench: Bench, grpc_max_rps: float) -> dict[str, Any]:
         row: dict[str, Any] = {"fraction": fraction, "rate_rps": rate}
         variants = ("grpc-inferload", "grpc-plain") if fraction == 0.5 else ("grpc-inferload",)
         for variant in variants:
-            r = bench.measure(bench.spec(variant, users=FIDELITY_USERS, rate_rps=rate, warmup_requests=300,
-                                         requests=None, seconds=FIDELITY_SECONDS, triton_stats=True))
+            r = bench.measure(
+                bench.spec(
+                    variant,
+                    users=FIDELITY_USERS,
+                    rate_rps=rate,
+                    warmup_requests=300,
+                    requests=None,
+                    seconds=FIDELITY_SECONDS,
+                    triton_stats=True,
+                )
+            )
             gap = None
             if r["client_mean_ms"] is not None and r["server_request_ms_avg"] is not None:
                 gap = round(r["client_mean_ms"] - r["server_request_ms_avg"], 4)
-            row[variant] = {**{k: r[k] for k in ("rps", "client_mean_ms", "server_request_ms_avg", "server_queue_ms_avg",
-                                                 "server_compute_ms_avg", "server_avg_batch_size", "client_core_util",
-                                                 "machine_idle_frac", "failures")}, "gap_ms": gap}
+            row[variant] = {
+                **{
+                    k: r[k]
+                    for k in (
+                        "rps",
+                        "client_mean_ms",
+                        "server_request_ms_avg",
+                        "server_queue_ms_avg",
+                        "server_compute_ms_avg",
+                        "server_avg_batch_size",
+                        "client_core_util",
+                        "machine_idle_frac",
+                        "failures",
+                    )
+                },
+                "gap_ms": gap,
+            }
             log(f"    gap {gap} ms (client {r['client_mean_ms']} ms, Triton {r['server_request_ms_avg']} ms)")
         loads.append(row)
     return {"users": FIDELITY_USERS, "seconds": FIDELITY_SECONDS, "loads": loads}
 
 
 # ---- item 5 -------------------------------------------------------------------------
+
 
 def streaming_cost(bench: Bench, rounds: int) -> dict[str, Any]:
     needed = ("inferload.observe.streaming", "inferload.observe.sink")
@@ -191,22 +241,38 @@ def streaming_cost(bench: Bench, rounds: int) -> dict[str, Any]:
         influx.start()
         influx.query("CREATE DATABASE bench")
         out_path = bench.work_dir / "sink.json"
-        subprocess.run([sys.executable, "-m", "bench.sink_bench", influx.url, "bench", str(SINK_POINTS), str(out_path)],
-                       cwd=REPO_ROOT, check=True, capture_output=True, text=True, timeout=180)
+        subprocess.run(
+            [sys.executable, "-m", "bench.sink_bench", influx.url, "bench", str(SINK_POINTS), str(out_path)],
+            cwd=REPO_ROOT,
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
         sink = json.loads(out_path.read_text())
         log(f"  sink: {sink['points_written']} points in {sink['wall_s']} s = {sink['points_per_s']:.0f} points/s")
         runs: dict[str, list[dict[str, Any]]] = {"off": [], "on": []}
         for _ in range(rounds):
             for mode in ("off", "on"):
-                spec = bench.spec("grpc-inferload", users=MAX_USERS, rate_rps=None, warmup_requests=500,
-                                  requests=None, seconds=MAX_SECONDS, influx_url=influx.url if mode == "on" else None)
+                spec = bench.spec(
+                    "grpc-inferload",
+                    users=MAX_USERS,
+                    rate_rps=None,
+                    warmup_requests=500,
+                    requests=None,
+                    seconds=MAX_SECONDS,
+                    influx_url=influx.url if mode == "on" else None,
+                )
                 runs[mode].append(bench.measure(spec))
     finally:
         influx.stop()
     rps = {m: median([r["rps"] for r in rs]) for m, rs in runs.items()}
     cpu = {m: median([r["client_cpu_us_per_request"] for r in rs]) for m, rs in runs.items()}
     return {
-        "measured": True, "sink": sink, "rps": rps, "us_per_request": cpu,
+        "measured": True,
+        "sink": sink,
+        "rps": rps,
+        "us_per_request": cpu,
         "throughput_cost": round(1 - rps["on"] / rps["off"], 4) if rps["off"] else None,
         "cpu_cost": round(cpu["on"] / cpu["off"] - 1, 4) if cpu["off"] else None,
         "points_streamed": [r["streaming"] for r in runs["on"]],
@@ -216,13 +282,15 @@ def streaming_cost(bench: Bench, rounds: int) -> dict[str, Any]:
 
 # ---- main -------------------------------------------------------------------------------
 
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, help="results folder (default results/bench-<UTC time>)")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of item 1 (default 3)")
     parser.add_argument("--profile", action="store_true", help="also record py-spy profiles of the gRPC and REST users")
-    parser.add_argument("--items", default="1,2,3,4,5",
-                        help="comma-separated items to run (default all; 3 and 4 need 2, which then runs too)")
+    parser.add_argument(
+        "--items", default="1,2,3,4,5", help="comma-separated items to run (default all; 3 and 4 need 2, which then runs too)"
+    )
     args = parser.parse_args(argv)
     items = {int(x) for x in args.items.split(",") if x.strip()}
     if items & {3, 4}:
@@ -256,14 +324,18 @@ def main(argv: list[str] | None = None) -> int:
             if 3 in items:
                 results["fidelity"] = fidelity(bench, grpc_max)
             if 4 in items:
-                results["open_loop_accuracy"] = open_loop_accuracy(bench.work_dir, grpc_max, bench.addresses["triton_grpc"],
-                                                                   MODEL, log, out_dir if args.profile else None)
+                results["open_loop_accuracy"] = open_loop_accuracy(
+                    bench.work_dir, grpc_max, bench.addresses["triton_grpc"], MODEL, log, out_dir if args.profile else None
+                )
             if 5 in items:
                 results["streaming"] = streaming_cost(bench, 2)
             if args.profile:
                 results["profiles"] = {
-                    v: profile_variant(bench, bench.spec(v, users=CPU_USERS, rate_rps=CPU_RATE_RPS, warmup_requests=300,
-                                                         requests=CPU_REQUESTS), out_dir)
+                    v: profile_variant(
+                        bench,
+                        bench.spec(v, users=CPU_USERS, rate_rps=CPU_RATE_RPS, warmup_requests=300, requests=CPU_REQUESTS),
+                        out_dir,
+                    )
                     for v in ("grpc-inferload", "grpc-plain", "rest-inferload", "rest-plain")
                 }
         finally:

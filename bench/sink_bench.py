@@ -9,27 +9,48 @@ writer reports every point written.
 
 from __future__ import annotations
 
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+
+import gevent
 import locust  # noqa: F401  (first: gevent monkey patching, as in a Locust process)
 
-import json  # noqa: E402
-import resource  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import gevent  # noqa: E402
-
-from inferload.observe.sink import Point, open_sink, settings_from_mapping  # noqa: E402
+from inferload.observe.sink import Point, open_sink, settings_from_mapping
 
 CHUNK = 1000
 
 
 def make_points(count: int, start_ns: int) -> list[Point]:
-    fields = {"count": 512, "failures": 0, "rps": 512.0, "mean_ms": 1.93, "p50_ms": 1.8, "p90_ms": 2.4,
-              "p95_ms": 2.7, "p99_ms": 3.9, "p999_ms": 6.1, "max_ms": 7.2, "users": 16}
+    fields = {
+        "count": 512,
+        "failures": 0,
+        "rps": 512.0,
+        "mean_ms": 1.93,
+        "p50_ms": 1.8,
+        "p90_ms": 2.4,
+        "p95_ms": 2.7,
+        "p99_ms": 3.9,
+        "p999_ms": 6.1,
+        "max_ms": 7.2,
+        "users": 16,
+    }
     return [
-        Point("requests", {"run_id": "bench", "worker": "all", "target": f"t{i % 8}", "server": "triton",
-                           "protocol": "grpc", "model": "identity"}, fields, start_ns + i * 1000)
+        Point(
+            "requests",
+            {
+                "run_id": "bench",
+                "worker": "all",
+                "target": f"t{i % 8}",
+                "server": "triton",
+                "protocol": "grpc",
+                "model": "identity",
+            },
+            fields,
+            start_ns + i * 1000,
+        )
         for i in range(count)
     ]
 
@@ -42,7 +63,7 @@ def main(argv: list[str]) -> int:
     usage0 = resource.getrusage(resource.RUSAGE_SELF)
     started = time.perf_counter()
     for i in range(0, count, CHUNK):
-        sink.submit(points[i:i + CHUNK])
+        sink.submit(points[i : i + CHUNK])
         gevent.sleep(0)
     submitted = time.perf_counter()
     deadline = started + 120
@@ -53,18 +74,23 @@ def main(argv: list[str]) -> int:
     stats = sink.close(10.0)
     wall = finished - started
     cpu = (usage1.ru_utime - usage0.ru_utime) + (usage1.ru_stime - usage0.ru_stime)
-    out.write_text(json.dumps({
-        "points": count,
-        "points_written": stats.points_written,
-        "points_dropped": stats.points_dropped,
-        "write_errors": stats.write_errors,
-        "last_error": stats.last_error,
-        "submit_s": round(submitted - started, 3),
-        "wall_s": round(wall, 3),
-        "points_per_s": round(stats.points_written / wall, 0) if wall else 0.0,
-        "client_cpu_us_per_point": round(cpu / count * 1e6, 2),
-        "batch_size": settings.batch_size,
-    }, indent=2))
+    out.write_text(
+        json.dumps(
+            {
+                "points": count,
+                "points_written": stats.points_written,
+                "points_dropped": stats.points_dropped,
+                "write_errors": stats.write_errors,
+                "last_error": stats.last_error,
+                "submit_s": round(submitted - started, 3),
+                "wall_s": round(wall, 3),
+                "points_per_s": round(stats.points_written / wall, 0) if wall else 0.0,
+                "client_cpu_us_per_point": round(cpu / count * 1e6, 2),
+                "batch_size": settings.batch_size,
+            },
+            indent=2,
+        )
+    )
     return 0
 
 

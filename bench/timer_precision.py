@@ -39,9 +39,13 @@ def lateness(wait_until: Callable[[float], None], gap_s: float, poisson: bool) -
         lags.append((time.time() - intended) * 1000.0)
     cpu = time.process_time() - cpu
     lags.sort()
-    return {"p50_ms": round(lags[len(lags) // 2], 3), "p99_ms": round(lags[int(len(lags) * 0.99)], 3),
-            "max_ms": round(lags[-1], 3), "early": sum(1 for x in lags if x < 0),
-            "cpu_us_per_arrival": round(cpu / ARRIVALS * 1e6, 1)}
+    return {
+        "p50_ms": round(lags[len(lags) // 2], 3),
+        "p99_ms": round(lags[int(len(lags) * 0.99)], 3),
+        "max_ms": round(lags[-1], 3),
+        "early": sum(1 for x in lags if x < 0),
+        "cpu_us_per_arrival": round(cpu / ARRIVALS * 1e6, 1),
+    }
 
 
 def main() -> None:
@@ -51,9 +55,12 @@ def main() -> None:
             for poisson in (False, True):
                 for name, fn in (("gevent.sleep", _gevent_sleep_until), ("timerfd", wake.until)):
                     r = lateness(fn, gap, poisson)
-                    print(f"gap {gap * 1e6:5.0f} us {'poisson ' if poisson else 'constant'} {name:12s} "
-                          f"late p50 {r['p50_ms']:.3f} p99 {r['p99_ms']:.3f} max {r['max_ms']:.3f} ms  "
-                          f"early {r['early']}  CPU {r['cpu_us_per_arrival']} us/arrival", flush=True)
+                    print(
+                        f"gap {gap * 1e6:5.0f} us {'poisson ' if poisson else 'constant'} {name:12s} "
+                        f"late p50 {r['p50_ms']:.3f} p99 {r['p99_ms']:.3f} max {r['max_ms']:.3f} ms  "
+                        f"early {r['early']}  CPU {r['cpu_us_per_arrival']} us/arrival",
+                        flush=True,
+                    )
     finally:
         wake.close()
 

@@ -25,13 +25,19 @@ def ensure_wrk() -> tuple[str | None, str]:
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     done = subprocess.run(
         ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "-o", "DPkg::Lock::Timeout=120", "wrk"],
-        capture_output=True, text=True, env=env, timeout=300,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
     )
     if done.returncode != 0:
         subprocess.run(["apt-get", "update", "-qq"], capture_output=True, env=env, timeout=300)
         done = subprocess.run(
             ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "-o", "DPkg::Lock::Timeout=120", "wrk"],
-            capture_output=True, text=True, env=env, timeout=300,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
         )
     path = shutil.which("wrk")
     return (path, "installed with apt-get") if path else (None, f"apt-get install wrk failed: {done.stderr.strip()[-200:]}")
@@ -40,11 +46,7 @@ def ensure_wrk() -> tuple[str | None, str]:
 def lua_post_script(body: bytes, content_type: str) -> str:
     """A wrk script that POSTs `body` (escaped byte by byte: any bytes are safe)."""
     escaped = "".join(f"\\{b:03d}" for b in body)
-    return (
-        'wrk.method = "POST"\n'
-        f'wrk.body = "{escaped}"\n'
-        f'wrk.headers["Content-Type"] = "{content_type}"\n'
-    )
+    return f'wrk.method = "POST"\nwrk.body = "{escaped}"\nwrk.headers["Content-Type"] = "{content_type}"\n'
 
 
 def run_wrk(wrk: str, url: str, script: Path, connections: int, seconds: float) -> dict[str, Any]:

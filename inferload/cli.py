@@ -35,13 +35,28 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--headless", action="store_true", help="no web UI: run, print the figures, exit")
     run.add_argument("--out", type=Path, help="results folder (default results/<run id>)")
     run.add_argument("--run-id", help="run identifier (default <scenario>-<UTC time>)")
-    run.add_argument("--workers", type=int, default=0, metavar="N",
-                     help="run Locust's master and N local worker processes (default 0: one process)")
-    run.add_argument("--remote-workers", type=int, default=0, metavar="M",
-                     help="also wait for M workers started on other machines with `inferload worker`")
-    run.add_argument("--master-bind-host", default="127.0.0.1",
-                     help="address the master listens on for workers (default 127.0.0.1; 0.0.0.0 for other machines)")
-    run.add_argument("--master-port", type=int, default=None, help="master port for workers (default: a free port; 5557 is Locust's)")
+    run.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        metavar="N",
+        help="run Locust's master and N local worker processes (default 0: one process)",
+    )
+    run.add_argument(
+        "--remote-workers",
+        type=int,
+        default=0,
+        metavar="M",
+        help="also wait for M workers started on other machines with `inferload worker`",
+    )
+    run.add_argument(
+        "--master-bind-host",
+        default="127.0.0.1",
+        help="address the master listens on for workers (default 127.0.0.1; 0.0.0.0 for other machines)",
+    )
+    run.add_argument(
+        "--master-port", type=int, default=None, help="master port for workers (default: a free port; 5557 is Locust's)"
+    )
     run.add_argument("--requests-csv", action="store_true", help="also write every request to requests.csv")
     run.epilog = "Options after -- go to Locust unchanged, e.g. inferload run s.yaml --headless -- --loglevel WARNING"
 
@@ -62,11 +77,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     servers = sub.add_parser("servers", help="the local Triton and TorchServe of the embedded default")
     servers.add_argument("action", choices=["up", "down", "status"])
-    servers.add_argument("--state-dir", type=Path, default=None, help="where pids, logs and state.json live (default .inferload/servers)")
+    servers.add_argument(
+        "--state-dir", type=Path, default=None, help="where pids, logs and state.json live (default .inferload/servers)"
+    )
     servers.add_argument("--ports", default=None, help="comma list name=port, e.g. triton_grpc=9001,ts_inference=9080")
     servers.add_argument("--only", choices=["triton", "torchserve"], help="start only this server")
-    servers.add_argument("--host", default="127.0.0.1",
-                         help="address to bind (default 127.0.0.1; anything else exposes the servers beyond this machine)")
+    servers.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to bind (default 127.0.0.1; anything else exposes the servers beyond this machine)",
+    )
     return parser
 
 
@@ -75,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     locust_args: list[str] = []
     if "--" in argv:  # everything after -- is for Locust
-        argv, locust_args = argv[: argv.index("--")], argv[argv.index("--") + 1:]
+        argv, locust_args = argv[: argv.index("--")], argv[argv.index("--") + 1 :]
     args = parser.parse_args(argv)
     args.locust_args = locust_args
     try:
@@ -100,10 +120,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "demo":
             from inferload.local.demo import DemoSettings, run_demo
 
-            return run_demo(DemoSettings(
-                out=args.out, users=args.users, steady_s=args.steady, burst_s=args.burst,
-                warmup_s=args.warmup, model=args.model,
-            ))
+            return run_demo(
+                DemoSettings(
+                    out=args.out,
+                    users=args.users,
+                    steady_s=args.steady,
+                    burst_s=args.burst,
+                    warmup_s=args.warmup,
+                    model=args.model,
+                )
+            )
     except InferloadError as exc:
         print(f"inferload: {exc}", file=sys.stderr)
         return 1
@@ -161,17 +187,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     from inferload.run.distributed import DistributedRun, run_distributed
 
     run_id = args.run_id or f"{scenario.name}-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
-    return run_distributed(DistributedRun(
-        scenario=scenario,
-        results_dir=args.out or Path("results") / run_id,
-        run_id=run_id,
-        local_workers=args.workers,
-        remote_workers=args.remote_workers,
-        headless=args.headless,
-        master_bind_host=args.master_bind_host,
-        master_port=args.master_port,
-        locust_args=extra,
-    ))
+    return run_distributed(
+        DistributedRun(
+            scenario=scenario,
+            results_dir=args.out or Path("results") / run_id,
+            run_id=run_id,
+            local_workers=args.workers,
+            remote_workers=args.remote_workers,
+            headless=args.headless,
+            master_bind_host=args.master_bind_host,
+            master_port=args.master_port,
+            locust_args=extra,
+        )
+    )
 
 
 def parse_ports(text: str | None) -> dict[str, int]:
@@ -187,9 +215,9 @@ def parse_ports(text: str | None) -> dict[str, int]:
 
 
 def cmd_servers(args: argparse.Namespace) -> int:
-    from inferload.paths import DEFAULT_STATE_DIR
     from inferload.local.servers.manager import LocalServers
     from inferload.local.servers.ports import ServerPorts
+    from inferload.paths import DEFAULT_STATE_DIR
 
     defaults = ServerPorts().to_dict()
     overrides = parse_ports(args.ports)

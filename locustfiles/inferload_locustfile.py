@@ -6,9 +6,9 @@ One user class per scenario target (Triton gRPC, Triton HTTP or TorchServe REST)
 traffic shape, exact percentiles and summary.json at the end, exit code 1 on a breached SLO.
 """
 
-import locust  # noqa: F401  (first: gevent monkey patching)
-
 import sys
+
+import locust  # noqa: F401  (first: gevent monkey patching)
 
 from inferload.run.install import install
 from inferload.run.plugin import scenario_path_from_argv

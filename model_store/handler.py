@@ -86,10 +86,7 @@ def decode_items(body: Any, content_type: str, item_shape: tuple[int, ...]) -> n
     flat = array.ndim == 1 or (array.ndim == 2 and array.shape[1] == item_size)
     if flat and array.size > 0 and array.size % item_size == 0:
         return array.reshape(-1, *item_shape)
-    raise ValueError(
-        f"input of shape {list(array.shape)} is not one item or a batch of items of shape "
-        f"{list(item_shape)}"
-    )
+    raise ValueError(f"input of shape {list(array.shape)} is not one item or a batch of items of shape {list(item_shape)}")
 
 
 class InferloadHandler:
@@ -129,9 +126,9 @@ class InferloadHandler:
             with torch.inference_mode():
                 out = self.model(torch.from_numpy(batch)).numpy()
             offset = 0
-            for idx, array in zip(good, arrays):
+            for idx, array in zip(good, arrays, strict=False):
                 n = array.shape[0]
-                responses[idx] = json.dumps(out[offset:offset + n].tolist(), separators=(",", ":"))
+                responses[idx] = json.dumps(out[offset : offset + n].tolist(), separators=(",", ":"))
                 context.set_response_content_type(idx, "application/json")
                 offset += n
         elapsed_us = (time.perf_counter() - start) * 1e6
@@ -151,6 +148,4 @@ class InferloadHandler:
         metrics.add_counter("InferloadItems", items, None, dims())
         metrics.add_counter("InferloadRequests", requests, None, dims())
         metrics.add_counter("InferloadHandlerMicroseconds", round(elapsed_us), None, dims())
-        metrics.add_counter(
-            "InferloadRequestHandlerMicroseconds", round(elapsed_us * requests), None, dims()
-        )
+        metrics.add_counter("InferloadRequestHandlerMicroseconds", round(elapsed_us * requests), None, dims())

@@ -24,12 +24,12 @@ import yaml
 
 from inferload.cli import locust_command
 from inferload.errors import InferloadError
-from inferload.scenario.loader import load_scenario
+from inferload.local.models.specs import SPECS as MODEL_SPECS
 from inferload.local.servers.manager import LocalServers
 from inferload.local.servers.ports import ServerPorts
 from inferload.results.report import write_report
 from inferload.results.summary import format_table
-from inferload.local.models.specs import SPECS as MODEL_SPECS
+from inferload.scenario.loader import load_scenario
 
 PROGRESS_EVERY_S = 5.0
 
@@ -61,12 +61,14 @@ def demo_target(kind: str, name: str, model: str, ports: ServerPorts) -> dict[st
         "kind": kind,
         "model": model,
         "batch_size": 1,
-        "inputs": [{
-            "name": spec.input_name,
-            "shape": list(spec.input_shape),
-            "dtype": "FP32",
-            "data": {"generator": "random", "seed": 0},
-        }],
+        "inputs": [
+            {
+                "name": spec.input_name,
+                "shape": list(spec.input_shape),
+                "dtype": "FP32",
+                "data": {"generator": "random", "seed": 0},
+            }
+        ],
         "timeout": "10s",
     }
     if kind == "triton-grpc":
@@ -107,13 +109,25 @@ def phase_scenario(phase: Phase, settings: DemoSettings, ports: ServerPorts) -> 
     }
 
 
-def run_phase(phase: Phase, scenario_path: Path, out: Path, cold_starts_path: Path, expected_s: float, step: str) -> dict[str, Any]:
+def run_phase(
+    phase: Phase, scenario_path: Path, out: Path, cold_starts_path: Path, expected_s: float, step: str
+) -> dict[str, Any]:
     """One headless Locust run; Locust's own log goes to a file, progress to the console."""
     results = out / phase.target_name
     log_path = out / f"{phase.target_name}.locust.log"
-    command = locust_command(scenario_path, True, results, f"{out.name}-{phase.target_name}", [
-        "--cold-starts", str(cold_starts_path), "--only-summary", "--loglevel", "WARNING",
-    ])
+    command = locust_command(
+        scenario_path,
+        True,
+        results,
+        f"{out.name}-{phase.target_name}",
+        [
+            "--cold-starts",
+            str(cold_starts_path),
+            "--only-summary",
+            "--loglevel",
+            "WARNING",
+        ],
+    )
     print(f"{step} {phase.target} {phase.name}: running for {expected_s:g} s ...", flush=True)
     started = time.monotonic()
     with open(log_path, "w") as log:
@@ -136,7 +150,9 @@ def run_phase(phase: Phase, scenario_path: Path, out: Path, cold_starts_path: Pa
     return summary
 
 
-def combine(out: Path, settings: DemoSettings, summaries: dict[str, dict[str, Any]], cold: dict[str, float | None]) -> dict[str, Any]:
+def combine(
+    out: Path, settings: DemoSettings, summaries: dict[str, dict[str, Any]], cold: dict[str, float | None]
+) -> dict[str, Any]:
     first = next(iter(summaries.values()))
     targets: dict[str, Any] = {}
     for summary in summaries.values():
@@ -195,9 +211,9 @@ def run_demo(settings: DemoSettings) -> int:
         print(f"      ready: cold start Triton {cold['triton']:.1f} s, TorchServe {cold['torchserve']:.1f} s", flush=True)
         phases = [Phase(t, n) for n in ("steady", "burst") for t in ("triton-grpc", "torchserve-rest")]
         cold_path = out / "cold_starts.json"
-        cold_path.write_text(json.dumps({
-            p.target_name: cold["triton" if p.target.startswith("triton") else "torchserve"] for p in phases
-        }))
+        cold_path.write_text(
+            json.dumps({p.target_name: cold["triton" if p.target.startswith("triton") else "torchserve"] for p in phases})
+        )
         for number, phase in enumerate(phases, start=2):
             data = phase_scenario(phase, settings, ports)
             path = out / f"{phase.target_name}.yaml"
@@ -218,6 +234,8 @@ def run_demo(settings: DemoSettings) -> int:
     print(f"\nTriton (gRPC) vs TorchServe (REST), model '{settings.model}', same payload, {settings.users} users;")
     print(f"steady state after a {settings.warmup_s:g} s warm-up; batch sizes, queue and compute time from the servers:\n")
     print(format_table(summary))
-    print(f"\nresults: {out}/summary.json, windows.csv, one folder per phase" + (f", {report.name}" if report else ""), flush=True)
+    print(
+        f"\nresults: {out}/summary.json, windows.csv, one folder per phase" + (f", {report.name}" if report else ""), flush=True
+    )
     failures = sum(t["failures"] for t in summary["targets"].values())
     return 0 if failures == 0 else 1

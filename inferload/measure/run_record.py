@@ -94,8 +94,15 @@ class RunRecord:
             "arrival_windows": [[index, target, counts] for (index, target), counts in self.arrival_windows.items()],
             "arrivals_steady": dict(self.arrivals_steady),
         }
-        for part in (self.windows, self.steady, self.warmup, self.lag_windows, self.lag_steady,
-                     self.arrival_windows, self.arrivals_steady):
+        for part in (
+            self.windows,
+            self.steady,
+            self.warmup,
+            self.lag_windows,
+            self.lag_steady,
+            self.arrival_windows,
+            self.arrivals_steady,
+        ):
             part.clear()
         return wire
 
@@ -152,8 +159,12 @@ class RunRecorder:
         return isinstance(self.environment.runner, MasterRunner)
 
     def _on_request(
-        self, name: str, response_time: float, exception: BaseException | None = None,
-        context: dict[str, Any] | None = None, **_: Any,
+        self,
+        name: str,
+        response_time: float,
+        exception: BaseException | None = None,
+        context: dict[str, Any] | None = None,
+        **_: Any,
     ) -> None:
         now = time.time()
         self.record.record(name, response_time, exception is not None, now)

@@ -17,18 +17,19 @@ import logging
 import signal
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal, Sequence, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from inferload.scenario.durations import DURATION_HINT, parse_duration
 from inferload.errors import InferloadError, Problem, ScenarioError
-from inferload.scenario.model import Scenario
 from inferload.observe.sink import BackgroundWriter, Point, SinkSettings, open_sink, seconds_to_ns, settings_from_mapping
 from inferload.observe.sink.secrets import mask_secrets
 from inferload.observe.sources import NvmlSource, Source, SourceError, TorchServeSource, TritonSource, TritonStatistics
+from inferload.scenario.durations import DURATION_HINT, parse_duration
+from inferload.scenario.model import Scenario
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +66,7 @@ class TritonSourceConfig(_Model):
     target: str
     model: str
     metrics_url: str
-    statistics: Union[TritonStatisticsConfig, None] = None
+    statistics: TritonStatisticsConfig | None = None
 
 
 class TorchServeSourceConfig(_Model):
@@ -77,12 +78,10 @@ class TorchServeSourceConfig(_Model):
 
 class NvmlSourceConfig(_Model):
     kind: Literal["nvml"]
-    host: Union[str, None] = None
+    host: str | None = None
 
 
-SourceConfig = Annotated[
-    Union[TritonSourceConfig, TorchServeSourceConfig, NvmlSourceConfig], Field(discriminator="kind")
-]
+SourceConfig = Annotated[TritonSourceConfig | TorchServeSourceConfig | NvmlSourceConfig, Field(discriminator="kind")]
 
 
 class CollectorConfig(_Model):
@@ -124,12 +123,17 @@ def sources_from_scenario(scenario: Scenario, gpu: bool = True) -> tuple[SourceC
         if target.server == "triton":
             configs.append(
                 TritonSourceConfig(
-                    kind="triton", target=target.name, model=target.model, metrics_url=target.metrics_url,
+                    kind="triton",
+                    target=target.name,
+                    model=target.model,
+                    metrics_url=target.metrics_url,
                     statistics=TritonStatisticsConfig(address=target.address, protocol=target.protocol),
                 )
             )
         else:
-            configs.append(TorchServeSourceConfig(kind="torchserve", target=target.name, model=target.model, metrics_url=target.metrics_url))
+            configs.append(
+                TorchServeSourceConfig(kind="torchserve", target=target.name, model=target.model, metrics_url=target.metrics_url)
+            )
     if gpu:
         configs.append(NvmlSourceConfig(kind="nvml"))
     return tuple(configs)
@@ -179,7 +183,7 @@ class Collector:
             except SourceError as exc:
                 self._mark_down(source, str(exc), now, points)
                 continue
-            except Exception as exc:  # noqa: BLE001 - a source bug must not stop the others
+            except Exception as exc:
                 logger.exception("source %s failed unexpectedly", source.name)
                 self._mark_down(source, f"{type(exc).__name__}: {exc}", now, points)
                 continue
@@ -230,7 +234,9 @@ def build_parser() -> argparse.ArgumentParser:
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--config", type=Path, help="collector YAML (see collectors/example.yaml)")
     what.add_argument("--scenario", type=Path, help="take the sources from a scenario's targets (their metrics_url)")
-    parser.add_argument("--run-id", help="run_id tag of every point; use the Locust run's --run-id (default: the config's, else 'collector')")
+    parser.add_argument(
+        "--run-id", help="run_id tag of every point; use the Locust run's --run-id (default: the config's, else 'collector')"
+    )
     parser.add_argument("--interval", help="scrape interval, e.g. 1s (default: the config's, else 1s)")
     parser.add_argument("--duration", help="stop after this long (default: run until SIGTERM/SIGINT)")
     parser.add_argument("--no-gpu", action="store_true", help="with --scenario: no NVML source")
@@ -247,13 +253,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _settings(args: argparse.Namespace, file_values: dict[str, Any]) -> SinkSettings:
     flags = {
-        "url": args.influx_url, "api": args.influx_api, "database": args.influx_db, "org": args.influx_org,
-        "token": args.influx_token, "username": args.influx_user, "password": args.influx_password,
+        "url": args.influx_url,
+        "api": args.influx_api,
+        "database": args.influx_db,
+        "org": args.influx_org,
+        "token": args.influx_token,
+        "username": args.influx_user,
+        "password": args.influx_password,
     }
     merged = {**file_values, **{k: v for k, v in flags.items() if v is not None}}
     settings = settings_from_mapping(merged)
     if settings is None:
-        raise CollectorConfigError([Problem("influx", "url", "no InfluxDB URL: give --influx-url, INFLUX_URL or influx.url in the config")])
+        raise CollectorConfigError(
+            [Problem("influx", "url", "no InfluxDB URL: give --influx-url, INFLUX_URL or influx.url in the config")]
+        )
     return settings
 
 
@@ -281,11 +294,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    logger.info("collecting %s every %g s into %s (run_id %s)", ", ".join(s.name for s in sources), interval_s, settings.describe(), run_id)
+    logger.info(
+        "collecting %s every %g s into %s (run_id %s)",
+        ", ".join(s.name for s in sources),
+        interval_s,
+        settings.describe(),
+        run_id,
+    )
     collector.run(stop, duration_s)
     stats = sink.close(timeout_s=5.0)
     logger.info(
-        "collector stopped: %d points written, %d dropped%s", stats.points_written, stats.points_dropped,
+        "collector stopped: %d points written, %d dropped%s",
+        stats.points_written,
+        stats.points_dropped,
         f" (last error: {stats.last_error})" if stats.last_error else "",
     )
     return 0

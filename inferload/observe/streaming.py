@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import gevent
 from locust.env import Environment
@@ -30,8 +31,8 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from inferload.measure.hdr import LatencyStats
 from inferload.measure.run_record import RunRecord
-from inferload.scenario.model import Scenario
 from inferload.observe.sink import BackgroundWriter, Point, SinkSettings, Writer, open_sink, seconds_to_ns, settings_from_mapping
+from inferload.scenario.model import Scenario
 
 logger = logging.getLogger(__name__)
 
@@ -45,13 +46,31 @@ def add_streaming_arguments(parser: Any) -> None:
     # web UI must not show the token.
     group = parser
     hidden = {"include_in_web_ui": False}
-    group.add_argument("--influx-url", env_var="INFLUX_URL", help="stream per-window figures to this InfluxDB, e.g. http://127.0.0.1:8086 (off when not given)", **hidden)
-    group.add_argument("--influx-api", env_var="INFLUX_API", choices=("v1", "v2"), help="v1: POST /write (InfluxDB 1.x, 2.x with a DBRP mapping, 3.x); v2: influxdb-client (default v1)", **hidden)
+    group.add_argument(
+        "--influx-url",
+        env_var="INFLUX_URL",
+        help="stream per-window figures to this InfluxDB, e.g. http://127.0.0.1:8086 (off when not given)",
+        **hidden,
+    )
+    group.add_argument(
+        "--influx-api",
+        env_var="INFLUX_API",
+        choices=("v1", "v2"),
+        help="v1: POST /write (InfluxDB 1.x, 2.x with a DBRP mapping, 3.x); v2: influxdb-client (default v1)",
+        **hidden,
+    )
     group.add_argument("--influx-db", env_var="INFLUX_DB", help="v1 database / v2 bucket (default inferload)", **hidden)
     group.add_argument("--influx-org", env_var="INFLUX_ORG", help="v2 organisation", **hidden)
-    group.add_argument("--influx-token", env_var="INFLUX_TOKEN", help="API token (prefer the INFLUX_TOKEN variable; never written to logs or results)", **hidden)
+    group.add_argument(
+        "--influx-token",
+        env_var="INFLUX_TOKEN",
+        help="API token (prefer the INFLUX_TOKEN variable; never written to logs or results)",
+        **hidden,
+    )
     group.add_argument("--influx-user", env_var="INFLUX_USER", help="v1 user name", **hidden)
-    group.add_argument("--influx-password", env_var="INFLUX_PASSWORD", help="v1 password (prefer the INFLUX_PASSWORD variable)", **hidden)
+    group.add_argument(
+        "--influx-password", env_var="INFLUX_PASSWORD", help="v1 password (prefer the INFLUX_PASSWORD variable)", **hidden
+    )
 
 
 def sink_settings_from_options(options: Any) -> SinkSettings | None:
@@ -73,8 +92,15 @@ def sink_settings_from_options(options: Any) -> SinkSettings | None:
 
 
 def window_point(
-    run_id: str, target_tags: dict[str, str], index: int, window_s: float, stats: LatencyStats, users: int | None,
-    arrivals: list[int] | None = None, send_lag: LatencyStats | None = None, worker: str = WORKER_TAG_MERGED,
+    run_id: str,
+    target_tags: dict[str, str],
+    index: int,
+    window_s: float,
+    stats: LatencyStats,
+    users: int | None,
+    arrivals: list[int] | None = None,
+    send_lag: LatencyStats | None = None,
+    worker: str = WORKER_TAG_MERGED,
 ) -> Point:
     """The `requests` point of one target's window (pure)."""
     latency = stats.latency_ms()
@@ -211,10 +237,18 @@ class StreamingListener:
                 continue
             self._emitted[key] = count
             tags = self._target_tags.get(target, {"target": target})
-            points.append(window_point(
-                self.run_id, tags, index, window_s, stats, self.record.users_by_window.get(index),
-                self.record.arrival_windows.get(key), self.record.lag_windows.get(key),
-            ))
+            points.append(
+                window_point(
+                    self.run_id,
+                    tags,
+                    index,
+                    window_s,
+                    stats,
+                    self.record.users_by_window.get(index),
+                    self.record.arrival_windows.get(key),
+                    self.record.lag_windows.get(key),
+                )
+            )
         for key, stats in list(self.record.worker_windows.items()):  # distributed: one series per worker
             index, target, worker = key
             if not final and (index + 1) * window_s + lag > now:

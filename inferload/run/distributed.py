@@ -41,10 +41,22 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 def master_command(run: DistributedRun, locustfile: Path, port: int) -> list[str]:
     command = [
-        sys.executable, "-m", "locust", "-f", str(locustfile), "--master",
-        "--master-bind-host", run.master_bind_host, "--master-bind-port", str(port),
-        "--expect-workers", str(run.local_workers + run.remote_workers),
-        "--results-dir", str(run.results_dir), "--run-id", run.run_id,
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        str(locustfile),
+        "--master",
+        "--master-bind-host",
+        run.master_bind_host,
+        "--master-bind-port",
+        str(port),
+        "--expect-workers",
+        str(run.local_workers + run.remote_workers),
+        "--results-dir",
+        str(run.results_dir),
+        "--run-id",
+        run.run_id,
     ]
     if run.headless:
         command.append("--headless")
@@ -62,16 +74,22 @@ def run_distributed(run: DistributedRun) -> int:
     locustfile = write_embedded_locustfile(run.scenario, run.results_dir)
     port = run.master_port or free_port(run.master_bind_host if run.master_bind_host != "0.0.0.0" else "127.0.0.1")
     connect_host = "127.0.0.1" if run.master_bind_host in ("0.0.0.0", "*") else run.master_bind_host
-    print(f"inferload: master on {run.master_bind_host}:{port}, {run.local_workers} local worker(s)"
-          + (f", waiting for {run.remote_workers} more: on each machine run\n  "
-             + " ".join(worker_command("<this host>", port)[2:]).replace(sys.executable, "python")
-             if run.remote_workers else ""), flush=True)
+    print(
+        f"inferload: master on {run.master_bind_host}:{port}, {run.local_workers} local worker(s)"
+        + (
+            f", waiting for {run.remote_workers} more: on each machine run\n  "
+            + " ".join(worker_command("<this host>", port)[2:]).replace(sys.executable, "python")
+            if run.remote_workers
+            else ""
+        ),
+        flush=True,
+    )
     master = subprocess.Popen(master_command(run, locustfile, port))
     workers: list[subprocess.Popen[bytes]] = []
     logs = []
     try:
         for index in range(run.local_workers):
-            log = open(run.results_dir / f"worker-{index}.log", "wb")
+            log = open(run.results_dir / f"worker-{index}.log", "wb")  # noqa: SIM115 (closed in finally)
             logs.append(log)
             workers.append(subprocess.Popen(worker_command(connect_host, port), stdout=log, stderr=subprocess.STDOUT))
         return master.wait()

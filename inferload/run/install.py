@@ -11,7 +11,8 @@ the process with exit code 2 and one line per problem: this is the edge, where e
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import grpc.experimental.gevent as grpc_gevent
 from locust import events

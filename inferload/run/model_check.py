@@ -64,12 +64,10 @@ def _model_tensors(
 
 
 def _shape_matches(wanted: Sequence[int], model: Sequence[int]) -> bool:
-    return len(wanted) == len(model) and all(dim == -1 or dim == size for size, dim in zip(wanted, model))
+    return len(wanted) == len(model) and all(dim == -1 or dim == size for size, dim in zip(wanted, model, strict=False))
 
 
-def check_target_against_triton(
-    target: Target, metadata: Mapping[str, Any], config: Mapping[str, Any]
-) -> list[str]:
+def check_target_against_triton(target: Target, metadata: Mapping[str, Any], config: Mapping[str, Any]) -> list[str]:
     """Every way ``target`` does not fit the served model; empty when it fits."""
     if target.server != "triton":
         raise ValueError(f"target {target.name!r} is a {target.kind} target, not a Triton one")
@@ -98,20 +96,18 @@ def check_target_against_triton(
         if datatype and datatype != spec.dtype:
             problems.append(f"{where}: input {spec.name!r} dtype {spec.dtype} does not match the model's {datatype}")
         if not _shape_matches(spec.shape, shape):
-            problems.append(
-                f"{where}: input {spec.name!r} shape {list(spec.shape)} does not match the model's {shape}"
-            )
+            problems.append(f"{where}: input {spec.name!r} shape {list(spec.shape)} does not match the model's {shape}")
     given = {spec.name for spec in target.inputs}
     for name, (datatype, shape, optional) in inputs.items():
         if name not in given and not optional:
-            problems.append(f"{where}: the {model} requires input {name!r} ({datatype} {shape}), which the scenario does not give")
+            problems.append(
+                f"{where}: the {model} requires input {name!r} ({datatype} {shape}), which the scenario does not give"
+            )
 
     outputs = _model_tensors(metadata, config, "output")
     for name in target.outputs:
         if name not in outputs:
-            problems.append(
-                f"{where}: output {name!r} is not an output of the {model} (it has: {', '.join(outputs) or 'none'})"
-            )
+            problems.append(f"{where}: output {name!r} is not an output of the {model} (it has: {', '.join(outputs) or 'none'})")
     return problems
 
 
@@ -143,9 +139,7 @@ def _fetch_over_http(target: Target, timeout_s: float) -> tuple[dict[str, Any], 
     import tritonclient.http as triton_http
     from tritonclient.utils import InferenceServerException
 
-    client = triton_http.InferenceServerClient(
-        url=target.address, connection_timeout=timeout_s, network_timeout=timeout_s
-    )
+    client = triton_http.InferenceServerClient(url=target.address, connection_timeout=timeout_s, network_timeout=timeout_s)
     try:
         try:
             live = client.is_server_live()

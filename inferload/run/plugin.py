@@ -20,20 +20,20 @@ import gevent
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
-from inferload.servermetrics import snapshots as server_stats
 from inferload.errors import InferloadError, ModelMismatchError
-from inferload.run.model_check import check_target_against_triton, fetch_triton_model_info, triton_model_batches
-from inferload.traffic.arrivals import rate_timeline
-from inferload.traffic.scheduler import SHARE_MESSAGE, ArrivalQueue, ArrivalScheduler, TargetArrivals
-from inferload.measure.run_record import RunRecorder
 from inferload.measure.request_log import RequestLog
-from inferload.servermetrics.windows import ServerWindowPoller
-from inferload.scenario.model import Scenario, Target, is_open_loop
-from inferload.results.report import write_report
-from inferload.traffic.shapes import ScenarioShape, shape_class_for
+from inferload.measure.run_record import RunRecorder
 from inferload.observe.streaming import StreamingListener, add_streaming_arguments, sink_settings_from_options
+from inferload.results.report import write_report
 from inferload.results.slo import evaluate, format_checks, slo_section
 from inferload.results.summary import build_summary, format_table, write_results
+from inferload.run.model_check import check_target_against_triton, fetch_triton_model_info, triton_model_batches
+from inferload.scenario.model import Scenario, Target, is_open_loop
+from inferload.servermetrics import snapshots as server_stats
+from inferload.servermetrics.windows import ServerWindowPoller
+from inferload.traffic.arrivals import rate_timeline
+from inferload.traffic.scheduler import SHARE_MESSAGE, ArrivalQueue, ArrivalScheduler, TargetArrivals
+from inferload.traffic.shapes import ScenarioShape, shape_class_for
 from inferload.users import InferenceUser, user_class_for
 from inferload.users.base import expected_output_shapes
 
@@ -56,11 +56,23 @@ def add_arguments(parser: Any) -> None:
     """Locust's `init_command_line_parser` hook: inferload's own options."""
     group = parser.add_argument_group("inferload")
     group.add_argument("--scenario", help="inferload scenario YAML file", env_var=SCENARIO_ENV)
-    group.add_argument("--results-dir", help="folder for summary.json and windows.csv (default results/<run id>)", env_var="INFERLOAD_RESULTS_DIR")
+    group.add_argument(
+        "--results-dir",
+        help="folder for summary.json and windows.csv (default results/<run id>)",
+        env_var="INFERLOAD_RESULTS_DIR",
+    )
     group.add_argument("--run-id", help="run identifier (default <scenario>-<UTC time>)", env_var="INFERLOAD_RUN_ID")
-    group.add_argument("--cold-starts", help="JSON file: target name -> cold start seconds, recorded in summary.json", env_var="INFERLOAD_COLD_STARTS")
-    group.add_argument("--requests-csv", action="store_true", default=False,
-                       help="also write every request (time, target, latency, outcome, worker) to requests.csv in the results folder")
+    group.add_argument(
+        "--cold-starts",
+        help="JSON file: target name -> cold start seconds, recorded in summary.json",
+        env_var="INFERLOAD_COLD_STARTS",
+    )
+    group.add_argument(
+        "--requests-csv",
+        action="store_true",
+        default=False,
+        help="also write every request (time, target, latency, outcome, worker) to requests.csv in the results folder",
+    )
     add_streaming_arguments(parser)
 
 
@@ -150,7 +162,9 @@ class InferloadRun:
                 self.workers_seen.add(client.id)
                 if client.state == "missing" and client.id not in self.workers_lost:
                     self.workers_lost.add(client.id)
-                    logger.warning("worker %s went missing: its share of the load and its last unreported requests are lost", client.id)
+                    logger.warning(
+                        "worker %s went missing: its share of the load and its last unreported requests are lost", client.id
+                    )
             gevent.sleep(0.5)
 
     @staticmethod

@@ -19,9 +19,7 @@ _UNIT_SECONDS = (("h", Decimal(3600)), ("m", Decimal(60)), ("s", Decimal(1)), ("
 
 
 def _duration_pattern() -> re.Pattern[str]:
-    return re.compile(
-        rf"^(?:{_NUMBER}h)?(?:{_NUMBER}m(?!s))?(?:{_NUMBER}s)?(?:{_NUMBER}ms)?$"
-    )
+    return re.compile(rf"^(?:{_NUMBER}h)?(?:{_NUMBER}m(?!s))?(?:{_NUMBER}s)?(?:{_NUMBER}ms)?$")
 
 
 def parse_duration(value: object) -> float:
@@ -51,7 +49,7 @@ def _parse_units(text: str) -> float:
     if not text or match is None or not any(match.groups()):
         raise ValueError(f"expected {DURATION_HINT}")
     total = Decimal(0)
-    for amount, (_, unit_seconds) in zip(match.groups(), _UNIT_SECONDS):
+    for amount, (_, unit_seconds) in zip(match.groups(), _UNIT_SECONDS, strict=False):
         if amount is not None:
             total += Decimal(amount) * unit_seconds
     return float(total)

@@ -12,7 +12,7 @@ import difflib
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -23,12 +23,12 @@ from inferload.scenario.model import (
     SHAPE_KINDS,
     BurstShape,
     ConstantRateShape,
-    PoissonShape,
-    RampingRateShape,
-    RateBurstsShape,
     DataSpec,
     InputSpec,
+    PoissonShape,
+    RampingRateShape,
     RampShape,
+    RateBurstsShape,
     Scenario,
     Slo,
     Stage,
@@ -38,26 +38,22 @@ from inferload.scenario.model import (
     describe_value,
 )
 
-Loc = tuple[Union[str, int], ...]
+Loc = tuple[str | int, ...]
 
-_DURATION_KEYS = frozenset(
-    {"duration", "warmup", "window", "timeout", "over", "burst_length", "period", "first_burst_at"}
-)
+_DURATION_KEYS = frozenset({"duration", "warmup", "window", "timeout", "over", "burst_length", "period", "first_burst_at"})
 
 
 # --- public API --------------------------------------------------------------------------------
 
 
-def load_scenario(path: Union[str, Path]) -> Scenario:
+def load_scenario(path: str | Path) -> Scenario:
     """Read and validate a scenario file; raise ``ScenarioError`` listing every problem."""
     label = str(path)
     raw = read_scenario_yaml(Path(path), label)
     return scenario_from_dict(raw, source_path=Path(path), file_label=label)
 
 
-def scenario_from_dict(
-    data: object, *, source_path: Union[Path, None] = None, file_label: Union[str, None] = None
-) -> Scenario:
+def scenario_from_dict(data: object, *, source_path: Path | None = None, file_label: str | None = None) -> Scenario:
     """Validate a plain dict (as YAML would give) into a ``Scenario``, or raise ``ScenarioError``.
 
     Relative npy paths resolve against ``source_path``'s folder, and npy files are only checked
@@ -114,9 +110,7 @@ def read_scenario_yaml(path: Path, label: str) -> object:
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         if node is None:
-            raise ScenarioError(
-                [Problem(label, "", "the file is empty; expected a scenario (name, duration, targets, shape)")]
-            )
+            raise ScenarioError([Problem(label, "", "the file is empty; expected a scenario (name, duration, targets, shape)")])
         duplicates = _duplicate_keys(node, label)
         if duplicates:
             raise ScenarioError(duplicates)
@@ -174,7 +168,9 @@ def _duplicate_keys(root: yaml.Node, label: str) -> list[Problem]:
                 line = key_node.start_mark.line + 1
                 if key in first_line:
                     problems.append(
-                        Problem(label, format_key_path((*loc, key)), f"duplicate key (line {line}; first at line {first_line[key]})")
+                        Problem(
+                            label, format_key_path((*loc, key)), f"duplicate key (line {line}; first at line {first_line[key]})"
+                        )
                     )
                 else:
                     first_line[key] = line
@@ -289,7 +285,7 @@ def _number(value: object) -> str:
     return describe_value(value)
 
 
-def _model_at(loc: Loc, raw: Mapping[Any, Any]) -> Union[type[BaseModel], tuple[type[BaseModel], ...]]:
+def _model_at(loc: Loc, raw: Mapping[Any, Any]) -> type[BaseModel] | tuple[type[BaseModel], ...]:
     """The model (or, for a shape of unknown kind, every shape model) at ``loc``."""
     by_key: dict[str, type[BaseModel]] = {
         "targets": Target,
@@ -303,9 +299,14 @@ def _model_at(loc: Loc, raw: Mapping[Any, Any]) -> Union[type[BaseModel], tuple[
         return Scenario
     if keys[-1] == "shape":
         shapes = {
-            "steady": SteadyShape, "ramp": RampShape, "burst": BurstShape, "stages": StagesShape,
-            "constant-rate": ConstantRateShape, "poisson": PoissonShape,
-            "ramping-rate": RampingRateShape, "rate-bursts": RateBurstsShape,
+            "steady": SteadyShape,
+            "ramp": RampShape,
+            "burst": BurstShape,
+            "stages": StagesShape,
+            "constant-rate": ConstantRateShape,
+            "poisson": PoissonShape,
+            "ramping-rate": RampingRateShape,
+            "rate-bursts": RateBurstsShape,
         }
         shape = raw.get("shape")
         kind = shape.get("kind") if isinstance(shape, Mapping) else None
@@ -313,7 +314,7 @@ def _model_at(loc: Loc, raw: Mapping[Any, Any]) -> Union[type[BaseModel], tuple[
     return by_key.get(keys[-1], Scenario)
 
 
-def _unknown_key_message(key: str, model: Union[type[BaseModel], tuple[type[BaseModel], ...]]) -> str:
+def _unknown_key_message(key: str, model: type[BaseModel] | tuple[type[BaseModel], ...]) -> str:
     models = model if isinstance(model, tuple) else (model,)
     allowed: list[str] = []
     for each in models:

@@ -17,7 +17,7 @@ import ipaddress
 import math
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -48,7 +48,7 @@ TargetKind = Literal["triton-grpc", "triton-http", "torchserve-rest"]
 ContentType = Literal["octet-stream", "npy", "json"]
 Generator = Literal["random", "zeros", "constant", "npy"]
 
-Check = tuple[tuple[Union[str, int], ...], str]
+Check = tuple[tuple[str | int, ...], str]
 
 
 def describe_value(value: object) -> str:
@@ -84,9 +84,7 @@ def custom_error(message: str) -> PydanticCustomError:
 def checks_error(checks: list[Check]) -> PydanticCustomError:
     """One validation error carrying several problems, each at its own sub-path."""
     summary = "; ".join(f"{'.'.join(str(p) for p in path) or '.'}: {msg}" for path, msg in checks)
-    return PydanticCustomError(
-        CHECKS_ERROR, summary.replace("{", "(").replace("}", ")"), {"checks": tuple(checks)}
-    )
+    return PydanticCustomError(CHECKS_ERROR, summary.replace("{", "(").replace("}", ")"), {"checks": tuple(checks)})
 
 
 def _fmt_seconds(seconds: float) -> str:
@@ -102,9 +100,7 @@ _VERSION_RE = re.compile(r"[A-Za-z0-9_.-]+")
 
 def _name(value: object) -> str:
     if not isinstance(value, str) or not _NAME_RE.fullmatch(value):
-        raise custom_error(
-            f"expected a name of letters, digits, '_', '.' or '-'; got {describe_value(value)}"
-        )
+        raise custom_error(f"expected a name of letters, digits, '_', '.' or '-'; got {describe_value(value)}")
     return value
 
 
@@ -149,7 +145,7 @@ Name = Annotated[str, BeforeValidator(_name)]
 Token = Annotated[str, BeforeValidator(_token)]
 Seconds = Annotated[float, BeforeValidator(_duration)]
 Number = Annotated[float, BeforeValidator(_number)]
-Version = Annotated[Union[str, None], BeforeValidator(_version)]
+Version = Annotated[str | None, BeforeValidator(_version)]
 DTypeField = Annotated[DType, BeforeValidator(_dtype)]
 
 
@@ -241,7 +237,7 @@ def _metrics_url(value: object) -> str | None:
     return f"{scheme.lower()}://{host}:{port}/{path}" if slash else f"{scheme.lower()}://{host}:{port}/metrics"
 
 
-MetricsUrl = Annotated[Union[str, None], BeforeValidator(_metrics_url)]
+MetricsUrl = Annotated[str | None, BeforeValidator(_metrics_url)]
 
 
 # --- tensors -----------------------------------------------------------------------------------
@@ -269,12 +265,12 @@ class DataSpec(_Model):
     """
 
     generator: Generator = "random"
-    seed: Union[Annotated[int, Field(ge=0, le=2**63 - 1)], None] = Field(default=None, validate_default=True)
-    value: Union[float, int, str, None] = None
-    path: Union[StrictStr, None] = None
-    low: Union[Number, None] = None
-    high: Union[Number, None] = None
-    length: Union[Annotated[StrictInt, Field(ge=1, le=1_000_000)], None] = None
+    seed: Annotated[int, Field(ge=0, le=2**63 - 1)] | None = Field(default=None, validate_default=True)
+    value: float | int | str | None = None
+    path: StrictStr | None = None
+    low: Number | None = None
+    high: Number | None = None
+    length: Annotated[StrictInt, Field(ge=1, le=1000000)] | None = None
 
     @field_validator("seed", mode="before")
     @classmethod
@@ -336,22 +332,22 @@ class InputSpec(_Model):
 class Slo(_Model):
     """Thresholds checked at the end of a run; every one is optional."""
 
-    p50_ms: Union[Annotated[Number, Field(gt=0)], None] = None
-    p90_ms: Union[Annotated[Number, Field(gt=0)], None] = None
-    p95_ms: Union[Annotated[Number, Field(gt=0)], None] = None
-    p99_ms: Union[Annotated[Number, Field(gt=0)], None] = None
-    p999_ms: Union[Annotated[Number, Field(gt=0)], None] = None
-    mean_ms: Union[Annotated[Number, Field(gt=0)], None] = None
-    error_rate: Union[Annotated[Number, Field(ge=0, le=1)], None] = None
-    min_throughput_rps: Union[Annotated[Number, Field(gt=0)], None] = None
+    p50_ms: Annotated[Number, Field(gt=0)] | None = None
+    p90_ms: Annotated[Number, Field(gt=0)] | None = None
+    p95_ms: Annotated[Number, Field(gt=0)] | None = None
+    p99_ms: Annotated[Number, Field(gt=0)] | None = None
+    p999_ms: Annotated[Number, Field(gt=0)] | None = None
+    mean_ms: Annotated[Number, Field(gt=0)] | None = None
+    error_rate: Annotated[Number, Field(ge=0, le=1)] | None = None
+    min_throughput_rps: Annotated[Number, Field(gt=0)] | None = None
     # server-side figures (read from the server itself)
-    min_avg_batch_size: Union[Annotated[Number, Field(gt=0)], None] = None
-    max_queue_ms: Union[Annotated[Number, Field(ge=0)], None] = None
-    max_compute_ms: Union[Annotated[Number, Field(gt=0)], None] = None
-    max_residual_ms: Union[Annotated[Number, Field(ge=0)], None] = None
+    min_avg_batch_size: Annotated[Number, Field(gt=0)] | None = None
+    max_queue_ms: Annotated[Number, Field(ge=0)] | None = None
+    max_compute_ms: Annotated[Number, Field(gt=0)] | None = None
+    max_residual_ms: Annotated[Number, Field(ge=0)] | None = None
     # open loop
-    max_send_lag_p99_ms: Union[Annotated[Number, Field(ge=0)], None] = None
-    max_unsent: Union[Annotated[StrictInt, Field(ge=0)], None] = None
+    max_send_lag_p99_ms: Annotated[Number, Field(ge=0)] | None = None
+    max_unsent: Annotated[StrictInt, Field(ge=0)] | None = None
 
 
 class Target(_Model):
@@ -367,9 +363,9 @@ class Target(_Model):
     outputs: tuple[Token, ...] = ()
     timeout: Annotated[Seconds, Field(gt=0)] = 10.0
     weight: Annotated[StrictInt, Field(ge=1)] = 1
-    content_type: Union[ContentType, None] = Field(default=None, validate_default=True)
+    content_type: ContentType | None = Field(default=None, validate_default=True)
     metrics_url: MetricsUrl = None
-    slo: Union[Slo, None] = None
+    slo: Slo | None = None
 
     @property
     def server(self) -> Literal["triton", "torchserve"]:
@@ -447,9 +443,7 @@ class Target(_Model):
         if kind == "torchserve-rest":
             inputs = info.data.get("inputs", ())
             if value in ("npy", "json") and len(inputs) > 1:
-                raise custom_error(
-                    f"{value} bodies carry one input; this target has {len(inputs)} (use octet-stream)"
-                )
+                raise custom_error(f"{value} bodies carry one input; this target has {len(inputs)} (use octet-stream)")
             return value or "octet-stream"
         if value is not None and kind is not None:
             raise custom_error(f"only applies to torchserve-rest targets; this target is {kind}")
@@ -492,9 +486,7 @@ class RampShape(_Model):
     def _must_change(cls, value: int, info: ValidationInfo) -> int:
         start = info.data.get("from_users")
         if start is not None and value == start:
-            raise custom_error(
-                f"must differ from from_users ({start}); for a constant load use kind: steady"
-            )
+            raise custom_error(f"must differ from from_users ({start}); for a constant load use kind: steady")
         return value
 
     @field_validator("spawn_rate", mode="before")
@@ -534,9 +526,7 @@ class BurstShape(_Model):
     def _longer_than_burst(cls, value: float, info: ValidationInfo) -> float:
         length = info.data.get("burst_length")
         if length is not None and value <= length:
-            raise custom_error(
-                f"must be longer than burst_length ({_fmt_seconds(length)}); got {_fmt_seconds(value)}"
-            )
+            raise custom_error(f"must be longer than burst_length ({_fmt_seconds(length)}); got {_fmt_seconds(value)}")
         return value
 
     @field_validator("first_burst_at", mode="before")
@@ -559,7 +549,7 @@ class Stage(_Model):
 
     duration: Annotated[Seconds, Field(gt=0)]
     users: Annotated[StrictInt, Field(ge=0)]
-    spawn_rate: Union[Annotated[Number, Field(gt=0)], None] = None
+    spawn_rate: Annotated[Number, Field(gt=0)] | None = None
 
 
 class StagesShape(_Model):
@@ -601,7 +591,7 @@ class _OpenLoopShape(_Model):
 
     max_in_flight: Annotated[StrictInt, Field(ge=1, le=100_000)] = 64
     max_queue: Annotated[StrictInt, Field(ge=0)] = Field(default=None, validate_default=True)  # type: ignore[assignment]
-    seed: Union[Annotated[StrictInt, Field(ge=0)], None] = None
+    seed: Annotated[StrictInt, Field(ge=0)] | None = None
 
     @field_validator("max_queue", mode="before")
     @classmethod
@@ -655,12 +645,8 @@ class RateBurstsShape(_OpenLoopShape):
     first_burst_at: Annotated[Seconds, Field(ge=0)] = Field(default=None, validate_default=True)  # type: ignore[assignment]
     arrivals: Literal["poisson", "constant"] = "poisson"
 
-    _above_base = field_validator("burst_rate")(
-        classmethod(lambda cls, v, info: _greater_than(v, info, "base_rate"))
-    )
-    _longer_than_burst = field_validator("period")(
-        classmethod(lambda cls, v, info: _longer_than(v, info, "burst_length"))
-    )
+    _above_base = field_validator("burst_rate")(classmethod(lambda cls, v, info: _greater_than(v, info, "base_rate")))
+    _longer_than_burst = field_validator("period")(classmethod(lambda cls, v, info: _longer_than(v, info, "burst_length")))
 
     @field_validator("first_burst_at", mode="before")
     @classmethod
@@ -684,9 +670,9 @@ def _longer_than(value: float, info: ValidationInfo, other: str) -> float:
     return value
 
 
-OpenLoopShape = Union[ConstantRateShape, PoissonShape, RampingRateShape, RateBurstsShape]
+OpenLoopShape = ConstantRateShape | PoissonShape | RampingRateShape | RateBurstsShape
 Shape = Annotated[
-    Union[SteadyShape, RampShape, BurstShape, StagesShape, ConstantRateShape, PoissonShape, RampingRateShape, RateBurstsShape],
+    SteadyShape | RampShape | BurstShape | StagesShape | ConstantRateShape | PoissonShape | RampingRateShape | RateBurstsShape,
     Field(discriminator="kind"),
 ]
 SHAPE_KINDS = ("steady", "ramp", "burst", "stages", "constant-rate", "poisson", "ramping-rate", "rate-bursts")
@@ -705,13 +691,13 @@ class Scenario(_Model):
     """A whole scenario. ``source_path`` is the file it came from (None when built in code)."""
 
     name: Name
-    description: Union[StrictStr, None] = None
+    description: StrictStr | None = None
     duration: Annotated[Seconds, Field(gt=0)]
     warmup: Annotated[Seconds, Field(ge=0)] = 0.0
     window: Annotated[Seconds, Field(gt=0)] = 1.0
     targets: tuple[Target, ...] = Field(min_length=1)
     shape: Shape
-    source_path: Union[Path, None] = Field(default=None, exclude=True)
+    source_path: Path | None = Field(default=None, exclude=True)
 
     @property
     def base_dir(self) -> Path:
@@ -729,9 +715,7 @@ class Scenario(_Model):
     def _warmup_shorter(cls, value: float, info: ValidationInfo) -> float:
         duration = info.data.get("duration")
         if duration is not None and value >= duration:
-            raise custom_error(
-                f"must be shorter than duration ({_fmt_seconds(duration)}); got {_fmt_seconds(value)}"
-            )
+            raise custom_error(f"must be shorter than duration ({_fmt_seconds(duration)}); got {_fmt_seconds(value)}")
         return value
 
     @field_validator("window")
@@ -739,9 +723,7 @@ class Scenario(_Model):
     def _window_fits(cls, value: float, info: ValidationInfo) -> float:
         duration = info.data.get("duration")
         if duration is not None and value > duration:
-            raise custom_error(
-                f"must not be longer than duration ({_fmt_seconds(duration)}); got {_fmt_seconds(value)}"
-            )
+            raise custom_error(f"must not be longer than duration ({_fmt_seconds(duration)}); got {_fmt_seconds(value)}")
         return value
 
     @field_validator("targets")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -16,7 +16,8 @@ if TYPE_CHECKING:
 
 DEFAULT_BYTES_LENGTH = 16
 
-ProblemAt = tuple[tuple[Union[str, int], ...], str]
+ProblemAt = tuple[tuple[str | int, ...], str]
+
 
 def numpy_dtype(dtype: str) -> np.dtype:
     """FP32→float32, FP16→float16, INT32→int32, INT64→int64, BYTES→object (elements are bytes)."""

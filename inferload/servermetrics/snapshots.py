@@ -69,33 +69,45 @@ class ServerSnapshot:
     has_batch_stats: bool = True  # False: the server does not report batch sizes
 
     def to_dict(self) -> dict[str, Any]:
-        return {"server": self.server, "model": self.model, "taken_at": self.taken_at,
-                "counters": dict(self.counters), "batches": {str(k): v for k, v in self.batches.items()},
-                "has_batch_stats": self.has_batch_stats}
+        return {
+            "server": self.server,
+            "model": self.model,
+            "taken_at": self.taken_at,
+            "counters": dict(self.counters),
+            "batches": {str(k): v for k, v in self.batches.items()},
+            "has_batch_stats": self.has_batch_stats,
+        }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "ServerSnapshot":
-        return cls(data["server"], data["model"], float(data["taken_at"]),
-                   {k: float(v) for k, v in data["counters"].items()},
-                   {int(k): int(v) for k, v in data.get("batches", {}).items()},
-                   bool(data.get("has_batch_stats", True)))
+    def from_dict(cls, data: dict[str, Any]) -> ServerSnapshot:
+        return cls(
+            data["server"],
+            data["model"],
+            float(data["taken_at"]),
+            {k: float(v) for k, v in data["counters"].items()},
+            {int(k): int(v) for k, v in data.get("batches", {}).items()},
+            bool(data.get("has_batch_stats", True)),
+        )
 
 
 # ---- Triton -----------------------------------------------------------------------------
+
 
 def _int(value: Any) -> int:
     """Triton JSON: numbers over HTTP, strings over gRPC (int64), absent when zero (gRPC)."""
     return int(value) if value not in (None, "") else 0
 
 
-def parse_triton_statistics(stats: dict[str, Any], model: str, version: str | None = None,
-                            taken_at: float | None = None) -> ServerSnapshot:
+def parse_triton_statistics(
+    stats: dict[str, Any], model: str, version: str | None = None, taken_at: float | None = None
+) -> ServerSnapshot:
     """Snapshot from a statistics answer (HTTP JSON, or gRPC ``as_json=True``).
 
     With ``version`` None every version of ``model`` is summed.
     """
     entries = [
-        e for e in stats.get("model_stats", [])
+        e
+        for e in stats.get("model_stats", [])
         if e.get("name") == model and (version in (None, "") or str(e.get("version")) == str(version))
     ]
     if not entries:
@@ -118,9 +130,7 @@ def _triton_statistics(kind: str, address: str, model: str, version: str | None)
     if kind == "triton-http":
         import tritonclient.http as client_module
 
-        client = client_module.InferenceServerClient(
-            address, connection_timeout=TIMEOUT_S, network_timeout=TIMEOUT_S
-        )
+        client = client_module.InferenceServerClient(address, connection_timeout=TIMEOUT_S, network_timeout=TIMEOUT_S)
         try:
             return client.get_inference_statistics(model, version or "")
         finally:
@@ -135,6 +145,7 @@ def _triton_statistics(kind: str, address: str, model: str, version: str | None)
 
 
 # ---- TorchServe ------------------------------------------------------------------------
+
 
 def parse_torchserve_metrics(text: str, model: str, taken_at: float | None = None) -> ServerSnapshot:
     """Snapshot of ``model`` from TorchServe's Prometheus text (all versions summed)."""
@@ -161,11 +172,10 @@ def parse_torchserve_metrics(text: str, model: str, taken_at: float | None = Non
             if sample.labels.get(label) == model and not sample.name.endswith("_created"):
                 counters[key] = counters.get(key, 0.0) + float(sample.value)
     if not any(f.name == "ts_inference_requests" for f in families):
-        raise ServerError(
-            "TorchServe /metrics has no ts_inference_requests_total: is metrics_mode=prometheus set?"
-        )
-    return ServerSnapshot("torchserve", model, time.time() if taken_at is None else taken_at,
-                          counters, batches, has_batch_stats=has_batches)
+        raise ServerError("TorchServe /metrics has no ts_inference_requests_total: is metrics_mode=prometheus set?")
+    return ServerSnapshot(
+        "torchserve", model, time.time() if taken_at is None else taken_at, counters, batches, has_batch_stats=has_batches
+    )
 
 
 def torchserve_metrics_url(address: str, metrics_url: str | None) -> str:
@@ -188,8 +198,8 @@ def _scrape(url: str) -> str:
 
 # ---- public API -------------------------------------------------------------------------
 
-def snapshot(kind: str, address: str, model: str, version: str | None = None,
-             metrics_url: str | None = None) -> ServerSnapshot:
+
+def snapshot(kind: str, address: str, model: str, version: str | None = None, metrics_url: str | None = None) -> ServerSnapshot:
     """The server's counters for ``model`` now; ServerError with a clear message on failure.
 
     kind: a target kind ('triton-grpc', 'triton-http', 'torchserve-rest'); address: Triton's
@@ -220,11 +230,8 @@ def _ratio(num: float, den: float, scale: float = 1.0) -> float | None:
 
 def _deltas(before: ServerSnapshot, after: ServerSnapshot) -> dict[str, float]:
     if (before.server, before.model) != (after.server, after.model):
-        raise ServerError(
-            f"snapshots of different targets: {before.server}/{before.model} vs {after.server}/{after.model}"
-        )
-    deltas = {k: after.counters.get(k, 0.0) - before.counters.get(k, 0.0)
-              for k in set(before.counters) | set(after.counters)}
+        raise ServerError(f"snapshots of different targets: {before.server}/{before.model} vs {after.server}/{after.model}")
+    deltas = {k: after.counters.get(k, 0.0) - before.counters.get(k, 0.0) for k in set(before.counters) | set(after.counters)}
     went_back = sorted(k for k, v in deltas.items() if v < 0)
     if went_back:
         raise ServerError(
@@ -257,8 +264,7 @@ def server_side(before: ServerSnapshot, after: ServerSnapshot) -> dict[str, Any]
     executions = sum(_histogram(before, after).values())
     return {
         "queue_ms_avg": _ratio(d.get("queue_us", 0.0), d.get("requests", 0.0), 1e-3),
-        "compute_ms_avg": _ratio(d.get("request_handler_us", 0.0), d.get("handled_requests", 0.0), 1e-3)
-        if has_batches else None,
+        "compute_ms_avg": _ratio(d.get("request_handler_us", 0.0), d.get("handled_requests", 0.0), 1e-3) if has_batches else None,
         "request_ms_avg": _ratio(d.get("latency_us", 0.0), d.get("requests", 0.0), 1e-3),
         "avg_batch_size": _ratio(d.get("items", 0.0), executions) if has_batches else None,
         "batch_size_histogram": _histogram(before, after) if has_batches else None,

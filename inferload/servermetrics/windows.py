@@ -12,10 +12,10 @@ import time
 
 import gevent
 
-from inferload.servermetrics import snapshots as server_stats
 from inferload.errors import InferloadError
 from inferload.measure.run_record import RunRecord
 from inferload.scenario.model import Scenario
+from inferload.servermetrics import snapshots as server_stats
 
 logger = logging.getLogger(__name__)
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 import gevent
 from gevent.queue import Queue
 
-from inferload.traffic.arrivals import INFINITY, RateTimeline, next_arrival
 from inferload.measure.run_record import RunRecord
+from inferload.traffic.arrivals import INFINITY, RateTimeline, next_arrival
 
 logger = logging.getLogger(__name__)
 

@@ -15,13 +15,12 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
-
 from locust import User, constant, task
 
-from inferload.traffic.scheduler import ArrivalQueue
-from inferload.users.payload import make_input_array
-from inferload.users.failures import classify_exception
 from inferload.scenario.model import InputSpec, Target
+from inferload.traffic.scheduler import ArrivalQueue
+from inferload.users.failures import classify_exception
+from inferload.users.payload import make_input_array
 
 
 class InferenceUser(User):
@@ -73,7 +72,9 @@ class InferenceUser(User):
         except Exception as exc:  # every client failure becomes a classified Locust failure
             return classify_exception(exc, self.target.address), 0
 
-    def _report(self, latency_ms: float, response_length: int, exception: BaseException | None, send_lag_ms: float | None) -> None:
+    def _report(
+        self, latency_ms: float, response_length: int, exception: BaseException | None, send_lag_ms: float | None
+    ) -> None:
         context = {"target": self.target.name}
         if send_lag_ms is not None:
             context["send_lag_ms"] = send_lag_ms
@@ -88,10 +89,7 @@ class InferenceUser(User):
 
     def input_arrays(self) -> list[tuple[InputSpec, np.ndarray]]:
         """The payload of every input, batch dimension included (made once per user)."""
-        arrays = [
-            (spec, make_input_array(spec, self.target.batch_size, self.scenario_dir))
-            for spec in self.target.inputs
-        ]
+        arrays = [(spec, make_input_array(spec, self.target.batch_size, self.scenario_dir)) for spec in self.target.inputs]
         return arrays if self.model_batches else [(spec, array[0]) for spec, array in arrays]
 
     # -- protocol hooks -------------------------------------------------------------------
@@ -117,6 +115,6 @@ def expected_output_shapes(target: Target, metadata: dict[str, Any] | None, max_
             continue
         dims = tuple(int(d) for d in output.get("shape", []))
         if max_batch_size > 0 and dims and dims[0] == -1:
-            dims = (target.batch_size,) + dims[1:]
+            dims = (target.batch_size, *dims[1:])
         shapes[output["name"]] = dims
     return shapes

@@ -32,9 +32,7 @@ def classify_exception(exc: BaseException, address: str) -> RequestError:
         return _classify_triton(exc, address)
     if isinstance(exc, (socket.timeout, TimeoutError)) or type(exc).__name__ == "Timeout":
         return RequestTimeout(f"timeout: no answer from {address} in time")
-    if isinstance(exc, ConnectionRefusedError) or (
-        isinstance(exc, OSError) and exc.errno in _REFUSED_ERRNOS
-    ):
+    if isinstance(exc, ConnectionRefusedError) or (isinstance(exc, OSError) and exc.errno in _REFUSED_ERRNOS):
         return ConnectionRefused(f"refused: cannot connect to {address}")
     if isinstance(exc, OSError):
         return ConnectionRefused(f"connection error to {address}: {type(exc).__name__}")
@@ -68,7 +66,5 @@ def _first_line(text: str, limit: int = 160) -> str:
 
 def check_output_shape(name: str, got: tuple[int, ...], expected: tuple[int, ...]) -> None:
     """Raise BadOutputShape when a response tensor has the wrong shape (-1 matches any size)."""
-    if len(got) != len(expected) or any(e != -1 and e != g for g, e in zip(got, expected)):
-        raise BadOutputShape(
-            f"bad output shape: '{name}' expected {list(expected)}; got {list(got)}"
-        )
+    if len(got) != len(expected) or any(e != -1 and e != g for g, e in zip(got, expected, strict=False)):
+        raise BadOutputShape(f"bad output shape: '{name}' expected {list(expected)}; got {list(got)}")

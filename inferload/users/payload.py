@@ -12,15 +12,14 @@ import math
 import string
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from inferload.scenario.tensors import DEFAULT_BYTES_LENGTH, default_range, load_npy, numpy_dtype
 
 if TYPE_CHECKING:
-    from inferload.scenario.model import DataSpec, InputSpec
-
+    from inferload.scenario.model import InputSpec
 
 
 def http_content_type(content_type: str) -> str:
@@ -87,7 +86,7 @@ def _raw_bytes(array: np.ndarray) -> bytes:
     return np.ascontiguousarray(array).tobytes()
 
 
-def encode_octet_stream(arrays: Union[np.ndarray, Sequence[np.ndarray]]) -> bytes:
+def encode_octet_stream(arrays: np.ndarray | Sequence[np.ndarray]) -> bytes:
     """Raw C-order bytes of each array, concatenated (BYTES elements: 4-byte little-endian length + bytes)."""
     if isinstance(arrays, np.ndarray):
         arrays = [arrays]

@@ -13,8 +13,8 @@ from geventhttpclient import HTTPClient
 from geventhttpclient.url import URL
 
 from inferload.errors import BadOutputShape, HttpStatusError
-from inferload.users.payload import encode_json, encode_npy, encode_octet_stream
 from inferload.users.base import InferenceUser
+from inferload.users.payload import encode_json, encode_npy, encode_octet_stream
 
 CONTENT_TYPES = {
     "octet-stream": "application/octet-stream",
@@ -58,9 +58,7 @@ class TorchServeRestUser(InferenceUser):
             raise BadOutputShape("bad output: response is not JSON") from None
         if not isinstance(predictions, list) or len(predictions) != self.target.batch_size:
             got = len(predictions) if isinstance(predictions, list) else type(predictions).__name__
-            raise BadOutputShape(
-                f"bad output shape: expected a list of {self.target.batch_size} predictions; got {got}"
-            )
+            raise BadOutputShape(f"bad output shape: expected a list of {self.target.batch_size} predictions; got {got}")
         return len(body)
 
     def close(self) -> None:

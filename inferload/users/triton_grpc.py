@@ -21,9 +21,9 @@ from tritonclient.grpc import service_pb2
 from tritonclient.grpc._utils import get_error_grpc
 from tritonclient.utils import serialize_byte_tensor
 
-from inferload.users.failures import check_output_shape
 from inferload.scenario.model import InputSpec
 from inferload.users.base import InferenceUser
+from inferload.users.failures import check_output_shape
 
 MAX_GRPC_MESSAGE_SIZE = 2**31 - 1  # what tritonclient.grpc allows both ways
 MODEL_INFER_METHOD = "/inference.GRPCInferenceService/ModelInfer"

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import tritonclient.http as httpclient
 
-from inferload.users.failures import check_output_shape
 from inferload.users.base import InferenceUser
+from inferload.users.failures import check_output_shape
 
 
 def _host_port(address: str) -> str:
     for scheme in ("http://", "https://"):
         if address.startswith(scheme):
-            return address[len(scheme):].rstrip("/")
+            return address[len(scheme) :].rstrip("/")
     return address.rstrip("/")
 
 
@@ -31,15 +31,11 @@ class TritonHttpUser(InferenceUser):
             infer_input = httpclient.InferInput(spec.name, list(array.shape), spec.dtype)
             infer_input.set_data_from_numpy(array, binary_data=True)  # encoded once
             self._inputs.append(infer_input)
-        self._outputs = [
-            httpclient.InferRequestedOutput(name, binary_data=True) for name in target.outputs
-        ] or None
+        self._outputs = [httpclient.InferRequestedOutput(name, binary_data=True) for name in target.outputs] or None
         self._version = target.version or ""
 
     def send(self) -> int:
-        result = self._client.infer(
-            self.target.model, self._inputs, model_version=self._version, outputs=self._outputs
-        )
+        result = self._client.infer(self.target.model, self._inputs, model_version=self._version, outputs=self._outputs)
         size = 0
         for output in result.get_response().get("outputs", []):
             expected = self.expected_outputs.get(output["name"])

@@ -80,12 +80,22 @@ def _archive(model: str, torchscript: Path, handler: Path, out: Path) -> None:
         spec_file = Path(tmp) / "model_spec.json"
         spec_file.write_text(spec_json(model))
         cmd = [
-            sys.executable, "-m", "model_archiver.model_packaging",
-            "--model-name", model, "--version", "1.0",
-            "--serialized-file", str(torchscript),
-            "--handler", str(handler),
-            "--extra-files", str(spec_file),
-            "--export-path", tmp, "--force",
+            sys.executable,
+            "-m",
+            "model_archiver.model_packaging",
+            "--model-name",
+            model,
+            "--version",
+            "1.0",
+            "--serialized-file",
+            str(torchscript),
+            "--handler",
+            str(handler),
+            "--extra-files",
+            str(spec_file),
+            "--export-path",
+            tmp,
+            "--force",
         ]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         built = Path(tmp) / f"{model}.mar"
@@ -133,9 +143,7 @@ def build_model(model: str, root: Path | None = None, force: bool = False) -> Bu
     return BuildResult(model, pt, mar, built)
 
 
-def build_models(
-    models: tuple[str, ...] = MODEL_NAMES, root: Path | None = None, force: bool = False
-) -> list[BuildResult]:
+def build_models(models: tuple[str, ...] = MODEL_NAMES, root: Path | None = None, force: bool = False) -> list[BuildResult]:
     """Build every named model (see ``build_model``); returns one result per model."""
     return [build_model(m, root, force) for m in models]
 

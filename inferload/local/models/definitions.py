@@ -8,7 +8,7 @@ and the same outputs on every server. Tensor names follow the libtorch conventio
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -35,12 +35,16 @@ class SmallCNN(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.features = nn.Sequential(
-            nn.Conv2d(3, 64, 3, padding=1), nn.ReLU(),
-            nn.Conv2d(64, 64, 3, padding=1), nn.ReLU(),
+            nn.Conv2d(3, 64, 3, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(64, 64, 3, padding=1),
+            nn.ReLU(),
             nn.MaxPool2d(2),
-            nn.Conv2d(64, 128, 3, padding=1), nn.ReLU(),
+            nn.Conv2d(64, 128, 3, padding=1),
+            nn.ReLU(),
             nn.MaxPool2d(2),
-            nn.Conv2d(128, 128, 3, padding=1), nn.ReLU(),
+            nn.Conv2d(128, 128, 3, padding=1),
+            nn.ReLU(),
             nn.AdaptiveAvgPool2d(1),
         )
         self.head = nn.Linear(128, 10)
@@ -61,9 +65,6 @@ _FACTORIES: dict[str, Callable[[], nn.Module]] = {
     "cnn": SmallCNN,
     "identity": Identity,
 }
-
-
-
 
 
 def create_model(name: str) -> nn.Module:

@@ -29,7 +29,7 @@ class TritonPythonModel:
         responses, offset = [], 0
         for array in arrays:
             n = array.shape[0]
-            tensor = pb_utils.Tensor(self.output_name, np.ascontiguousarray(out[offset:offset + n]))
+            tensor = pb_utils.Tensor(self.output_name, np.ascontiguousarray(out[offset : offset + n]))
             responses.append(pb_utils.InferenceResponse(output_tensors=[tensor]))
             offset += n
         return responses

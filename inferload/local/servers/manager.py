@@ -60,14 +60,15 @@ def _probe_port(server: str, ports: ServerPorts) -> int:
 class LocalServers:
     """The local real servers of one state dir."""
 
-    def __init__(self, state_dir: Path, ports: ServerPorts = ServerPorts(),
-                 models: tuple[str, ...] = MODEL_NAMES, host: str = LOOPBACK) -> None:
+    def __init__(
+        self, state_dir: Path, ports: ServerPorts | None = None, models: tuple[str, ...] = MODEL_NAMES, host: str = LOOPBACK
+    ) -> None:
         """``host``: the address the servers bind (loopback by default; a test host's address in
         a network namespace for distributed tests). TorchServe's management API stays on loopback."""
         for model in models:
             get_spec(model)
         self.state_dir = Path(state_dir)
-        self.ports = ports
+        self.ports = ports if ports is not None else ServerPorts()
         self.models = tuple(models)
         self.host = host
 
@@ -138,14 +139,13 @@ class LocalServers:
         for p in pending:
             servers_state[p.server] = self._entry(p.server, p.record, p.answered, ready=True)
         self._write_state(self._state(servers_state))
-        report = {name: dict(entry, already_running=name not in to_start)
-                  for name, entry in servers_state.items() if name in which}
-        return {"state_dir": str(self.state_dir), "ports": self.ports.to_dict(),
-                "models": list(self.models), "servers": report}
+        report = {
+            name: dict(entry, already_running=name not in to_start) for name, entry in servers_state.items() if name in which
+        }
+        return {"state_dir": str(self.state_dir), "ports": self.ports.to_dict(), "models": list(self.models), "servers": report}
 
     def _state(self, servers: dict[str, Any]) -> dict[str, Any]:
-        return {"version": 1, "host": self.host, "ports": self.ports.to_dict(), "models": list(self.models),
-                "servers": servers}
+        return {"version": 1, "host": self.host, "ports": self.ports.to_dict(), "models": list(self.models), "servers": servers}
 
     def _entry(self, server: str, record: ProcessRecord, answered: dict[str, float], ready: bool) -> dict[str, Any]:
         return {
@@ -168,9 +168,7 @@ class LocalServers:
                 return
             for p in waiting:
                 if not is_alive(p.record.pid, p.record.start_ticks):
-                    raise ServerError(
-                        f"{p.server} exited during startup; log {p.record.log}:\n{log_tail(p.record.log)}"
-                    )
+                    raise ServerError(f"{p.server} exited during startup; log {p.record.log}:\n{log_tail(p.record.log)}")
                 for model in p.models:
                     if model in p.answered:
                         continue
@@ -183,7 +181,8 @@ class LocalServers:
             if time.monotonic() >= deadline:
                 slow = ", ".join(
                     f"{p.server} (models {[m for m in p.models if m not in p.answered]}; "
-                    f"last error: {p.last_error}; log {p.record.log})" for p in waiting
+                    f"last error: {p.last_error}; log {p.record.log})"
+                    for p in waiting
                 )
                 raise ServerError(f"not ready within {timeout_s:.0f}s: {slow}")
             time.sleep(0.2)
@@ -197,14 +196,15 @@ class LocalServers:
     def down(self) -> dict[str, Any]:
         """Stop every server recorded in state.json (in parallel); returns what was stopped."""
         state = self.read_state()
-        records = {server: ProcessRecord.from_dict(entry["process"])
-                   for server, entry in state.get("servers", {}).items()}
+        records = {server: ProcessRecord.from_dict(entry["process"]) for server, entry in state.get("servers", {}).items()}
         was_running = {server: is_alive(r.pid, r.start_ticks) for server, r in records.items()}
         with ThreadPoolExecutor(max_workers=max(1, len(records))) as pool:
             futures = {server: pool.submit(self._stop_one, server, r) for server, r in records.items()}
             killed = {server: f.result() for server, f in futures.items()}
-        result = {server: {"pid": r.pid, "was_running": was_running[server], "killed_leftovers": killed[server]}
-                  for server, r in records.items()}
+        result = {
+            server: {"pid": r.pid, "was_running": was_running[server], "killed_leftovers": killed[server]}
+            for server, r in records.items()
+        }
         ports = ServerPorts.from_dict(state["ports"]) if state.get("ports") else self.ports
         if state:
             self._write_state({**state, "servers": {}})
@@ -224,9 +224,15 @@ class LocalServers:
             servers[server] = {
                 "running": running,
                 "ports_open": ports_open,
-                **{k: entry[k] for k in ("pid", "log", "logs_dir", "ports", "urls", "cold_start_s",
-                                         "models_cold_start_s", "ready")},
+                **{
+                    k: entry[k]
+                    for k in ("pid", "log", "logs_dir", "ports", "urls", "cold_start_s", "models_cold_start_s", "ready")
+                },
             }
-        return {"state_dir": str(self.state_dir), "ports": state.get("ports", self.ports.to_dict()),
-                "models": state.get("models", list(self.models)), "servers": servers,
-                "running": any(s["running"] for s in servers.values())}
+        return {
+            "state_dir": str(self.state_dir),
+            "ports": state.get("ports", self.ports.to_dict()),
+            "models": state.get("models", list(self.models)),
+            "servers": servers,
+            "running": any(s["running"] for s in servers.values()),
+        }

@@ -34,7 +34,7 @@ class ServerPorts:
     ts_grpc_management: int = 7071
 
     @classmethod
-    def free(cls) -> "ServerPorts":
+    def free(cls) -> ServerPorts:
         """Distinct ports that are free on 127.0.0.1 right now (for tests)."""
         sockets: list[socket.socket] = []
         try:
@@ -48,7 +48,7 @@ class ServerPorts:
                 s.close()
 
     @classmethod
-    def from_dict(cls, data: dict[str, int]) -> "ServerPorts":
+    def from_dict(cls, data: dict[str, int]) -> ServerPorts:
         return cls(**{f.name: int(data[f.name]) for f in fields(cls) if f.name in data})
 
     def to_dict(self) -> dict[str, int]:
@@ -91,8 +91,7 @@ def check_free(ports: dict[str, int] | ServerPorts, host: str = LOOPBACK) -> Non
     for field_name, port in mapping.items():
         if port in seen:
             raise PortInUseError(
-                f"port {port} is configured twice: for {service_name(seen[port])} "
-                f"and {service_name(field_name)}"
+                f"port {port} is configured twice: for {service_name(seen[port])} and {service_name(field_name)}"
             )
         seen[port] = field_name
         if not port_is_free(port, host):

@@ -7,6 +7,7 @@ A pid is only trusted together with its kernel start time, so a recycled pid is 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -35,10 +36,13 @@ class ProcessRecord:
         }
 
     @classmethod
-    def from_dict(cls, data: dict) -> "ProcessRecord":
+    def from_dict(cls, data: dict) -> ProcessRecord:
         return cls(
-            int(data["pid"]), int(data["start_ticks"]), float(data["started_at"]),
-            str(data["log"]), tuple(data.get("command", ())),
+            int(data["pid"]),
+            int(data["start_ticks"]),
+            float(data["started_at"]),
+            str(data["log"]),
+            tuple(data.get("command", ())),
         )
 
 
@@ -48,7 +52,7 @@ def _stat_fields(pid: int) -> list[str] | None:
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
     # the command name is in parentheses and may contain spaces: split after the last ')'
-    return raw[raw.rindex(")") + 2:].split()
+    return raw[raw.rindex(")") + 2 :].split()
 
 
 def start_ticks(pid: int) -> int | None:
@@ -57,10 +61,8 @@ def start_ticks(pid: int) -> int | None:
 
 
 def _reap(pid: int) -> None:
-    try:
+    with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
 
 
 def is_alive(pid: int, ticks: int | None = None) -> bool:
@@ -90,8 +92,13 @@ def spawn(command: list[str], log_path: Path, env: dict[str, str], cwd: Path) ->
     started_at = time.time()
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
-            command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env=env, cwd=str(cwd), start_new_session=True,
+            command,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            cwd=str(cwd),
+            start_new_session=True,
         )
     ticks = start_ticks(proc.pid) or 0
     # the Popen object is dropped on purpose: is_alive() reaps the child once it exits
@@ -100,10 +107,8 @@ def spawn(command: list[str], log_path: Path, env: dict[str, str], cwd: Path) ->
 
 
 def signal_group(pgid: int, sig: signal.Signals) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, sig)
-    except ProcessLookupError:
-        pass
 
 
 def _own_members(record: ProcessRecord) -> list[int]:
@@ -125,10 +130,8 @@ def stop_group(record: ProcessRecord, term_timeout_s: float, kill_timeout_s: flo
         time.sleep(0.1)
     leftovers = _own_members(record)
     for pid in leftovers:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     deadline = time.monotonic() + kill_timeout_s
     while _own_members(record) and time.monotonic() < deadline:
         _reap(record.pid)

@@ -37,12 +37,12 @@ def probe_input(spec: ModelSpec, batch: int = 1) -> np.ndarray:
     return values.reshape(batch, *spec.input_shape)
 
 
-def triton_infer(http_port: int, spec: ModelSpec, data: np.ndarray, host: str = "127.0.0.1",
-                 timeout_s: float = 5.0) -> np.ndarray:
+def triton_infer(
+    http_port: int, spec: ModelSpec, data: np.ndarray, host: str = "127.0.0.1", timeout_s: float = 5.0
+) -> np.ndarray:
     """Run ``data`` ([n, *input_shape] FP32) through Triton's HTTP/JSON API; returns outputs."""
     payload = {
-        "inputs": [{"name": spec.input_name, "datatype": "FP32", "shape": list(data.shape),
-                    "data": data.reshape(-1).tolist()}],
+        "inputs": [{"name": spec.input_name, "datatype": "FP32", "shape": list(data.shape), "data": data.reshape(-1).tolist()}],
         "outputs": [{"name": spec.output_name}],
     }
     url = f"http://{host}:{http_port}/v2/models/{spec.name}/infer"
@@ -56,8 +56,9 @@ def triton_infer(http_port: int, spec: ModelSpec, data: np.ndarray, host: str = 
     return result
 
 
-def torchserve_infer(inference_port: int, spec: ModelSpec, data: np.ndarray, host: str = "127.0.0.1",
-                     timeout_s: float = 5.0) -> np.ndarray:
+def torchserve_infer(
+    inference_port: int, spec: ModelSpec, data: np.ndarray, host: str = "127.0.0.1", timeout_s: float = 5.0
+) -> np.ndarray:
     """Run ``data`` through TorchServe as raw float32 bytes (octet-stream); returns outputs."""
     url = f"http://{host}:{inference_port}/predictions/{spec.name}"
     raw = np.ascontiguousarray(data, dtype="<f4").tobytes()

@@ -8,6 +8,7 @@ group is killed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -64,16 +65,26 @@ def check_java(env: dict[str, str] | None = None) -> int:
     return major
 
 
-def config_properties(ports: ServerPorts, models: tuple[str, ...], store: Path, tmpdir: Path,
-                      model_config: TorchServeModelConfig, host: str = LOOPBACK) -> str:
+def config_properties(
+    ports: ServerPorts,
+    models: tuple[str, ...],
+    store: Path,
+    tmpdir: Path,
+    model_config: TorchServeModelConfig,
+    host: str = LOOPBACK,
+) -> str:
     """The text of config.properties for these ports and models."""
     models_json = {
-        m: {"1.0": {
-            "marName": f"{m}.mar", "batchSize": model_config.batch_size,
-            "maxBatchDelay": model_config.max_batch_delay_ms,
-            "minWorkers": model_config.workers, "maxWorkers": model_config.workers,
-            "responseTimeout": model_config.response_timeout_s,
-        }}
+        m: {
+            "1.0": {
+                "marName": f"{m}.mar",
+                "batchSize": model_config.batch_size,
+                "maxBatchDelay": model_config.max_batch_delay_ms,
+                "minWorkers": model_config.workers,
+                "maxWorkers": model_config.workers,
+                "responseTimeout": model_config.response_timeout_s,
+            }
+        }
         for m in models
     }
     lines = [
@@ -117,9 +128,14 @@ def _torchserve_bin() -> str:
     return found
 
 
-def start_torchserve(state_dir: Path, ports: ServerPorts, models: tuple[str, ...],
-                     model_config: TorchServeModelConfig = TorchServeModelConfig(),
-                     store: Path | None = None, host: str = LOOPBACK) -> ProcessRecord:
+def start_torchserve(
+    state_dir: Path,
+    ports: ServerPorts,
+    models: tuple[str, ...],
+    model_config: TorchServeModelConfig = TorchServeModelConfig(),
+    store: Path | None = None,
+    host: str = LOOPBACK,
+) -> ProcessRecord:
     """Start TorchServe in the foreground of a detached session; returns its record."""
     work = state_dir / "torchserve"
     tmpdir, logs = work / "tmp", work / "logs"
@@ -131,13 +147,11 @@ def start_torchserve(state_dir: Path, ports: ServerPorts, models: tuple[str, ...
     for model in models:
         if not (store / f"{model}.mar").exists():
             raise ServerError(
-                f"{store / (model + '.mar')} is missing: build the sample models first "
-                f"(python -m inferload.local.models.build)"
+                f"{store / (model + '.mar')} is missing: build the sample models first (python -m inferload.local.models.build)"
             )
     config = work / "config.properties"
     config.write_text(config_properties(ports, models, store, tmpdir, model_config, host))
-    command = [_torchserve_bin(), "--start", "--foreground", "--ncs", "--ts-config", str(config),
-               "--model-store", str(store)]
+    command = [_torchserve_bin(), "--start", "--foreground", "--ncs", "--ts-config", str(config), "--model-store", str(store)]
     return spawn(command, work / "torchserve.log", env, cwd=work)
 
 
@@ -145,9 +159,13 @@ def stop_torchserve(record: ProcessRecord, state_dir: Path, timeout_s: float = 2
     """``torchserve --stop`` under the server's TMPDIR, then make sure its group is gone."""
     work = state_dir / "torchserve"
     env = torchserve_env(work / "tmp", work / "logs")
-    try:
-        subprocess.run([_torchserve_bin(), "--stop"], env=env, cwd=str(work), timeout=timeout_s,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    except (subprocess.TimeoutExpired, OSError, ServerError):
-        pass  # stop_group below still terminates and, if needed, kills the group
+    with contextlib.suppress(subprocess.TimeoutExpired, OSError, ServerError):
+        subprocess.run(
+            [_torchserve_bin(), "--stop"],
+            env=env,
+            cwd=str(work),
+            timeout=timeout_s,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
     return stop_group(record, term_timeout_s=timeout_s)

@@ -40,8 +40,7 @@ def find_triton(python_version: str | None = None) -> TritonInstall:
         import pytriton
     except ImportError:
         raise ServerError(
-            "Triton is not installed: the local Triton comes from the nvidia-pytriton wheel "
-            "(pip install -e '.[servers]')"
+            "Triton is not installed: the local Triton comes from the nvidia-pytriton wheel (pip install -e '.[servers]')"
         ) from None
     base = Path(pytriton.__file__).resolve().parent / "tritonserver"
     install = TritonInstall(
@@ -72,16 +71,21 @@ def prepare_backend_dir(install: TritonInstall, dest: Path) -> Path:
     return dest
 
 
-def triton_command(install: TritonInstall, backends: Path, repository: Path, ports: ServerPorts,
-                   models: tuple[str, ...], host: str = LOOPBACK) -> list[str]:
+def triton_command(
+    install: TritonInstall, backends: Path, repository: Path, ports: ServerPorts, models: tuple[str, ...], host: str = LOOPBACK
+) -> list[str]:
     command = [
         str(install.server_bin),
         f"--model-repository={repository}",
         f"--backend-directory={backends}",
-        f"--http-address={host}", f"--http-port={ports.triton_http}",
-        f"--grpc-address={host}", f"--grpc-port={ports.triton_grpc}",
-        f"--metrics-address={host}", f"--metrics-port={ports.triton_metrics}",
-        "--allow-metrics=true", "--allow-cpu-metrics=true",
+        f"--http-address={host}",
+        f"--http-port={ports.triton_http}",
+        f"--grpc-address={host}",
+        f"--grpc-port={ports.triton_grpc}",
+        f"--metrics-address={host}",
+        f"--metrics-port={ports.triton_metrics}",
+        "--allow-metrics=true",
+        "--allow-cpu-metrics=true",
         f"--exit-timeout-secs={EXIT_TIMEOUT_S}",
         "--model-control-mode=explicit",
     ]
@@ -101,8 +105,9 @@ def triton_env(install: TritonInstall, base: dict[str, str] | None = None) -> di
     return env
 
 
-def start_triton(state_dir: Path, ports: ServerPorts, models: tuple[str, ...],
-                 repository: Path | None = None, host: str = LOOPBACK) -> ProcessRecord:
+def start_triton(
+    state_dir: Path, ports: ServerPorts, models: tuple[str, ...], repository: Path | None = None, host: str = LOOPBACK
+) -> ProcessRecord:
     """Start tritonserver detached; its output goes to ``state_dir/triton/triton.log``."""
     install = find_triton()
     work = state_dir / "triton"

@@ -1,9 +1,9 @@
 """The InfluxDB sink: line protocol, the v1 and v2 writers, and the non-blocking background writer.
 
-    settings = SinkSettings(url="http://127.0.0.1:8086", database="inferload")
-    sink = open_sink(settings)          # a started BackgroundWriter
-    sink.submit([Point("requests", {"run_id": "r1"}, {"count": 3}, time_ns)])
-    stats = sink.close()                # SinkStats: points_written, points_dropped, ...
+settings = SinkSettings(url="http://127.0.0.1:8086", database="inferload")
+sink = open_sink(settings)          # a started BackgroundWriter
+sink.submit([Point("requests", {"run_id": "r1"}, {"count": 3}, time_ns)])
+stats = sink.close()                # SinkStats: points_written, points_dropped, ...
 """
 
 from __future__ import annotations

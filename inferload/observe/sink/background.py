@@ -17,8 +17,9 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from typing import Iterable, Protocol
+from typing import Protocol
 
 from inferload.observe.sink.errors import SinkError
 from inferload.observe.sink.line_protocol import Point, encode_points

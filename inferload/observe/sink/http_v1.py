@@ -29,7 +29,10 @@ class V1Writer:
         url = f"{self.settings.url}/write"
         try:
             response = self._session.post(
-                url, params=self._params, data=body, headers=self._headers,
+                url,
+                params=self._params,
+                data=body,
+                headers=self._headers,
                 timeout=timeout_s or self.settings.timeout_s,
             )
         except requests.RequestException as exc:

@@ -31,8 +31,11 @@ class V2Writer:
             bucket = f"{bucket}/{settings.retention_policy}"
         self._bucket = bucket
         self._client = InfluxDBClient(
-            url=settings.url, token=token, org=settings.org,
-            timeout=int(settings.timeout_s * 1000), retries=False,
+            url=settings.url,
+            token=token,
+            org=settings.org,
+            timeout=int(settings.timeout_s * 1000),
+            retries=False,
         )
         self._write_api = self._client.write_api(write_options=SYNCHRONOUS)
 
@@ -40,14 +43,18 @@ class V2Writer:
         url = f"{self.settings.url}/api/v2/write"
         try:
             self._write_api.write(
-                bucket=self._bucket, org=self.settings.org, record=body, write_precision=WritePrecision.NS,
+                bucket=self._bucket,
+                org=self.settings.org,
+                record=body,
+                write_precision=WritePrecision.NS,
             )
         except ApiException as exc:
             status = int(exc.status or 0)
             detail = (exc.body or exc.reason or "").strip()[:300] if isinstance(exc.body or exc.reason, str) else ""
             raise SinkError(
                 self._mask(f"{url} answered HTTP {status}: {detail}"),
-                retryable=status == 0 or is_retryable_status(status), status=status or None,
+                retryable=status == 0 or is_retryable_status(status),
+                status=status or None,
             ) from None
         except (HTTPError, OSError) as exc:
             raise SinkError(self._mask(f"cannot reach {url}: {exc}"), retryable=True) from None

@@ -10,11 +10,11 @@ nanoseconds since the epoch (the v1 and v2 APIs' default precision).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Iterable, Mapping, Union
 
-FieldValue = Union[float, int, bool, str, None]
+FieldValue = float | int | bool | str | None
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class Point:
 
 
 def seconds_to_ns(seconds: float) -> int:
-    return int(round(seconds * 1_000_000_000))
+    return round(seconds * 1_000_000_000)
 
 
 _MEASUREMENT_ESCAPES = str.maketrans({",": "\\,", " ": "\\ ", "\n": "\\n"})

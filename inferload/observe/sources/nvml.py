@@ -11,9 +11,10 @@ from __future__ import annotations
 import logging
 import socket
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 from inferload.observe.sink.line_protocol import Point, seconds_to_ns
 
@@ -87,19 +88,23 @@ class NvmlSource:
         assert nvml is not None
         readings = []
         for index, handle in enumerate(self._handles):
-            memory = self._maybe(lambda: nvml.nvmlDeviceGetMemoryInfo(handle))
-            power_mw = self._maybe(lambda: nvml.nvmlDeviceGetPowerUsage(handle))
-            name = self._maybe(lambda: nvml.nvmlDeviceGetName(handle))
+            memory = self._maybe(lambda handle=handle: nvml.nvmlDeviceGetMemoryInfo(handle))
+            power_mw = self._maybe(lambda handle=handle: nvml.nvmlDeviceGetPowerUsage(handle))
+            name = self._maybe(lambda handle=handle: nvml.nvmlDeviceGetName(handle))
             readings.append(
                 GpuReading(
                     index=index,
                     name=name.decode() if isinstance(name, bytes) else str(name or f"gpu{index}"),
-                    util_pct=self._maybe(lambda: float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu)),
+                    util_pct=self._maybe(lambda handle=handle: float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu)),
                     mem_used_bytes=int(memory.used) if memory is not None else None,
                     mem_total_bytes=int(memory.total) if memory is not None else None,
                     power_w=power_mw / 1000.0 if power_mw is not None else None,
-                    temp_c=self._maybe(lambda: float(nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU))),
-                    sm_clock_mhz=self._maybe(lambda: float(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM))),
+                    temp_c=self._maybe(
+                        lambda handle=handle: float(nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU))
+                    ),
+                    sm_clock_mhz=self._maybe(
+                        lambda handle=handle: float(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM))
+                    ),
                 )
             )
         return readings

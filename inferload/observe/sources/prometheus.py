@@ -8,8 +8,8 @@ parser gives, which the tests pin on captures of the real endpoints.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 import requests
 from prometheus_client.parser import text_string_to_metric_families

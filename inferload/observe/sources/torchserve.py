@@ -18,8 +18,8 @@ histogram is the per-interval difference of `InferloadBatches` by `BatchSize`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 import requests
 
@@ -102,8 +102,9 @@ def torchserve_rates(previous: TorchServeCounters, current: TorchServeCounters) 
 class TorchServeSource:
     """One TorchServe model of one target: `server` figures and `batch_sizes` per scrape."""
 
-    def __init__(self, target: str, model: str, metrics_url: str, timeout_s: float = 2.0,
-                 session: requests.Session | None = None) -> None:
+    def __init__(
+        self, target: str, model: str, metrics_url: str, timeout_s: float = 2.0, session: requests.Session | None = None
+    ) -> None:
         self.name = f"torchserve:{target}"
         self.target = target
         self.model = model

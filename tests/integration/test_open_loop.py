@@ -14,16 +14,22 @@ import threading
 
 import pytest
 
-from tests.locust_runner import run_locust, write_scenario
-from tests.scenario_factory import tiny_target
+from tests.support.locust_runner import run_locust, write_scenario
+from tests.support.scenario_factory import tiny_target
 
 
 def test_a_poisson_run_achieves_its_rate_and_sends_every_arrival(local_servers, tmp_path):
     target = tiny_target("triton", "triton-grpc", f"127.0.0.1:{local_servers.ports.triton_grpc}")
-    scenario = write_scenario({
-        "name": "poisson", "duration": "32s", "warmup": "2s", "targets": [target],
-        "shape": {"kind": "poisson", "rate": 250, "max_in_flight": 16, "seed": 7},
-    }, tmp_path)
+    scenario = write_scenario(
+        {
+            "name": "poisson",
+            "duration": "32s",
+            "warmup": "2s",
+            "targets": [target],
+            "shape": {"kind": "poisson", "rate": 250, "max_in_flight": 16, "seed": 7},
+        },
+        tmp_path,
+    )
     run = run_locust(scenario, tmp_path)
 
     assert run.returncode == 0, run.output
@@ -40,10 +46,16 @@ def test_a_poisson_run_achieves_its_rate_and_sends_every_arrival(local_servers, 
 
 def test_a_stalled_server_shows_as_rising_latency_and_unsent_arrivals(local_servers, tmp_path):
     target = tiny_target("triton", "triton-grpc", f"127.0.0.1:{local_servers.ports.triton_grpc}", timeout="20s")
-    scenario = write_scenario({
-        "name": "stall", "duration": "12s", "warmup": "1s", "targets": [target],
-        "shape": {"kind": "constant-rate", "rate": 100, "max_in_flight": 8, "max_queue": 20},
-    }, tmp_path)
+    scenario = write_scenario(
+        {
+            "name": "stall",
+            "duration": "12s",
+            "warmup": "1s",
+            "targets": [target],
+            "shape": {"kind": "constant-rate", "rate": 100, "max_in_flight": 8, "max_queue": 20},
+        },
+        tmp_path,
+    )
     triton_pid = local_servers.up_result["servers"]["triton"]["pid"]
 
     def stall_triton():

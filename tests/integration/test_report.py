@@ -15,24 +15,46 @@ from typing import Any
 
 import pytest
 
-from inferload.results.report import main_report, write_report
-from inferload.results.plots import stage_changes, warmup_span
 from inferload.results.files import ResultsError, TargetSeries, read_summary
+from inferload.results.plots import stage_changes, warmup_span
+from inferload.results.report import main_report, write_report
 
 WINDOW_COLUMNS = [
-    "window_start", "elapsed_s", "phase", "target", "requests", "failures", "rps",
-    "mean_ms", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "p999_ms", "max_ms", "users",
+    "window_start",
+    "elapsed_s",
+    "phase",
+    "target",
+    "requests",
+    "failures",
+    "rps",
+    "mean_ms",
+    "p50_ms",
+    "p90_ms",
+    "p95_ms",
+    "p99_ms",
+    "p999_ms",
+    "max_ms",
+    "users",
 ]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def target(server: str, protocol: str, p99: float, **overrides: Any) -> dict[str, Any]:
     figures = {
-        "server": server, "protocol": protocol, "kind": f"{server}-{protocol}", "model": "cnn",
-        "requests": 8000, "failures": 8, "error_rate": 0.001, "throughput_rps": 399.6,
+        "server": server,
+        "protocol": protocol,
+        "kind": f"{server}-{protocol}",
+        "model": "cnn",
+        "requests": 8000,
+        "failures": 8,
+        "error_rate": 0.001,
+        "throughput_rps": 399.6,
         "latency_ms": {"mean": 18.0, "p50": 15.2, "p90": 29.4, "p95": 38.6, "p99": p99, "p999": 100.2, "max": 333.5},
         "server_side": {
-            "queue_ms_avg": 1.276, "compute_ms_avg": 13.749, "request_ms_avg": 15.043, "avg_batch_size": 3.62,
+            "queue_ms_avg": 1.276,
+            "compute_ms_avg": 13.749,
+            "request_ms_avg": 15.043,
+            "avg_batch_size": 3.62,
             "batch_size_histogram": {"1": 574, "2": 524, "4": 260, "8": 323},
         },
         "cold_start_s": 8.93,
@@ -41,29 +63,51 @@ def target(server: str, protocol: str, p99: float, **overrides: Any) -> dict[str
     return figures
 
 
-def summary(targets: dict[str, dict[str, Any]], checks: list[dict[str, Any]] | None = None, warmup_s: float = 5.0) -> dict[str, Any]:
+def summary(
+    targets: dict[str, dict[str, Any]], checks: list[dict[str, Any]] | None = None, warmup_s: float = 5.0
+) -> dict[str, Any]:
     checks = checks or []
     return {
-        "run_id": "nightly-42", "scenario": "compare", "started_at": "2026-11-30T06:07:54+00:00",
-        "duration_s": 25.0, "warmup_s": warmup_s, "steady_s": 20.0, "workers": 3,
+        "run_id": "nightly-42",
+        "scenario": "compare",
+        "started_at": "2026-11-30T06:07:54+00:00",
+        "duration_s": 25.0,
+        "warmup_s": warmup_s,
+        "steady_s": 20.0,
+        "workers": 3,
         "targets": targets,
         "slo": {"passed": all(c["passed"] for c in checks), "checks": checks},
     }
 
 
-def window_rows(name: str, seconds: int = 25, warmup_s: int = 5, users: list[int] | None = None, failures_at: int | None = None) -> list[dict[str, Any]]:
+def window_rows(
+    name: str, seconds: int = 25, warmup_s: int = 5, users: list[int] | None = None, failures_at: int | None = None
+) -> list[dict[str, Any]]:
     """One row per second: a ramp of users 2 -> 4 -> 8, latency growing with load."""
     rows = []
     for s in range(seconds):
         count = (users or [2] * 8 + [4] * 8 + [8] * 9)[s]
         requests = 40 * count
         failures = 10 if s == failures_at else 0
-        rows.append({
-            "window_start": f"2026-11-30T06:08:{s:02d}+00:00", "elapsed_s": s, "phase": "warmup" if s < warmup_s else "steady",
-            "target": name, "requests": requests, "failures": failures, "rps": requests,
-            "mean_ms": 5.0 * count, "p50_ms": 4.0 * count, "p90_ms": 7.0 * count, "p95_ms": 8.0 * count,
-            "p99_ms": 10.0 * count, "p999_ms": 12.0 * count, "max_ms": 13.0 * count, "users": count,
-        })
+        rows.append(
+            {
+                "window_start": f"2026-11-30T06:08:{s:02d}+00:00",
+                "elapsed_s": s,
+                "phase": "warmup" if s < warmup_s else "steady",
+                "target": name,
+                "requests": requests,
+                "failures": failures,
+                "rps": requests,
+                "mean_ms": 5.0 * count,
+                "p50_ms": 4.0 * count,
+                "p90_ms": 7.0 * count,
+                "p95_ms": 8.0 * count,
+                "p99_ms": 10.0 * count,
+                "p999_ms": 12.0 * count,
+                "max_ms": 13.0 * count,
+                "users": count,
+            }
+        )
     return rows
 
 
@@ -95,7 +139,9 @@ def two_target_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         {"target": "triton-grpc", "metric": "p99_ms", "limit": 50.0, "value": 70.719, "passed": False},
         {"target": "torchserve-rest", "metric": "error_rate", "limit": 0.01, "value": 0.001, "passed": True},
     ]
-    data = summary({"triton-grpc": target("triton", "grpc", 70.719), "torchserve-rest": target("torchserve", "http", 45.0)}, checks)
+    data = summary(
+        {"triton-grpc": target("triton", "grpc", 70.719), "torchserve-rest": target("torchserve", "http", 45.0)}, checks
+    )
     rows = window_rows("triton-grpc", failures_at=12) + window_rows("torchserve-rest")
     return results_folder(tmp_path_factory.mktemp("run"), data, rows)
 
@@ -153,7 +199,9 @@ def test_the_warm_up_is_explained(page: str) -> None:
 def test_warm_up_span_comes_from_the_phase_column_else_from_warmup_s() -> None:
     rows = window_rows("t", warmup_s=3)
     series = TargetSeries(
-        elapsed_s=[r["elapsed_s"] for r in rows], phase=[r["phase"] for r in rows], users=[r["users"] for r in rows],
+        elapsed_s=[r["elapsed_s"] for r in rows],
+        phase=[r["phase"] for r in rows],
+        users=[r["users"] for r in rows],
     )
     assert warmup_span(series, warmup_s=99) == (0, 3)
     no_phase = TargetSeries(elapsed_s=[0.0, 1.0, 2.0], phase=["", "", ""])
@@ -168,12 +216,22 @@ def test_stages_are_where_the_user_count_changes() -> None:
 
 def test_a_run_with_no_successes_and_no_server_side_gets_notes_not_a_traceback(tmp_path: Path) -> None:
     dead = target(
-        "torchserve", "http", 0.0, requests=120, failures=120, error_rate=1.0, throughput_rps=0.0,
+        "torchserve",
+        "http",
+        0.0,
+        requests=120,
+        failures=120,
+        error_rate=1.0,
+        throughput_rps=0.0,
         latency_ms={k: None for k in ("mean", "p50", "p90", "p95", "p99", "p999", "max")},
-        server_side=None, cold_start_s=None,
+        server_side=None,
+        cold_start_s=None,
     )
     checks = [{"target": "dead", "metric": "p99_ms", "limit": 50.0, "value": None, "passed": False}]
-    rows = [{**row, "failures": row["requests"], **{k: "" for k in WINDOW_COLUMNS if k.endswith("_ms")}} for row in window_rows("dead")]
+    rows = [
+        {**row, "failures": row["requests"], **{k: "" for k in WINDOW_COLUMNS if k.endswith("_ms")}}
+        for row in window_rows("dead")
+    ]
     page = write_report(results_folder(tmp_path / "dead", summary({"dead": dead}, checks), rows)).read_text()
     assert "dead: no successful requests in the steady state (120 failed)" in page
     assert "dead: no server-side figures" in page
@@ -219,8 +277,14 @@ def test_a_gpu_csv_adds_a_gpu_section(tmp_path: Path) -> None:
         ("{ not json", "not valid JSON: Expecting property name enclosed in double quotes at line 1, column 3"),
         ("[1, 2]", "expected a JSON object with a 'targets' key; got list"),
         ('{"run_id": "x"}', "targets: expected an object of target name -> figures; got NoneType None"),
-        ('{"targets": {"t": {"latency_ms": {"p99": "slow"}}}}', "targets.t.latency_ms.p99: expected a number or null; got str 'slow'"),
-        ('{"targets": {}, "slo": {"checks": "none"}}', "slo.checks: expected a list of objects (target, metric, limit, value, passed); got str 'none'"),
+        (
+            '{"targets": {"t": {"latency_ms": {"p99": "slow"}}}}',
+            "targets.t.latency_ms.p99: expected a number or null; got str 'slow'",
+        ),
+        (
+            '{"targets": {}, "slo": {"checks": "none"}}',
+            "slo.checks: expected a list of objects (target, metric, limit, value, passed); got str 'none'",
+        ),
     ],
 )
 def test_a_malformed_summary_is_an_error_naming_the_file_and_the_key(tmp_path: Path, text: str, expected: str) -> None:
@@ -248,9 +312,18 @@ def test_chromium_renders_the_report_with_its_plots_and_the_failed_check(two_tar
     report = two_target_run / "report.html"
     shot = tmp_path / "report.png"
     command = [
-        "chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
-        f"--screenshot={shot}", "--window-size=1280,2000", report.as_uri(),
+        "chromium",
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        f"--screenshot={shot}",
+        "--window-size=1280,2000",
+        report.as_uri(),
     ]
     subprocess.run(command, check=True, capture_output=True, timeout=60)
     from matplotlib.image import imread
@@ -272,7 +345,9 @@ def test_open_loop_windows_are_plotted_too(tmp_path: Path) -> None:
     assert len(embedded_pngs(write_report(folder).read_text())) == 2
 
 
-def test_the_report_command_prints_the_path_or_exits_2(two_target_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_report_command_prints_the_path_or_exits_2(
+    two_target_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main_report(tmp_path) == 2
     assert capsys.readouterr().err == f"inferload report: {tmp_path}: no summary.json in this folder (is it a results folder?)\n"
     assert main_report(two_target_run) == 0
@@ -284,7 +359,11 @@ def test_open_loop_figures_appear_only_for_open_loop_runs(tmp_path: Path) -> Non
 
     closed = {"t": {"requests": 10, "failures": 0, "error_rate": 0.0, "throughput_rps": 5.0, "latency_ms": {}}}
     assert "achieved rate" not in targets_html(closed)
-    opened = {"t": {**closed["t"], "open_loop": {"configured_rps": 100.0, "achieved_rps": 99.5, "unsent": 3,
-                                                 "send_lag_ms": {"p99": 0.8}}}}
+    opened = {
+        "t": {
+            **closed["t"],
+            "open_loop": {"configured_rps": 100.0, "achieved_rps": 99.5, "unsent": 3, "send_lag_ms": {"p99": 0.8}},
+        }
+    }
     page = targets_html(opened)
     assert "achieved rate" in page and "99.5" in page and "unsent arrivals" in page

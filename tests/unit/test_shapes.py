@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from inferload.traffic.shapes import shape_class_for, timeline_for
-from tests.scenario_factory import scenario
+from tests.support.scenario_factory import scenario
 
 
 def users_at(timeline, times):
@@ -20,40 +20,53 @@ def test_steady_holds_its_users_until_the_duration_then_ends():
 
 
 def test_ramp_climbs_in_equal_steps_and_holds_the_top():
-    timeline = timeline_for(scenario({"kind": "ramp", "from_users": 2, "to_users": 10, "over": "40s", "steps": 4}, duration="60s"))
+    timeline = timeline_for(
+        scenario({"kind": "ramp", "from_users": 2, "to_users": 10, "over": "40s", "steps": 4}, duration="60s")
+    )
     assert users_at(timeline, [0, 9.9, 10, 20, 30, 39.9, 40, 59]) == [2, 2, 4, 6, 8, 8, 10, 10]
     assert timeline.at(60) is None
 
 
 def test_ramp_down_is_allowed():
-    timeline = timeline_for(scenario({"kind": "ramp", "from_users": 10, "to_users": 0, "over": "10s", "steps": 2}, duration="20s"))
+    timeline = timeline_for(
+        scenario({"kind": "ramp", "from_users": 10, "to_users": 0, "over": "10s", "steps": 2}, duration="20s")
+    )
     assert users_at(timeline, [0, 5, 10, 19]) == [10, 5, 0, 0]
 
 
 def test_burst_raises_the_load_for_its_length_every_period():
-    timeline = timeline_for(scenario(
-        {"kind": "burst", "base_users": 2, "burst_users": 16, "burst_length": "3s", "period": "10s", "first_burst_at": "5s"},
-        duration="40s",
-    ))
+    timeline = timeline_for(
+        scenario(
+            {"kind": "burst", "base_users": 2, "burst_users": 16, "burst_length": "3s", "period": "10s", "first_burst_at": "5s"},
+            duration="40s",
+        )
+    )
     assert users_at(timeline, [0, 4.9, 5, 7.9, 8, 14.9, 15, 17.9, 18, 25, 39]) == [2, 2, 16, 16, 2, 2, 16, 16, 2, 16, 2]
     assert timeline.at(40) is None
 
 
 def test_burst_spawns_fast_enough_to_be_a_burst():
-    timeline = timeline_for(scenario({"kind": "burst", "base_users": 1, "burst_users": 20, "burst_length": "2s", "period": "10s"}, duration="30s"))
+    timeline = timeline_for(
+        scenario({"kind": "burst", "base_users": 1, "burst_users": 20, "burst_length": "2s", "period": "10s"}, duration="30s")
+    )
     _, spawn_rate = timeline.at(0)
     assert spawn_rate >= 20  # the whole burst arrives within a second
 
 
 def test_stages_follow_the_list_and_the_last_stage_holds():
-    timeline = timeline_for(scenario(
-        {"kind": "stages", "stages": [
-            {"duration": "5s", "users": 1},
-            {"duration": "10s", "users": 6, "spawn_rate": 3},
-            {"duration": "5s", "users": 2},
-        ]},
-        duration="30s",
-    ))
+    timeline = timeline_for(
+        scenario(
+            {
+                "kind": "stages",
+                "stages": [
+                    {"duration": "5s", "users": 1},
+                    {"duration": "10s", "users": 6, "spawn_rate": 3},
+                    {"duration": "5s", "users": 2},
+                ],
+            },
+            duration="30s",
+        )
+    )
     assert users_at(timeline, [0, 4.9, 5, 14.9, 15, 19.9, 20, 29.9]) == [1, 1, 6, 6, 2, 2, 2, 2]
     assert timeline.at(7)[1] == pytest.approx(3.0)
     assert timeline.at(30) is None

@@ -7,15 +7,15 @@ checks its exit code, its timing and the results it wrote.
 from __future__ import annotations
 
 import csv
-import json
 import io
+import json
 import socket
 from pathlib import Path
 
 import pytest
 
-from tests.locust_runner import run_locust, write_scenario
-from tests.scenario_factory import cnn_target
+from tests.support.locust_runner import run_locust, write_scenario
+from tests.support.scenario_factory import cnn_target
 
 pytestmark = pytest.mark.usefixtures("local_servers")
 
@@ -27,8 +27,12 @@ def three_protocols(ports):
     return [
         cnn_target("triton-grpc", "triton-grpc", f"127.0.0.1:{ports.triton_grpc}", outputs=["OUTPUT__0"]),
         cnn_target("triton-http", "triton-http", f"127.0.0.1:{ports.triton_http}"),
-        cnn_target("torchserve", "torchserve-rest", f"http://127.0.0.1:{ports.ts_inference}",
-                   metrics_url=f"http://127.0.0.1:{ports.ts_metrics}/metrics"),
+        cnn_target(
+            "torchserve",
+            "torchserve-rest",
+            f"http://127.0.0.1:{ports.ts_inference}",
+            metrics_url=f"http://127.0.0.1:{ports.ts_metrics}/metrics",
+        ),
     ]
 
 
@@ -39,13 +43,16 @@ def free_port() -> int:
 
 
 def test_each_user_class_sends_real_inferences_and_the_run_ends_on_time(local_servers, tmp_path):
-    scenario = write_scenario({
-        "name": "three-protocols",
-        "duration": "8s",
-        "warmup": "2s",
-        "targets": three_protocols(local_servers.ports),
-        "shape": {"kind": "stages", "stages": [{"duration": "3s", "users": 3}, {"duration": "5s", "users": 6}]},
-    }, tmp_path)
+    scenario = write_scenario(
+        {
+            "name": "three-protocols",
+            "duration": "8s",
+            "warmup": "2s",
+            "targets": three_protocols(local_servers.ports),
+            "shape": {"kind": "stages", "stages": [{"duration": "3s", "users": 3}, {"duration": "5s", "users": 6}]},
+        },
+        tmp_path,
+    )
     run = run_locust(scenario, tmp_path)
 
     assert run.returncode == 0, run.output
@@ -66,9 +73,12 @@ def test_each_user_class_sends_real_inferences_and_the_run_ends_on_time(local_se
 
 
 def test_a_breached_slo_exits_1_with_a_table_naming_the_check(local_servers, tmp_path):
-    target = cnn_target("triton-grpc", "triton-grpc", f"127.0.0.1:{local_servers.ports.triton_grpc}",
-                        slo={"p99_ms": 0.001, "error_rate": 0.5})
-    scenario = write_scenario({"name": "slo", "duration": "3s", "targets": [target], "shape": {"kind": "steady", "users": 2}}, tmp_path)
+    target = cnn_target(
+        "triton-grpc", "triton-grpc", f"127.0.0.1:{local_servers.ports.triton_grpc}", slo={"p99_ms": 0.001, "error_rate": 0.5}
+    )
+    scenario = write_scenario(
+        {"name": "slo", "duration": "3s", "targets": [target], "shape": {"kind": "steady", "users": 2}}, tmp_path
+    )
     run = run_locust(scenario, tmp_path)
 
     assert run.returncode == 1, run.output
@@ -81,15 +91,18 @@ def test_a_breached_slo_exits_1_with_a_table_naming_the_check(local_servers, tmp
 
 def test_a_stopped_server_counts_failures_and_exits_1_cleanly(tmp_path):
     port = free_port()  # nothing listens there
-    scenario = write_scenario({
-        "name": "stopped",
-        "duration": "3s",
-        "targets": [
-            cnn_target("triton-down", "triton-grpc", f"127.0.0.1:{port}"),
-            cnn_target("torchserve-down", "torchserve-rest", f"http://127.0.0.1:{port}"),
-        ],
-        "shape": {"kind": "steady", "users": 2},
-    }, tmp_path)
+    scenario = write_scenario(
+        {
+            "name": "stopped",
+            "duration": "3s",
+            "targets": [
+                cnn_target("triton-down", "triton-grpc", f"127.0.0.1:{port}"),
+                cnn_target("torchserve-down", "torchserve-rest", f"http://127.0.0.1:{port}"),
+            ],
+            "shape": {"kind": "steady", "users": 2},
+        },
+        tmp_path,
+    )
     run = run_locust(scenario, tmp_path)
 
     assert run.returncode == 1, run.output
@@ -103,9 +116,10 @@ def test_a_stopped_server_counts_failures_and_exits_1_cleanly(tmp_path):
 
 
 def test_too_short_a_timeout_is_a_timeout_failure(local_servers, tmp_path):
-    target = cnn_target("impatient", "triton-grpc", f"127.0.0.1:{local_servers.ports.triton_grpc}",
-                        timeout=0.0001, batch_size=16)
-    scenario = write_scenario({"name": "timeouts", "duration": "2s", "targets": [target], "shape": {"kind": "steady", "users": 1}}, tmp_path)
+    target = cnn_target("impatient", "triton-grpc", f"127.0.0.1:{local_servers.ports.triton_grpc}", timeout=0.0001, batch_size=16)
+    scenario = write_scenario(
+        {"name": "timeouts", "duration": "2s", "targets": [target], "shape": {"kind": "steady", "users": 1}}, tmp_path
+    )
     run = run_locust(scenario, tmp_path)
 
     assert run.returncode == 1
@@ -113,8 +127,12 @@ def test_too_short_a_timeout_is_a_timeout_failure(local_servers, tmp_path):
 
 
 def test_an_unknown_torchserve_model_is_an_http_404_failure(local_servers, tmp_path):
-    target = cnn_target("no-such-model", "torchserve-rest", f"http://127.0.0.1:{local_servers.ports.ts_inference}", model="nosuch")
-    scenario = write_scenario({"name": "http-404", "duration": "2s", "targets": [target], "shape": {"kind": "steady", "users": 1}}, tmp_path)
+    target = cnn_target(
+        "no-such-model", "torchserve-rest", f"http://127.0.0.1:{local_servers.ports.ts_inference}", model="nosuch"
+    )
+    scenario = write_scenario(
+        {"name": "http-404", "duration": "2s", "targets": [target], "shape": {"kind": "steady", "users": 1}}, tmp_path
+    )
     run = run_locust(scenario, tmp_path)
 
     assert run.returncode == 1
@@ -124,7 +142,9 @@ def test_an_unknown_torchserve_model_is_an_http_404_failure(local_servers, tmp_p
 def test_a_scenario_that_does_not_match_the_triton_model_stops_before_any_load(local_servers, tmp_path):
     target = cnn_target("wrong-shape", "triton-grpc", f"127.0.0.1:{local_servers.ports.triton_grpc}")
     target["inputs"][0]["shape"] = [3, 64, 64]
-    scenario = write_scenario({"name": "mismatch", "duration": "30s", "targets": [target], "shape": {"kind": "steady", "users": 1}}, tmp_path)
+    scenario = write_scenario(
+        {"name": "mismatch", "duration": "30s", "targets": [target], "shape": {"kind": "steady", "users": 1}}, tmp_path
+    )
     run = run_locust(scenario, tmp_path)
 
     assert run.returncode == 2
@@ -134,7 +154,9 @@ def test_a_scenario_that_does_not_match_the_triton_model_stops_before_any_load(l
 
 
 def test_an_invalid_scenario_exits_2_with_one_line_per_problem(tmp_path):
-    scenario = write_scenario({"name": "bad", "duration": "soon", "targets": [], "shape": {"kind": "steady", "users": 1}}, tmp_path)
+    scenario = write_scenario(
+        {"name": "bad", "duration": "soon", "targets": [], "shape": {"kind": "steady", "users": 1}}, tmp_path
+    )
     run = run_locust(scenario, tmp_path, timeout_s=60)
 
     assert run.returncode == 2
@@ -144,10 +166,15 @@ def test_an_invalid_scenario_exits_2_with_one_line_per_problem(tmp_path):
 
 
 def test_server_side_thresholds_gate_the_run_and_the_residual_is_reported(local_servers, tmp_path):
-    target = cnn_target("triton-grpc", "triton-grpc", f"127.0.0.1:{local_servers.ports.triton_grpc}",
-                        slo={"min_avg_batch_size": 1000, "max_queue_ms": 10000, "max_residual_ms": 10000})
-    scenario = write_scenario({"name": "server-slo", "duration": "4s", "targets": [target],
-                               "shape": {"kind": "steady", "users": 4}}, tmp_path)
+    target = cnn_target(
+        "triton-grpc",
+        "triton-grpc",
+        f"127.0.0.1:{local_servers.ports.triton_grpc}",
+        slo={"min_avg_batch_size": 1000, "max_queue_ms": 10000, "max_residual_ms": 10000},
+    )
+    scenario = write_scenario(
+        {"name": "server-slo", "duration": "4s", "targets": [target], "shape": {"kind": "steady", "users": 4}}, tmp_path
+    )
     run = run_locust(scenario, tmp_path)
 
     assert run.returncode == 1, run.output
@@ -164,16 +191,24 @@ def test_server_side_thresholds_gate_the_run_and_the_residual_is_reported(local_
     rows = list(csv.DictReader(io.StringIO(run.windows_csv)))
     with_server = [r for r in rows if r["server_request_ms"]]
     assert len(with_server) >= 2
-    assert all(float(r["residual_ms"]) == pytest.approx(float(r["mean_ms"]) - float(r["server_request_ms"]), abs=0.002)
-               for r in with_server)
+    assert all(
+        float(r["residual_ms"]) == pytest.approx(float(r["mean_ms"]) - float(r["server_request_ms"]), abs=0.002)
+        for r in with_server
+    )
 
 
 def test_an_unwritable_results_folder_loses_nothing(tmp_path):
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where the results folder should be")
-    scenario = write_scenario({"name": "unwritable", "duration": "2s",
-                               "targets": [cnn_target("down", "triton-grpc", f"127.0.0.1:{free_port()}")],
-                               "shape": {"kind": "steady", "users": 1}}, tmp_path)
+    scenario = write_scenario(
+        {
+            "name": "unwritable",
+            "duration": "2s",
+            "targets": [cnn_target("down", "triton-grpc", f"127.0.0.1:{free_port()}")],
+            "shape": {"kind": "steady", "users": 1},
+        },
+        tmp_path,
+    )
     run = run_locust(scenario, tmp_path, "--results-dir", str(blocker / "results"))
 
     assert "writing them to" in run.output

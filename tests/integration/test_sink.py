@@ -22,11 +22,16 @@ from inferload.observe.sink import (
     settings_from_mapping,
 )
 
-
 # --- line protocol ---------------------------------------------------------------------------------
 
+
 def test_a_point_encodes_tags_sorted_and_typed_fields_with_a_nanosecond_time() -> None:
-    point = Point("requests", {"target": "t1", "run_id": "r1"}, {"count": 3, "p99_ms": 12.5, "ok": True, "text": "hi"}, 1_700_000_000_000_000_000)
+    point = Point(
+        "requests",
+        {"target": "t1", "run_id": "r1"},
+        {"count": 3, "p99_ms": 12.5, "ok": True, "text": "hi"},
+        1_700_000_000_000_000_000,
+    )
     assert encode_point(point) == 'requests,run_id=r1,target=t1 count=3i,p99_ms=12.5,ok=true,text="hi" 1700000000000000000'
 
 
@@ -36,7 +41,9 @@ def test_special_characters_are_escaped_where_line_protocol_needs_it() -> None:
 
 
 def test_missing_and_non_finite_fields_and_empty_tags_are_left_out() -> None:
-    point = Point("requests", {"run_id": "r", "model": ""}, {"mean_ms": None, "p50_ms": math.nan, "max_ms": math.inf, "count": 0}, 5)
+    point = Point(
+        "requests", {"run_id": "r", "model": ""}, {"mean_ms": None, "p50_ms": math.nan, "max_ms": math.inf, "count": 0}, 5
+    )
     assert encode_point(point) == "requests,run_id=r count=0i 5"
 
 
@@ -45,6 +52,7 @@ def test_a_point_without_any_writable_field_is_not_written() -> None:
 
 
 # --- settings and secrets --------------------------------------------------------------------------
+
 
 def test_secrets_are_masked_in_text_and_urls() -> None:
     text = "auth Token s3cret failed for http://admin:hunter2@db:8086/write"
@@ -64,7 +72,7 @@ def test_v2_without_org_says_what_to_give() -> None:
 
 
 def test_a_url_without_a_scheme_is_refused_with_an_example() -> None:
-    with pytest.raises(ValidationError, match="expected an http:// or https:// URL like 'http://127.0.0.1:8086'"):
+    with pytest.raises(ValidationError, match=r"expected an http:// or https:// URL like 'http://127\.0\.0\.1:8086'"):
         SinkSettings(url="db:8086")
 
 
@@ -76,6 +84,7 @@ def test_environment_variables_fill_what_options_leave_out() -> None:
 
 
 # --- the background writer, on a scripted writer ------------------------------------------------------
+
 
 class ScriptedWriter:
     """Records bodies; fails while `failures` holds errors to raise."""
@@ -180,7 +189,8 @@ def test_a_slow_writer_never_slows_submit() -> None:
 
 # --- the real InfluxDB -----------------------------------------------------------------------------
 
-def test_v1_writes_reach_a_real_influxdb_and_read_back(influxdb) -> None:  # noqa: F811
+
+def test_v1_writes_reach_a_real_influxdb_and_read_back(influxdb) -> None:
     settings = SinkSettings(url=influxdb.url, database="inferload")
     writer = make_writer(settings)
     writer.write(b'sinktest,run_id=v1 count=3i,text="a b" 1700000000000000000\n')
@@ -188,7 +198,7 @@ def test_v1_writes_reach_a_real_influxdb_and_read_back(influxdb) -> None:  # noq
     assert series[0]["values"] == [[1700000000000, 3, "a b"]]
 
 
-def test_v1_refuses_a_malformed_line_as_not_retryable(influxdb) -> None:  # noqa: F811
+def test_v1_refuses_a_malformed_line_as_not_retryable(influxdb) -> None:
     writer = make_writer(SinkSettings(url=influxdb.url))
     with pytest.raises(SinkError) as caught:
         writer.write(b"no fields here\n")
@@ -196,7 +206,7 @@ def test_v1_refuses_a_malformed_line_as_not_retryable(influxdb) -> None:  # noqa
 
 
 def test_an_unreachable_influxdb_is_retryable() -> None:
-    from tests.influx_fixture import free_port
+    from tests.support.influx_fixture import free_port
 
     writer = make_writer(SinkSettings(url=f"http://127.0.0.1:{free_port()}", timeout_s=1))
     with pytest.raises(SinkError) as caught:
@@ -204,7 +214,7 @@ def test_an_unreachable_influxdb_is_retryable() -> None:
     assert caught.value.retryable
 
 
-def test_v2_errors_never_show_the_token(influxdb, caplog) -> None:  # noqa: F811
+def test_v2_errors_never_show_the_token(influxdb, caplog) -> None:
     # InfluxDB 1.6 has no /api/v2/write: the v2 writer gets a 404, the permanent-error path.
     settings = SinkSettings(url=influxdb.url, api="v2", org="o", token="tok-SECRET-123")
     sink = open_sink(settings, start=False)
@@ -216,14 +226,18 @@ def test_v2_errors_never_show_the_token(influxdb, caplog) -> None:  # noqa: F811
     assert "tok-SECRET-123" not in caplog.text and "tok-SECRET-123" not in str(stats.as_dict())
 
 
-def test_sink_throughput_into_the_real_influxdb(influxdb) -> None:  # noqa: F811
+def test_sink_throughput_into_the_real_influxdb(influxdb) -> None:
     """Measured, not only checked: 100,000 `requests`-shaped points through the background writer."""
     settings = SinkSettings(url=influxdb.url, batch_size=5000, flush_interval_s=0.01, max_buffer_points=200_000)
     sink = open_sink(settings)
     n = 100_000
     batch = [
-        Point("throughput", {"run_id": "tp", "target": f"t{i % 4}", "worker": "all"},
-              {"count": 100, "rps": 100.0, "mean_ms": 3.2, "p50_ms": 3.0, "p99_ms": 9.5, "users": 16}, 1_700_000_000_000_000_000 + i * 1000)
+        Point(
+            "throughput",
+            {"run_id": "tp", "target": f"t{i % 4}", "worker": "all"},
+            {"count": 100, "rps": 100.0, "mean_ms": 3.2, "p50_ms": 3.0, "p99_ms": 9.5, "users": 16},
+            1_700_000_000_000_000_000 + i * 1000,
+        )
         for i in range(n)
     ]
     started = time.perf_counter()

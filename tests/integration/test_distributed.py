@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from inferload.paths import REPO_ROOT
-from tests.locust_runner import write_scenario
-from tests.scenario_factory import tiny_target
-from tests.netns_hosts import NetnsHosts
+from tests.support.locust_runner import write_scenario
+from tests.support.netns_hosts import NetnsHosts
+from tests.support.scenario_factory import tiny_target
 
 MASTER_PORT = 5557
 
@@ -30,36 +30,69 @@ def hosts(built_models, tmp_path_factory):
     with NetnsHosts(["servers", "master", "worker1", "worker2"]) as hosts:
         servers = hosts.addresses["servers"]
         cli = [sys.executable, "-m", "inferload.cli", "servers"]
-        up = subprocess.run(hosts.run_in("servers", [*cli, "up", "--only", "triton", "--host", servers, "--state-dir", str(state)]),
-                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=180)
+        up = subprocess.run(
+            hosts.run_in("servers", [*cli, "up", "--only", "triton", "--host", servers, "--state-dir", str(state)]),
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
         assert up.returncode == 0, up.stdout + up.stderr
         try:
             yield hosts
         finally:
-            subprocess.run(hosts.run_in("servers", [*cli, "down", "--state-dir", str(state)]), cwd=REPO_ROOT,
-                           capture_output=True, timeout=60)
+            subprocess.run(
+                hosts.run_in("servers", [*cli, "down", "--state-dir", str(state)]), cwd=REPO_ROOT, capture_output=True, timeout=60
+            )
 
 
 def scenario_for(hosts: NetnsHosts, folder: Path, duration: str) -> Path:
     target = tiny_target("triton", "triton-grpc", f"{hosts.addresses['servers']}:8001")
-    return write_scenario({"name": "distributed", "duration": duration, "targets": [target],
-                           "shape": {"kind": "steady", "users": 4}}, folder)
+    return write_scenario(
+        {"name": "distributed", "duration": duration, "targets": [target], "shape": {"kind": "steady", "users": 4}}, folder
+    )
 
 
 def start_master(hosts: NetnsHosts, scenario: Path, results: Path) -> subprocess.Popen[str]:
-    command = [sys.executable, "-m", "inferload.cli", "run", str(scenario), "--headless", "--remote-workers", "2",
-               "--master-bind-host", hosts.addresses["master"], "--master-port", str(MASTER_PORT),
-               "--requests-csv", "--out", str(results), "--", "--only-summary"]
-    return subprocess.Popen(hosts.run_in("master", command), cwd=REPO_ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    command = [
+        sys.executable,
+        "-m",
+        "inferload.cli",
+        "run",
+        str(scenario),
+        "--headless",
+        "--remote-workers",
+        "2",
+        "--master-bind-host",
+        hosts.addresses["master"],
+        "--master-port",
+        str(MASTER_PORT),
+        "--requests-csv",
+        "--out",
+        str(results),
+        "--",
+        "--only-summary",
+    ]
+    return subprocess.Popen(
+        hosts.run_in("master", command), cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
 
 
 def start_worker(hosts: NetnsHosts, name: str) -> subprocess.Popen[str]:
     # the documented worker command: the locustfile (scenario embedded) comes from the master
-    command = [sys.executable, "-m", "locust", "-f", "-", "--worker",
-               "--master-host", hosts.addresses["master"], "--master-port", str(MASTER_PORT)]
-    return subprocess.Popen(hosts.run_in(name, command), cwd="/", stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    command = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        "-",
+        "--worker",
+        "--master-host",
+        hosts.addresses["master"],
+        "--master-port",
+        str(MASTER_PORT),
+    ]
+    return subprocess.Popen(hosts.run_in(name, command), cwd="/", stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 def exact_p99(latencies: list[float]) -> float:

@@ -28,7 +28,7 @@ class NetnsHosts:
     def bridge(self) -> str:
         return f"ilbr{self.suffix}"
 
-    def __enter__(self) -> "NetnsHosts":
+    def __enter__(self) -> NetnsHosts:
         try:
             sh("ip", "link", "add", self.bridge, "type", "bridge")
             sh("ip", "link", "set", self.bridge, "up")

@@ -14,8 +14,8 @@ import urllib.request
 import pytest
 
 from inferload.paths import LOCUSTFILE, REPO_ROOT
-from tests.locust_runner import write_scenario
-from tests.scenario_factory import tiny_target
+from tests.support.locust_runner import write_scenario
+from tests.support.scenario_factory import tiny_target
 
 
 def free_port() -> int:
@@ -44,18 +44,37 @@ def wait_until(predicate, timeout_s: float, what: str):
 
 @pytest.fixture
 def web_locust(local_servers, tmp_path):
-    scenario = write_scenario({
-        "name": "web-ui",
-        "duration": "60s",
-        "targets": [tiny_target("triton-tiny", "triton-grpc", f"127.0.0.1:{local_servers.ports.triton_grpc}")],
-        "shape": {"kind": "steady", "users": 2},
-    }, tmp_path)
+    scenario = write_scenario(
+        {
+            "name": "web-ui",
+            "duration": "60s",
+            "targets": [tiny_target("triton-tiny", "triton-grpc", f"127.0.0.1:{local_servers.ports.triton_grpc}")],
+            "shape": {"kind": "steady", "users": 2},
+        },
+        tmp_path,
+    )
     port = free_port()
     results = tmp_path / "results"
     process = subprocess.Popen(
-        [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--scenario", str(scenario),
-         "--web-host", "127.0.0.1", "--web-port", str(port), "--results-dir", str(results)],
-        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            sys.executable,
+            "-m",
+            "locust",
+            "-f",
+            str(LOCUSTFILE),
+            "--scenario",
+            str(scenario),
+            "--web-host",
+            "127.0.0.1",
+            "--web-port",
+            str(port),
+            "--results-dir",
+            str(results),
+        ],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     try:
         yield f"http://127.0.0.1:{port}", process, results
@@ -68,10 +87,23 @@ def web_locust(local_servers, tmp_path):
 def rendered_page(url: str, tmp_path) -> str:
     """The page as headless Chromium renders it (after its scripts ran)."""
     done = subprocess.run(
-        ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={tmp_path / 'chromium'}",
-         "--virtual-time-budget=8000", "--dump-dom", url],
-        capture_output=True, text=True, timeout=60,
+        [
+            "chromium",
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            f"--user-data-dir={tmp_path / 'chromium'}",
+            "--virtual-time-budget=8000",
+            "--dump-dom",
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout

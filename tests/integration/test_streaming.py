@@ -8,12 +8,12 @@ import json
 import re
 import threading
 import time
-
-import pytest
 from datetime import datetime
 from pathlib import Path
 
-from tests.influx_fixture import (
+import pytest
+
+from tests.support.influx_fixture import (
     InfluxServer,
     cnn_targets,
     locustfile_with_streaming,
@@ -50,8 +50,12 @@ def test_every_window_of_every_target_is_streamed_with_the_figures_of_windows_cs
 
 def test_requests_points_carry_the_target_tags(observed_run) -> None:
     run = observed_run
-    answer = run.influx.series(f"SELECT last(\"count\") FROM requests WHERE run_id = '{run.run_id}' GROUP BY target, server, protocol, model, worker")
-    tags = sorted((s["tags"]["target"], s["tags"]["server"], s["tags"]["protocol"], s["tags"]["model"], s["tags"]["worker"]) for s in answer)
+    answer = run.influx.series(
+        f"SELECT last(\"count\") FROM requests WHERE run_id = '{run.run_id}' GROUP BY target, server, protocol, model, worker"
+    )
+    tags = sorted(
+        (s["tags"]["target"], s["tags"]["server"], s["tags"]["protocol"], s["tags"]["model"], s["tags"]["worker"]) for s in answer
+    )
     assert tags == [("torchserve-cnn", "torchserve", "http", "cnn", "all"), ("triton-grpc-cnn", "triton", "grpc", "cnn", "all")]
 
 
@@ -75,7 +79,9 @@ def test_the_collector_wrote_server_figures_and_batch_sizes_for_both_servers(obs
         )
         _, inferences, batch, queue, compute, request = series[0]["values"][0]
         assert inferences > 0 and batch >= 1 and queue >= 0 and compute > 0 and request >= compute
-        batches = run.influx.series(f"SELECT sum(\"count\") FROM batch_sizes WHERE run_id = '{run.run_id}' AND target = '{target}' GROUP BY batch_size")
+        batches = run.influx.series(
+            f"SELECT sum(\"count\") FROM batch_sizes WHERE run_id = '{run.run_id}' AND target = '{target}' GROUP BY batch_size"
+        )
         assert batches and all(int(s["tags"]["batch_size"]) >= 1 for s in batches)
 
 
@@ -112,7 +118,9 @@ def test_an_influxdb_stopped_mid_run_costs_points_not_load(local_servers, tmp_pa
     before = [int(r["requests"]) for r in rows if window_start_s(r) + 1 <= stop_at]
     after = [int(r["requests"]) for r in rows if window_start_s(r) >= stop_at + 1]
     assert before and after, (rows, stop_at)
-    assert min(after[:-1] or after) > 0.5 * (sum(before) / len(before)), f"load fell after InfluxDB stopped: {before} then {after}"
+    assert min(after[:-1] or after) > 0.5 * (sum(before) / len(before)), (
+        f"load fell after InfluxDB stopped: {before} then {after}"
+    )
     summary = json.loads((tmp_path / "results" / "summary.json").read_text())
     if "streaming" in summary:  # once the lead adds it to summary.json
         assert summary["streaming"]["points_dropped"] == dropped

@@ -18,8 +18,8 @@ from inferload.run.model_check import (
     fetch_triton_model_info,
     triton_model_batches,
 )
-from inferload.scenario.model import Target
 from inferload.scenario.loader import scenario_from_dict
+from inferload.scenario.model import Target
 
 
 def cnn_metadata() -> dict[str, Any]:
@@ -150,9 +150,19 @@ def test_unknown_inputs_missing_required_inputs_and_unknown_outputs() -> None:
 
 
 def test_bytes_inputs_match_type_string() -> None:
-    metadata = {"name": "echo", "versions": ["1"], "platform": "python",
-                "inputs": [{"name": "TEXT", "datatype": "BYTES", "shape": [-1, 1]}], "outputs": []}
-    config = {"name": "echo", "max_batch_size": 8, "input": [{"name": "TEXT", "data_type": "TYPE_STRING", "dims": [1]}], "output": []}
+    metadata = {
+        "name": "echo",
+        "versions": ["1"],
+        "platform": "python",
+        "inputs": [{"name": "TEXT", "datatype": "BYTES", "shape": [-1, 1]}],
+        "outputs": [],
+    }
+    config = {
+        "name": "echo",
+        "max_batch_size": 8,
+        "input": [{"name": "TEXT", "data_type": "TYPE_STRING", "dims": [1]}],
+        "output": [],
+    }
     text = target(model="echo", outputs=[], inputs=[{"name": "TEXT", "shape": [1], "dtype": "BYTES"}])
     assert check_target_against_triton(text, metadata, config) == []
 
@@ -169,14 +179,34 @@ def test_check_scenario_models_collects_every_target_and_skips_torchserve() -> N
             "name": "check",
             "duration": 30,
             "targets": [
-                {"name": "good", "kind": "triton-grpc", "address": "127.0.0.1:8001", "model": "cnn",
-                 "inputs": [{"name": "INPUT__0", "shape": [3, 32, 32], "dtype": "FP32"}]},
-                {"name": "bad", "kind": "triton-http", "address": "127.0.0.1:8000", "model": "cnn",
-                 "inputs": [{"name": "INPUT__0", "shape": [3, 64, 64], "dtype": "FP32"}]},
-                {"name": "absent", "kind": "triton-http", "address": "127.0.0.1:8000", "model": "nope",
-                 "inputs": [{"name": "x", "shape": [1], "dtype": "FP32"}]},
-                {"name": "ts", "kind": "torchserve-rest", "address": "http://127.0.0.1:8080", "model": "cnn",
-                 "inputs": [{"name": "INPUT__0", "shape": [3, 32, 32], "dtype": "FP32"}]},
+                {
+                    "name": "good",
+                    "kind": "triton-grpc",
+                    "address": "127.0.0.1:8001",
+                    "model": "cnn",
+                    "inputs": [{"name": "INPUT__0", "shape": [3, 32, 32], "dtype": "FP32"}],
+                },
+                {
+                    "name": "bad",
+                    "kind": "triton-http",
+                    "address": "127.0.0.1:8000",
+                    "model": "cnn",
+                    "inputs": [{"name": "INPUT__0", "shape": [3, 64, 64], "dtype": "FP32"}],
+                },
+                {
+                    "name": "absent",
+                    "kind": "triton-http",
+                    "address": "127.0.0.1:8000",
+                    "model": "nope",
+                    "inputs": [{"name": "x", "shape": [1], "dtype": "FP32"}],
+                },
+                {
+                    "name": "ts",
+                    "kind": "torchserve-rest",
+                    "address": "http://127.0.0.1:8080",
+                    "model": "cnn",
+                    "inputs": [{"name": "INPUT__0", "shape": [3, 32, 32], "dtype": "FP32"}],
+                },
             ],
             "shape": {"kind": "steady", "users": 1},
         }
@@ -202,5 +232,5 @@ def test_check_scenario_models_collects_every_target_and_skips_torchserve() -> N
 @pytest.mark.parametrize("kind", ["triton-grpc", "triton-http"])
 def test_an_unreachable_server_is_a_server_error(kind: str) -> None:
     closed = target(kind=kind, address="127.0.0.1:1")
-    with pytest.raises(ServerError, match="cannot reach Triton at 127.0.0.1:1"):
+    with pytest.raises(ServerError, match=r"cannot reach Triton at 127\.0\.0\.1:1"):
         fetch_triton_model_info(closed, timeout_s=2.0)

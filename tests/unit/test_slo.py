@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-from inferload.run.plugin import InferloadRun
 from inferload.results.slo import evaluate, format_checks, slo_section
-from tests.scenario_factory import scenario, tiny_target
+from inferload.run.plugin import InferloadRun
+from tests.support.scenario_factory import scenario, tiny_target
 
 
 def figures(p99=12.0, error_rate=0.0, rps=100.0, requests=1000, failures=0):
-    return {"latency_ms": {"mean": 5.0, "p50": 4.0, "p90": 8.0, "p95": 9.0, "p99": p99, "p999": 20.0, "max": 30.0},
-            "error_rate": error_rate, "throughput_rps": rps, "requests": requests, "failures": failures}
+    return {
+        "latency_ms": {"mean": 5.0, "p50": 4.0, "p90": 8.0, "p95": 9.0, "p99": p99, "p999": 20.0, "max": 30.0},
+        "error_rate": error_rate,
+        "throughput_rps": rps,
+        "requests": requests,
+        "failures": failures,
+    }
 
 
 def slo_scenario(slo):

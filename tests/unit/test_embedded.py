@@ -7,8 +7,8 @@ import numpy as np
 
 from inferload.run.embedded_locustfile import embedded_locustfile, load_embedded
 from inferload.scenario.loader import load_scenario
-from tests.locust_runner import write_scenario
-from tests.scenario_factory import tiny_target
+from tests.support.locust_runner import write_scenario
+from tests.support.scenario_factory import tiny_target
 
 
 def test_the_scenario_and_its_npy_payload_travel_inside_the_locustfile(tmp_path):
@@ -17,13 +17,14 @@ def test_the_scenario_and_its_npy_payload_travel_inside_the_locustfile(tmp_path)
     np.save(tmp_path / "data" / "x.npy", payload)
     target = tiny_target("t", "triton-grpc", "127.0.0.1:1")
     target["inputs"][0]["data"] = {"generator": "npy", "path": "data/x.npy"}
-    scenario = load_scenario(write_scenario({"name": "npy", "duration": "5s", "targets": [target],
-                                             "shape": {"kind": "steady", "users": 1}}, tmp_path))
+    scenario = load_scenario(
+        write_scenario({"name": "npy", "duration": "5s", "targets": [target], "shape": {"kind": "steady", "users": 1}}, tmp_path)
+    )
     models = {"t": [{"name": "tiny", "inputs": []}, {"max_batch_size": 32}]}
     source = embedded_locustfile(scenario, models)
 
     namespace: dict = {}
-    exec(compile(source.replace("install(globals()", "_ = (globals()"), "locustfile", "exec"), namespace)  # noqa: S102
+    exec(compile(source.replace("install(globals()", "_ = (globals()"), "locustfile", "exec"), namespace)
     copy = load_embedded(namespace["SCENARIO"], namespace["FILES"])
     assert copy.base_dir != tmp_path  # unpacked into a folder of its own, on whichever machine
     assert np.array_equal(np.load(copy.base_dir / copy.targets[0].inputs[0].data.path), payload)

@@ -9,9 +9,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from inferload.observe.sources.base import SourceError
 from inferload.observe.sources.nvml import GpuReading, NvmlSource, gpu_point
 from inferload.observe.sources.prometheus import parse_samples
-from inferload.observe.sources.base import SourceError
 from inferload.observe.sources.torchserve import TorchServeCounters, torchserve_counters, torchserve_rates
 from inferload.observe.sources.triton import (
     TritonCounters,
@@ -22,7 +22,7 @@ from inferload.observe.sources.triton import (
     triton_rates,
 )
 
-CAPTURES = Path(__file__).parent / "captures"
+CAPTURES = Path(__file__).resolve().parent.parent / "captures"
 
 
 def capture(name: str) -> str:
@@ -30,6 +30,7 @@ def capture(name: str) -> str:
 
 
 # --- Triton ----------------------------------------------------------------------------------------
+
 
 def test_triton_counters_are_read_by_the_names_the_parser_gives() -> None:
     counters = triton_counters(parse_samples(capture("triton_metrics.txt")), "cnn", 10.0)
@@ -44,7 +45,9 @@ def test_a_model_the_server_does_not_serve_has_no_counters() -> None:
 
 
 def test_triton_rates_over_an_interval() -> None:
-    zero = TritonCounters(0.0, {k: 0.0 for k in triton_counters(parse_samples(capture("triton_metrics.txt")), "cnn", 0).values}, 0.0)
+    zero = TritonCounters(
+        0.0, {k: 0.0 for k in triton_counters(parse_samples(capture("triton_metrics.txt")), "cnn", 0).values}, 0.0
+    )
     later = triton_counters(parse_samples(capture("triton_metrics.txt")), "cnn", 10.0)
     rates = triton_rates(zero, later)
     assert rates is not None
@@ -89,6 +92,7 @@ def test_the_batch_histogram_of_an_interval_is_the_difference_of_two_polls() -> 
 
 # --- TorchServe ------------------------------------------------------------------------------------
 
+
 def test_torchserve_counters_include_our_handler_batches() -> None:
     counters = torchserve_counters(parse_samples(capture("torchserve_metrics.txt")), "cnn", 10.0)
     assert counters is not None and counters.has_handler_metrics
@@ -118,6 +122,7 @@ def test_prometheus_text_that_does_not_parse_is_a_source_error() -> None:
 
 # --- NVML ------------------------------------------------------------------------------------------
 
+
 class FakeNVMLError(Exception):
     pass
 
@@ -136,27 +141,45 @@ def fake_nvml(devices: list[dict] | None, init_error: str | None = None) -> Simp
         def read(handle, *_):
             value = devices[handle][name]
             return unsupported() if value is None else value
+
         return read
 
     return SimpleNamespace(
-        NVMLError=FakeNVMLError, NVML_TEMPERATURE_GPU=0, NVML_CLOCK_SM=1,
-        nvmlInit=init, nvmlDeviceGetCount=lambda: len(devices or []), nvmlDeviceGetHandleByIndex=lambda i: i,
-        nvmlDeviceGetName=field("name"), nvmlDeviceGetUtilizationRates=lambda h: SimpleNamespace(gpu=devices[h]["util"]),
+        NVMLError=FakeNVMLError,
+        NVML_TEMPERATURE_GPU=0,
+        NVML_CLOCK_SM=1,
+        nvmlInit=init,
+        nvmlDeviceGetCount=lambda: len(devices or []),
+        nvmlDeviceGetHandleByIndex=lambda i: i,
+        nvmlDeviceGetName=field("name"),
+        nvmlDeviceGetUtilizationRates=lambda h: SimpleNamespace(gpu=devices[h]["util"]),
         nvmlDeviceGetMemoryInfo=lambda h: SimpleNamespace(used=devices[h]["used"], total=devices[h]["total"]),
-        nvmlDeviceGetPowerUsage=field("power_mw"), nvmlDeviceGetTemperature=field("temp"), nvmlDeviceGetClockInfo=field("sm"),
+        nvmlDeviceGetPowerUsage=field("power_mw"),
+        nvmlDeviceGetTemperature=field("temp"),
+        nvmlDeviceGetClockInfo=field("sm"),
     )
 
 
 def test_without_a_driver_nvml_says_why_once_and_scrapes_nothing(caplog) -> None:
     source = NvmlSource(host="h", nvml=fake_nvml(None, init_error="NVML Shared Library Not Found"))
-    assert source.unavailable_reason == "NVML is unavailable: NVML Shared Library Not Found (no NVIDIA driver or GPU on this host)"
+    assert (
+        source.unavailable_reason == "NVML is unavailable: NVML Shared Library Not Found (no NVIDIA driver or GPU on this host)"
+    )
     assert source.scrape(1.0) == [] and source.scrape(2.0) == []
     assert caplog.text.count("GPU metrics off") == 1
 
 
 def test_nvml_readings_become_gpu_points_and_unsupported_readings_are_left_out() -> None:
     devices = [
-        {"name": "NVIDIA H200", "util": 87, "used": 10 * 2**30, "total": 141 * 2**30, "power_mw": 412_000, "temp": 55, "sm": 1980},
+        {
+            "name": "NVIDIA H200",
+            "util": 87,
+            "used": 10 * 2**30,
+            "total": 141 * 2**30,
+            "power_mw": 412_000,
+            "temp": 55,
+            "sm": 1980,
+        },
         {"name": b"NVIDIA H200", "util": 0, "used": 0, "total": 141 * 2**30, "power_mw": None, "temp": 30, "sm": 345},
     ]
     points = NvmlSource(host="gpu-host", nvml=fake_nvml(devices)).scrape(3.0)
@@ -164,8 +187,14 @@ def test_nvml_readings_become_gpu_points_and_unsupported_readings_are_left_out()
         {"host": "gpu-host", "gpu": "0", "name": "NVIDIA H200"},
         {"host": "gpu-host", "gpu": "1", "name": "NVIDIA H200"},
     ]
-    assert points[0].fields == {"util_pct": 87.0, "mem_used_bytes": 10 * 2**30, "mem_total_bytes": 141 * 2**30,
-                                "power_w": 412.0, "temp_c": 55.0, "sm_clock_mhz": 1980.0}
+    assert points[0].fields == {
+        "util_pct": 87.0,
+        "mem_used_bytes": 10 * 2**30,
+        "mem_total_bytes": 141 * 2**30,
+        "power_w": 412.0,
+        "temp_c": 55.0,
+        "sm_clock_mhz": 1980.0,
+    }
     assert points[1].fields["power_w"] is None and points[0].time_ns == 3_000_000_000
 
 

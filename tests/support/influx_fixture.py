@@ -3,7 +3,7 @@
 `influxdb` (session scope) is shared by the tests that only write and query; `InfluxServer` can
 also be started and stopped by a test that needs an InfluxDB to go down mid-run. When `influxd`
 is missing, the set-up runs scripts/install-system-deps.sh (which installs it with apt).
-Import the fixture into a test module with `from tests.influx_fixture import influxdb`.
+Import the fixture into a test module with `from tests.support.influx_fixture import influxdb`.
 """
 
 from __future__ import annotations
@@ -15,15 +15,16 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
-from tests.system_tools import require_tool
+from tests.support.system_tools import require_tool
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parent.parent.parent
 DATABASE = "inferload"
 
 
@@ -63,7 +64,7 @@ class InfluxServer:
             "[continuous_queries]\n  enabled = false\n"
             '[logging]\n  level = "warn"\n'
         )
-        log = open(self.root / "influxd.log", "ab")
+        log = open(self.root / "influxd.log", "ab")  # noqa: SIM115 (the child keeps it)
         self.process = subprocess.Popen([influxd, "run", "-config", str(config)], stdout=log, stderr=log)
         log.close()
         deadline = time.monotonic() + timeout_s
@@ -127,6 +128,7 @@ def influxdb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InfluxServer]
 
 # --- a real observed run: Locust streaming + the collector, against the real local servers ----------
 
+
 def locustfile_with_streaming(tmp: Path) -> Path:
     """The project's locustfile: it streams when given --influx-url."""
     return REPO / "locustfiles" / "inferload_locustfile.py"
@@ -135,20 +137,42 @@ def locustfile_with_streaming(tmp: Path) -> Path:
 def write_scenario(path: Path, targets: list[dict[str, Any]], duration: str, users: int, warmup: str = "2s") -> Path:
     import yaml
 
-    path.write_text(yaml.safe_dump({
-        "name": "observed", "duration": duration, "warmup": warmup, "window": "1s",
-        "targets": targets, "shape": {"kind": "steady", "users": users},
-    }))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "observed",
+                "duration": duration,
+                "warmup": warmup,
+                "window": "1s",
+                "targets": targets,
+                "shape": {"kind": "steady", "users": users},
+            }
+        )
+    )
     return path
 
 
 def cnn_targets(ports: Any) -> list[dict[str, Any]]:
     tensor = [{"name": "INPUT__0", "shape": [3, 32, 32], "dtype": "FP32", "data": {"generator": "random", "seed": 0}}]
     return [
-        {"name": "triton-grpc-cnn", "kind": "triton-grpc", "address": f"127.0.0.1:{ports.triton_grpc}", "model": "cnn",
-         "inputs": tensor, "outputs": ["OUTPUT__0"], "metrics_url": f"http://127.0.0.1:{ports.triton_metrics}/metrics"},
-        {"name": "torchserve-cnn", "kind": "torchserve-rest", "address": f"http://127.0.0.1:{ports.ts_inference}", "model": "cnn",
-         "inputs": tensor, "content_type": "octet-stream", "metrics_url": f"http://127.0.0.1:{ports.ts_metrics}/metrics"},
+        {
+            "name": "triton-grpc-cnn",
+            "kind": "triton-grpc",
+            "address": f"127.0.0.1:{ports.triton_grpc}",
+            "model": "cnn",
+            "inputs": tensor,
+            "outputs": ["OUTPUT__0"],
+            "metrics_url": f"http://127.0.0.1:{ports.triton_metrics}/metrics",
+        },
+        {
+            "name": "torchserve-cnn",
+            "kind": "torchserve-rest",
+            "address": f"http://127.0.0.1:{ports.ts_inference}",
+            "model": "cnn",
+            "inputs": tensor,
+            "content_type": "octet-stream",
+            "metrics_url": f"http://127.0.0.1:{ports.ts_metrics}/metrics",
+        },
     ]
 
 
@@ -163,11 +187,27 @@ def python_env() -> dict[str, str]:
     return env
 
 
-def run_locust(locustfile: Path, scenario: Path, run_id: str, results: Path, influx_url: str, timeout_s: float = 90) -> subprocess.CompletedProcess[str]:
+def run_locust(
+    locustfile: Path, scenario: Path, run_id: str, results: Path, influx_url: str, timeout_s: float = 90
+) -> subprocess.CompletedProcess[str]:
     import sys
 
-    command = [str(Path(sys.executable).parent / "locust"), "-f", str(locustfile), "--headless", "--scenario", str(scenario),
-               "--run-id", run_id, "--results-dir", str(results), "--influx-url", influx_url, "--loglevel", "INFO"]
+    command = [
+        str(Path(sys.executable).parent / "locust"),
+        "-f",
+        str(locustfile),
+        "--headless",
+        "--scenario",
+        str(scenario),
+        "--run-id",
+        run_id,
+        "--results-dir",
+        str(results),
+        "--influx-url",
+        influx_url,
+        "--loglevel",
+        "INFO",
+    ]
     return subprocess.run(command, cwd=REPO, env=python_env(), capture_output=True, text=True, timeout=timeout_s)
 
 
@@ -196,9 +236,23 @@ def observed_run(local_servers: Any, influxdb: InfluxServer, tmp_path_factory: p
     collector_log = tmp / "collector.log"
     with open(collector_log, "w") as log:
         collector = subprocess.Popen(
-            [sys.executable, "-m", "collectors", "--scenario", str(scenario), "--run-id", run_id, "--interval", "1s",
-             "--influx-url", influxdb.url],
-            cwd=REPO, env=python_env(), stdout=log, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "collectors",
+                "--scenario",
+                str(scenario),
+                "--run-id",
+                run_id,
+                "--interval",
+                "1s",
+                "--influx-url",
+                influxdb.url,
+            ],
+            cwd=REPO,
+            env=python_env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
     try:
         locust = run_locust(locustfile_with_streaming(tmp), scenario, run_id, tmp / "results", influxdb.url)
@@ -209,17 +263,29 @@ def observed_run(local_servers: Any, influxdb: InfluxServer, tmp_path_factory: p
     assert locust.returncode == 0, f"locust failed ({locust.returncode}):\n{locust.stdout[-3000:]}\n{locust.stderr[-5000:]}"
     assert collector.returncode == 0, collector_log.read_text()[-3000:]
     write_synthetic_gpu_points(influxdb.url, run_id)
-    return ObservedRun(run_id, influxdb, tmp / "results", locust, collector_log.read_text(), ["triton-grpc-cnn", "torchserve-cnn"])
+    return ObservedRun(
+        run_id, influxdb, tmp / "results", locust, collector_log.read_text(), ["triton-grpc-cnn", "torchserve-cnn"]
+    )
 
 
 def write_synthetic_gpu_points(url: str, run_id: str) -> None:
     from inferload.observe.collector import with_run_id
     from inferload.observe.sink import SinkSettings, open_sink
     from inferload.observe.sources.nvml import NvmlSource
-    from tests.test_sources import fake_nvml
+    from tests.unit.test_sources import fake_nvml
 
-    devices = [{"name": "NVIDIA H200", "util": 80 + i, "used": (20 + i) * 2**30, "total": 141 * 2**30,
-                "power_mw": 400_000, "temp": 50, "sm": 1980} for i in range(2)]
+    devices = [
+        {
+            "name": "NVIDIA H200",
+            "util": 80 + i,
+            "used": (20 + i) * 2**30,
+            "total": 141 * 2**30,
+            "power_mw": 400_000,
+            "temp": 50,
+            "sm": 1980,
+        }
+        for i in range(2)
+    ]
     source = NvmlSource(host="synthetic", nvml=fake_nvml(devices))
     sink = open_sink(SinkSettings(url=url), start=False)
     now = time.time()

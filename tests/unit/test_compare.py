@@ -18,10 +18,18 @@ from inferload.results.compare import (
 )
 
 
-def target(p99: float, requests: int = 1000, failures: int = 0, server_side: dict[str, Any] | None = None, **overrides: Any) -> dict[str, Any]:
+def target(
+    p99: float, requests: int = 1000, failures: int = 0, server_side: dict[str, Any] | None = None, **overrides: Any
+) -> dict[str, Any]:
     figures = {
-        "server": "triton", "protocol": "grpc", "kind": "triton-grpc", "model": "cnn",
-        "requests": requests, "failures": failures, "error_rate": failures / requests, "throughput_rps": requests / 20.0,
+        "server": "triton",
+        "protocol": "grpc",
+        "kind": "triton-grpc",
+        "model": "cnn",
+        "requests": requests,
+        "failures": failures,
+        "error_rate": failures / requests,
+        "throughput_rps": requests / 20.0,
         "latency_ms": {"mean": 20.0, "p50": 15.0, "p90": 30.0, "p95": 40.0, "p99": p99, "p999": 90.0, "max": 120.0},
         "server_side": server_side,
         "cold_start_s": 8.0,
@@ -31,28 +39,50 @@ def target(p99: float, requests: int = 1000, failures: int = 0, server_side: dic
 
 
 def side(avg_batch_size: float, queue_ms_avg: float, compute_ms_avg: float) -> dict[str, Any]:
-    return {"queue_ms_avg": queue_ms_avg, "compute_ms_avg": compute_ms_avg, "request_ms_avg": queue_ms_avg + compute_ms_avg + 1,
-            "avg_batch_size": avg_batch_size, "batch_size_histogram": {"1": 10}}
+    return {
+        "queue_ms_avg": queue_ms_avg,
+        "compute_ms_avg": compute_ms_avg,
+        "request_ms_avg": queue_ms_avg + compute_ms_avg + 1,
+        "avg_batch_size": avg_batch_size,
+        "batch_size_histogram": {"1": 10},
+    }
 
 
 def run(folder: Path, run_id: str, targets: dict[str, dict[str, Any]]) -> Path:
     folder.mkdir(parents=True)
-    data = {"run_id": run_id, "scenario": "compare", "started_at": "2026-11-30T06:00:00+00:00", "duration_s": 25.0,
-            "warmup_s": 5.0, "steady_s": 20.0, "workers": 1, "targets": targets, "slo": {"passed": True, "checks": []}}
+    data = {
+        "run_id": run_id,
+        "scenario": "compare",
+        "started_at": "2026-11-30T06:00:00+00:00",
+        "duration_s": 25.0,
+        "warmup_s": 5.0,
+        "steady_s": 20.0,
+        "workers": 1,
+        "targets": targets,
+        "slo": {"passed": True, "checks": []},
+    }
     (folder / "summary.json").write_text(json.dumps(data))
     return folder
 
 
 @pytest.fixture()
 def runs(tmp_path: Path) -> tuple[Path, Path]:
-    a = run(tmp_path / "before", "before", {
-        "triton-grpc": target(p99=50.0, requests=1000, failures=0, server_side=side(4.0, 2.0, 10.0)),
-        "old-only": target(p99=10.0),
-    })
-    b = run(tmp_path / "after", "after", {
-        "triton-grpc": target(p99=40.0, requests=1500, failures=3, server_side=side(6.0, 1.0, 10.0)),
-        "new-only": target(p99=10.0),
-    })
+    a = run(
+        tmp_path / "before",
+        "before",
+        {
+            "triton-grpc": target(p99=50.0, requests=1000, failures=0, server_side=side(4.0, 2.0, 10.0)),
+            "old-only": target(p99=10.0),
+        },
+    )
+    b = run(
+        tmp_path / "after",
+        "after",
+        {
+            "triton-grpc": target(p99=40.0, requests=1500, failures=3, server_side=side(6.0, 1.0, 10.0)),
+            "new-only": target(p99=10.0),
+        },
+    )
     return a, b
 
 
@@ -92,15 +122,33 @@ def test_the_text_table_shows_each_figure_with_its_change(runs: tuple[Path, Path
     assert lines[0] == f"A: {runs[0] / 'summary.json'} (run before, scenario compare)"
     assert lines[1] == f"B: {runs[1] / 'summary.json'} (run after, scenario compare)"
     assert "target: triton-grpc" in lines
-    assert next(line for line in lines if line.startswith("latency_ms.p99")).split() == ["latency_ms.p99", "50.000", "40.000", "-10.000", "-20.0", "%"]
-    assert next(line for line in lines if line.startswith("requests")).split() == ["requests", "1000", "1500", "+500", "+50.0", "%"]
+    assert next(line for line in lines if line.startswith("latency_ms.p99")).split() == [
+        "latency_ms.p99",
+        "50.000",
+        "40.000",
+        "-10.000",
+        "-20.0",
+        "%",
+    ]
+    assert next(line for line in lines if line.startswith("requests")).split() == [
+        "requests",
+        "1000",
+        "1500",
+        "+500",
+        "+50.0",
+        "%",
+    ]
     assert next(line for line in lines if line.startswith("failures")).split() == ["failures", "0", "3", "+3", "n/a"]
 
 
 def test_missing_figures_are_n_a_not_errors(tmp_path: Path) -> None:
     dead_latency = {k: None for k in ("mean", "p50", "p90", "p95", "p99", "p999", "max")}
     a = run(tmp_path / "a", "a", {"t": target(p99=50.0, server_side=None, cold_start_s=None)})
-    b = run(tmp_path / "b", "b", {"t": target(p99=0.0, requests=10, failures=10, latency_ms=dead_latency, server_side=side(1.0, 1.0, 1.0))})
+    b = run(
+        tmp_path / "b",
+        "b",
+        {"t": target(p99=0.0, requests=10, failures=10, latency_ms=dead_latency, server_side=side(1.0, 1.0, 1.0))},
+    )
     changes = {c.figure: c for c in compare_runs(a, b).targets["t"]}
     assert (changes["latency_ms.p99"].a, changes["latency_ms.p99"].b, changes["latency_ms.p99"].change) == (50.0, None, None)
     assert changes["server_side.avg_batch_size"].a is None and changes["server_side.avg_batch_size"].change_pct is None
@@ -128,7 +176,9 @@ def test_text_output_is_the_table(runs: tuple[Path, Path], capsys: pytest.Captur
     assert capsys.readouterr().out == format_comparison(compare_runs(*runs)) + "\n"
 
 
-def test_a_folder_without_summary_exits_2_naming_it(runs: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_folder_without_summary_exits_2_naming_it(
+    runs: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
     assert main_compare(runs[0], empty, as_json=False) == EXIT_USAGE
@@ -143,7 +193,10 @@ def test_a_malformed_summary_exits_2_naming_the_file(runs: tuple[Path, Path], ca
     broken = runs[1] / "summary.json"
     broken.write_text('{"targets": {"triton-grpc": {"requests": "many"}}}')
     assert main_compare(runs[0], runs[1], as_json=False) == EXIT_USAGE
-    assert capsys.readouterr().err == f"inferload compare: {broken}: targets.triton-grpc.requests: expected a number or null; got str 'many'\n"
+    assert (
+        capsys.readouterr().err
+        == f"inferload compare: {broken}: targets.triton-grpc.requests: expected a number or null; got str 'many'\n"
+    )
     broken.write_text("")
     assert main_compare(runs[0], runs[1], as_json=False) == EXIT_USAGE
     assert f"{broken}: not valid JSON" in capsys.readouterr().err

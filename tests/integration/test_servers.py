@@ -16,7 +16,7 @@ from inferload.errors import JavaMissingError, PortInUseError
 from inferload.local.servers.manager import LocalServers
 from inferload.local.servers.ports import ServerPorts, check_free, is_port_open
 from inferload.local.servers.procs import processes_mentioning
-from inferload.local.servers.torchserve_local import check_java, config_properties, start_torchserve, TorchServeModelConfig
+from inferload.local.servers.torchserve_local import TorchServeModelConfig, check_java, config_properties, start_torchserve
 
 
 def run_python(code: str) -> str:
@@ -51,9 +51,7 @@ def test_servers_bind_loopback_only(local_servers):
     assert all("127.0.0.1" in url for url in [*triton.values(), *torchserve.values()])
     config = (local_servers.state_dir / "torchserve" / "config.properties").read_text()
     assert "0.0.0.0" not in config
-    assert "--http-address=127.0.0.1" in " ".join(
-        local_servers.up_result["servers"]["triton"]["process"]["command"]
-    )
+    assert "--http-address=127.0.0.1" in " ".join(local_servers.up_result["servers"]["triton"]["process"]["command"])
 
 
 def test_status_works_from_another_process(local_servers):
@@ -106,7 +104,7 @@ def test_java_missing_is_a_clear_error(tmp_path, monkeypatch):
 
 def test_java_older_than_11_is_refused(tmp_path):
     fake = tmp_path / "java"
-    fake.write_text('#!/bin/sh\necho \'java version "1.8.0_392"\' >&2\n')
+    fake.write_text("#!/bin/sh\necho 'java version \"1.8.0_392\"' >&2\n")
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     with pytest.raises(JavaMissingError, match="Java 11 or newer; the `java` on PATH is Java 8"):
         check_java({"PATH": str(tmp_path)})
@@ -117,8 +115,13 @@ def test_the_installed_java_is_accepted():
 
 
 def test_torchserve_config_batches_and_keeps_everything_local(tmp_path):
-    text = config_properties(ServerPorts(), ("tiny", "cnn"), tmp_path / "store", tmp_path / "tmp",
-                             TorchServeModelConfig(batch_size=8, max_batch_delay_ms=5))
+    text = config_properties(
+        ServerPorts(),
+        ("tiny", "cnn"),
+        tmp_path / "store",
+        tmp_path / "tmp",
+        TorchServeModelConfig(batch_size=8, max_batch_delay_ms=5),
+    )
     assert "inference_address=http://127.0.0.1:8080" in text
     assert "metrics_mode=prometheus" in text and "model_metrics_auto_detect=true" in text
     assert "disable_token_authorization=true" in text

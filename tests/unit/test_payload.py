@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from inferload.scenario.model import InputSpec
+from inferload.scenario.tensors import load_npy, request_nbytes
 from inferload.users.payload import (
     encode_json,
     encode_npy,
@@ -18,12 +20,12 @@ from inferload.users.payload import (
     make_input_array,
     make_inputs,
 )
-from inferload.scenario.model import InputSpec
-from inferload.scenario.tensors import load_npy, request_nbytes
 
 
 def spec(dtype: str = "FP32", shape: tuple[int, ...] = (3, 4), **data: Any) -> InputSpec:
-    return InputSpec.model_validate({"name": "INPUT__0", "shape": list(shape), "dtype": dtype, "data": data or {"generator": "random"}})
+    return InputSpec.model_validate(
+        {"name": "INPUT__0", "shape": list(shape), "dtype": dtype, "data": data or {"generator": "random"}}
+    )
 
 
 @pytest.mark.parametrize(
@@ -50,7 +52,7 @@ def test_random_data_stays_within_low_and_high(tmp_path: Path) -> None:
     assert floats.min() >= -2.0 and floats.max() < -1.0
     assert set(np.unique(ints)) <= {5, 6, 7}
     default_floats = make_input_array(spec(), 64, tmp_path)
-    assert 0.0 <= default_floats.min() and default_floats.max() < 1.0
+    assert default_floats.min() >= 0.0 and default_floats.max() < 1.0
 
 
 def test_zeros_and_constant(tmp_path: Path) -> None:

@@ -15,8 +15,9 @@ SCENARIOS = sorted((REPO_ROOT / "scenarios").glob("*.yaml"))
 
 
 def inferload(*args: str, timeout_s: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "inferload.cli", *args], cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=timeout_s)
+    return subprocess.run(
+        [sys.executable, "-m", "inferload.cli", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout_s
+    )
 
 
 def test_validate_accepts_every_shipped_scenario():
@@ -60,18 +61,40 @@ def test_servers_status_reports_nothing_running_for_an_empty_state_dir(tmp_path)
 @pytest.fixture(scope="module")
 def demo_run(tmp_path_factory, built_models) -> tuple[subprocess.CompletedProcess[str], Path]:
     out = tmp_path_factory.mktemp("demo")
-    done = inferload("demo", "--model", "tiny", "--users", "4", "--warmup", "1", "--steady", "4", "--burst", "4",
-                     "--out", str(out), timeout_s=300)
+    done = inferload(
+        "demo",
+        "--model",
+        "tiny",
+        "--users",
+        "4",
+        "--warmup",
+        "1",
+        "--steady",
+        "4",
+        "--burst",
+        "4",
+        "--out",
+        str(out),
+        timeout_s=300,
+    )
     return done, out
 
 
 def test_the_demo_prints_both_servers_side_by_side(demo_run):
     done, _ = demo_run
     assert done.returncode == 0, done.stdout + done.stderr
-    table = done.stdout[done.stdout.index("p99 (ms)") - 600:]
+    table = done.stdout[done.stdout.index("p99 (ms)") - 600 :]
     header = next(line for line in done.stdout.splitlines() if "triton-grpc.steady" in line and "torchserve-rest.steady" in line)
     assert "triton-grpc.burst" in header and "torchserve-rest.burst" in header
-    for row in ("p50 (ms)", "p95 (ms)", "p99 (ms)", "throughput (req/s)", "avg batch (server)", "queue (ms, server)", "cold start (s)"):
+    for row in (
+        "p50 (ms)",
+        "p95 (ms)",
+        "p99 (ms)",
+        "throughput (req/s)",
+        "avg batch (server)",
+        "queue (ms, server)",
+        "cold start (s)",
+    ):
         assert row in table
     assert "[1/5]" in done.stdout and "[5/5]" in done.stdout  # progress while it runs
 
@@ -81,7 +104,12 @@ def test_the_demo_summary_follows_the_contract(demo_run):
     summary = json.loads((out / "summary.json").read_text())
     assert {"run_id", "scenario", "started_at", "duration_s", "warmup_s", "workers", "targets", "slo"} <= set(summary)
     assert summary["warmup_s"] == 1
-    assert set(summary["targets"]) == {"triton-grpc.steady", "torchserve-rest.steady", "triton-grpc.burst", "torchserve-rest.burst"}
+    assert set(summary["targets"]) == {
+        "triton-grpc.steady",
+        "torchserve-rest.steady",
+        "triton-grpc.burst",
+        "torchserve-rest.burst",
+    }
     for name, target in summary["targets"].items():
         assert target["server"] == ("triton" if name.startswith("triton") else "torchserve")
         assert target["protocol"] == ("grpc" if name.startswith("triton") else "http")

@@ -44,9 +44,21 @@ def run_locust(scenario_path: Path, folder: Path, *extra: str, timeout_s: float 
     results = folder / "results"
     stats_file = folder / "locust-stats.json"
     command = [
-        sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--scenario", str(scenario_path),
-        "--headless", "--only-summary", "--results-dir", str(results), "--json-file", str(stats_file.with_suffix("")),
-        "--csv", str(folder / "locust"),
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        str(LOCUSTFILE),
+        "--scenario",
+        str(scenario_path),
+        "--headless",
+        "--only-summary",
+        "--results-dir",
+        str(results),
+        "--json-file",
+        str(stats_file.with_suffix("")),
+        "--csv",
+        str(folder / "locust"),
         *extra,
     ]
     started = time.monotonic()

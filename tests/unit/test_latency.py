@@ -11,7 +11,7 @@ from inferload.measure.hdr import LatencyStats
 
 def exact_percentile(values, pct):
     ordered = sorted(values)
-    rank = max(0, int(round(pct / 100.0 * len(ordered) + 0.4999999)) - 1)
+    rank = max(0, round(pct / 100.0 * len(ordered) + 0.4999999) - 1)
     return ordered[rank]
 
 

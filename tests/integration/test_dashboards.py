@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import yaml
 
-GRAFANA = Path(__file__).resolve().parent.parent / "grafana"
+GRAFANA = Path(__file__).resolve().parent.parent.parent / "grafana"
 DASHBOARDS = sorted((GRAFANA / "dashboards").glob("*.json"))
 
 
@@ -56,7 +57,7 @@ def test_every_panel_has_a_unit_a_title_and_influxql_filtered_by_run(path: Path)
 
 
 @pytest.mark.parametrize("path", DASHBOARDS, ids=lambda p: p.name)
-def test_every_panel_query_returns_the_fields_it_plots_after_a_real_run(path: Path, observed_run) -> None:  # noqa: F811
+def test_every_panel_query_returns_the_fields_it_plots_after_a_real_run(path: Path, observed_run) -> None:
     run = observed_run
     dashboard = json.loads(path.read_text())
     all_targets = "(" + "|".join(re.escape(t) for t in run.targets) + ")"
@@ -80,7 +81,7 @@ def test_every_panel_query_returns_the_fields_it_plots_after_a_real_run(path: Pa
 
 
 @pytest.mark.parametrize("path", DASHBOARDS, ids=lambda p: p.name)
-def test_variables_and_annotations_return_the_run(path: Path, observed_run) -> None:  # noqa: F811
+def test_variables_and_annotations_return_the_run(path: Path, observed_run) -> None:
     run = observed_run
     dashboard = json.loads(path.read_text())
     variables = {v["name"]: v["query"] for v in dashboard["templating"]["list"]}

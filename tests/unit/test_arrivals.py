@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
 
 from inferload.traffic.arrivals import INFINITY, next_arrival, rate_timeline
-from tests.scenario_factory import scenario
+from tests.support.scenario_factory import scenario
 
 
 def arrivals(shape: dict, duration: str = "60s", share: float = 1.0, seed: int = 3) -> list[float]:
@@ -25,16 +26,16 @@ def arrivals(shape: dict, duration: str = "60s", share: float = 1.0, seed: int =
 def test_poisson_achieves_its_rate_within_2_percent_over_a_minute():
     times = arrivals({"kind": "poisson", "rate": 200})
     assert len(times) / 60 == pytest.approx(200, rel=0.02)
-    gaps = [b - a for a, b in zip(times, times[1:])]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
     mean = sum(gaps) / len(gaps)
     variance = sum((g - mean) ** 2 for g in gaps) / len(gaps)
-    assert variance ** 0.5 == pytest.approx(mean, rel=0.1)  # exponential gaps: sd == mean
+    assert variance**0.5 == pytest.approx(mean, rel=0.1)  # exponential gaps: sd == mean
 
 
 def test_constant_rate_is_evenly_spaced_and_exact():
     times = arrivals({"kind": "constant-rate", "rate": 50}, duration="10s")
     assert len(times) == pytest.approx(500, abs=1)  # 50/s for 10 s
-    assert {round(b - a, 9) for a, b in zip(times, times[1:])} == {0.02}
+    assert {round(b - a, 9) for a, b in itertools.pairwise(times)} == {0.02}
 
 
 def test_shares_across_workers_add_up_to_the_whole_rate():
@@ -43,14 +44,27 @@ def test_shares_across_workers_add_up_to_the_whole_rate():
 
 
 def test_a_ramping_rate_follows_its_steps():
-    times = arrivals({"kind": "ramping-rate", "from_rate": 0, "to_rate": 100, "over": "40s", "steps": 4, "arrivals": "constant"}, duration="50s")
+    times = arrivals(
+        {"kind": "ramping-rate", "from_rate": 0, "to_rate": 100, "over": "40s", "steps": 4, "arrivals": "constant"},
+        duration="50s",
+    )
     per_10s = [sum(1 for t in times if lo <= t < lo + 10) for lo in range(0, 50, 10)]
     assert per_10s == pytest.approx([0, 250, 500, 750, 1000], abs=2)
 
 
 def test_rate_bursts_raise_the_rate_only_inside_bursts():
-    times = arrivals({"kind": "rate-bursts", "base_rate": 10, "burst_rate": 100, "burst_length": "2s", "period": "10s",
-                      "first_burst_at": "5s", "arrivals": "constant"}, duration="30s")
+    times = arrivals(
+        {
+            "kind": "rate-bursts",
+            "base_rate": 10,
+            "burst_rate": 100,
+            "burst_length": "2s",
+            "period": "10s",
+            "first_burst_at": "5s",
+            "arrivals": "constant",
+        },
+        duration="30s",
+    )
     in_bursts = sum(1 for t in times if any(start <= t < start + 2 for start in (5, 15, 25)))
     assert in_bursts == pytest.approx(3 * 2 * 100, abs=3)
     assert len(times) - in_bursts == pytest.approx(24 * 10, abs=3)

@@ -16,7 +16,7 @@ import yaml
 from inferload.observe.collector import Collector, CollectorConfigError, load_collector_config, main
 from inferload.observe.sink import BackgroundWriter, Point
 from inferload.observe.sources.base import SourceError
-from tests.influx_fixture import REPO, python_env
+from tests.support.influx_fixture import REPO, python_env
 
 
 class ListSink(BackgroundWriter):
@@ -91,7 +91,7 @@ def infer_tiny(port: int, n: int) -> None:
         requests.post(f"http://127.0.0.1:{port}/v2/models/tiny/infer", json=body, timeout=10).raise_for_status()
 
 
-def test_the_collector_picks_triton_up_again_after_a_restart(built_models, influxdb, tmp_path: Path) -> None:  # noqa: F811
+def test_the_collector_picks_triton_up_again_after_a_restart(built_models, influxdb, tmp_path: Path) -> None:
     from inferload.local.servers.manager import LocalServers
     from inferload.local.servers.ports import ServerPorts
 
@@ -99,16 +99,33 @@ def test_the_collector_picks_triton_up_again_after_a_restart(built_models, influ
     servers = LocalServers(tmp_path / "servers", ports, ("tiny",))
     servers.up(which=("triton",), timeout_s=120)
     config = tmp_path / "collector.yaml"
-    config.write_text(yaml.safe_dump({
-        "run_id": "restart", "interval": "0.5s", "influx": {"url": influxdb.url},
-        "sources": [{"kind": "triton", "target": "tiny-t", "model": "tiny",
-                     "metrics_url": f"http://127.0.0.1:{ports.triton_metrics}/metrics",
-                     "statistics": {"address": f"127.0.0.1:{ports.triton_http}", "protocol": "http"}}],
-    }))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "run_id": "restart",
+                "interval": "0.5s",
+                "influx": {"url": influxdb.url},
+                "sources": [
+                    {
+                        "kind": "triton",
+                        "target": "tiny-t",
+                        "model": "tiny",
+                        "metrics_url": f"http://127.0.0.1:{ports.triton_metrics}/metrics",
+                        "statistics": {"address": f"127.0.0.1:{ports.triton_http}", "protocol": "http"},
+                    }
+                ],
+            }
+        )
+    )
     log_path = tmp_path / "collector.log"
     with open(log_path, "w") as log:
-        collector = subprocess.Popen([sys.executable, "-m", "collectors", "--config", str(config)],
-                                     cwd=REPO, env=python_env(), stdout=log, stderr=subprocess.STDOUT)
+        collector = subprocess.Popen(
+            [sys.executable, "-m", "collectors", "--config", str(config)],
+            cwd=REPO,
+            env=python_env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     try:
         time.sleep(1.5)
         infer_tiny(ports.triton_http, 20)

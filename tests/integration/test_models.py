@@ -16,8 +16,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from inferload.local.models.build import build_models
 from inferload.local.models.definitions import MODEL_NAMES, create_model, get_spec
 from inferload.local.models.paths import model_repository_dir
-from inferload.servermetrics.snapshots import parse_triton_statistics
 from inferload.local.servers.readiness import torchserve_infer, triton_infer
+from inferload.servermetrics.snapshots import parse_triton_statistics
 
 TOLERANCE = dict(rtol=1e-4, atol=1e-5)
 
@@ -51,6 +51,7 @@ def triton_stats(port: int, model: str) -> dict:
 
 
 # ---- the committed model files --------------------------------------------------------------
+
 
 @pytest.mark.parametrize("model", MODEL_NAMES)
 def test_triton_configs_match_the_model_spec(model):
@@ -87,6 +88,7 @@ def test_build_is_idempotent_and_fast_when_up_to_date(built_models):
 
 # ---- same answers on both servers -----------------------------------------------------------
 
+
 @pytest.mark.parametrize("model", MODEL_NAMES)
 def test_same_input_gives_the_same_output_on_triton_and_torchserve(local_servers, model):
     spec = get_spec(model)
@@ -100,6 +102,7 @@ def test_same_input_gives_the_same_output_on_triton_and_torchserve(local_servers
 
 
 # ---- the TorchServe handler's inputs ---------------------------------------------------------
+
 
 @pytest.fixture()
 def tiny_url(local_servers) -> str:
@@ -141,6 +144,7 @@ def test_handler_rejects_a_partial_item_with_400_and_a_reason(tiny_url):
 
 # ---- batching visible on the servers ---------------------------------------------------------
 
+
 def burst(call, requests: int = 200, threads: int = 16) -> None:
     with ThreadPoolExecutor(threads) as pool:
         list(pool.map(lambda _: call(), range(requests)))
@@ -167,7 +171,13 @@ def test_torchserve_batch_size_metric_appears_on_metrics(local_servers):
     assert batches and all(s.name == "InferloadBatches_total" for s in batches)
     assert {"ModelName", "Level", "BatchSize", "Hostname"} <= set(batches[0].labels)
     assert max(int(s.labels["BatchSize"]) for s in batches) > 1
-    for name in ("InferloadItems", "InferloadRequests", "InferloadHandlerMicroseconds",
-                 "InferloadRequestHandlerMicroseconds", "ts_inference_requests",
-                 "ts_queue_latency_microseconds", "ts_inference_latency_microseconds"):
+    for name in (
+        "InferloadItems",
+        "InferloadRequests",
+        "InferloadHandlerMicroseconds",
+        "InferloadRequestHandlerMicroseconds",
+        "ts_inference_requests",
+        "ts_queue_latency_microseconds",
+        "ts_inference_latency_microseconds",
+    ):
         assert families[name].type == "counter", name

@@ -8,11 +8,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from tests.system_tools import require_tool
 import yaml
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.support.system_tools import require_tool
+
+REPO = Path(__file__).resolve().parent.parent.parent
 COMPOSE = REPO / "docker-compose.yml"
 SECRETS = {"INFLUX_TOKEN": "test-token-123", "INFLUX_PASSWORD": "test-password", "GRAFANA_ADMIN_PASSWORD": "test-admin"}
 
@@ -24,7 +24,9 @@ def docker_compose() -> str:
 def compose(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     full_env = {k: v for k, v in os.environ.items() if k not in SECRETS}
     full_env.update(env)
-    return subprocess.run([docker_compose(), "-f", str(COMPOSE), *args], cwd=REPO, env=full_env, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [docker_compose(), "-f", str(COMPOSE), *args], cwd=REPO, env=full_env, capture_output=True, text=True, timeout=60
+    )
 
 
 def mounts(service: dict) -> dict[str, str]:
@@ -57,7 +59,16 @@ def test_missing_secrets_are_refused_with_their_names() -> None:
 
 
 def test_the_stack_has_every_service(resolved: dict) -> None:
-    assert set(resolved["services"]) == {"triton", "torchserve", "influxdb", "influxdb-dbrp", "grafana", "locust-master", "locust-worker", "collector"}
+    assert set(resolved["services"]) == {
+        "triton",
+        "torchserve",
+        "influxdb",
+        "influxdb-dbrp",
+        "grafana",
+        "locust-master",
+        "locust-worker",
+        "collector",
+    }
 
 
 def test_triton_uses_the_libtorch_config_and_a_gpu(resolved: dict) -> None:

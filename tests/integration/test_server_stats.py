@@ -14,14 +14,18 @@ import pytest
 
 from inferload.errors import ServerError
 from inferload.local.models.definitions import get_spec
-from inferload.servermetrics.snapshots import (
-    ServerSnapshot, parse_torchserve_metrics, parse_triton_statistics, server_side, snapshot,
-    torchserve_metrics_url,
-)
 from inferload.local.servers.ports import ServerPorts
 from inferload.local.servers.readiness import torchserve_infer, triton_infer
+from inferload.servermetrics.snapshots import (
+    ServerSnapshot,
+    parse_torchserve_metrics,
+    parse_triton_statistics,
+    server_side,
+    snapshot,
+    torchserve_metrics_url,
+)
 
-CAPTURES = Path(__file__).parent / "captures"
+CAPTURES = Path(__file__).resolve().parent.parent / "captures"
 SERVER_SIDE_KEYS = {"queue_ms_avg", "compute_ms_avg", "request_ms_avg", "avg_batch_size", "batch_size_histogram"}
 
 
@@ -30,11 +34,11 @@ def capture(name: str) -> str:
 
 
 def zero_like(snap: ServerSnapshot) -> ServerSnapshot:
-    return ServerSnapshot(snap.server, snap.model, 0.0, {k: 0.0 for k in snap.counters}, {},
-                          snap.has_batch_stats)
+    return ServerSnapshot(snap.server, snap.model, 0.0, {k: 0.0 for k in snap.counters}, {}, snap.has_batch_stats)
 
 
 # ---- parsing real captures ------------------------------------------------------------------
+
 
 def test_triton_statistics_over_http_and_grpc_parse_to_the_same_snapshot():
     over_http = parse_triton_statistics(json.loads(capture("triton_stats_cnn_http.json")), "cnn")
@@ -82,7 +86,7 @@ def test_torchserve_metrics_capture_parses_with_the_handlers_batch_counters():
 
 
 def test_torchserve_without_inferload_handler_metrics_reports_none_for_batches():
-    lines = [l for l in capture("torchserve_metrics.txt").splitlines() if "Inferload" not in l]
+    lines = [line for line in capture("torchserve_metrics.txt").splitlines() if "Inferload" not in line]
     snap = parse_torchserve_metrics("\n".join(lines) + "\n", "cnn")
     side = server_side(zero_like(snap), snap)
     assert side["avg_batch_size"] is None and side["batch_size_histogram"] is None
@@ -98,11 +102,17 @@ def test_triton_metrics_capture_has_the_documented_counters():
     from prometheus_client.parser import text_string_to_metric_families
 
     names = {f.name for f in text_string_to_metric_families(capture("triton_metrics.txt"))}
-    assert {"nv_inference_count", "nv_inference_exec_count", "nv_inference_queue_duration_us",
-            "nv_inference_compute_infer_duration_us", "nv_inference_request_duration_us"} <= names
+    assert {
+        "nv_inference_count",
+        "nv_inference_exec_count",
+        "nv_inference_queue_duration_us",
+        "nv_inference_compute_infer_duration_us",
+        "nv_inference_request_duration_us",
+    } <= names
 
 
 # ---- the diff -------------------------------------------------------------------------------
+
 
 def test_no_requests_between_snapshots_gives_none_not_zero_division():
     snap = parse_triton_statistics(json.loads(capture("triton_stats_cnn_http.json")), "cnn")
@@ -144,6 +154,7 @@ def test_unreachable_server_is_a_quick_server_error(kind):
 
 
 # ---- against the real servers ---------------------------------------------------------------
+
 
 def targets(ports: ServerPorts) -> dict[str, tuple[str, str | None]]:
     return {
@@ -188,7 +199,9 @@ print(json.dumps({kind: snapshot(kind, a, "tiny", None, m).counters for kind, (a
 def test_snapshot_works_under_gevent_like_a_locust_process(local_servers):
     proc = subprocess.run(
         [sys.executable, "-c", GEVENT_SCRIPT, json.dumps(targets(local_servers.ports))],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     counters = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -6,20 +6,22 @@ own keys and the message says what was expected and what was found.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pytest
 import yaml
 
 from inferload.errors import Problem, ScenarioError
-from inferload.scenario.model import Scenario
 from inferload.scenario.loader import load_scenario, scenario_from_dict, scenario_to_dict, scenario_to_yaml
+from inferload.scenario.model import Scenario
 
-SCENARIOS_DIR = Path(__file__).resolve().parent.parent / "scenarios"
+SCENARIOS_DIR = Path(__file__).resolve().parent.parent.parent / "scenarios"
 
 
 def valid_scenario() -> dict[str, Any]:
@@ -207,93 +209,312 @@ def test_scenarios_can_be_built_in_code() -> None:
 
 MALFORMED = [
     # unknown keys, at several levels
-    pytest.param(set_key("durationn", "60s"), "durationn", "unknown key 'durationn' (did you mean 'duration'?)", id="unknown-top-key"),
-    pytest.param(set_key("targets[0].timout", "5s"), "targets[0].timout", "unknown key 'timout' (did you mean 'timeout'?)", id="unknown-target-key"),
-    pytest.param(set_key("targets[0].inputs[0].dtyp", "FP32"), "targets[0].inputs[0].dtyp", "(did you mean 'dtype'?)", id="unknown-input-key"),
-    pytest.param(set_key("targets[0].slo", {"p99": 50}), "targets[0].slo.p99", "unknown key 'p99' (did you mean", id="unknown-slo-key"),
+    pytest.param(
+        set_key("durationn", "60s"), "durationn", "unknown key 'durationn' (did you mean 'duration'?)", id="unknown-top-key"
+    ),
+    pytest.param(
+        set_key("targets[0].timout", "5s"),
+        "targets[0].timout",
+        "unknown key 'timout' (did you mean 'timeout'?)",
+        id="unknown-target-key",
+    ),
+    pytest.param(
+        set_key("targets[0].inputs[0].dtyp", "FP32"),
+        "targets[0].inputs[0].dtyp",
+        "(did you mean 'dtype'?)",
+        id="unknown-input-key",
+    ),
+    pytest.param(
+        set_key("targets[0].slo", {"p99": 50}), "targets[0].slo.p99", "unknown key 'p99' (did you mean", id="unknown-slo-key"
+    ),
     pytest.param(set_key("shape.user", 8), "shape.user", "unknown key 'user' (did you mean 'users'?)", id="unknown-shape-key"),
-    pytest.param(set_key("targets[0].zzz", 1), "targets[0].zzz", "expected one of name, kind, address", id="unknown-key-lists-keys"),
-    pytest.param(set_key("targets[0].inputs[0].data.value", 1), "targets[0].inputs[0].data.value", "does not apply to generator 'random'", id="key-for-other-generator"),
+    pytest.param(
+        set_key("targets[0].zzz", 1), "targets[0].zzz", "expected one of name, kind, address", id="unknown-key-lists-keys"
+    ),
+    pytest.param(
+        set_key("targets[0].inputs[0].data.value", 1),
+        "targets[0].inputs[0].data.value",
+        "does not apply to generator 'random'",
+        id="key-for-other-generator",
+    ),
     # required keys
     pytest.param(del_key("name"), "name", "required key is missing", id="missing-name"),
     pytest.param(del_key("targets[0].model"), "targets[0].model", "required key is missing", id="missing-model"),
-    pytest.param(del_key("shape.kind"), "shape.kind", "required key is missing (one of steady, ramp, burst, stages, constant-rate, poisson, ramping-rate, rate-bursts)", id="missing-shape-kind"),
+    pytest.param(
+        del_key("shape.kind"),
+        "shape.kind",
+        "required key is missing (one of steady, ramp, burst, stages, constant-rate, poisson, ramping-rate, rate-bursts)",
+        id="missing-shape-kind",
+    ),
     # wrong types and values
-    pytest.param(set_key("name", "my scenario"), "name", "expected a name of letters, digits, '_', '.' or '-'; got 'my scenario'", id="bad-name"),
-    pytest.param(set_key("targets[0].batch_size", 2.5), "targets[0].batch_size", "expected an integer; got 2.5", id="float-batch-size"),
+    pytest.param(
+        set_key("name", "my scenario"),
+        "name",
+        "expected a name of letters, digits, '_', '.' or '-'; got 'my scenario'",
+        id="bad-name",
+    ),
+    pytest.param(
+        set_key("targets[0].batch_size", 2.5), "targets[0].batch_size", "expected an integer; got 2.5", id="float-batch-size"
+    ),
     pytest.param(set_key("targets[0].batch_size", 0), "targets[0].batch_size", "must be at least 1; got 0", id="zero-batch-size"),
     pytest.param(set_key("shape.users", "eight"), "shape.users", "expected an integer; got 'eight'", id="string-users"),
     pytest.param(set_key("targets", {"name": "x"}), "targets", "expected a list; got a mapping", id="targets-not-a-list"),
-    pytest.param(set_key("targets[0].inputs[0]", "INPUT__0"), "targets[0].inputs[0]", "expected a mapping; got 'INPUT__0'", id="input-not-a-mapping"),
-    pytest.param(set_key("targets[0].inputs[0].dtype", "FP64"), "targets[0].inputs[0].dtype", "expected one of FP32, FP16, INT32, INT64, BYTES; got 'FP64'", id="bad-dtype"),
-    pytest.param(set_key("targets[0].kind", "triton"), "targets[0].kind", "expected one of triton-grpc, triton-http, torchserve-rest; got 'triton'", id="bad-target-kind"),
-    pytest.param(set_key("shape.kind", "spike"), "shape.kind", "expected one of steady, ramp, burst, stages, constant-rate, poisson, ramping-rate, rate-bursts; got 'spike'", id="bad-shape-kind"),
-    pytest.param(set_key("targets[0].inputs[0].data.generator", "gaussian"), "targets[0].inputs[0].data.generator", "expected one of random, zeros, constant, npy; got 'gaussian'", id="bad-generator"),
-    pytest.param(set_key("targets[0].slo", {"error_rate": 1.5}), "targets[0].slo.error_rate", "must be at most 1; got 1.5", id="error-rate-above-1"),
+    pytest.param(
+        set_key("targets[0].inputs[0]", "INPUT__0"),
+        "targets[0].inputs[0]",
+        "expected a mapping; got 'INPUT__0'",
+        id="input-not-a-mapping",
+    ),
+    pytest.param(
+        set_key("targets[0].inputs[0].dtype", "FP64"),
+        "targets[0].inputs[0].dtype",
+        "expected one of FP32, FP16, INT32, INT64, BYTES; got 'FP64'",
+        id="bad-dtype",
+    ),
+    pytest.param(
+        set_key("targets[0].kind", "triton"),
+        "targets[0].kind",
+        "expected one of triton-grpc, triton-http, torchserve-rest; got 'triton'",
+        id="bad-target-kind",
+    ),
+    pytest.param(
+        set_key("shape.kind", "spike"),
+        "shape.kind",
+        "expected one of steady, ramp, burst, stages, constant-rate, poisson, ramping-rate, rate-bursts; got 'spike'",
+        id="bad-shape-kind",
+    ),
+    pytest.param(
+        set_key("targets[0].inputs[0].data.generator", "gaussian"),
+        "targets[0].inputs[0].data.generator",
+        "expected one of random, zeros, constant, npy; got 'gaussian'",
+        id="bad-generator",
+    ),
+    pytest.param(
+        set_key("targets[0].slo", {"error_rate": 1.5}),
+        "targets[0].slo.error_rate",
+        "must be at most 1; got 1.5",
+        id="error-rate-above-1",
+    ),
     # open-loop shapes
-    pytest.param(set_key("shape", {"kind": "poisson", "rate": 0}), "shape.rate", "must be greater than 0; got 0", id="poisson-zero-rate"),
-    pytest.param(set_key("shape", {"kind": "poisson", "rate": 10, "max_inflight": 4}), "shape.max_inflight", "did you mean 'max_in_flight'", id="open-loop-typo"),
-    pytest.param(set_key("shape", {"kind": "rate-bursts", "base_rate": 50, "burst_rate": 20, "burst_length": "2s", "period": "10s"}), "shape.burst_rate", "must be greater than base_rate", id="burst-rate-below-base"),
-    pytest.param(set_key("shape", {"kind": "ramping-rate", "from_rate": 1, "to_rate": 100, "over": "10m"}), "shape.over", "must not be longer than duration", id="rate-ramp-longer-than-run"),
-    pytest.param(set_key("shape", {"kind": "constant-rate", "rate": 10, "max_in_flight": 0}), "shape.max_in_flight", "must be at least 1; got 0", id="no-senders"),
+    pytest.param(
+        set_key("shape", {"kind": "poisson", "rate": 0}), "shape.rate", "must be greater than 0; got 0", id="poisson-zero-rate"
+    ),
+    pytest.param(
+        set_key("shape", {"kind": "poisson", "rate": 10, "max_inflight": 4}),
+        "shape.max_inflight",
+        "did you mean 'max_in_flight'",
+        id="open-loop-typo",
+    ),
+    pytest.param(
+        set_key("shape", {"kind": "rate-bursts", "base_rate": 50, "burst_rate": 20, "burst_length": "2s", "period": "10s"}),
+        "shape.burst_rate",
+        "must be greater than base_rate",
+        id="burst-rate-below-base",
+    ),
+    pytest.param(
+        set_key("shape", {"kind": "ramping-rate", "from_rate": 1, "to_rate": 100, "over": "10m"}),
+        "shape.over",
+        "must not be longer than duration",
+        id="rate-ramp-longer-than-run",
+    ),
+    pytest.param(
+        set_key("shape", {"kind": "constant-rate", "rate": 10, "max_in_flight": 0}),
+        "shape.max_in_flight",
+        "must be at least 1; got 0",
+        id="no-senders",
+    ),
     # durations
-    pytest.param(set_key("duration", "soon"), "duration", "expected a duration like '30s', '2m' or '1m30s'; got 'soon'", id="bad-duration"),
+    pytest.param(
+        set_key("duration", "soon"), "duration", "expected a duration like '30s', '2m' or '1m30s'; got 'soon'", id="bad-duration"
+    ),
     pytest.param(set_key("duration", 0), "duration", "must be longer than 0s; got 0s", id="zero-duration"),
     pytest.param(set_key("targets[0].timeout", "-5s"), "targets[0].timeout", "expected a duration like", id="negative-timeout"),
     pytest.param(set_key("warmup", "60s"), "warmup", "must be shorter than duration (1m); got 1m", id="warmup-equals-duration"),
-    pytest.param(set_key("window", "2m"), "window", "must not be longer than duration (1m); got 2m", id="window-longer-than-duration"),
+    pytest.param(
+        set_key("window", "2m"), "window", "must not be longer than duration (1m); got 2m", id="window-longer-than-duration"
+    ),
     # shapes of tensors
-    pytest.param(set_key("targets[0].inputs[0].shape", [3, -32, 32]), "targets[0].inputs[0].shape[1]", "must be greater than 0; got -32", id="negative-dim"),
-    pytest.param(set_key("targets[0].inputs[0].shape", [3, 0, 32]), "targets[0].inputs[0].shape[1]", "must be greater than 0; got 0", id="zero-dim"),
+    pytest.param(
+        set_key("targets[0].inputs[0].shape", [3, -32, 32]),
+        "targets[0].inputs[0].shape[1]",
+        "must be greater than 0; got -32",
+        id="negative-dim",
+    ),
+    pytest.param(
+        set_key("targets[0].inputs[0].shape", [3, 0, 32]),
+        "targets[0].inputs[0].shape[1]",
+        "must be greater than 0; got 0",
+        id="zero-dim",
+    ),
     pytest.param(set_key("targets[0].inputs[0].shape", []), "targets[0].inputs[0].shape", "must not be empty", id="empty-shape"),
-    pytest.param(set_key("targets[0].inputs[0].shape", 16), "targets[0].inputs[0].shape", "expected a list of positive integers like [3, 32, 32]; got 16", id="scalar-shape"),
-    pytest.param(set_key("targets[0].inputs[0].shape", [100000, 100000]), "targets[0].inputs[0].shape", "at most 67,108,864 (64 MiB) are allowed", id="impossible-shape"),
+    pytest.param(
+        set_key("targets[0].inputs[0].shape", 16),
+        "targets[0].inputs[0].shape",
+        "expected a list of positive integers like [3, 32, 32]; got 16",
+        id="scalar-shape",
+    ),
+    pytest.param(
+        set_key("targets[0].inputs[0].shape", [100000, 100000]),
+        "targets[0].inputs[0].shape",
+        "at most 67,108,864 (64 MiB) are allowed",
+        id="impossible-shape",
+    ),
     pytest.param(
         edits(set_key("targets[0].batch_size", 1024), set_key("targets[0].inputs[0].shape", [3, 128, 128])),
-        "targets[0].inputs[0].shape", "1024 x [3, 128, 128] FP32 is 201,326,592 bytes per request", id="batch-makes-it-too-big",
+        "targets[0].inputs[0].shape",
+        "1024 x [3, 128, 128] FP32 is 201,326,592 bytes per request",
+        id="batch-makes-it-too-big",
     ),
     # names
-    pytest.param(set_key("targets[1].name", "triton-cnn"), "targets[1].name", "duplicate target name 'triton-cnn' (also targets[0])", id="duplicate-target"),
+    pytest.param(
+        set_key("targets[1].name", "triton-cnn"),
+        "targets[1].name",
+        "duplicate target name 'triton-cnn' (also targets[0])",
+        id="duplicate-target",
+    ),
     pytest.param(
         lambda data: data["targets"][0]["inputs"].append({"name": "INPUT__0", "shape": [1], "dtype": "FP32"}),
-        "targets[0].inputs[1].name", "duplicate input name 'INPUT__0' (also inputs[0])", id="duplicate-input",
+        "targets[0].inputs[1].name",
+        "duplicate input name 'INPUT__0' (also inputs[0])",
+        id="duplicate-input",
     ),
     pytest.param(set_key("targets", []), "targets", "must not be empty", id="empty-targets"),
     pytest.param(set_key("targets[0].inputs", []), "targets[0].inputs", "must not be empty", id="empty-inputs"),
     # addresses
-    pytest.param(set_key("targets[0].address", "localhost"), "targets[0].address", "expected host:port like '127.0.0.1:8001'; got 'localhost'", id="address-without-port"),
-    pytest.param(set_key("targets[0].address", "127.0.0.1:99999"), "targets[0].address", "the port must be a number from 1 to 65535; got 99999", id="port-out-of-range"),
-    pytest.param(set_key("targets[0].address", "http://127.0.0.1:8001"), "targets[0].address", "without a scheme", id="grpc-address-with-scheme"),
-    pytest.param(set_key("targets[1].address", "ftp://x:21"), "targets[1].address", "expected http:// or https://", id="torchserve-ftp"),
-    pytest.param(set_key("targets[1].address", "http://127.0.0.1:8080/predictions/cnn"), "targets[1].address", "without a path", id="torchserve-with-path"),
-    pytest.param(set_key("targets[0].address", "bad host!:8001"), "targets[0].address", "invalid host 'bad host!'", id="garbage-host"),
-    pytest.param(set_key("targets[0].metrics_url", "127.0.0.1:8002"), "targets[0].metrics_url", "expected a URL like", id="metrics-url-without-scheme"),
-    # kind-specific keys
-    pytest.param(set_key("targets[0].content_type", "json"), "targets[0].content_type", "only applies to torchserve-rest targets; this target is triton-grpc", id="content-type-on-triton"),
-    pytest.param(set_key("targets[1].content_type", "protobuf"), "targets[1].content_type", "expected one of octet-stream, npy, json; got 'protobuf'", id="bad-content-type"),
-    pytest.param(set_key("targets[0].version", "latest"), "targets[0].version", "expected a Triton model version number like 1; got 'latest'", id="triton-version-not-a-number"),
-    # data generators
-    pytest.param(set_key("targets[0].inputs[0].data", {"generator": "constant"}), "targets[0].inputs[0].data.value", "required key is missing (generator 'constant' needs it)", id="constant-without-value"),
-    pytest.param(set_key("targets[0].inputs[0].data", {"generator": "constant", "value": "x"}), "targets[0].inputs[0].data.value", "expected a number for a FP32 input; got 'x'", id="string-constant-for-fp32"),
-    pytest.param(set_key("targets[0].inputs[0].data", {"generator": "random", "low": 1, "high": 0}), "targets[0].inputs[0].data.high", "must be greater than low (1); got 0", id="high-below-low"),
-    pytest.param(set_key("targets[0].inputs[0].data", {"generator": "npy", "path": "missing.npy"}), "targets[0].inputs[0].data.path", "npy file not found", id="missing-npy"),
-    pytest.param(set_key("targets[0].inputs[0].data", {"generator": "random", "length": 8}), "targets[0].inputs[0].data.length", "only applies to BYTES inputs; this input is FP32", id="length-on-fp32"),
     pytest.param(
-        edits(set_key("targets[0].inputs[0].dtype", "INT32"), set_key("targets[0].inputs[0].data", {"generator": "constant", "value": 2.5})),
-        "targets[0].inputs[0].data.value", "expected an integer within INT32's range; got 2.5", id="fractional-int-constant",
+        set_key("targets[0].address", "localhost"),
+        "targets[0].address",
+        "expected host:port like '127.0.0.1:8001'; got 'localhost'",
+        id="address-without-port",
     ),
     pytest.param(
-        edits(set_key("targets[0].inputs[0].dtype", "BYTES"), set_key("targets[0].inputs[0].data", {"generator": "npy", "path": "x.npy"})),
-        "targets[0].inputs[0].data.generator", "npy data is not supported for BYTES inputs", id="npy-for-bytes",
+        set_key("targets[0].address", "127.0.0.1:99999"),
+        "targets[0].address",
+        "the port must be a number from 1 to 65535; got 99999",
+        id="port-out-of-range",
+    ),
+    pytest.param(
+        set_key("targets[0].address", "http://127.0.0.1:8001"),
+        "targets[0].address",
+        "without a scheme",
+        id="grpc-address-with-scheme",
+    ),
+    pytest.param(
+        set_key("targets[1].address", "ftp://x:21"), "targets[1].address", "expected http:// or https://", id="torchserve-ftp"
+    ),
+    pytest.param(
+        set_key("targets[1].address", "http://127.0.0.1:8080/predictions/cnn"),
+        "targets[1].address",
+        "without a path",
+        id="torchserve-with-path",
+    ),
+    pytest.param(
+        set_key("targets[0].address", "bad host!:8001"), "targets[0].address", "invalid host 'bad host!'", id="garbage-host"
+    ),
+    pytest.param(
+        set_key("targets[0].metrics_url", "127.0.0.1:8002"),
+        "targets[0].metrics_url",
+        "expected a URL like",
+        id="metrics-url-without-scheme",
+    ),
+    # kind-specific keys
+    pytest.param(
+        set_key("targets[0].content_type", "json"),
+        "targets[0].content_type",
+        "only applies to torchserve-rest targets; this target is triton-grpc",
+        id="content-type-on-triton",
+    ),
+    pytest.param(
+        set_key("targets[1].content_type", "protobuf"),
+        "targets[1].content_type",
+        "expected one of octet-stream, npy, json; got 'protobuf'",
+        id="bad-content-type",
+    ),
+    pytest.param(
+        set_key("targets[0].version", "latest"),
+        "targets[0].version",
+        "expected a Triton model version number like 1; got 'latest'",
+        id="triton-version-not-a-number",
+    ),
+    # data generators
+    pytest.param(
+        set_key("targets[0].inputs[0].data", {"generator": "constant"}),
+        "targets[0].inputs[0].data.value",
+        "required key is missing (generator 'constant' needs it)",
+        id="constant-without-value",
+    ),
+    pytest.param(
+        set_key("targets[0].inputs[0].data", {"generator": "constant", "value": "x"}),
+        "targets[0].inputs[0].data.value",
+        "expected a number for a FP32 input; got 'x'",
+        id="string-constant-for-fp32",
+    ),
+    pytest.param(
+        set_key("targets[0].inputs[0].data", {"generator": "random", "low": 1, "high": 0}),
+        "targets[0].inputs[0].data.high",
+        "must be greater than low (1); got 0",
+        id="high-below-low",
+    ),
+    pytest.param(
+        set_key("targets[0].inputs[0].data", {"generator": "npy", "path": "missing.npy"}),
+        "targets[0].inputs[0].data.path",
+        "npy file not found",
+        id="missing-npy",
+    ),
+    pytest.param(
+        set_key("targets[0].inputs[0].data", {"generator": "random", "length": 8}),
+        "targets[0].inputs[0].data.length",
+        "only applies to BYTES inputs; this input is FP32",
+        id="length-on-fp32",
+    ),
+    pytest.param(
+        edits(
+            set_key("targets[0].inputs[0].dtype", "INT32"),
+            set_key("targets[0].inputs[0].data", {"generator": "constant", "value": 2.5}),
+        ),
+        "targets[0].inputs[0].data.value",
+        "expected an integer within INT32's range; got 2.5",
+        id="fractional-int-constant",
+    ),
+    pytest.param(
+        edits(
+            set_key("targets[0].inputs[0].dtype", "BYTES"),
+            set_key("targets[0].inputs[0].data", {"generator": "npy", "path": "x.npy"}),
+        ),
+        "targets[0].inputs[0].data.generator",
+        "npy data is not supported for BYTES inputs",
+        id="npy-for-bytes",
     ),
     # shapes of load
-    pytest.param(set_key("shape", {"kind": "burst", "base_users": 10, "burst_users": 10, "burst_length": "5s", "period": "20s"}), "shape.burst_users", "must be greater than base_users (10); got 10", id="burst-not-above-base"),
-    pytest.param(set_key("shape", {"kind": "burst", "base_users": 1, "burst_users": 10, "burst_length": "20s", "period": "20s"}), "shape.period", "must be longer than burst_length (20s); got 20s", id="period-not-above-burst"),
-    pytest.param(set_key("shape", {"kind": "ramp", "from_users": 4, "to_users": 4, "over": "10s"}), "shape.to_users", "must differ from from_users (4)", id="flat-ramp"),
-    pytest.param(set_key("shape", {"kind": "ramp", "from_users": 1, "to_users": 4, "over": "2m"}), "shape.over", "must not be longer than duration (1m); got 2m", id="ramp-longer-than-run"),
+    pytest.param(
+        set_key("shape", {"kind": "burst", "base_users": 10, "burst_users": 10, "burst_length": "5s", "period": "20s"}),
+        "shape.burst_users",
+        "must be greater than base_users (10); got 10",
+        id="burst-not-above-base",
+    ),
+    pytest.param(
+        set_key("shape", {"kind": "burst", "base_users": 1, "burst_users": 10, "burst_length": "20s", "period": "20s"}),
+        "shape.period",
+        "must be longer than burst_length (20s); got 20s",
+        id="period-not-above-burst",
+    ),
+    pytest.param(
+        set_key("shape", {"kind": "ramp", "from_users": 4, "to_users": 4, "over": "10s"}),
+        "shape.to_users",
+        "must differ from from_users (4)",
+        id="flat-ramp",
+    ),
+    pytest.param(
+        set_key("shape", {"kind": "ramp", "from_users": 1, "to_users": 4, "over": "2m"}),
+        "shape.over",
+        "must not be longer than duration (1m); got 2m",
+        id="ramp-longer-than-run",
+    ),
     pytest.param(
         set_key("shape", {"kind": "stages", "stages": [{"duration": "40s", "users": 1}, {"duration": "30s", "users": 2}]}),
-        "shape.stages", "the stages last 1m10s in total, longer than duration (1m)", id="stages-exceed-duration",
+        "shape.stages",
+        "the stages last 1m10s in total, longer than duration (1m)",
+        id="stages-exceed-duration",
     ),
     pytest.param(set_key("shape", {"kind": "stages", "stages": []}), "shape.stages", "must not be empty", id="no-stages"),
 ]
@@ -325,7 +546,10 @@ def test_npy_data_must_match_the_dtype_and_shape(tmp_path: Path) -> None:
     problems = problems_of(write_scenario(tmp_path, data))
 
     assert [(p.key_path, p.message) for p in problems] == [
-        ("targets[0].inputs[0].data.path", "wrong_shape.npy has shape [3, 64, 64]; expected [1, 3, 32, 32] (batch_size x shape) or [3, 32, 32]"),
+        (
+            "targets[0].inputs[0].data.path",
+            "wrong_shape.npy has shape [3, 64, 64]; expected [1, 3, 32, 32] (batch_size x shape) or [3, 32, 32]",
+        ),
         ("targets[1].inputs[0].data.path", "wrong_dtype.npy holds float64 values; expected float32 for FP32"),
     ]
 
@@ -338,7 +562,9 @@ RAW_FILES = [
     pytest.param(b"", "the file is empty", id="empty-file"),
     pytest.param(b"# only a comment\n", "the file is empty", id="only-comments"),
     pytest.param(b"- name: x\n- name: y\n", "expected a mapping of scenario keys at the top level; got a list", id="list-at-top"),
-    pytest.param(b"just a string\n", "expected a mapping of scenario keys at the top level; got 'just a string'", id="string-at-top"),
+    pytest.param(
+        b"just a string\n", "expected a mapping of scenario keys at the top level; got 'just a string'", id="string-at-top"
+    ),
     pytest.param(b"name: \xff\xfe\n", "not UTF-8 text (byte 0xff at offset 6)", id="not-utf8"),
     pytest.param(b"a: 1\n---\nb: 2\n", "expected a single document", id="two-documents"),
 ]
@@ -418,10 +644,8 @@ def test_arbitrary_values_anywhere_only_give_scenario_errors(tmp_path: Path) -> 
     for _ in range(300):
         data = valid_scenario()
         for path in rng.sample(paths, 2):
-            try:
+            with contextlib.suppress(KeyError, IndexError, TypeError):  # an earlier change removed the parent
                 set_key(path, _random_value(rng))(data)
-            except (KeyError, IndexError, TypeError):
-                pass  # an earlier change removed the parent
         try:
             scenario_from_dict(data, source_path=tmp_path / "fuzz.yaml")
         except ScenarioError as error:
@@ -430,7 +654,14 @@ def test_arbitrary_values_anywhere_only_give_scenario_errors(tmp_path: Path) -> 
 
 @pytest.mark.parametrize(
     "text",
-    ["a: &x [*x]\n", "[" * 5000, "? [a, b]\n: 1\n", "name: !!python/object:os.system x\n", "{1: 2, null: 3}\n", "duration: 2020-01-01\n"],
+    [
+        "a: &x [*x]\n",
+        "[" * 5000,
+        "? [a, b]\n: 1\n",
+        "name: !!python/object:os.system x\n",
+        "{1: 2, null: 3}\n",
+        "duration: 2020-01-01\n",
+    ],
     ids=["recursive-alias", "deep-nesting", "complex-key", "python-tag", "non-string-keys", "date"],
 )
 def test_odd_yaml_only_gives_scenario_errors(tmp_path: Path, text: str) -> None:
