@@ -6,9 +6,10 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: demo test unit integration lint build bench clean
 
-$(STAMP): pyproject.toml
+# pyproject.toml declares ranges; constraints.txt pins the tested set installed here
+$(STAMP): pyproject.toml setup.py constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet -e '.[servers,test,lint]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[servers,test,lint]'
 	touch $(STAMP)
 
 build: $(STAMP)
@@ -32,6 +33,7 @@ integration: build
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 # benchmarks of the load generator itself (not tests): results/bench-<UTC time>/, about 7 min on 2 cores
 bench: build

@@ -266,6 +266,7 @@ def measure(spec: MeasureSpec) -> Measurement:
             from inferload.observe.streaming import StreamingListener
 
             settings = settings_from_mapping({"url": spec.influx_url, "database": "bench"}, environ={})
+            assert settings is not None  # a URL was given
             streaming = StreamingListener(env, recorder.record, scenario, settings, run_id=lambda: "bench")
     else:
         env = Environment(user_classes=[plain_user_class(spec)])

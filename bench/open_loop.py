@@ -32,7 +32,7 @@ import yaml
 
 from bench.profiles import summarise_collapsed
 from inferload.paths import LOCUSTFILE, REPO_ROOT
-from inferload.scenario.model import Scenario
+from inferload.scenario.model import Scenario, is_open_loop
 from inferload.traffic.arrivals import INFINITY, next_arrival, rate_timeline
 
 FRACTIONS = (0.5, 0.8)  # of item 2's gRPC closed-loop maximum
@@ -77,6 +77,7 @@ def expected_arrivals(scenario: Scenario, start: float, end: float, seed: int | 
 
     Replays `ArrivalScheduler._run_target` for a single target on process 0 of 1 (share 1.0).
     """
+    assert is_open_loop(scenario.shape), scenario.shape
     timeline = rate_timeline(scenario.shape, scenario.duration)
     rng = random.Random(None if seed is None else process_seed(seed))
     count, t = 0, 0.0

@@ -233,13 +233,13 @@ def streaming_cost(bench: Bench, rounds: int) -> dict[str, Any]:
     needed = ("inferload.observe.streaming", "inferload.observe.sink")
     if any(importlib.util.find_spec(m) is None for m in needed):
         return {"measured": False, "note": "not measured yet: inferload/sink or inferload/observe/streaming.py missing"}
-    from bench.influx import LocalInflux
+    from inferload.local.influxdb import LocalInfluxDB
 
     log("[5] streaming cost: InfluxDB sink points/s, generator with streaming on vs off")
-    influx = LocalInflux(bench.work_dir / "influx")
+    influx = LocalInfluxDB(bench.work_dir / "influx")
     try:
         influx.start()
-        influx.query("CREATE DATABASE bench")
+        influx.create_database("bench")
         out_path = bench.work_dir / "sink.json"
         subprocess.run(
             [sys.executable, "-m", "bench.sink_bench", influx.url, "bench", str(SINK_POINTS), str(out_path)],

@@ -58,6 +58,7 @@ def make_points(count: int, start_ns: int) -> list[Point]:
 def main(argv: list[str]) -> int:
     url, database, count, out = argv[0], argv[1], int(argv[2]), Path(argv[3])
     settings = settings_from_mapping({"url": url, "database": database}, environ={})
+    assert settings is not None  # a URL was given
     points = make_points(count, time.time_ns() - count * 1000)
     sink = open_sink(settings.model_copy(update={"max_buffer_points": max(count, 100_000)}))
     usage0 = resource.getrusage(resource.RUSAGE_SELF)

@@ -1,4 +1,4 @@
-"""How late an idle gevent loop wakes a greenlet for an arrival: gevent.sleep vs inferload's timerfd.
+"""How late an idle gevent loop wakes a greenlet for an arrival with `gevent.sleep` (the scheduler's wait).
 
     python -m bench.timer_precision
 
@@ -6,7 +6,7 @@ No server, no Locust users: one greenlet waits for 3,000 arrivals (evenly spaced
 mean gap 200 µs, 300 µs, 2 ms) and records how late after each intended time it runs. This is
 the floor under the open-loop send lag (item 4 of `make bench`): libev's epoll backend rounds
 every timer wait up to whole milliseconds (at least 1 ms), so `gevent.sleep` alone gives
-~0.55 ms p50 / ~1.1 ms p99; `inferload.traffic.scheduler`'s scheduler waits on a timerfd instead.
+~0.55 ms p50 / ~1.1 ms p99. (A timerfd wait was tried and not kept: docs/benchmarks.md.)
 """
 
 from __future__ import annotations
@@ -16,8 +16,6 @@ import time
 from collections.abc import Callable
 
 import gevent
-
-from inferload.traffic.scheduler import _WakeAt
 
 ARRIVALS = 3000
 
@@ -49,20 +47,15 @@ def lateness(wait_until: Callable[[float], None], gap_s: float, poisson: bool) -
 
 
 def main() -> None:
-    wake = _WakeAt()
-    try:
-        for gap in (0.0002, 0.0003, 0.002):
-            for poisson in (False, True):
-                for name, fn in (("gevent.sleep", _gevent_sleep_until), ("timerfd", wake.until)):
-                    r = lateness(fn, gap, poisson)
-                    print(
-                        f"gap {gap * 1e6:5.0f} us {'poisson ' if poisson else 'constant'} {name:12s} "
-                        f"late p50 {r['p50_ms']:.3f} p99 {r['p99_ms']:.3f} max {r['max_ms']:.3f} ms  "
-                        f"early {r['early']}  CPU {r['cpu_us_per_arrival']} us/arrival",
-                        flush=True,
-                    )
-    finally:
-        wake.close()
+    for gap in (0.0002, 0.0003, 0.002):
+        for poisson in (False, True):
+            r = lateness(_gevent_sleep_until, gap, poisson)
+            print(
+                f"gap {gap * 1e6:5.0f} us {'poisson ' if poisson else 'constant'} gevent.sleep "
+                f"late p50 {r['p50_ms']:.3f} p99 {r['p99_ms']:.3f} max {r['max_ms']:.3f} ms  "
+                f"early {r['early']}  CPU {r['cpu_us_per_arrival']} us/arrival",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 from inferload.errors import InferloadError, ScenarioError
-from inferload.paths import LOCUSTFILE
+from inferload.run.child_processes import ChildProcesses
+from inferload.run.command import locust_command
 
 EXIT_USAGE = 2
+#: `inferload run --worker-wait`: how long a headless master waits for all its workers to join
+DEFAULT_WORKER_WAIT_S = 120.0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -58,6 +59,25 @@ def build_parser() -> argparse.ArgumentParser:
         "--master-port", type=int, default=None, help="master port for workers (default: a free port; 5557 is Locust's)"
     )
     run.add_argument("--requests-csv", action="store_true", help="also write every request to requests.csv")
+    run.add_argument(
+        "--skip-start-checks",
+        action="store_true",
+        help="send load without checking first that every target's server answers and serves its model as the scenario"
+        " sends it (by default a problem there exits 2 before any load)",
+    )
+    run.add_argument(
+        "--web-host",
+        default="127.0.0.1",
+        help="address Locust's web UI listens on (default 127.0.0.1, this machine only; 0.0.0.0 exposes it: "
+        "add Locust's --web-login after --)",
+    )
+    run.add_argument(
+        "--worker-wait",
+        type=float,
+        default=DEFAULT_WORKER_WAIT_S,
+        metavar="SECONDS",
+        help=f"headless master: exit 2 when not every worker joined after SECONDS (default {DEFAULT_WORKER_WAIT_S:g})",
+    )
     run.epilog = "Options after -- go to Locust unchanged, e.g. inferload run s.yaml --headless -- --loglevel WARNING"
 
     validate = sub.add_parser("validate", help="check scenario files; exit 2 with one line per problem")
@@ -71,7 +91,11 @@ def build_parser() -> argparse.ArgumentParser:
     report = sub.add_parser("report", help="(re)write report.html in a results folder")
     report.add_argument("results_dir", type=Path, metavar="RESULTS_DIR")
 
-    worker = sub.add_parser("worker", help="a Locust worker for a master started with `inferload run --remote-workers`")
+    worker = sub.add_parser(
+        "worker",
+        help="a Locust worker for a master started with `inferload run --remote-workers`; needs INFERLOAD_RUN_KEY "
+        "(the master's run key) and runs the master's locustfile only when it is signed with it",
+    )
     worker.add_argument("--master-host", required=True, help="the master's address")
     worker.add_argument("--master-port", type=int, default=5557, help="the master's port (default 5557)")
 
@@ -106,9 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "servers":
             return cmd_servers(args)
         if args.command == "worker":
-            from inferload.run.distributed import worker_command
-
-            return subprocess.call(worker_command(args.master_host, args.master_port))
+            return cmd_worker(args)
         if args.command == "compare":
             from inferload.results.compare import main_compare
 
@@ -119,7 +141,9 @@ def main(argv: list[str] | None = None) -> int:
             return main_report(args.results_dir)
         if args.command == "demo":
             from inferload.local.demo import DemoSettings, run_demo
+            from inferload.local.models.build import ensure_models
 
+            ensure_models((args.model,))  # first use: build the sample model
             return run_demo(
                 DemoSettings(
                     out=args.out,
@@ -156,17 +180,6 @@ def cmd_validate(paths: list[Path]) -> int:
     return EXIT_USAGE if failed else 0
 
 
-def locust_command(scenario: Path, headless: bool, out: Path | None, run_id: str | None, extra: list[str]) -> list[str]:
-    command = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--scenario", str(scenario)]
-    if headless:
-        command.append("--headless")
-    if out is not None:
-        command += ["--results-dir", str(out)]
-    if run_id:
-        command += ["--run-id", run_id]
-    return command + list(extra)
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     from inferload.scenario.loader import load_scenario
 
@@ -178,28 +191,85 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if args.workers < 0 or args.remote_workers < 0:
         raise InferloadError("--workers and --remote-workers: expected 0 or more")
+    if args.worker_wait < 0:
+        raise InferloadError(f"--worker-wait: expected 0 or more seconds; got {args.worker_wait:g}")
+    refused = results_problem(args, scenario.name)
+    if refused:
+        print(f"inferload: {refused}", file=sys.stderr)
+        return EXIT_USAGE
     extra = list(args.locust_args) + (["--requests-csv"] if args.requests_csv else [])
+    extra += ["--skip-start-checks"] if args.skip_start_checks else []
     if not args.workers and not args.remote_workers:
-        return subprocess.call(locust_command(args.scenario, args.headless, args.out, args.run_id, extra), cwd=os.getcwd())
+        web = [] if args.headless else ["--web-host", args.web_host]  # before `extra`: a --web-host after -- wins
+        with ChildProcesses() as children:  # signals go to Locust, which writes the results before it exits
+            children.start(locust_command(args.scenario, args.headless, args.out, args.run_id, web + extra), lead=True)
+            return children.wait()
 
     from datetime import datetime, timezone
 
     from inferload.run.distributed import DistributedRun, run_distributed
 
     run_id = args.run_id or f"{scenario.name}-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
-    return run_distributed(
-        DistributedRun(
-            scenario=scenario,
-            results_dir=args.out or Path("results") / run_id,
-            run_id=run_id,
-            local_workers=args.workers,
-            remote_workers=args.remote_workers,
-            headless=args.headless,
-            master_bind_host=args.master_bind_host,
-            master_port=args.master_port,
-            locust_args=extra,
+    from inferload.errors import RunKeyError
+
+    try:
+        return run_distributed(
+            DistributedRun(
+                scenario=scenario,
+                results_dir=args.out or Path("results") / run_id,
+                run_id=run_id,
+                local_workers=args.workers,
+                remote_workers=args.remote_workers,
+                headless=args.headless,
+                master_bind_host=args.master_bind_host,
+                master_port=args.master_port,
+                locust_args=extra,
+                worker_wait_s=args.worker_wait,
+                web_host=args.web_host,
+            )
         )
-    )
+    except RunKeyError as exc:  # workers on other machines and no key to give them
+        print(f"inferload: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    """Download the master's locustfile, run it only when it is signed with this machine's run key."""
+    import tempfile
+
+    from inferload.errors import RunKeyError
+    from inferload.run.distributed import worker_command
+    from inferload.run.locustfile_fetch import fetch_verified_locustfile
+    from inferload.run.run_key import LocustfileNotTrusted, require_run_key
+
+    try:
+        key = require_run_key("inferload worker")
+    except RunKeyError as exc:
+        print(f"inferload: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    with tempfile.TemporaryDirectory(prefix="inferload-worker-") as folder:
+        try:
+            locustfile = fetch_verified_locustfile(args.master_host, args.master_port, key, Path(folder))
+        except LocustfileNotTrusted as exc:
+            print(f"inferload worker: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        with ChildProcesses() as children:  # Ctrl-C: the worker sends its last report, then quits
+            children.start(worker_command(args.master_host, args.master_port, str(locustfile)), lead=True)
+            return children.wait()
+
+
+def results_problem(args: argparse.Namespace, scenario_name: str) -> str | None:
+    """A `--run-id` that names no folder, or (when the run writes there from its start: `--workers`,
+    `--requests-csv`) a results folder that cannot be written: found before any load is sent."""
+    from inferload.run.results_dir import run_id_problem, unwritable_problem
+
+    if args.run_id is not None and run_id_problem(args.run_id):
+        return f"--run-id: {run_id_problem(args.run_id)}"
+    if not (args.workers or args.remote_workers or args.requests_csv):
+        return None  # the results are written at the end, to a temporary folder if --out fails then
+    folder = args.out or Path("results") / (args.run_id or scenario_name)
+    problem = unwritable_problem(folder if args.out else folder.parent)
+    return f"{'--out' if args.out else 'results'}: {problem}" if problem else None
 
 
 def parse_ports(text: str | None) -> dict[str, int]:
@@ -215,7 +285,7 @@ def parse_ports(text: str | None) -> dict[str, int]:
 
 
 def cmd_servers(args: argparse.Namespace) -> int:
-    from inferload.local.servers.manager import LocalServers
+    from inferload.local.servers.manager import LocalServers, state_dir_problem
     from inferload.local.servers.ports import ServerPorts
     from inferload.paths import DEFAULT_STATE_DIR
 
@@ -224,9 +294,17 @@ def cmd_servers(args: argparse.Namespace) -> int:
     unknown = sorted(set(overrides) - set(defaults))
     if unknown:
         raise InferloadError(f"--ports: unknown name(s) {unknown}; expected some of {sorted(defaults)}")
-    servers = LocalServers(args.state_dir or DEFAULT_STATE_DIR, ServerPorts.from_dict({**defaults, **overrides}), host=args.host)
+    state_dir = (args.state_dir or DEFAULT_STATE_DIR).absolute()  # the servers start in other folders
+    problem = state_dir_problem(state_dir)
+    if problem:
+        print(f"inferload: --state-dir: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    servers = LocalServers(state_dir, ServerPorts.from_dict({**defaults, **overrides}), host=args.host)
     if args.action == "up":
         which = (args.only,) if args.only else ("triton", "torchserve")
+        from inferload.local.models.build import ensure_models
+
+        ensure_models(servers.models)  # first use: build the sample models
         print("starting the local servers (first start loads the models: up to a minute) ...", file=sys.stderr, flush=True)
         result = servers.up(which=which)
     elif args.action == "down":

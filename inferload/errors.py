@@ -3,9 +3,12 @@
     InferloadError                  every error inferload raises on purpose
     ├── ScenarioError               a scenario file is invalid (.problems: one line each)
     ├── ModelMismatchError          the scenario's tensors do not match the served model
+    ├── StartCheckError             the start checks found problems before any load (.problems)
+    ├── RunKeyError                 a distributed run has no usable run key (INFERLOAD_RUN_KEY)
     ├── ServerError                 a local server could not be started, reached or stopped
     │   ├── PortInUseError          a configured port is already taken
     │   └── JavaMissingError        TorchServe needs a JDK 11+ and none was found
+    ├── ScrapeError                 a server's metrics or statistics could not be read, or made no sense
     └── RequestError                one inference call failed (reported to Locust as a failure)
         ├── ConnectionRefused
         ├── RequestTimeout
@@ -48,6 +51,24 @@ class ModelMismatchError(InferloadError):
     """The scenario's tensors do not match what the server says the model takes."""
 
 
+class StartCheckError(InferloadError):
+    """The start checks found problems (``.problems``: one line each); no load was sent.
+
+    Raised by ``inferload.run.model_fit.fit_to_models`` (servers and models) and
+    ``inferload.run.results_dir.check_results_dir`` (run id, results folder); a locustfile exits 2 on it.
+    """
+
+    def __init__(self, problems: list[str], skippable: bool = True) -> None:
+        self.problems = list(problems)
+        #: whether ``--skip-start-checks`` would have let the run go on
+        self.skippable = skippable
+        super().__init__("\n".join(self.problems))
+
+
+class RunKeyError(InferloadError):
+    """No usable run key where a distributed run needs one."""
+
+
 class ServerError(InferloadError):
     """A local server could not be started, reached or stopped."""
 
@@ -58,6 +79,11 @@ class PortInUseError(ServerError):
 
 class JavaMissingError(ServerError):
     pass
+
+
+class ScrapeError(InferloadError):
+    """A server's metrics page or statistics API could not be read, or its answer made no sense
+    (refused, timed out, HTTP error, not Prometheus text, the model missing, counters that went back)."""
 
 
 class RequestError(InferloadError):

@@ -1,26 +1,14 @@
-"""Run an inferload scenario with Locust:
+"""Run an inferload scenario with Locust, from a checkout:
 
     locust -f locustfiles/inferload_locustfile.py --scenario scenarios/steady.yaml [--headless]
 
-One user class per scenario target (Triton gRPC, Triton HTTP or TorchServe REST), the scenario's
-traffic shape, exact percentiles and summary.json at the end, exit code 1 on a breached SLO.
+The same as `python -m inferload.locustfile --scenario ...` (the locustfile inside the package,
+which also works where inferload is installed from a wheel): one user class per scenario target,
+the scenario's traffic shape, exact percentiles and summary.json, exit code 1 on a breached SLO.
 """
-
-import sys
 
 import locust  # noqa: F401  (first: gevent monkey patching)
 
-from inferload.run.install import install
-from inferload.run.plugin import scenario_path_from_argv
-from inferload.scenario.loader import load_scenario
+from inferload.locustfile import install_scenario_from_argv
 
-
-def _load():
-    path = scenario_path_from_argv(sys.argv[1:])
-    if not path:
-        sys.stderr.write("inferload: no scenario given: pass --scenario FILE (or set INFERLOAD_SCENARIO)\n")
-        sys.exit(2)
-    return load_scenario(path)
-
-
-install(globals(), _load)
+install_scenario_from_argv(globals())

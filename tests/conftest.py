@@ -1,4 +1,5 @@
-"""Test layers: ``unit/`` (pure: no torch, no servers) and ``integration/`` (real servers).
+"""Test layers: ``unit/`` (pure: no torch, no servers; guarded by unit/conftest.py) and
+``integration/`` (real servers); shared helpers in ``support/``. See docs/testing.md.
 
 Locust patches the standard library for gevent when it is imported; that has to happen before
 anything imports ssl (requests, urllib3, influxdb-client), as in every locustfile.

@@ -1,0 +1,1 @@
+"""Local real servers of the embedded default (Triton, TorchServe, InfluxDB), the sample models and the demo."""

@@ -22,13 +22,15 @@ from typing import Any
 
 import yaml
 
-from inferload.cli import locust_command
 from inferload.errors import InferloadError
 from inferload.local.models.specs import SPECS as MODEL_SPECS
 from inferload.local.servers.manager import LocalServers
 from inferload.local.servers.ports import ServerPorts
+from inferload.results.figures import format_table
+from inferload.results.model import RunSummary, SloSection
 from inferload.results.report import write_report
-from inferload.results.summary import format_table
+from inferload.results.summary_file import SUMMARY_NAME, read_summary, write_summary
+from inferload.run.command import locust_command
 from inferload.scenario.loader import load_scenario
 
 PROGRESS_EVERY_S = 5.0
@@ -109,9 +111,7 @@ def phase_scenario(phase: Phase, settings: DemoSettings, ports: ServerPorts) -> 
     }
 
 
-def run_phase(
-    phase: Phase, scenario_path: Path, out: Path, cold_starts_path: Path, expected_s: float, step: str
-) -> dict[str, Any]:
+def run_phase(phase: Phase, scenario_path: Path, out: Path, cold_starts_path: Path, expected_s: float, step: str) -> RunSummary:
     """One headless Locust run; Locust's own log goes to a file, progress to the console."""
     results = out / phase.target_name
     log_path = out / f"{phase.target_name}.locust.log"
@@ -137,42 +137,38 @@ def run_phase(
                 process.wait(timeout=PROGRESS_EVERY_S)
             except subprocess.TimeoutExpired:
                 print(f"      {time.monotonic() - started:5.0f} s / {expected_s:g} s", flush=True)
-    summary_path = results / "summary.json"
-    if not summary_path.exists():
+    if not (results / SUMMARY_NAME).exists():
         raise InferloadError(f"{phase.target} {phase.name}: locust wrote no results (exit {process.returncode}); see {log_path}")
-    summary = json.loads(summary_path.read_text())
-    figures = summary["targets"][phase.target_name]
+    summary = read_summary(results)
+    figures = summary.targets[phase.target_name]
     print(
-        f"      done: {figures['requests']} requests, {figures['failures']} failures, "
-        f"p99 {figures['latency_ms']['p99'] or 0:.2f} ms (locust exit {process.returncode})",
+        f"      done: {figures.requests} requests, {figures.failures} failures, "
+        f"p99 {figures.latency_ms.p99 or 0:.2f} ms (locust exit {process.returncode})",
         flush=True,
     )
     return summary
 
 
-def combine(
-    out: Path, settings: DemoSettings, summaries: dict[str, dict[str, Any]], cold: dict[str, float | None]
-) -> dict[str, Any]:
+def combine(out: Path, settings: DemoSettings, summaries: dict[str, RunSummary], cold: dict[str, float | None]) -> RunSummary:
+    """The phases' summaries as one: every phase's target, every SLO check, the demo's settings."""
     first = next(iter(summaries.values()))
-    targets: dict[str, Any] = {}
-    for summary in summaries.values():
-        targets.update(summary["targets"])
-    checks = [c for s in summaries.values() for c in s["slo"]["checks"]]
-    return {
-        "run_id": out.name,
-        "scenario": "demo",
-        "started_at": first["started_at"],
-        "duration_s": round(sum(s["duration_s"] for s in summaries.values()), 3),
-        "warmup_s": settings.warmup_s,
-        "steady_s": round(sum(s.get("steady_s", 0.0) for s in summaries.values()), 3),
-        "workers": 1,
-        "model": settings.model,
-        "users": settings.users,
-        "cold_start_s": cold,
-        "phases": {name: s["run_id"] for name, s in summaries.items()},
-        "targets": targets,
-        "slo": {"passed": all(c["passed"] for c in checks), "checks": checks},
-    }
+    checks = [c for s in summaries.values() for c in s.slo.checks]
+    return RunSummary(
+        run_id=out.name,
+        scenario="demo",
+        started_at=first.started_at,
+        duration_s=round(sum(s.duration_s for s in summaries.values()), 3),
+        warmup_s=settings.warmup_s,
+        steady_s=round(sum(s.steady_s or 0.0 for s in summaries.values()), 3),
+        workers=1,
+        model=settings.model,
+        users=settings.users,
+        cold_start_s=cold,
+        phases={name: s.run_id for name, s in summaries.items()},
+        targets={name: t for s in summaries.values() for name, t in s.targets.items()},
+        slo=SloSection(passed=all(c.passed for c in checks), checks=checks),
+        interrupted=any(s.interrupted for s in summaries.values()),
+    )
 
 
 def merge_windows(out: Path, names: list[str]) -> None:
@@ -201,7 +197,7 @@ def run_demo(settings: DemoSettings) -> int:
     servers = LocalServers(out / "servers", ports, models=(settings.model,))
     print(f"inferload demo: model '{settings.model}', {settings.users} users, results in {out}", flush=True)
     print("[1/5] starting the real Triton and TorchServe on 127.0.0.1 ...", flush=True)
-    summaries: dict[str, dict[str, Any]] = {}
+    summaries: dict[str, RunSummary] = {}
     try:
         started = servers.up()
         cold = {
@@ -224,7 +220,7 @@ def run_demo(settings: DemoSettings) -> int:
         print("stopping the servers ...", flush=True)
         servers.down()
     summary = combine(out, settings, summaries, cold)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    write_summary(out, summary)
     merge_windows(out, list(summaries))
     try:
         report = write_report(out)
@@ -233,9 +229,9 @@ def run_demo(settings: DemoSettings) -> int:
         print(f"report.html not written: {exc}", file=sys.stderr)
     print(f"\nTriton (gRPC) vs TorchServe (REST), model '{settings.model}', same payload, {settings.users} users;")
     print(f"steady state after a {settings.warmup_s:g} s warm-up; batch sizes, queue and compute time from the servers:\n")
-    print(format_table(summary))
+    print(format_table(summary.targets))
     print(
         f"\nresults: {out}/summary.json, windows.csv, one folder per phase" + (f", {report.name}" if report else ""), flush=True
     )
-    failures = sum(t["failures"] for t in summary["targets"].values())
+    failures = sum(t.failures or 0 for t in summary.targets.values())
     return 0 if failures == 0 else 1

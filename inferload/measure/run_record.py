@@ -5,11 +5,17 @@ up and merge exactly on the master. Requests finished before the warm-up ends go
 warm-up figures; the steady-state totals exclude them. Workers send what they gathered since
 their last report with each Locust report; the master (or a local runner) holds the run's whole
 record and turns it into results when the run stops.
+
+Memory stays bounded over a long run: once the newest window seen starts `close_after_s` after
+a window's end (workers report every ~3 s), that window is closed (its histogram compressed,
+see `inferload.measure.windows`); a late report into it reopens it and merges exactly.
+Refused connections are counted per window too (`refused_windows`), for the run's outages.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -19,11 +25,18 @@ import gevent
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
-from inferload.measure.hdr import LatencyStats
+from inferload.errors import ConnectionRefused
+from inferload.measure.hdr import ClosedStats, LatencyStats, WindowStats
+from inferload.measure.outages import Outage, RefusedWindow, find_outages
+from inferload.measure.report_auth import SignedReports
+from inferload.measure.windows import WindowStore
 
 logger = logging.getLogger(__name__)
 
 REPORT_KEY = "inferload_latency"
+CLOSE_AFTER_S = 6.0  # two worker report intervals: later figures still merge, only slower
+
+WindowKey = tuple[int, str]
 
 
 @dataclass
@@ -34,42 +47,55 @@ class RunRecord:
     warmup_s: float
     started_at: float | None = None  # wall clock, seconds
     stopped_at: float | None = None
-    windows: dict[tuple[int, str], LatencyStats] = field(default_factory=lambda: defaultdict(LatencyStats))
+    windows: WindowStore[WindowKey] = field(default_factory=WindowStore)
     steady: dict[str, LatencyStats] = field(default_factory=lambda: defaultdict(LatencyStats))
     warmup: dict[str, LatencyStats] = field(default_factory=lambda: defaultdict(LatencyStats))
     users_by_window: dict[int, int] = field(default_factory=dict)
     # open-loop only: send lag (intended -> actual send) and arrivals [intended, unsent]
-    lag_windows: dict[tuple[int, str], LatencyStats] = field(default_factory=lambda: defaultdict(LatencyStats))
+    lag_windows: WindowStore[WindowKey] = field(default_factory=WindowStore)
     lag_steady: dict[str, LatencyStats] = field(default_factory=lambda: defaultdict(LatencyStats))
-    arrival_windows: dict[tuple[int, str], list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
+    arrival_windows: dict[WindowKey, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
     arrivals_steady: dict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
     # on the master: each worker's own windows too, by worker id (for the per-worker stream)
-    worker_windows: dict[tuple[int, str, str], LatencyStats] = field(default_factory=lambda: defaultdict(LatencyStats))
+    worker_windows: WindowStore[tuple[int, str, str]] = field(default_factory=WindowStore)
     # the server's own mean request duration per window (master or local only)
-    server_request_ms: dict[tuple[int, str], float] = field(default_factory=dict)
+    server_request_ms: dict[WindowKey, float] = field(default_factory=dict)
+    # refused connections per window: how many, first and last (the run's outages)
+    refused_windows: dict[WindowKey, RefusedWindow] = field(default_factory=dict)
+    #: the scenario's target names: every one gets a row per window, even one that never answered
+    targets: tuple[str, ...] = ()
+    #: a window is closed (compressed) once the newest window seen starts this long after its end
+    close_after_s: float = CLOSE_AFTER_S
+    _newest_index: int | None = field(default=None, repr=False)
 
     @property
     def warmup_ends_at(self) -> float | None:
         return None if self.started_at is None else self.started_at + self.warmup_s
 
-    def record(self, target: str, latency_ms: float, failed: bool, now: float) -> None:
-        window = self.windows[(int(now // self.window_s), target)]
+    def record(self, target: str, latency_ms: float, failed: bool, now: float, refused: bool = False) -> None:
+        index = int(now // self.window_s)
+        window = self.windows.writable((index, target))
         ends = self.warmup_ends_at
         phase = self.warmup if ends is not None and now < ends else self.steady
         totals = phase[target]
         if failed:
             window.record_failure()
             totals.record_failure()
+            if refused:
+                self._add_refused(index, target, 1, now, now)
         else:
             window.record_success(latency_ms)
             totals.record_success(latency_ms)
+        if self._newest_index is None or index > self._newest_index:
+            self._newest_index = index
+            self._close_old_windows()
 
     def _in_steady(self, t: float) -> bool:
         ends = self.warmup_ends_at
         return ends is None or t >= ends
 
     def record_send_lag(self, target: str, lag_ms: float, now: float) -> None:
-        self.lag_windows[(int(now // self.window_s), target)].record_success(max(lag_ms, 0.0))
+        self.lag_windows.writable((int(now // self.window_s), target)).record_success(max(lag_ms, 0.0))
         if self._in_steady(now):
             self.lag_steady[target].record_success(max(lag_ms, 0.0))
 
@@ -83,6 +109,61 @@ class RunRecord:
         if self._in_steady(intended):
             self.arrivals_steady[target][1] += 1
 
+    def _add_refused(self, index: int, target: str, count: int, first: float, last: float) -> None:
+        window = self.refused_windows.get((index, target))
+        if window is None:
+            self.refused_windows[(index, target)] = RefusedWindow(count, first, last)
+        else:
+            window.add(count, first, last)
+
+    # -- bounded memory -------------------------------------------------------------------------
+    def _close_old_windows(self) -> None:
+        if self._newest_index is None:
+            return
+        if math.isinf(self.close_after_s):
+            return
+        before = self._newest_index - max(1, math.ceil(self.close_after_s / self.window_s))
+        for store in (self.windows, self.lag_windows, self.worker_windows):
+            store.close_before(before)
+
+    @property
+    def open_histograms(self) -> int:
+        """Windows that hold a full histogram now (bounded: the rest are compressed)."""
+        return self.windows.open_count + self.lag_windows.open_count + self.worker_windows.open_count
+
+    # -- reading --------------------------------------------------------------------------------
+    def all_windows(self, first_index: int | None = None, last_index: int | None = None) -> list[tuple[WindowKey, WindowStats]]:
+        """Every window of every target from the run's start to its stop, oldest first, targets
+        by name: windows in which nothing finished included (with no requests and no figures).
+
+        Without a start or stop, the first or last window with data bounds the range;
+        `first_index` and `last_index` (window indices) cut it, e.g. for a run still going."""
+        keys = set(self.windows) | set(self.arrival_windows)
+        targets = sorted(set(self.targets) | {target for _, target in keys})
+        indices = [index for index, _ in keys]
+        start = None if self.started_at is None else int(self.started_at // self.window_s)
+        if start is not None:
+            indices.append(start)
+        if self.stopped_at is not None:  # the last window that starts before the stop
+            stop = math.ceil(self.stopped_at / self.window_s) - 1
+            indices.append(stop if start is None else max(stop, start))
+        if not indices or not targets:
+            return []
+        first, last = min(indices), max(indices)
+        if first_index is not None:
+            first = max(first, first_index)
+        if last_index is not None:
+            last = min(last, last_index)
+        empty = ClosedStats.empty()
+        return [
+            ((index, target), self.windows.get((index, target), empty)) for index in range(first, last + 1) for target in targets
+        ]
+
+    def outages(self, target: str) -> list[Outage]:
+        """The target's streaks of refused connections (see `inferload.measure.outages`)."""
+        return find_outages(self.refused_windows, self.windows, target)
+
+    # -- reports between workers and the master -------------------------------------------------
     def drain_to_wire(self) -> dict[str, Any]:
         """Everything gathered since the last call, as plain data; leaves the record empty."""
         wire = {
@@ -93,7 +174,11 @@ class RunRecord:
             "lag_steady": {t: s.to_wire() for t, s in self.lag_steady.items()},
             "arrival_windows": [[index, target, counts] for (index, target), counts in self.arrival_windows.items()],
             "arrivals_steady": dict(self.arrivals_steady),
+            "refused_windows": [[index, target, *window.to_wire()] for (index, target), window in self.refused_windows.items()],
         }
+        for totals in (self.steady, self.warmup, self.lag_steady):
+            for stats in totals.values():
+                stats.release()
         for part in (
             self.windows,
             self.steady,
@@ -102,24 +187,28 @@ class RunRecord:
             self.lag_steady,
             self.arrival_windows,
             self.arrivals_steady,
+            self.refused_windows,
         ):
             part.clear()
         return wire
 
     def merge_wire(self, wire: dict[str, Any], worker: str | None = None) -> None:
+        newest = self._newest_index
         for index, target, data in wire.get("windows", []):
-            stats = LatencyStats.from_wire(data)
-            self.windows[(int(index), target)].merge(stats)
-            if worker is not None:
-                self.worker_windows[(int(index), target, worker)].merge(stats)
+            key = (int(index), target)
+            if worker is None:
+                _merge_from_wire(data, self.windows.writable(key))
+            else:
+                _merge_from_wire(data, self.windows.writable(key), self.worker_windows.writable((*key, worker)))
+            newest = key[0] if newest is None else max(newest, key[0])
         for target, data in wire.get("steady", {}).items():
-            self.steady[target].merge(LatencyStats.from_wire(data))
+            _merge_from_wire(data, self.steady[target])
         for target, data in wire.get("warmup", {}).items():
-            self.warmup[target].merge(LatencyStats.from_wire(data))
+            _merge_from_wire(data, self.warmup[target])
         for index, target, data in wire.get("lag_windows", []):
-            self.lag_windows[(int(index), target)].merge(LatencyStats.from_wire(data))
+            _merge_from_wire(data, self.lag_windows.writable((int(index), target)))
         for target, data in wire.get("lag_steady", {}).items():
-            self.lag_steady[target].merge(LatencyStats.from_wire(data))
+            _merge_from_wire(data, self.lag_steady[target])
         for index, target, (arrivals, unsent) in wire.get("arrival_windows", []):
             counts = self.arrival_windows[(int(index), target)]
             counts[0] += arrivals
@@ -128,6 +217,10 @@ class RunRecord:
             counts = self.arrivals_steady[target]
             counts[0] += arrivals
             counts[1] += unsent
+        for index, target, count, first, last in wire.get("refused_windows", []):
+            self._add_refused(int(index), target, int(count), float(first), float(last))
+        self._newest_index = newest
+        self._close_old_windows()  # late figures reopened a window: closed again at once
 
     @property
     def steady_duration_s(self) -> float:
@@ -136,13 +229,22 @@ class RunRecord:
         return max(0.0, self.stopped_at - (self.started_at + self.warmup_s))
 
 
+def _merge_from_wire(data: dict[str, Any], *into: LatencyStats) -> None:
+    stats = LatencyStats.from_wire(data)
+    for part in into:
+        part.merge(stats)
+    stats.release()  # a report's histograms go at once, not at the next cyclic collection
+
+
 class RunRecorder:
     """Subscribes a RunRecord to a Locust environment's events (a listener class, no globals)."""
 
-    def __init__(self, environment: Environment, warmup_s: float, window_s: float) -> None:
+    def __init__(self, environment: Environment, warmup_s: float, window_s: float, targets: tuple[str, ...] = ()) -> None:
         self.environment = environment
-        self.record = RunRecord(window_s=window_s, warmup_s=warmup_s)
+        self.record = RunRecord(window_s=window_s, warmup_s=warmup_s, targets=targets)
         self._sampler: gevent.Greenlet | None = None
+        #: reports signed with the run key (see inferload.measure.report_auth); RunKeyError on a master or worker without one
+        self.reports = SignedReports.for_role(REPORT_KEY, "worker" if self.is_worker else "master" if self.is_master else None)
         events = environment.events
         events.request.add_listener(self._on_request)
         events.test_start.add_listener(self._on_test_start)
@@ -167,7 +269,7 @@ class RunRecorder:
         **_: Any,
     ) -> None:
         now = time.time()
-        self.record.record(name, response_time, exception is not None, now)
+        self.record.record(name, response_time, exception is not None, now, refused=isinstance(exception, ConnectionRefused))
         if context:
             lag = context.get("send_lag_ms")
             if lag is not None:
@@ -193,10 +295,17 @@ class RunRecorder:
                 self.record.users_by_window[int(time.time() // window)] = runner.user_count
             gevent.sleep(window / 2)
 
+    @property
+    def rejected_reports(self) -> int:
+        """Worker reports refused on the master: unsigned, wrongly signed or replayed (their figures left out)."""
+        return self.reports.rejected
+
     def _on_report_to_master(self, client_id: str, data: dict[str, Any]) -> None:
-        data[REPORT_KEY] = self.record.drain_to_wire()
+        data[REPORT_KEY] = self.reports.seal(client_id, self.record.drain_to_wire())
 
     def _on_worker_report(self, client_id: str, data: dict[str, Any]) -> None:
-        wire = data.get(REPORT_KEY)
-        if wire:
-            self.record.merge_wire(wire, worker=client_id)
+        sealed = data.get(REPORT_KEY)
+        if sealed:
+            wire = self.reports.open(client_id, sealed)
+            if wire is not None:
+                self.record.merge_wire(wire, worker=client_id)

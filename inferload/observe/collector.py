@@ -24,12 +24,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from inferload.errors import InferloadError, Problem, ScenarioError
+from inferload.errors import InferloadError, Problem, ScenarioError, ScrapeError
 from inferload.observe.sink import BackgroundWriter, Point, SinkSettings, open_sink, seconds_to_ns, settings_from_mapping
 from inferload.observe.sink.secrets import mask_secrets
-from inferload.observe.sources import NvmlSource, Source, SourceError, TorchServeSource, TritonSource, TritonStatistics
+from inferload.observe.sources import NvmlSource, ServerSource, Source, TorchServeSource, TritonSource
 from inferload.scenario.durations import DURATION_HINT, parse_duration
 from inferload.scenario.model import Scenario
+from inferload.servermetrics.http_client import HttpClient
+from inferload.servermetrics.triton import TritonStatisticsReader
 
 logger = logging.getLogger(__name__)
 
@@ -96,7 +98,8 @@ class CollectorConfig(_Model):
 
 
 def load_collector_config(path: Path) -> CollectorConfig:
-    from inferload.scenario.loader import format_key_path, read_scenario_yaml
+    from inferload.scenario.messages import format_key_path
+    from inferload.scenario.yaml_file import read_scenario_yaml
 
     label = str(path)
     try:
@@ -141,13 +144,11 @@ def sources_from_scenario(scenario: Scenario, gpu: bool = True) -> tuple[SourceC
 
 def build_source(config: SourceConfig, timeout_s: float) -> Source:
     if isinstance(config, TritonSourceConfig):
-        import requests
-
-        session = requests.Session()
+        http = HttpClient(timeout_s)  # one session for the metrics page and the statistics API
         statistics = None
         if config.statistics is not None:
-            statistics = TritonStatistics(config.statistics.address, config.statistics.protocol, timeout_s, session)
-        return TritonSource(config.target, config.model, config.metrics_url, statistics, timeout_s, session)
+            statistics = TritonStatisticsReader(config.statistics.address, config.statistics.protocol, timeout_s, http)
+        return TritonSource(config.target, config.model, config.metrics_url, statistics, timeout_s, http)
     if isinstance(config, TorchServeSourceConfig):
         return TorchServeSource(config.target, config.model, config.metrics_url, timeout_s)
     return NvmlSource(config.host)
@@ -180,7 +181,7 @@ class Collector:
         for source in self.sources:
             try:
                 scraped = source.scrape(now)
-            except SourceError as exc:
+            except ScrapeError as exc:
                 self._mark_down(source, str(exc), now, points)
                 continue
             except Exception as exc:
@@ -302,6 +303,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_id,
     )
     collector.run(stop, duration_s)
+    for source in sources:
+        if isinstance(source, ServerSource):
+            source.close()
     stats = sink.close(timeout_s=5.0)
     logger.info(
         "collector stopped: %d points written, %d dropped%s",

@@ -3,8 +3,9 @@
 A listener class (no globals) on the local or master Locust process. A background greenlet wakes
 every window, turns every window that has closed into a `requests` point (tags run_id, target,
 server, protocol, model, worker=all; on a master also one series per worker, tagged with its id)
-and hands them to a `BackgroundWriter`, whose own greenlet
-writes them in batches: a request never waits on InfluxDB, and a dead or slow InfluxDB costs
+and hands them to a `BackgroundWriter`, whose own greenlet writes them in batches (a window in
+which nothing finished is written too: count 0, no latency fields, so a stall shows as zeros
+rather than a gap): a request never waits on InfluxDB, and a dead or slow InfluxDB costs
 points (counted), never load. On the master, windows close a Locust report interval later (the
 workers' figures arrive with their reports), and a window that receives late figures is written
 again with its merged totals (same series and time: InfluxDB keeps the last). Run start and stop,
@@ -15,28 +16,34 @@ Hook-in (InferloadRun):
     settings = sink_settings_from_options(environment.parsed_options) # in on_init
     if settings is not None:
         self.streaming = StreamingListener(environment, self.recorder.record, self.scenario, settings)
-    summary["streaming"] = self.streaming.summary()                   # in write_results
+    RunFacts(..., streaming=self.streaming.close())                    # in write_results
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import gevent
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
-from inferload.measure.hdr import LatencyStats
+from inferload.measure.hdr import WindowStats
 from inferload.measure.run_record import RunRecord
 from inferload.observe.sink import BackgroundWriter, Point, SinkSettings, Writer, open_sink, seconds_to_ns, settings_from_mapping
+from inferload.results.run_id import default_run_id  # the same id the results use
 from inferload.scenario.model import Scenario
 
 logger = logging.getLogger(__name__)
 
 WORKER_TAG_MERGED = "all"
+#: options that hold a secret: never left in the parsed options Locust ships to workers
+SECRET_OPTIONS = ("influx_token", "influx_password")
+MASK = "***"
 LOCAL_GRACE_S = 0.25  # a request that ends at a window's edge is recorded a moment later
 
 
@@ -74,21 +81,37 @@ def add_streaming_arguments(parser: Any) -> None:
 
 
 def sink_settings_from_options(options: Any) -> SinkSettings | None:
-    """SinkSettings from Locust's parsed options; None when no --influx-url/INFLUX_URL is set."""
+    """SinkSettings from Locust's parsed options; None when no --influx-url/INFLUX_URL is set.
+
+    Then the secrets are taken out of `options` (`hide_secret_options`): a Locust master sends its
+    parsed options to every worker with each spawn message, to anyone who reaches its port."""
     if options is None:
         return None
-    return settings_from_mapping(
-        {
-            "url": getattr(options, "influx_url", None),
-            "api": getattr(options, "influx_api", None),
-            "database": getattr(options, "influx_db", None),
-            "org": getattr(options, "influx_org", None),
-            "token": getattr(options, "influx_token", None),
-            "username": getattr(options, "influx_user", None),
-            "password": getattr(options, "influx_password", None),
-        },
-        environ={},  # Locust's parser already read the INFLUX_* variables into the options
-    )
+    values = {
+        "url": getattr(options, "influx_url", None),
+        "api": getattr(options, "influx_api", None),
+        "database": getattr(options, "influx_db", None),
+        "org": getattr(options, "influx_org", None),
+        "token": getattr(options, "influx_token", None),
+        "username": getattr(options, "influx_user", None),
+        "password": getattr(options, "influx_password", None),
+    }
+    hide_secret_options(options)
+    return settings_from_mapping(values, environ={})  # Locust's parser already read the INFLUX_* variables
+
+
+def hide_secret_options(options: Any) -> None:
+    """Take the InfluxDB token and password (and a password inside --influx-url) out of Locust's
+    parsed options, once inferload has read them: workers do not stream, so they need none of them."""
+    for name in SECRET_OPTIONS:
+        if getattr(options, name, None) is not None:
+            setattr(options, name, None)
+    url = getattr(options, "influx_url", None)
+    if isinstance(url, str):
+        parts = urlsplit(url)
+        if parts.password is not None:
+            host = parts.netloc.rpartition("@")[2]
+            options.influx_url = urlunsplit(parts._replace(netloc=f"{parts.username or ''}:{MASK}@{host}"))
 
 
 def window_point(
@@ -96,10 +119,10 @@ def window_point(
     target_tags: dict[str, str],
     index: int,
     window_s: float,
-    stats: LatencyStats,
+    stats: WindowStats,
     users: int | None,
     arrivals: list[int] | None = None,
-    send_lag: LatencyStats | None = None,
+    send_lag: WindowStats | None = None,
     worker: str = WORKER_TAG_MERGED,
 ) -> Point:
     """The `requests` point of one target's window (pure)."""
@@ -228,12 +251,13 @@ class StreamingListener:
         window_s = self.record.window_s
         lag = self._lag_s()
         points = []
-        for key, stats in list(self.record.windows.items()):
+        started = self.record.started_at
+        first = None if started is None else int(started // window_s)
+        closed = None if final else math.floor((now - lag) / window_s) - 1  # (index + 1) * window_s + lag <= now
+        for key, stats in self.record.all_windows(first_index=first, last_index=closed):  # zero-request windows too
             index, target = key
-            if not final and (index + 1) * window_s + lag > now:
-                continue
             count = stats.requests
-            if count == 0 or self._emitted.get(key) == count:
+            if self._emitted.get(key) == count:
                 continue
             self._emitted[key] = count
             tags = self._target_tags.get(target, {"target": target})
@@ -249,13 +273,13 @@ class StreamingListener:
                     self.record.lag_windows.get(key),
                 )
             )
-        for key, stats in list(self.record.worker_windows.items()):  # distributed: one series per worker
-            index, target, worker = key
+        for worker_key, stats in list(self.record.worker_windows.items()):  # distributed: one series per worker
+            index, target, worker = worker_key
             if not final and (index + 1) * window_s + lag > now:
                 continue
-            if stats.requests == 0 or self._emitted.get(key) == stats.requests:
+            if stats.requests == 0 or self._emitted.get(worker_key) == stats.requests:
                 continue
-            self._emitted[key] = stats.requests
+            self._emitted[worker_key] = stats.requests
             tags = self._target_tags.get(target, {"target": target})
             points.append(window_point(self.run_id, tags, index, window_s, stats, None, worker=worker))
         self.sink.submit(points)
@@ -279,8 +303,6 @@ class StreamingListener:
             self.sink.submit([Point("events", {"run_id": self.run_id, "kind": kind}, {"text": text}, seconds_to_ns(at))])
 
     def _default_run_id(self) -> str:
-        from inferload.run.plugin import default_run_id  # the same id the results use
-
         options = self.environment.parsed_options
         given = getattr(options, "run_id", None) if options is not None else None
         return given or default_run_id(self.scenario.name, self.record.started_at or time.time())

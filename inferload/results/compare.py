@@ -13,22 +13,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from inferload.results.files import ResultsError, read_summary, summary_file
+from inferload.results.figures import COMPARE
+from inferload.results.model import RunSummary
+from inferload.results.summary_file import ResultsError, read_summary, summary_file
 
 EXIT_USAGE = 2
 
-# (name in the table and the JSON, path in a summary target, format)
-FIGURES: tuple[tuple[str, tuple[str, ...], str], ...] = (
-    ("requests", ("requests",), ".0f"),
-    ("failures", ("failures",), ".0f"),
-    ("error_rate", ("error_rate",), ".4g"),
-    ("throughput_rps", ("throughput_rps",), ".1f"),
-    *((f"latency_ms.{k}", ("latency_ms", k), ".3f") for k in ("mean", "p50", "p90", "p95", "p99", "p999", "max")),
-    ("server_side.avg_batch_size", ("server_side", "avg_batch_size"), ".2f"),
-    ("server_side.queue_ms_avg", ("server_side", "queue_ms_avg"), ".3f"),
-    ("server_side.compute_ms_avg", ("server_side", "compute_ms_avg"), ".3f"),
-    ("cold_start_s", ("cold_start_s",), ".2f"),
-)
+# (name in the table and the JSON, path in a summary target, format): the compare view of
+# inferload.results.figures
+FIGURES: tuple[tuple[str, tuple[str, ...], str], ...] = tuple((f.name, f.path, f.compare_spec) for f in COMPARE)
 
 
 @dataclass(frozen=True)
@@ -58,13 +51,6 @@ class Comparison:
     only_in_b: list[str]
 
 
-def _figure(target: dict[str, Any], path: tuple[str, ...]) -> float | None:
-    value: Any = target
-    for part in path:
-        value = value.get(part) if isinstance(value, dict) else None
-    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None  # ints stay ints
-
-
 def change_of(figure: str, a: float | None, b: float | None) -> FigureChange:
     if a is None or b is None:
         return FigureChange(figure, a, b, None, None)
@@ -76,17 +62,14 @@ def change_of(figure: str, a: float | None, b: float | None) -> FigureChange:
     return FigureChange(figure, a, b, change, pct)
 
 
-def compare_summaries(a: dict[str, Any], b: dict[str, Any], a_path: str = "A", b_path: str = "B") -> Comparison:
+def compare_summaries(a: RunSummary, b: RunSummary, a_path: str = "A", b_path: str = "B") -> Comparison:
     """Compare two loaded summaries (pure)."""
-    a_targets, b_targets = a["targets"], b["targets"]
+    a_targets, b_targets = a.targets, b.targets
     both = [name for name in a_targets if name in b_targets]
     return Comparison(
-        a=RunInfo(a_path, a.get("run_id"), a.get("scenario")),
-        b=RunInfo(b_path, b.get("run_id"), b.get("scenario")),
-        targets={
-            name: [change_of(label, _figure(a_targets[name], path), _figure(b_targets[name], path)) for label, path, _ in FIGURES]
-            for name in both
-        },
+        a=RunInfo(a_path, a.run_id, a.scenario),
+        b=RunInfo(b_path, b.run_id, b.scenario),
+        targets={name: [change_of(f.name, f.value(a_targets[name]), f.value(b_targets[name])) for f in COMPARE] for name in both},
         only_in_a=[name for name in a_targets if name not in b_targets],
         only_in_b=[name for name in b_targets if name not in a_targets],
     )
@@ -95,8 +78,7 @@ def compare_summaries(a: dict[str, Any], b: dict[str, Any], a_path: str = "A", b
 def compare_runs(a_dir: Path, b_dir: Path) -> Comparison:
     """Read both runs (folders or summary.json paths) and compare them; ResultsError if unreadable."""
     return compare_summaries(
-        read_summary(Path(a_dir)), read_summary(Path(b_dir)),
-        str(summary_file(Path(a_dir))), str(summary_file(Path(b_dir))),
+        read_summary(Path(a_dir)), read_summary(Path(b_dir)), str(summary_file(Path(a_dir))), str(summary_file(Path(b_dir)))
     )
 
 
@@ -124,7 +106,9 @@ def format_comparison(comparison: Comparison) -> str:
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
         lines += ["", f"target: {name}"]
         lines += [
-            "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))).rstrip()
+            "  ".join(
+                cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+            ).rstrip()
             for row in rows
         ]
     if comparison.only_in_a:

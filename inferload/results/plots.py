@@ -7,7 +7,9 @@ import io
 import math
 from typing import TYPE_CHECKING, Any
 
-from inferload.results.files import GpuSeries, TargetSeries, _is_number
+from inferload.results.figures import is_number
+from inferload.results.files import GpuSeries, TargetSeries
+from inferload.results.model import ServerSide
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -34,8 +36,8 @@ def _new_figure(width: float, height: float) -> Any:
 
 def warmup_span(series: TargetSeries, warmup_s: float | None) -> tuple[float, float] | None:
     """The warm-up's x range: from the phase column when it says so, else [0, warmup_s]."""
-    warm = [x for x, p in zip(series.elapsed_s, series.phase) if p == "warmup"]
-    steady = [x for x, p in zip(series.elapsed_s, series.phase) if p == "steady"]
+    warm = [x for x, p in zip(series.elapsed_s, series.phase, strict=False) if p == "warmup"]
+    steady = [x for x, p in zip(series.elapsed_s, series.phase, strict=False) if p == "steady"]
     if warm:
         end = min(steady) if steady else max(warm) + _window_width(series)
         return min(min(warm), 0.0), end
@@ -45,7 +47,7 @@ def warmup_span(series: TargetSeries, warmup_s: float | None) -> tuple[float, fl
 
 
 def _window_width(series: TargetSeries) -> float:
-    steps = sorted(b - a for a, b in zip(series.elapsed_s, series.elapsed_s[1:]) if b > a)
+    steps = sorted(b - a for a, b in zip(series.elapsed_s, series.elapsed_s[1:], strict=False) if b > a)
     return steps[len(steps) // 2] if steps else 1.0
 
 
@@ -53,7 +55,7 @@ def stage_changes(series: TargetSeries) -> list[tuple[float, int]]:
     """(elapsed_s, new user count) wherever the users column changes."""
     changes: list[tuple[float, int]] = []
     previous: float | None = None
-    for x, users in zip(series.elapsed_s, series.users):
+    for x, users in zip(series.elapsed_s, series.users, strict=False):
         if users is None:
             continue
         if previous is not None and users != previous:
@@ -98,9 +100,7 @@ def plot_timeline(name: str, series: TargetSeries, warmup_s: float | None) -> st
     for stage_x, count in changes[:20]:
         users.annotate(str(count), (stage_x, count), xytext=(2, 2), textcoords="offset points", fontsize=8, color="#9467bd")
 
-    rates = [
-        None if not r or f is None else 100.0 * f / r for r, f in zip(series.requests, series.failures)
-    ]
+    rates = [None if not r or f is None else 100.0 * f / r for r, f in zip(series.requests, series.failures, strict=False)]
     errors.plot(x, _nan(rates), color="#d62728", marker=".", markersize=3, label="error rate (%)")
     errors.set_ylabel("errors (%)")
     errors.set_ylim(bottom=0, top=max([1.0] + [r * 1.1 for r in rates if r is not None]))
@@ -116,13 +116,17 @@ def plot_timeline(name: str, series: TargetSeries, warmup_s: float | None) -> st
     return _png(figure)
 
 
-def plot_server_side(name: str, server_side: dict[str, Any]) -> str | None:
+def plot_server_side(name: str, server_side: ServerSide) -> str | None:
     """Batch sizes the server formed (bars) and queue vs compute time (bars); None if neither."""
-    histogram = server_side.get("batch_size_histogram") or {}
+    histogram = server_side.batch_size_histogram or {}
     times = {
-        label: server_side.get(key)
-        for label, key in (("queue", "queue_ms_avg"), ("compute", "compute_ms_avg"), ("request (total)", "request_ms_avg"))
-        if _is_number(server_side.get(key))
+        label: value
+        for label, value in (
+            ("queue", server_side.queue_ms_avg),
+            ("compute", server_side.compute_ms_avg),
+            ("request (total)", server_side.request_ms_avg),
+        )
+        if is_number(value)
     }
     if not histogram and not times:
         return None
@@ -158,7 +162,9 @@ def plot_gpu(by_gpu: dict[str, GpuSeries], warmup_s: float | None) -> str:
     """GPU utilisation, memory used and power over time, one line per GPU."""
     figure = _new_figure(10, 6)
     panels = figure.subplots(3, 1, sharex=True)
-    for axes, key, label in zip(panels, ("util_pct", "mem_used_gib", "power_w"), ("util (%)", "memory used (GiB)", "power (W)")):
+    for axes, key, label in zip(
+        panels, ("util_pct", "mem_used_gib", "power_w"), ("util (%)", "memory used (GiB)", "power (W)"), strict=True
+    ):
         for gpu, series in sorted(by_gpu.items()):
             axes.plot(series.seconds, _nan(getattr(series, key)), label=f"GPU {gpu}")
         axes.set_ylabel(label)

@@ -12,27 +12,21 @@ from __future__ import annotations
 
 import html
 import sys
+from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from inferload.results.figures import REPORT, REPORT_OPEN_LOOP, is_number, value_at
+from inferload.results.files import GPU_NAME, WINDOWS_NAME, GpuSeries, ResultsError, TargetSeries, Windows, read_gpu, read_windows
+from inferload.results.model import RunSummary, TargetSummary
 from inferload.results.plots import plot_gpu, plot_server_side, plot_timeline
-from inferload.results.files import (
-    GPU_NAME,
-    LATENCY_KEYS,
-    WINDOWS_NAME,
-    GpuSeries,
-    ResultsError,
-    TargetSeries,
-    Windows,
-    _is_number,
-    read_gpu,
-    read_summary,
-    read_windows,
-)
+from inferload.results.slo import bound
+from inferload.results.summary_file import read_summary
 
 REPORT_NAME = "report.html"
 EXIT_USAGE = 2
+UNIT_IN_CELL = frozenset({"cold_start_s"})  # "8.93 s" reads better than a "(s)" heading here
 
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px auto; max-width: 1100px;
@@ -53,81 +47,57 @@ def _esc(value: Any) -> str:
 
 
 def fmt(value: Any, spec: str = ".2f", suffix: str = "") -> str:
-    if not _is_number(value):
+    if not is_number(value):
         return "n/a"
     return format(value, spec) + suffix
 
 
-def _side(figures: dict[str, Any], key: str) -> Any:
-    return (figures.get("server_side") or {}).get(key)
+def _text(target: Any, key: str) -> str:
+    value = value_at(target, (key,))
+    return "?" if value is None else str(value)
 
 
-def _latency(figures: dict[str, Any], key: str) -> Any:
-    return (figures.get("latency_ms") or {}).get(key)
-
-
-def _cold_start(value: Any) -> str:
-    return fmt(value, ".2f", " s")
-
-
-TARGET_ROWS: tuple[tuple[str, Any], ...] = (
-    ("server / protocol", lambda t: f"{t.get('server', '?')} / {t.get('protocol', '?')}"),
-    ("model", lambda t: str(t.get("model", "?"))),
-    ("requests", lambda t: fmt(t.get("requests"), ".0f")),
-    ("failures", lambda t: fmt(t.get("failures"), ".0f")),
-    ("error rate", lambda t: fmt(t["error_rate"] * 100, ".2f", " %") if _is_number(t.get("error_rate")) else "n/a"),
-    ("throughput (req/s)", lambda t: fmt(t.get("throughput_rps"), ".1f")),
-    *((f"{k} (ms)", (lambda key: lambda t: fmt(_latency(t, key)))(k)) for k in LATENCY_KEYS),
-    ("avg batch (server)", lambda t: fmt(_side(t, "avg_batch_size"))),
-    ("queue (ms, server)", lambda t: fmt(_side(t, "queue_ms_avg"), ".3f")),
-    ("compute (ms, server)", lambda t: fmt(_side(t, "compute_ms_avg"), ".3f")),
-    ("request (ms, server)", lambda t: fmt(_side(t, "request_ms_avg"), ".3f")),
-    ("client − server (ms)", lambda t: fmt(t.get("residual_ms"), ".3f")),
-    ("cold start", lambda t: _cold_start(t.get("cold_start_s"))),
-)
-
-#: shown only when a target ran open loop
-OPEN_LOOP_ROWS: tuple[tuple[str, Any], ...] = (
-    ("target rate (req/s)", lambda t: fmt(_open_loop(t, "configured_rps"), ".1f")),
-    ("achieved rate (req/s)", lambda t: fmt(_open_loop(t, "achieved_rps"), ".1f")),
-    ("unsent arrivals", lambda t: fmt(_open_loop(t, "unsent"), ".0f")),
-    ("send lag p99 (ms)", lambda t: fmt(((t.get("open_loop") or {}).get("send_lag_ms") or {}).get("p99"), ".3f")),
-)
-
-
-def _open_loop(target: dict[str, Any], key: str) -> Any:
-    return (target.get("open_loop") or {}).get(key)
-
-
-def header_html(summary: dict[str, Any]) -> str:
-    slo = summary.get("slo") or {}
-    checks = slo.get("checks") or []
+def header_html(summary: RunSummary) -> str:
+    checks = summary.slo.checks
     verdict = (
-        "no thresholds set" if not checks
-        else '<span class="pass-tag">passed</span>' if slo.get("passed") else '<span class="fail-tag">FAILED</span>'
+        "no thresholds set"
+        if not checks
+        else '<span class="pass-tag">passed</span>'
+        if summary.slo.passed
+        else '<span class="fail-tag">FAILED</span>'
     )
     rows = [
-        ("run id", _esc(summary.get("run_id", "?"))),
-        ("scenario", _esc(summary.get("scenario", "?"))),
-        ("started", _esc(summary.get("started_at") or "?")),
-        ("duration", _esc(fmt(summary.get("duration_s"), ".1f", " s"))),
-        ("warm-up (excluded)", _esc(fmt(summary.get("warmup_s"), ".1f", " s"))),
-        ("steady state", _esc(fmt(summary.get("steady_s"), ".1f", " s"))),
-        ("workers", _esc(summary.get("workers", "?"))),
+        ("run id", _esc(summary.run_id)),
+        ("scenario", _esc(summary.scenario)),
+        ("started", _esc(summary.started_at or "?")),
+        ("duration", _esc(fmt(summary.duration_s, ".1f", " s"))),
+        ("warm-up (excluded)", _esc(fmt(summary.warmup_s, ".1f", " s"))),
+        ("steady state", _esc(fmt(summary.steady_s, ".1f", " s"))),
+        ("workers", _esc(summary.workers)),
         ("SLO", verdict),
     ]
+    if summary.interrupted:
+        rows.append(("stopped early", '<span class="fail-tag">interrupted</span> (figures cover the part that ran)'))
     body = "".join(f"<tr><th>{label}</th><td>{value}</td></tr>" for label, value in rows)
-    return f'<h1>inferload report: {_esc(summary.get("run_id", "?"))}</h1><table class="header">{body}</table>'
+    return f'<h1>inferload report: {_esc(summary.run_id)}</h1><table class="header">{body}</table>'
 
 
-def targets_html(targets: dict[str, dict[str, Any]]) -> str:
+def targets_html(targets: Mapping[str, Any]) -> str:
+    """The per-target table; `targets`: name -> `TargetSummary` (or its JSON form)."""
     if not targets:
         return "<h2>Targets</h2><p>No targets in summary.json.</p>"
     head = "<tr><th></th>" + "".join(f"<th>{_esc(n)}</th>" for n in targets) + "</tr>"
-    shown = TARGET_ROWS + (OPEN_LOOP_ROWS if any(t.get("open_loop") for t in targets.values()) else ())
+    text_rows = [
+        ("server / protocol", [f"{_text(t, 'server')} / {_text(t, 'protocol')}" for t in targets.values()]),
+        ("model", [_text(t, "model") for t in targets.values()]),
+    ]
+    shown = REPORT + (REPORT_OPEN_LOOP if any(value_at(t, ("open_loop",)) for t in targets.values()) else ())
+    figure_rows = [
+        (f.heading(f.name in UNIT_IN_CELL), [f.cell(t, f.name in UNIT_IN_CELL) for t in targets.values()]) for f in shown
+    ]
     rows = "".join(
-        f"<tr><th>{_esc(label)}</th>" + "".join(f'<td class="num">{_esc(get(t))}</td>' for t in targets.values()) + "</tr>"
-        for label, get in shown
+        f"<tr><th>{_esc(label)}</th>" + "".join(f'<td class="num">{_esc(cell)}</td>' for cell in cells) + "</tr>"
+        for label, cells in text_rows + figure_rows
     )
     return (
         "<h2>Targets (steady state)</h2>"
@@ -136,22 +106,17 @@ def targets_html(targets: dict[str, dict[str, Any]]) -> str:
     )
 
 
-def slo_html(summary: dict[str, Any]) -> str:
-    from inferload.results.slo import CHECKS  # direction of each check (max/min)
-
-    checks = (summary.get("slo") or {}).get("checks") or []
+def slo_html(summary: RunSummary) -> str:
+    checks = summary.slo.checks
     if not checks:
         return "<h2>SLO checks</h2><p>No SLO thresholds set for this run.</p>"
     rows = []
     for check in checks:
-        metric = str(check.get("metric", "?"))
-        bound = {"max": "<=", "min": ">="}.get(CHECKS.get(metric, ("", ""))[1], "")
-        limit = check.get("limit")
-        passed = bool(check.get("passed"))
         rows.append(
-            f'<tr class="{"pass" if passed else "fail"}"><td>{_esc(check.get("target", "?"))}</td><td>{_esc(metric)}</td>'
-            f'<td class="num">{_esc(bound)} {_esc(fmt(limit, "g"))}</td><td class="num">{_esc(fmt(check.get("value"), ".4g"))}</td>'
-            f'<td>{"<span class=pass-tag>pass</span>" if passed else "<span class=fail-tag>FAIL</span>"}</td></tr>'
+            f'<tr class="{"pass" if check.passed else "fail"}"><td>{_esc(check.target)}</td><td>{_esc(check.metric)}</td>'
+            f'<td class="num">{_esc(bound(check.metric))} {_esc(fmt(check.limit, "g"))}</td>'
+            f'<td class="num">{_esc(fmt(check.value, ".4g"))}</td>'
+            f"<td>{'<span class=pass-tag>pass</span>' if check.passed else '<span class=fail-tag>FAIL</span>'}</td></tr>"
         )
     head = "<tr><th>target</th><th>check</th><th>limit</th><th>value</th><th>result</th></tr>"
     return f'<h2>SLO checks</h2><table class="slo">{head}{"".join(rows)}</table>'
@@ -161,22 +126,23 @@ def _image(png_b64: str, alt: str) -> str:
     return f'<img alt="{_esc(alt)}" src="data:image/png;base64,{png_b64}">'
 
 
-def target_section(name: str, figures: dict[str, Any], series: TargetSeries | None, warmup_s: float | None) -> tuple[str, list[str]]:
+def target_section(
+    name: str, figures: TargetSummary, series: TargetSeries | None, warmup_s: float | None
+) -> tuple[str, list[str]]:
     """One target's plots, and the notes about what it lacks."""
     notes: list[str] = []
     parts = [f"<h2>{_esc(name)}</h2>"]
-    requests = figures.get("requests")
-    failures = figures.get("failures") or 0
+    requests = figures.requests
+    failures = figures.failures or 0
     if not requests:
         notes.append(f"{name}: no requests in the steady state.")
-    elif _is_number(requests) and requests - failures <= 0:
+    elif requests - failures <= 0:
         notes.append(f"{name}: no successful requests in the steady state ({failures:.0f} failed): latency figures are n/a.")
     if series is not None and series.elapsed_s:
         parts.append(_image(plot_timeline(name, series, warmup_s), f"{name}: latency, throughput, users, error rate over time"))
     else:
         parts.append('<p class="muted">No rows for this target in windows.csv: no plots over time.</p>')
-    server_side = figures.get("server_side")
-    plot = plot_server_side(name, server_side) if isinstance(server_side, dict) else None
+    plot = plot_server_side(name, figures.server_side) if figures.server_side is not None else None
     if plot is not None:
         parts.append(_image(plot, f"{name}: batch sizes and queue vs compute"))
     else:
@@ -185,20 +151,18 @@ def target_section(name: str, figures: dict[str, Any], series: TargetSeries | No
     return "".join(parts), notes
 
 
-def _started_epoch(summary: dict[str, Any]) -> float | None:
-    text = summary.get("started_at")
-    if not isinstance(text, str):
-        return None
+def _started_epoch(summary: RunSummary) -> float | None:
+    text = summary.started_at
     try:
         return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
     except ValueError:
         return None
 
 
-def render_report(summary: dict[str, Any], windows: Windows, gpu: tuple[dict[str, GpuSeries], list[str]]) -> str:
+def render_report(summary: RunSummary, windows: Windows, gpu: tuple[dict[str, GpuSeries], list[str]]) -> str:
     """The whole page as a string (pure: no file access)."""
-    targets: dict[str, dict[str, Any]] = summary["targets"]
-    warmup_s = summary.get("warmup_s") if _is_number(summary.get("warmup_s")) else None
+    targets = summary.targets
+    warmup_s = summary.warmup_s
     notes: list[str] = []
     if warmup_s:
         notes.append(
@@ -223,7 +187,7 @@ def render_report(summary: dict[str, Any], windows: Windows, gpu: tuple[dict[str
     note_list = "".join(f"<li>{_esc(n)}</li>" for n in notes)
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-        f'<title>inferload report: {_esc(summary.get("run_id", "?"))}</title><style>{STYLE}</style></head><body>'
+        f"<title>inferload report: {_esc(summary.run_id)}</title><style>{STYLE}</style></head><body>"
         + header_html(summary)
         + f'<div class="notes"><ul>{note_list}</ul></div>'
         + targets_html(targets)

@@ -1,27 +1,50 @@
-"""summary.json and the per-window CSV, from a run's record (contract: README, "Results")."""
+"""summary.json (a `RunSummary`) and the per-window CSV, from a run's record (contract: README, "Results")."""
 
 from __future__ import annotations
 
 import csv
-import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from inferload.traffic.arrivals import RateTimeline, rate_timeline
+from inferload.measure.csv_safe import safe_rows
 from inferload.measure.hdr import LatencyStats
+from inferload.results.files import WINDOWS_NAME
+from inferload.results.model import LatencyMs, OpenLoop, RunSummary, SendLag, ServerSide, StreamingStats, TargetSummary
+from inferload.results.slo import evaluate, slo_section
+from inferload.results.summary_file import write_summary
 from inferload.scenario.model import Scenario, is_open_loop
+from inferload.scenario.targets import Target
+from inferload.traffic.arrivals import RateTimeline, rate_timeline
 
 if TYPE_CHECKING:  # the recorder imports Locust; reading results must not
     from inferload.measure.run_record import RunRecord
 
 WINDOW_COLUMNS = [
-    "window_start", "elapsed_s", "phase", "target", "requests", "failures", "rps",
-    "mean_ms", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "p999_ms", "max_ms", "users",
+    "window_start",
+    "elapsed_s",
+    "phase",
+    "target",
+    "requests",
+    "failures",
+    "rps",
+    "mean_ms",
+    "p50_ms",
+    "p90_ms",
+    "p95_ms",
+    "p99_ms",
+    "p999_ms",
+    "max_ms",
+    "users",
     # open loop only (empty otherwise): intended arrivals/s, arrivals not sent, send lag p99
-    "target_rps", "unsent", "send_lag_p99_ms",
+    "target_rps",
+    "unsent",
+    "send_lag_p99_ms",
     # the server's own mean request duration in the window, and client mean minus it
-    "server_request_ms", "residual_ms",
+    "server_request_ms",
+    "residual_ms",
 ]
 
 
@@ -29,13 +52,24 @@ def iso(ts: float | None) -> str | None:
     return None if ts is None else datetime.fromtimestamp(ts, timezone.utc).isoformat()
 
 
-def target_figures(stats: LatencyStats, duration_s: float) -> dict[str, Any]:
+def latency(stats: LatencyStats) -> LatencyMs:
+    return LatencyMs.model_validate(stats.latency_ms())
+
+
+def target_figures(target: Target, stats: LatencyStats, duration_s: float, server_side: ServerSide | None) -> dict[str, Any]:
+    figures = latency(stats)
     return {
+        "server": target.server,
+        "protocol": target.protocol,
+        "kind": target.kind,
+        "model": target.model,
         "requests": stats.requests,
         "failures": stats.failures,
         "error_rate": stats.failures / stats.requests if stats.requests else 0.0,
         "throughput_rps": stats.successes / duration_s if duration_s > 0 else 0.0,
-        "latency_ms": stats.latency_ms(),
+        "latency_ms": figures,
+        "server_side": server_side,
+        "residual_ms": residual(figures.mean, None if server_side is None else server_side.request_ms_avg),
     }
 
 
@@ -51,65 +85,75 @@ def mean_rate(timeline: RateTimeline, start: float, end: float) -> float:
     return total / (end - start)
 
 
-def open_loop_figures(record: RunRecord, target: str, timeline: RateTimeline, share: float, warmup_s: float, steady_s: float) -> dict[str, Any]:
+def open_loop_figures(
+    record: RunRecord, target: str, timeline: RateTimeline, share: float, warmup_s: float, steady_s: float
+) -> OpenLoop:
     arrivals, unsent = record.arrivals_steady.get(target, [0, 0])
     lag = record.lag_steady.get(target) or LatencyStats()
     lag_ms = lag.latency_ms()
     configured = mean_rate(timeline, warmup_s, warmup_s + steady_s) * share
     sent_rps = (arrivals - unsent) / steady_s if steady_s > 0 else 0.0
-    return {
-        "configured_rps": configured,
-        "arrivals": arrivals,
-        "unsent": unsent,
-        "achieved_rps": sent_rps,
-        "achieved_ratio": sent_rps / configured if configured else None,
-        "send_lag_ms": {"p50": lag_ms["p50"], "p99": lag_ms["p99"], "max": lag_ms["max"]},
-    }
+    return OpenLoop(
+        configured_rps=configured,
+        arrivals=arrivals,
+        unsent=unsent,
+        achieved_rps=sent_rps,
+        achieved_ratio=sent_rps / configured if configured else None,
+        send_lag_ms=SendLag(p50=lag_ms["p50"], p99=lag_ms["p99"], max=lag_ms["max"]),
+    )
 
 
-def build_summary(
-    run_id: str,
-    scenario: Scenario,
-    record: RunRecord,
-    workers: int,
-    server_side: dict[str, dict[str, Any] | None],
-    cold_starts: dict[str, float | None],
-    slo: dict[str, Any],
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class RunFacts:
+    """What a run knows beyond its record, for its summary."""
+
+    run_id: str
+    workers: int = 1
+    server_side: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)  # target -> servermetrics' figures
+    cold_starts: Mapping[str, float | None] = field(default_factory=dict)
+    workers_lost: list[str] | None = None  # distributed runs
+    rejected_reports: int | None = None  # distributed runs: worker reports refused (not signed with the run key)
+    streaming: Mapping[str, Any] | None = None  # the InfluxDB stream's own summary
+    interrupted: bool = False
+
+
+def build_summary(scenario: Scenario, record: RunRecord, facts: RunFacts) -> RunSummary:
+    """summary.json of a run that started (record.started_at and stopped_at set), SLO checks included."""
+    if record.started_at is None:
+        raise ValueError("the run never started: no summary")
     duration = record.steady_duration_s
-    targets: dict[str, Any] = {}
+    targets: dict[str, TargetSummary] = {}
     for target in scenario.targets:
         stats = record.steady.get(target.name) or LatencyStats()
-        targets[target.name] = {
-            "server": target.server,
-            "protocol": target.protocol,
-            "kind": target.kind,
-            "model": target.model,
-            **target_figures(stats, duration),
-            "server_side": server_side.get(target.name),
-            "cold_start_s": cold_starts.get(target.name),
-        }
-        targets[target.name]["residual_ms"] = residual(
-            targets[target.name]["latency_ms"]["mean"], (server_side.get(target.name) or {}).get("request_ms_avg")
-        )
-        if is_open_loop(scenario.shape):
+        side = facts.server_side.get(target.name)
+        figures = target_figures(target, stats, duration, None if side is None else ServerSide.model_validate(side))
+        shape: Any = scenario.shape  # an open-loop shape when is_open_loop
+        if is_open_loop(shape):
             share = target.weight / sum(t.weight for t in scenario.targets)
-            timeline = rate_timeline(scenario.shape, scenario.duration)
+            timeline = rate_timeline(shape, scenario.duration)
             # arrivals are only scheduled until `duration`; Locust stops a few ms later
             scheduled_s = min(duration, scenario.duration - scenario.warmup)
-            targets[target.name]["open_loop"] = open_loop_figures(record, target.name, timeline, share, scenario.warmup, scheduled_s)
+            figures["open_loop"] = open_loop_figures(record, target.name, timeline, share, scenario.warmup, scheduled_s)
+        outages = [outage.as_dict() for outage in record.outages(target.name)]
+        if outages:
+            figures["outages"] = outages
+        targets[target.name] = TargetSummary(**figures, cold_start_s=facts.cold_starts.get(target.name))
     total = (record.stopped_at - record.started_at) if record.started_at and record.stopped_at else 0.0
-    return {
-        "run_id": run_id,
-        "scenario": scenario.name,
-        "started_at": iso(record.started_at),
-        "duration_s": round(total, 3),
-        "warmup_s": scenario.warmup,
-        "steady_s": round(duration, 3),
-        "workers": workers,
-        "targets": targets,
-        "slo": slo,
-    }
+    return RunSummary(
+        run_id=facts.run_id,
+        scenario=scenario.name,
+        started_at=datetime.fromtimestamp(record.started_at, timezone.utc).isoformat(),
+        duration_s=round(total, 3),
+        warmup_s=scenario.warmup,
+        steady_s=round(duration, 3),
+        workers=facts.workers,
+        targets=targets,
+        slo=slo_section(evaluate(scenario, targets)),
+        workers_lost=facts.workers_lost,
+        rejected_reports=facts.rejected_reports,
+        streaming=None if facts.streaming is None else StreamingStats.model_validate(dict(facts.streaming)),
+        interrupted=facts.interrupted,
+    )
 
 
 def window_rows(record: RunRecord) -> list[dict[str, Any]]:
@@ -117,22 +161,24 @@ def window_rows(record: RunRecord) -> list[dict[str, Any]]:
     rows = []
     started = record.started_at or 0.0
     warmup_ends = record.warmup_ends_at or 0.0
-    for (index, target), stats in sorted(record.windows.items()):
+    for (index, target), stats in record.all_windows():  # zero-request windows included
         start = index * record.window_s
         figures = stats.latency_ms()
-        rows.append({
-            "window_start": iso(start),
-            "elapsed_s": round(start - started, 3),
-            "phase": "warmup" if start < warmup_ends else "steady",
-            "target": target,
-            "requests": stats.requests,
-            "failures": stats.failures,
-            "rps": round(stats.requests / record.window_s, 3),
-            **{f"{k}_ms": (None if v is None else round(v, 3)) for k, v in figures.items()},
-            "users": record.users_by_window.get(index),
-            **open_loop_window(record, index, target),
-            **residual_window(record, index, target, figures["mean"]),
-        })
+        rows.append(
+            {
+                "window_start": iso(start),
+                "elapsed_s": round(start - started, 3),
+                "phase": "warmup" if start < warmup_ends else "steady",
+                "target": target,
+                "requests": stats.requests,
+                "failures": stats.failures,
+                "rps": round(stats.requests / record.window_s, 3),
+                **{f"{k}_ms": (None if v is None else round(v, 3)) for k, v in figures.items()},
+                "users": record.users_by_window.get(index),
+                **open_loop_window(record, index, target),
+                **residual_window(record, index, target, figures["mean"]),
+            }
+        )
     return rows
 
 
@@ -162,46 +208,17 @@ def open_loop_window(record: RunRecord, index: int, target: str) -> dict[str, An
     }
 
 
-def write_results(results_dir: Path, summary: dict[str, Any], record: RunRecord) -> None:
+def write_windows(results_dir: Path, record: RunRecord) -> Path:
     results_dir.mkdir(parents=True, exist_ok=True)
-    (results_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    with open(results_dir / "windows.csv", "w", newline="") as handle:
+    path = results_dir / WINDOWS_NAME
+    with open(path, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=WINDOW_COLUMNS)
         writer.writeheader()
-        writer.writerows(window_rows(record))
+        writer.writerows(safe_rows(window_rows(record)))  # text cells never run as spreadsheet formulas
+    return path
 
 
-def format_table(summary: dict[str, Any]) -> str:
-    """Side-by-side figures, one column per target."""
-    names = list(summary["targets"])
-    if not names:
-        return "(no targets)"
-
-    def fmt(value: Any, spec: str = ".2f") -> str:
-        return "n/a" if value is None else format(value, spec)
-
-    def side(t: dict[str, Any], key: str) -> Any:
-        return (t.get("server_side") or {}).get(key)
-
-    rows: list[tuple[str, ...]] = [("", *names)]
-    spec = [
-        ("requests", lambda t: fmt(t["requests"], "d")),
-        ("failures", lambda t: fmt(t["failures"], "d")),
-        ("error rate", lambda t: fmt(t["error_rate"] * 100, ".2f") + " %"),
-        ("throughput (req/s)", lambda t: fmt(t["throughput_rps"], ".1f")),
-        ("p50 (ms)", lambda t: fmt(t["latency_ms"]["p50"])),
-        ("p95 (ms)", lambda t: fmt(t["latency_ms"]["p95"])),
-        ("p99 (ms)", lambda t: fmt(t["latency_ms"]["p99"])),
-        ("max (ms)", lambda t: fmt(t["latency_ms"]["max"])),
-        ("avg batch (server)", lambda t: fmt(side(t, "avg_batch_size"))),
-        ("queue (ms, server)", lambda t: fmt(side(t, "queue_ms_avg"), ".3f")),
-        ("compute (ms, server)", lambda t: fmt(side(t, "compute_ms_avg"), ".3f")),
-        ("cold start (s)", lambda t: fmt(t.get("cold_start_s"))),
-    ]
-    for label, getter in spec:
-        rows.append((label, *(getter(summary["targets"][n]) for n in names)))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join(
-        "  ".join(cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths)))
-        for row in rows
-    )
+def write_results(results_dir: Path, summary: RunSummary, record: RunRecord) -> None:
+    """summary.json and windows.csv into `results_dir` (made if needed)."""
+    write_summary(results_dir, summary)
+    write_windows(results_dir, record)

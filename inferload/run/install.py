@@ -1,11 +1,14 @@
 """What every inferload locustfile does, in one call: gevent-ready gRPC, inferload's Locust
-options, the scenario's user and shape classes in the locustfile's namespace, and the run hooks.
+options, the scenario's user and shape classes in the locustfile's namespace, and the run hooks
+(among them the SIGINT/SIGTERM handler of `inferload.run.signals` and `--worker-wait`).
 
 Two locustfiles use it: `locustfiles/inferload_locustfile.py` (the scenario named by
 `--scenario`) and the self-contained locustfile `inferload run --workers` generates (the scenario
 and its payload files embedded, so workers started with `locust -f - --worker` need nothing
-else: see `inferload.run.embedded_locustfile`). Errors in the scenario or a mismatch with the served model end
-the process with exit code 2 and one line per problem: this is the edge, where exiting is right.
+else: see `inferload.run.embedded_locustfile`). Errors in the scenario or a failed start check (a
+server that cannot be reached, a model it does not serve, tensors that do not match, a results
+folder that cannot be written) end the process with exit code 2 and one line per problem: this is
+the edge, where exiting is right.
 """
 
 from __future__ import annotations
@@ -29,9 +32,15 @@ def install(namespace: dict[str, Any], load: Callable[[], Scenario], known_model
     `known_models`: Triton targets' model metadata and config shipped with the locustfile.
     """
     grpc_gevent.init_gevent()  # before any gRPC channel is made
-    from inferload.run.plugin import InferloadRun, add_arguments  # after gevent is set up
+    from inferload.errors import RunKeyError, StartCheckError
+    from inferload.run.options import add_arguments
+    from inferload.run.plugin import InferloadRun  # after gevent is set up
+    from inferload.run.signals import RunStopper
+    from inferload.run.worker_wait import add_arguments as add_worker_wait_argument
+    from inferload.run.worker_wait import watch_worker_arrival
 
     events.init_command_line_parser.add_listener(add_arguments)
+    events.init_command_line_parser.add_listener(add_worker_wait_argument)
     try:
         run = InferloadRun(load(), {name: tuple(info) for name, info in (known_models or {}).items()})
     except ScenarioError as error:
@@ -41,10 +50,21 @@ def install(namespace: dict[str, Any], load: Callable[[], Scenario], known_model
     namespace["ScenarioShape"] = run.shape_class
 
     def on_init(environment: Any, **kwargs: Any) -> None:
+        # SIGINT/SIGTERM stop the run and keep its results; installed first, so that its exit code
+        # (130/143 for a run cut short) is set after the run's own (`quitting` fires in reverse order)
+        RunStopper(environment, run).install()
         try:
             run.on_init(environment, **kwargs)
+        except StartCheckError as error:
+            anyway = " (--skip-start-checks sends it anyway)" if error.skippable else ""
+            sys.stderr.write(f"inferload: the start checks failed; no load was sent{anyway}:\n{error}\n")
+            sys.exit(EXIT_INVALID)
         except ModelMismatchError as error:
             sys.stderr.write(f"inferload: the scenario does not match the served model:\n{error}\n")
             sys.exit(EXIT_INVALID)
+        except RunKeyError as error:
+            sys.stderr.write(f"inferload: {error}\n")
+            sys.exit(EXIT_INVALID)
+        watch_worker_arrival(environment)
 
     events.init.add_listener(on_init)

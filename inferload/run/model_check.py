@@ -4,16 +4,21 @@
 and config Triton returns (``GET v2/models/<m>[/versions/<v>]`` and ``.../config``, as JSON
 dicts; the gRPC client's ``as_json=True`` forms, with int64 values as strings and the config
 wrapped in ``{"config": ...}``, are accepted too) and returns one message per mismatch.
-``fetch_triton_model_info`` gets those two dicts from a running server.
+``fetch_triton_model_info`` gets those two dicts from a running server; when it cannot, its error
+says why in one line: the server cannot be reached, it does not answer as Triton over the
+target's protocol, or it does not serve the model (and then which models it serves). TorchServe
+targets are checked in ``inferload.run.torchserve_check``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from http.client import HTTPException
 from typing import Any
 
 from inferload.errors import ModelMismatchError, ServerError
-from inferload.scenario.model import Scenario, Target
+from inferload.scenario.model import Scenario
+from inferload.scenario.targets import Target
 
 DEFAULT_TIMEOUT_S = 5.0
 
@@ -114,8 +119,10 @@ def check_target_against_triton(target: Target, metadata: Mapping[str, Any], con
 def fetch_triton_model_info(target: Target, timeout_s: float = DEFAULT_TIMEOUT_S) -> tuple[dict[str, Any], dict[str, Any]]:
     """(metadata, config) of the target's model from the running Triton.
 
-    Raises ``ServerError`` when the server cannot be reached, ``ModelMismatchError`` when it is up
-    but does not serve the model (or that version).
+    Raises ``ServerError`` when the server cannot be reached or does not answer as Triton over
+    the target's protocol (an HTTP target on the gRPC port, or the other way round),
+    ``ModelMismatchError`` when it is up but does not serve the model (or that version): its
+    message lists the models the server does serve (its repository index).
     """
     if target.kind == "triton-http":
         return _fetch_over_http(target, timeout_s)
@@ -124,15 +131,37 @@ def fetch_triton_model_info(target: Target, timeout_s: float = DEFAULT_TIMEOUT_S
     raise ValueError(f"target {target.name!r} is a {target.kind} target, not a Triton one")
 
 
-def _not_served(target: Target, detail: str) -> ModelMismatchError:
+def served_triton_models(index: Sequence[Mapping[str, Any]]) -> str:
+    """Triton's repository index (``[{"name", "version", "state"}]``) → ``cnn 1, tiny 1 (UNAVAILABLE)``."""
+    names = []
+    for entry in sorted(index, key=lambda e: (str(e.get("name", "")), str(e.get("version", "")))):
+        text = " ".join(str(part) for part in (entry.get("name", "?"), entry.get("version")) if part)
+        state = str(entry.get("state") or "")
+        names.append(text if state in ("", "READY") else f"{text} ({state})")
+    return ", ".join(names) or "no model"
+
+
+def _not_served(target: Target, detail: str, index: Sequence[Mapping[str, Any]] | str) -> ModelMismatchError:
     version = f" version {target.version}" if target.version else ""
+    if isinstance(index, str):
+        served = f"the served models could not be listed ({index})"
+    else:
+        served = f"it serves: {served_triton_models(index)}"
     return ModelMismatchError(
-        f"target {target.name!r}: Triton at {target.address} does not serve model {target.model!r}{version}: {detail}"
+        f"target {target.name!r}: Triton at {target.address} ({target.kind}) does not serve model {target.model!r}{version}"
+        f" ({detail}); {served} (repository index)"
     )
 
 
 def _unreachable(target: Target, detail: str) -> ServerError:
     return ServerError(f"target {target.name!r}: cannot reach Triton at {target.address} ({target.kind}): {detail}")
+
+
+def _wrong_protocol(target: Target, detail: str, hint: str = "") -> ServerError:
+    """The address answers, but not as Triton over the target's protocol."""
+    protocol, other = ("HTTP", "gRPC") if target.kind == "triton-http" else ("gRPC", "HTTP")
+    hint = hint or f"is it the {other} port?"
+    return ServerError(f"target {target.name!r}: {target.address} did not answer as Triton {protocol} ({hint}): {detail}")
 
 
 def _fetch_over_http(target: Target, timeout_s: float) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -143,20 +172,36 @@ def _fetch_over_http(target: Target, timeout_s: float) -> tuple[dict[str, Any], 
     try:
         try:
             live = client.is_server_live()
+        except HTTPException as error:  # the answer is not HTTP/1.1 (geventhttpclient's HTTPParseError): a gRPC port
+            raise _wrong_protocol(target, f"its answer is not HTTP/1.1 ({type(error).__name__})") from None
         except (OSError, InferenceServerException) as error:
-            raise _unreachable(target, str(error)) from None
+            raise _unreachable(target, str(error) or type(error).__name__) from None
         if not live:
-            raise _unreachable(target, "the server is not live")
+            raise _wrong_protocol(target, "GET v2/health/live did not answer 200 OK", "is it another server's port?")
         try:
             metadata = client.get_model_metadata(target.model, model_version=target.version or "")
             config = client.get_model_config(target.model, model_version=target.version or "")
         except InferenceServerException as error:
-            raise _not_served(target, error.message() or str(error)) from None
-        except OSError as error:
-            raise _unreachable(target, str(error)) from None
+            raise _not_served(target, error.message() or str(error), _http_index(client)) from None
+        except (OSError, HTTPException) as error:
+            raise _unreachable(target, str(error) or type(error).__name__) from None
     finally:
         client.close()
     return dict(metadata), dict(config)
+
+
+def _http_index(client: Any) -> list[dict[str, Any]] | str:
+    """Triton's repository index over HTTP (``POST v2/repository/index``), or why it could not be read."""
+    from tritonclient.utils import InferenceServerException
+
+    try:
+        return list(client.get_model_repository_index())
+    except (InferenceServerException, OSError, HTTPException) as error:
+        return str(error) or type(error).__name__
+
+
+#: what gRPC says when the port answers, but not with HTTP/2 (an HTTP/1.x server, or one that hangs up)
+_NOT_GRPC = ("Socket closed", "http1.x", "Failed parsing HTTP/2")
 
 
 def _fetch_over_grpc(target: Target, timeout_s: float) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -168,7 +213,10 @@ def _fetch_over_grpc(target: Target, timeout_s: float) -> tuple[dict[str, Any], 
         try:
             client.is_server_live(client_timeout=timeout_s)
         except InferenceServerException as error:
-            raise _unreachable(target, error.message() or str(error)) from None
+            message = error.message() or str(error)
+            if any(sign in message for sign in _NOT_GRPC):
+                raise _wrong_protocol(target, message) from None
+            raise _unreachable(target, message) from None
         try:
             version = target.version or ""
             metadata = client.get_model_metadata(target.model, version, as_json=True, client_timeout=timeout_s)
@@ -176,10 +224,20 @@ def _fetch_over_grpc(target: Target, timeout_s: float) -> tuple[dict[str, Any], 
         except InferenceServerException as error:
             if str(error.status()) in ("StatusCode.UNAVAILABLE", "StatusCode.DEADLINE_EXCEEDED"):
                 raise _unreachable(target, error.message() or str(error)) from None
-            raise _not_served(target, error.message() or str(error)) from None
+            raise _not_served(target, error.message() or str(error), _grpc_index(client, timeout_s)) from None
     finally:
         client.close()
     return dict(metadata), dict(_unwrap_config(config))
+
+
+def _grpc_index(client: Any, timeout_s: float) -> list[dict[str, Any]] | str:
+    """Triton's repository index over gRPC (``RepositoryIndex``), or why it could not be read."""
+    from tritonclient.utils import InferenceServerException
+
+    try:
+        return list(client.get_model_repository_index(as_json=True, client_timeout=timeout_s).get("models", []))
+    except InferenceServerException as error:
+        return error.message() or str(error)
 
 
 def check_scenario_models(

@@ -14,31 +14,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from inferload.errors import Problem, ScenarioError
-from inferload.scenario.model import (
-    CHECKS_ERROR,
-    SHAPE_KINDS,
-    BurstShape,
-    ConstantRateShape,
-    DataSpec,
-    InputSpec,
-    PoissonShape,
-    RampingRateShape,
-    RampShape,
-    RateBurstsShape,
-    Scenario,
-    Slo,
-    Stage,
-    StagesShape,
-    SteadyShape,
-    Target,
-    describe_value,
-)
-
-Loc = tuple[str | int, ...]
+from inferload.scenario.limits import MAX_PROBLEMS
+from inferload.scenario.messages import CHECKS_ERROR, CUSTOM_ERROR, Loc, describe_value, format_key_path, scientific_text_hint
+from inferload.scenario.model import CLOSED_LOOP_SHAPES, OPEN_LOOP_SHAPES, SHAPE_KINDS, Scenario, shape_kind
+from inferload.scenario.shapes import Stage
+from inferload.scenario.targets import DataSpec, InputSpec, Slo, Target
+from inferload.scenario.yaml_file import read_scenario_yaml
 
 _DURATION_KEYS = frozenset({"duration", "warmup", "window", "timeout", "over", "burst_length", "period", "first_burst_at"})
 
@@ -47,9 +31,15 @@ _DURATION_KEYS = frozenset({"duration", "warmup", "window", "timeout", "over", "
 
 
 def load_scenario(path: str | Path) -> Scenario:
-    """Read and validate a scenario file; raise ``ScenarioError`` listing every problem."""
+    """Read and validate a scenario file; raise ``ScenarioError`` listing every problem.
+
+    At most ``MAX_PROBLEMS`` problems are listed; a last line counts the rest.
+    """
     label = str(path)
-    raw = read_scenario_yaml(Path(path), label)
+    try:
+        raw = read_scenario_yaml(Path(path), label)
+    except ScenarioError as error:
+        raise ScenarioError(capped(error.problems, label)) from None
     return scenario_from_dict(raw, source_path=Path(path), file_label=label)
 
 
@@ -74,7 +64,7 @@ def scenario_from_dict(data: object, *, source_path: Path | None = None, file_la
         scenario = Scenario.model_validate({**fields, "source_path": source_path}, context=context)
     except ValidationError as error:
         problems.extend(problems_from_validation_error(error, label, fields))
-        raise ScenarioError(problems) from None
+        raise ScenarioError(capped(problems, label)) from None
     if problems:
         raise ScenarioError(problems)
     return scenario
@@ -96,113 +86,24 @@ def scenario_to_dict(scenario: Scenario) -> dict[str, Any]:
     return data
 
 
-def scenario_to_yaml(scenario: Scenario) -> str:
-    """The scenario as YAML text (keys in schema order)."""
-    return yaml.safe_dump(scenario_to_dict(scenario), sort_keys=False, allow_unicode=True)
-
-
-# --- reading the file --------------------------------------------------------------------------
-
-
-def read_scenario_yaml(path: Path, label: str) -> object:
-    """The YAML document in ``path`` as plain Python values, or ``ScenarioError``."""
-    text = _read_text(path, label)
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        if node is None:
-            raise ScenarioError([Problem(label, "", "the file is empty; expected a scenario (name, duration, targets, shape)")])
-        duplicates = _duplicate_keys(node, label)
-        if duplicates:
-            raise ScenarioError(duplicates)
-        return yaml.load(text, Loader=yaml.SafeLoader)
-    except yaml.MarkedYAMLError as error:
-        raise ScenarioError([Problem(label, "", _yaml_error_message(error))]) from None
-    except yaml.YAMLError as error:
-        raise ScenarioError([Problem(label, "", f"invalid YAML: {error}")]) from None
-    except RecursionError:
-        raise ScenarioError([Problem(label, "", "invalid YAML: nested too deeply")]) from None
-
-
-def _read_text(path: Path, label: str) -> str:
-    try:
-        if path.is_dir():
-            raise ScenarioError([Problem(label, "", "is a directory; expected a scenario YAML file")])
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise ScenarioError([Problem(label, "", "no such file")]) from None
-    except OSError as error:
-        raise ScenarioError([Problem(label, "", f"cannot read the file: {error.strerror or error}")]) from None
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        raise ScenarioError(
-            [Problem(label, "", f"not UTF-8 text (byte 0x{raw[error.start]:02x} at offset {error.start})")]
-        ) from None
-
-
-def _yaml_error_message(error: yaml.MarkedYAMLError) -> str:
-    mark = error.problem_mark or error.context_mark
-    what = error.problem or error.context or "syntax error"
-    if error.problem and error.context:
-        what = f"{error.problem} ({error.context})"
-    if mark is None:
-        return f"invalid YAML: {what}"
-    return f"invalid YAML at line {mark.line + 1}, column {mark.column + 1}: {what}"
-
-
-def _duplicate_keys(root: yaml.Node, label: str) -> list[Problem]:
-    problems: list[Problem] = []
-    seen_nodes: set[int] = set()
-    stack: list[tuple[yaml.Node, Loc]] = [(root, ())]
-    while stack:
-        node, loc = stack.pop()
-        if id(node) in seen_nodes:
-            continue
-        seen_nodes.add(id(node))
-        if isinstance(node, yaml.MappingNode):
-            first_line: dict[str, int] = {}
-            for key_node, value_node in node.value:
-                key = str(key_node.value) if isinstance(key_node, yaml.ScalarNode) else None
-                if key is None or key == "<<":
-                    continue
-                line = key_node.start_mark.line + 1
-                if key in first_line:
-                    problems.append(
-                        Problem(
-                            label, format_key_path((*loc, key)), f"duplicate key (line {line}; first at line {first_line[key]})"
-                        )
-                    )
-                else:
-                    first_line[key] = line
-                stack.append((value_node, (*loc, key)))
-        elif isinstance(node, yaml.SequenceNode):
-            stack.extend((item, (*loc, index)) for index, item in enumerate(node.value))
-    return sorted(problems, key=lambda problem: problem.message)
-
-
 # --- pydantic errors → problems ----------------------------------------------------------------
 
 
-def format_key_path(loc: Loc) -> str:
-    """``('targets', 0, 'inputs', 1, 'dtype')`` → ``targets[0].inputs[1].dtype``."""
-    text = ""
-    for part in loc:
-        if isinstance(part, int):
-            text += f"[{part}]"
-        else:
-            text += f".{part}" if text else str(part)
-    return text
+def capped(problems: list[Problem], label: str) -> list[Problem]:
+    """The first ``MAX_PROBLEMS`` problems, and a last line that counts the rest."""
+    if len(problems) <= MAX_PROBLEMS:
+        return problems
+    return [*problems[:MAX_PROBLEMS], Problem(label, "", f"... and {len(problems) - MAX_PROBLEMS:,} more problems")]
 
 
 def problems_from_validation_error(error: ValidationError, label: str, raw: Mapping[Any, Any]) -> list[Problem]:
-    problems: list[Problem] = []
+    """Every problem pydantic found, in its order, each once."""
+    problems: dict[Problem, None] = {}
     for item in error.errors(include_url=False):
         loc = _yaml_loc(tuple(item["loc"]))
         for where, message in _translate(item, loc, raw):
-            problem = Problem(label, format_key_path(where), message)
-            if problem not in problems:
-                problems.append(problem)
-    return problems
+            problems.setdefault(Problem(label, format_key_path(where), message))
+    return list(problems)
 
 
 def _yaml_loc(loc: Loc) -> Loc:
@@ -220,7 +121,7 @@ def _translate(item: Any, loc: Loc, raw: Mapping[Any, Any]) -> list[tuple[Loc, s
     key = loc[-1] if loc else ""
     if kind == CHECKS_ERROR:
         return [((*loc, *path), message) for path, message in ctx["checks"]]
-    if kind == "inferload":
+    if kind == CUSTOM_ERROR:
         return [(loc, item["msg"])]
     if kind == "missing":
         return [(loc, "required key is missing")]
@@ -237,9 +138,9 @@ def _translate(item: Any, loc: Loc, raw: Mapping[Any, Any]) -> list[tuple[Loc, s
         expected = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
         return [(loc, f"expected one of {', '.join(expected)}; {got}")]
     if kind in ("int_type", "int_parsing", "int_from_float"):
-        return [(loc, f"expected an integer; {got}")]
+        return [(loc, scientific_text_hint(value, integer=True) or f"expected an integer; {got}")]
     if kind in ("float_type", "float_parsing"):
-        return [(loc, f"expected a number; {got}")]
+        return [(loc, scientific_text_hint(value) or f"expected a number; {got}")]
     if kind == "finite_number":
         return [(loc, f"expected a finite number; {got}")]
     if kind in ("string_type", "string_unicode"):
@@ -298,16 +199,7 @@ def _model_at(loc: Loc, raw: Mapping[Any, Any]) -> type[BaseModel] | tuple[type[
     if not keys:
         return Scenario
     if keys[-1] == "shape":
-        shapes = {
-            "steady": SteadyShape,
-            "ramp": RampShape,
-            "burst": BurstShape,
-            "stages": StagesShape,
-            "constant-rate": ConstantRateShape,
-            "poisson": PoissonShape,
-            "ramping-rate": RampingRateShape,
-            "rate-bursts": RateBurstsShape,
-        }
+        shapes: dict[str, type[BaseModel]] = {shape_kind(model): model for model in (*CLOSED_LOOP_SHAPES, *OPEN_LOOP_SHAPES)}
         shape = raw.get("shape")
         kind = shape.get("kind") if isinstance(shape, Mapping) else None
         return shapes[kind] if isinstance(kind, str) and kind in shapes else tuple(shapes.values())

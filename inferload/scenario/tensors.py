@@ -1,6 +1,6 @@
 """Tensor facts of a scenario's inputs: dtypes, sizes, what a data spec can produce, npy files.
 
-Pure and shared by validation (``scenario.model``) and payload making (``users.payload``).
+Pure and shared by validation (``scenario.targets``) and payload making (``users.payload``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from inferload.scenario.model import DataSpec, InputSpec
+    from inferload.scenario.targets import DataSpec, InputSpec
 
 DEFAULT_BYTES_LENGTH = 16
 

@@ -2,7 +2,9 @@
 
 On the master (or a local run), one greenlet reads every target's server statistics at each
 window boundary and keeps the per-window mean request duration; windows.csv then shows the
-client mean minus it: network, serialisation and client cost, apart from the model.
+client mean minus it: network, serialisation and client cost, apart from the model. One
+``ServerReader`` per target, kept open for the whole run; the figure is ``figures.server_figures``'
+``request_ms``, as in summary.json.
 """
 
 from __future__ import annotations
@@ -15,7 +17,10 @@ import gevent
 from inferload.errors import InferloadError
 from inferload.measure.run_record import RunRecord
 from inferload.scenario.model import Scenario
-from inferload.servermetrics import snapshots as server_stats
+from inferload.scenario.targets import Target
+from inferload.servermetrics.figures import server_figures
+from inferload.servermetrics.reading import ServerSnapshot
+from inferload.servermetrics.snapshots import ServerReader
 
 logger = logging.getLogger(__name__)
 
@@ -29,6 +34,7 @@ class ServerWindowPoller:
         self.record = record
         self._greenlet: gevent.Greenlet | None = None
         self._warned: set[str] = set()
+        self._readers: dict[str, ServerReader] = {}
 
     def start(self) -> None:
         self.stop()
@@ -36,12 +42,19 @@ class ServerWindowPoller:
 
     def stop(self) -> None:
         if self._greenlet is not None:
-            self._greenlet.kill(block=False)
+            self._greenlet.kill(block=True, timeout=1.0)  # out of any read before its reader closes
             self._greenlet = None
+        for reader in self._readers.values():
+            reader.close()
+        self._readers.clear()
 
-    def _snapshot(self, target) -> server_stats.ServerSnapshot | None:
+    def _snapshot(self, target: Target) -> ServerSnapshot | None:
         try:
-            return server_stats.snapshot(target.kind, target.address, target.model, target.version, target.metrics_url)
+            reader = self._readers.get(target.name)
+            if reader is None:
+                reader = ServerReader(target.kind, target.address, target.model, target.version, target.metrics_url)
+                self._readers[target.name] = reader
+            return reader.read()
         except InferloadError as exc:
             if target.name not in self._warned:
                 self._warned.add(target.name)
@@ -63,8 +76,8 @@ class ServerWindowPoller:
                 if before is None or current is None:
                     continue
                 try:
-                    side = server_stats.server_side(before, current)
+                    request_ms = server_figures(before, current).request_ms
                 except InferloadError:  # counters went backwards: the server restarted
                     continue
-                if side.get("request_ms_avg") is not None:
-                    self.record.server_request_ms[(index, target.name)] = side["request_ms_avg"]
+                if request_ms is not None:
+                    self.record.server_request_ms[(index, target.name)] = request_ms

@@ -1,0 +1,1 @@
+"""Traffic: closed-loop user-count timelines, open-loop arrival times (pure), and the arrival scheduler."""

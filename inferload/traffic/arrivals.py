@@ -12,7 +12,7 @@ import math
 import random
 from dataclasses import dataclass
 
-from inferload.scenario.model import ConstantRateShape, OpenLoopShape, PoissonShape, RampingRateShape, RateBurstsShape
+from inferload.scenario.shapes import ConstantRateShape, OpenLoopShape, PoissonShape, RampingRateShape, RateBurstsShape
 
 INFINITY = math.inf
 
@@ -46,11 +46,11 @@ def rate_timeline(shape: OpenLoopShape, duration: float) -> RateTimeline:
         return RateTimeline(duration, ((0.0, shape.rate),), isinstance(shape, PoissonShape))
     if isinstance(shape, RampingRateShape):
         step_length = shape.over / shape.steps
-        steps = tuple(
+        ramp = tuple(
             (k * step_length, shape.from_rate + (shape.to_rate - shape.from_rate) * k / shape.steps)
             for k in range(shape.steps + 1)
         )
-        return RateTimeline(duration, steps, shape.arrivals == "poisson")
+        return RateTimeline(duration, ramp, shape.arrivals == "poisson")
     if isinstance(shape, RateBurstsShape):
         steps: list[tuple[float, float]] = [(0.0, shape.base_rate)]
         start = shape.first_burst_at

@@ -28,6 +28,8 @@ from inferload.traffic.arrivals import INFINITY, RateTimeline, next_arrival
 logger = logging.getLogger(__name__)
 
 SHARE_MESSAGE = "inferload_open_loop_share"
+#: arrivals a scheduler offers in a row while behind before it lets the senders (and Locust) run
+YIELD_EVERY = 100
 
 
 @dataclass
@@ -105,6 +107,7 @@ class ArrivalScheduler:
         rng = random.Random(seed)
         share = target.weight_share * self.process_share
         t = 0.0
+        behind = 0  # arrivals offered in a row without sleeping
         while True:
             t = next_arrival(self.timeline, t, share, rng)
             if t == INFINITY:
@@ -113,6 +116,12 @@ class ArrivalScheduler:
             delay = intended - time.time()
             if delay > 0:
                 gevent.sleep(delay)
+                behind = 0
+            else:
+                behind += 1
+                if behind >= YIELD_EVERY:  # behind the clock: never starve the senders and Locust
+                    gevent.sleep(0)
+                    behind = 0
             self.record.record_arrival(target.name, intended)
             if not target.queue.offer(intended):
                 self.record.record_unsent(target.name, intended)

@@ -12,11 +12,13 @@ from typing import Protocol
 
 from locust import LoadTestShape
 
-from inferload.scenario.model import BurstShape, RampShape, Scenario, StagesShape, SteadyShape, is_open_loop
+from inferload.scenario.model import Scenario, is_open_loop
+from inferload.scenario.shapes import BurstShape, RampShape, StagesShape, SteadyShape
 
 
 class Timeline(Protocol):
-    duration: float
+    @property
+    def duration(self) -> float: ...
 
     def at(self, t: float) -> tuple[int, float] | None: ...
 
@@ -91,47 +93,39 @@ class StagesTimeline:
 
 
 def timeline_for(scenario: Scenario) -> Timeline:
-    """The user-count timeline a scenario's shape describes, over the scenario's duration."""
+    """The user-count timeline a scenario's shape describes, over the scenario's duration.
+
+    Spawn rates and ``first_burst_at`` are the validated scenario's (validation fills in every default).
+    """
     shape = scenario.shape
     duration = scenario.duration
     if isinstance(shape, SteadyShape):
-        return SteadyTimeline(duration, shape.users, _rate(shape.spawn_rate, shape.users))
+        return SteadyTimeline(duration, shape.users, shape.spawn_rate)
     if isinstance(shape, RampShape):
-        per_step = max(1, math.ceil(abs(shape.to_users - shape.from_users) / shape.steps))
-        return RampTimeline(
-            duration,
-            shape.from_users,
-            shape.to_users,
-            shape.over,
-            shape.steps,
-            _rate(shape.spawn_rate, max(per_step, shape.from_users)),
-        )
+        return RampTimeline(duration, shape.from_users, shape.to_users, shape.over, shape.steps, shape.spawn_rate)
     if isinstance(shape, BurstShape):
-        first = shape.first_burst_at if shape.first_burst_at is not None else shape.period - shape.burst_length
         return BurstTimeline(
             duration,
             shape.base_users,
             shape.burst_users,
             shape.burst_length,
             shape.period,
-            first,
-            _rate(shape.spawn_rate, shape.burst_users * 10),
+            shape.first_burst_at,
+            shape.spawn_rate,
         )
     if isinstance(shape, StagesShape):
         end = 0.0
         stages = []
         for stage in shape.stages:
             end += stage.duration
-            stages.append((end, stage.users, _rate(stage.spawn_rate, stage.users)))
+            if stage.spawn_rate is None:
+                raise ValueError("stage spawn rates are filled in by validation; build the scenario with scenario_from_dict")
+            stages.append((end, stage.users, stage.spawn_rate))
         return StagesTimeline(duration, tuple(stages))
     if is_open_loop(shape):
         # open loop: a fixed pool of senders, all up at once; the arrival rate is the scheduler's
         return SteadyTimeline(duration, shape.max_in_flight, float(shape.max_in_flight * 10))
     raise TypeError(f"no timeline for shape {type(shape).__name__}")
-
-
-def _rate(given: float | None, default: float) -> float:
-    return float(given) if given else float(max(default, 1))
 
 
 class ScenarioShape(LoadTestShape):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from inferload.scenario.model import Target
+from inferload.scenario.targets import Target
 from inferload.users.base import InferenceUser
 from inferload.users.torchserve_rest import TorchServeRestUser
 from inferload.users.triton_grpc import TritonGrpcUser

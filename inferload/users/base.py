@@ -6,21 +6,48 @@ times it and reports it through Locust's request event. Closed loop, a user send
 as soon as the last one answered; open loop (`arrivals` set), it sends the arrivals the
 scheduler queues and times each from its intended send time (see `inferload.traffic.scheduler`). Protocol modules implement three
 methods: `connect()`, `send() -> response bytes`, `close()`.
+
+A refused connection (the server is down) is answered in microseconds, so a closed-loop user
+backs off before its next call: 10 ms after the first refusal, doubling up to 1 s, back to none at
+the first call that reaches the server. Every attempt is still reported, so the failures count
+attempts, and a dead server costs a few attempts per user-second rather than the client's CPU.
+Open loop does not back off: its arrivals already bound the attempts to the configured rate, and
+a refused arrival is counted failed while the next one is taken at its intended time.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+import gevent
 import numpy as np
 from locust import User, constant, task
 
-from inferload.scenario.model import InputSpec, Target
+from inferload.errors import ConnectionRefused
+from inferload.scenario.targets import InputSpec, Target
 from inferload.traffic.scheduler import ArrivalQueue
 from inferload.users.failures import classify_exception
 from inferload.users.payload import make_input_array
+
+
+@dataclass
+class RefusedBackoff:
+    """A closed-loop user's pause after refused connections: exponential, reset by any other outcome."""
+
+    first_s: float = 0.01
+    max_s: float = 1.0
+    delay_s: float = 0.0
+
+    def after(self, exception: BaseException | None) -> float:
+        """The pause before the next call, given how the last one ended."""
+        if isinstance(exception, ConnectionRefused):
+            self.delay_s = self.first_s if self.delay_s <= 0 else min(self.max_s, self.delay_s * 2)
+        else:  # reached the server (a success, its own failure, or a timeout that took its time): no pause
+            self.delay_s = 0.0
+        return self.delay_s
 
 
 class InferenceUser(User):
@@ -44,6 +71,10 @@ class InferenceUser(User):
     #: folder that relative payload paths (.npy files) are resolved against
     scenario_dir: ClassVar[Path] = Path(".")
 
+    def __init__(self, environment: Any) -> None:
+        super().__init__(environment)
+        self.refused_backoff = RefusedBackoff()
+
     def on_start(self) -> None:
         self.connect()
 
@@ -58,6 +89,9 @@ class InferenceUser(User):
         started = time.perf_counter()
         exception, response_length = self._call()
         self._report((time.perf_counter() - started) * 1000.0, response_length, exception, None)
+        pause_s = self.refused_backoff.after(exception)
+        if pause_s > 0:
+            gevent.sleep(pause_s)
 
     def _send_arrival(self, intended: float) -> None:
         """Open loop: latency counts from the intended send time, lag is reported apart."""
@@ -75,7 +109,7 @@ class InferenceUser(User):
     def _report(
         self, latency_ms: float, response_length: int, exception: BaseException | None, send_lag_ms: float | None
     ) -> None:
-        context = {"target": self.target.name}
+        context: dict[str, Any] = {"target": self.target.name}
         if send_lag_ms is not None:
             context["send_lag_ms"] = send_lag_ms
         self.environment.events.request.fire(

@@ -19,7 +19,7 @@ import numpy as np
 from inferload.scenario.tensors import DEFAULT_BYTES_LENGTH, default_range, load_npy, numpy_dtype
 
 if TYPE_CHECKING:
-    from inferload.scenario.model import InputSpec
+    from inferload.scenario.targets import InputSpec
 
 
 def http_content_type(content_type: str) -> str:

@@ -41,8 +41,9 @@ class TorchServeRestUser(InferenceUser):
             path += f"/{target.version}"
         self._path = path
         arrays = [array for _, array in self.input_arrays()]
-        self._body = _encode(target.content_type, arrays)
-        self._headers = {"Content-Type": CONTENT_TYPES[target.content_type]}
+        content_type = target.content_type or "octet-stream"  # validation fills it in for TorchServe targets
+        self._body = _encode(content_type, arrays)
+        self._headers = {"Content-Type": CONTENT_TYPES[content_type]}
 
     def send(self) -> int:
         response = self._client.post(self._path, body=self._body, headers=self._headers)
@@ -62,10 +63,10 @@ class TorchServeRestUser(InferenceUser):
         return len(body)
 
     def close(self) -> None:
-        client = getattr(self, "_client", None)
+        client: HTTPClient | None = getattr(self, "_client", None)
         if client is not None:
             client.close()
-            self._client = None
+            del self._client
 
 
 def _encode(content_type: str, arrays: list) -> bytes:

@@ -21,7 +21,7 @@ from tritonclient.grpc import service_pb2
 from tritonclient.grpc._utils import get_error_grpc
 from tritonclient.utils import serialize_byte_tensor
 
-from inferload.scenario.model import InputSpec
+from inferload.scenario.targets import InputSpec
 from inferload.users.base import InferenceUser
 from inferload.users.failures import check_output_shape
 

@@ -8,27 +8,29 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
 import yaml
 
+from inferload.errors import ScrapeError
 from inferload.observe.collector import Collector, CollectorConfigError, load_collector_config, main
 from inferload.observe.sink import BackgroundWriter, Point
-from inferload.observe.sources.base import SourceError
 from tests.support.influx_fixture import REPO, python_env
+from tests.support.waiting import wait_until
 
 
 class ListSink(BackgroundWriter):
     def __init__(self) -> None:
         self.points: list[Point] = []
 
-    def submit(self, points) -> None:  # type: ignore[override]
+    def submit(self, points) -> None:
         self.points.extend(points)
 
 
 class ScriptedSource:
-    def __init__(self, name: str, script: list[object]) -> None:
+    def __init__(self, name: str, script: list[int | Exception]) -> None:
         self.name = name
         self.script = script
 
@@ -40,7 +42,7 @@ class ScriptedSource:
 
 
 def test_a_failing_source_does_not_stop_the_others_and_is_reported_once_when_down_and_when_back() -> None:
-    flaky = ScriptedSource("flaky", [1, SourceError("refused"), SourceError("refused"), 2])
+    flaky = ScriptedSource("flaky", [1, ScrapeError("refused"), ScrapeError("refused"), 2])
     steady = ScriptedSource("steady", [1, 2, 3, 4])
     sink = ListSink()
     collector = Collector([flaky, steady], sink, run_id="r")
@@ -61,7 +63,7 @@ def test_an_unexpected_error_in_a_source_is_contained() -> None:
 
 
 def test_scrape_errors_never_show_the_token() -> None:
-    leaky = ScriptedSource("leaky", [SourceError("auth Token tok-XYZ refused")])
+    leaky = ScriptedSource("leaky", [ScrapeError("auth Token tok-XYZ refused")])
     sink = ListSink()
     Collector([leaky], sink, run_id="r", secrets=["tok-XYZ"]).tick(0.0)
     assert "tok-XYZ" not in str(sink.points[0].fields["text"])
@@ -86,7 +88,7 @@ def test_the_command_exits_2_without_an_influxdb_url(tmp_path: Path, capsys, mon
 
 
 def infer_tiny(port: int, n: int) -> None:
-    body = {"inputs": [{"name": "INPUT__0", "shape": [1, 16], "datatype": "FP32", "data": [0.5] * 16}]}
+    body: dict[str, Any] = {"inputs": [{"name": "INPUT__0", "shape": [1, 16], "datatype": "FP32", "data": [0.5] * 16}]}
     for _ in range(n):
         requests.post(f"http://127.0.0.1:{port}/v2/models/tiny/infer", json=body, timeout=10).raise_for_status()
 
@@ -118,24 +120,35 @@ def test_the_collector_picks_triton_up_again_after_a_restart(built_models, influ
         )
     )
     log_path = tmp_path / "collector.log"
-    with open(log_path, "w") as log:
+    with open(log_path, "w") as log_file:
         collector = subprocess.Popen(
             [sys.executable, "-m", "collectors", "--config", str(config)],
             cwd=REPO,
             env=python_env(),
-            stdout=log,
+            stdout=log_file,
             stderr=subprocess.STDOUT,
         )
+
+    def max_rate_after(since_s: float) -> float | None:
+        query = f"SELECT max(inferences_per_s) FROM server WHERE run_id = 'restart' AND time > {int(since_s * 1e9)}"
+        series = influxdb.series(query)
+        return series[0]["values"][0][1] if series else None
+
+    def logged(text: str) -> bool:
+        return text in log_path.read_text()
+
     try:
-        time.sleep(1.5)
+        wait_until(lambda: max_rate_after(0) is not None, 30, "a first interval from the collector (its baseline is taken)")
+        started = time.time()
         infer_tiny(ports.triton_http, 20)
-        time.sleep(1.0)
+        wait_until(lambda: (max_rate_after(started) or 0) > 0, 20, "rates of the first requests in InfluxDB")
         servers.down()
-        time.sleep(1.5)
+        wait_until(lambda: logged("source triton:tiny-t is down"), 20, "the collector to see Triton down")
         servers.up(which=("triton",), timeout_s=120)
+        wait_until(lambda: logged("source triton:tiny-t is back"), 20, "the collector to read Triton again (a new baseline)")
         back_at = time.time()
         infer_tiny(ports.triton_http, 20)
-        time.sleep(1.5)
+        wait_until(lambda: (max_rate_after(back_at) or 0) > 0, 20, "rates after Triton came back")
     finally:
         collector.send_signal(signal.SIGTERM)
         collector.wait(timeout=20)

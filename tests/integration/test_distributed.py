@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 import signal
 import subprocess
 import sys
@@ -17,11 +18,14 @@ from pathlib import Path
 import pytest
 
 from inferload.paths import REPO_ROOT
-from tests.support.locust_runner import write_scenario
+from inferload.run.run_key import RUN_KEY_ENV, generate_run_key
 from tests.support.netns_hosts import NetnsHosts
-from tests.support.scenario_factory import tiny_target
+from tests.support.scenario_factory import tiny_target, write_scenario
+from tests.support.waiting import wait_until
 
 MASTER_PORT = 5557
+#: the run key the master and its workers on other hosts share (set on every machine, as a user does)
+RUN_KEY_ENVIRONMENT = {**os.environ, RUN_KEY_ENV: generate_run_key()}
 
 
 @pytest.fixture(scope="module")
@@ -49,11 +53,12 @@ def hosts(built_models, tmp_path_factory):
 def scenario_for(hosts: NetnsHosts, folder: Path, duration: str) -> Path:
     target = tiny_target("triton", "triton-grpc", f"{hosts.addresses['servers']}:8001")
     return write_scenario(
-        {"name": "distributed", "duration": duration, "targets": [target], "shape": {"kind": "steady", "users": 4}}, folder
+        folder, {"name": "distributed", "duration": duration, "targets": [target], "shape": {"kind": "steady", "users": 4}}
     )
 
 
-def start_master(hosts: NetnsHosts, scenario: Path, results: Path) -> subprocess.Popen[str]:
+def start_master(hosts: NetnsHosts, scenario: Path, results: Path, log: Path) -> subprocess.Popen[bytes]:
+    """`inferload run --remote-workers 2` on the master host; its output goes to `log` (read while it runs)."""
     command = [
         sys.executable,
         "-m",
@@ -73,9 +78,10 @@ def start_master(hosts: NetnsHosts, scenario: Path, results: Path) -> subprocess
         "--",
         "--only-summary",
     ]
-    return subprocess.Popen(
-        hosts.run_in("master", command), cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
+    with log.open("wb") as output:  # the child keeps its own copy of the descriptor
+        return subprocess.Popen(
+            hosts.run_in("master", command), cwd=REPO_ROOT, env=RUN_KEY_ENVIRONMENT, stdout=output, stderr=subprocess.STDOUT
+        )
 
 
 def start_worker(hosts: NetnsHosts, name: str) -> subprocess.Popen[str]:
@@ -92,7 +98,9 @@ def start_worker(hosts: NetnsHosts, name: str) -> subprocess.Popen[str]:
         "--master-port",
         str(MASTER_PORT),
     ]
-    return subprocess.Popen(hosts.run_in(name, command), cwd="/", stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        hosts.run_in(name, command), cwd="/", env=RUN_KEY_ENVIRONMENT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
 
 
 def exact_p99(latencies: list[float]) -> float:
@@ -101,10 +109,11 @@ def exact_p99(latencies: list[float]) -> float:
 
 
 def test_two_workers_on_other_hosts_give_exact_percentiles_and_summed_totals(hosts, tmp_path):
-    results = tmp_path / "results"
-    master = start_master(hosts, scenario_for(hosts, tmp_path, "8s"), results)
+    results, log = tmp_path / "results", tmp_path / "master.log"
+    master = start_master(hosts, scenario_for(hosts, tmp_path, "8s"), results, log)
     workers = [start_worker(hosts, "worker1"), start_worker(hosts, "worker2")]
-    output, _ = master.communicate(timeout=90)
+    master.wait(timeout=90)
+    output = log.read_text()
     for worker in workers:
         worker.wait(timeout=30)
 
@@ -124,13 +133,15 @@ def test_two_workers_on_other_hosts_give_exact_percentiles_and_summed_totals(hos
 
 
 def test_a_worker_that_dies_mid_run_is_reported_and_the_run_ends_cleanly(hosts, tmp_path):
-    results = tmp_path / "results"
+    results, log = tmp_path / "results", tmp_path / "master.log"
     started = time.monotonic()
-    master = start_master(hosts, scenario_for(hosts, tmp_path, "12s"), results)
+    master = start_master(hosts, scenario_for(hosts, tmp_path, "12s"), results, log)
     survivor, doomed = start_worker(hosts, "worker1"), start_worker(hosts, "worker2")
-    time.sleep(8)  # connected and sending by now
+    spawned = ("All users spawned", "Spawning is complete")  # Locust's master logs one of these once both workers run
+    wait_until(lambda: any(line in log.read_text() for line in spawned), 60, "both workers connected and running their users")
     doomed.send_signal(signal.SIGKILL)
-    output, _ = master.communicate(timeout=90)
+    master.wait(timeout=90)
+    output = log.read_text()
     survivor.wait(timeout=30)
     doomed.wait(timeout=10)
 

@@ -14,13 +14,14 @@ import threading
 
 import pytest
 
-from tests.support.locust_runner import run_locust, write_scenario
-from tests.support.scenario_factory import tiny_target
+from tests.support.locust_runner import run_locust
+from tests.support.scenario_factory import tiny_target, write_scenario
 
 
 def test_a_poisson_run_achieves_its_rate_and_sends_every_arrival(local_servers, tmp_path):
     target = tiny_target("triton", "triton-grpc", f"127.0.0.1:{local_servers.ports.triton_grpc}")
     scenario = write_scenario(
+        tmp_path,
         {
             "name": "poisson",
             "duration": "32s",
@@ -28,7 +29,6 @@ def test_a_poisson_run_achieves_its_rate_and_sends_every_arrival(local_servers, 
             "targets": [target],
             "shape": {"kind": "poisson", "rate": 250, "max_in_flight": 16, "seed": 7},
         },
-        tmp_path,
     )
     run = run_locust(scenario, tmp_path)
 
@@ -47,6 +47,7 @@ def test_a_poisson_run_achieves_its_rate_and_sends_every_arrival(local_servers, 
 def test_a_stalled_server_shows_as_rising_latency_and_unsent_arrivals(local_servers, tmp_path):
     target = tiny_target("triton", "triton-grpc", f"127.0.0.1:{local_servers.ports.triton_grpc}", timeout="20s")
     scenario = write_scenario(
+        tmp_path,
         {
             "name": "stall",
             "duration": "12s",
@@ -54,15 +55,14 @@ def test_a_stalled_server_shows_as_rising_latency_and_unsent_arrivals(local_serv
             "targets": [target],
             "shape": {"kind": "constant-rate", "rate": 100, "max_in_flight": 8, "max_queue": 20},
         },
-        tmp_path,
     )
     triton_pid = local_servers.up_result["servers"]["triton"]["pid"]
 
     def stall_triton():
         os.kill(triton_pid, signal.SIGSTOP)
-        threading.Timer(3.0, os.kill, (triton_pid, signal.SIGCONT)).start()
+        threading.Timer(3.0, os.kill, (triton_pid, signal.SIGCONT)).start()  # stimulus: a 3 s stall
 
-    timer = threading.Timer(5.0, stall_triton)  # ~4 s into the run, after Locust has started
+    timer = threading.Timer(5.0, stall_triton)  # stimulus: ~4 s into the run, after Locust has started
     timer.start()
     try:
         run = run_locust(scenario, tmp_path)

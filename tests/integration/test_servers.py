@@ -1,22 +1,18 @@
-"""The local real servers: up, status, down, cold start, and the errors users meet first."""
+"""The local real servers: up, status, down, cold start, the installed Java (the checks that come
+before anything starts are in tests/unit/test_local_server_checks.py)."""
 
 from __future__ import annotations
 
 import json
-import socket
-import stat
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import pytest
-
-from inferload.errors import JavaMissingError, PortInUseError
 from inferload.local.servers.manager import LocalServers
-from inferload.local.servers.ports import ServerPorts, check_free, is_port_open
+from inferload.local.servers.ports import ServerPorts, is_port_open
 from inferload.local.servers.procs import processes_mentioning
-from inferload.local.servers.torchserve_local import TorchServeModelConfig, check_java, config_properties, start_torchserve
+from inferload.local.servers.torchserve_local import check_java, short_tmpdir
 
 
 def run_python(code: str) -> str:
@@ -76,58 +72,8 @@ def test_up_when_already_up_reports_it_instead_of_failing(local_servers):
     assert again["servers"]["triton"]["pid"] == local_servers.up_result["servers"]["triton"]["pid"]
 
 
-def test_a_taken_port_is_named_with_the_service_that_wanted_it(tmp_path):
-    ports = ServerPorts.free()
-    with socket.socket() as holder:
-        holder.bind(("127.0.0.1", ports.ts_metrics))
-        holder.listen()
-        with pytest.raises(PortInUseError, match=rf"port {ports.ts_metrics} .*TorchServe metrics"):
-            check_free(ports)
-        with pytest.raises(PortInUseError, match=rf"port {ports.ts_metrics} .*TorchServe metrics"):
-            LocalServers(tmp_path, ports, ("tiny",)).up(which=("torchserve",))
-    assert processes_mentioning(str(tmp_path)) == []
-
-
-def test_the_same_port_twice_is_refused():
-    with pytest.raises(PortInUseError, match="configured twice"):
-        check_free(ServerPorts(triton_http=18123, triton_grpc=18123))
-
-
-def test_java_missing_is_a_clear_error(tmp_path, monkeypatch):
-    with pytest.raises(JavaMissingError, match="no `java` was found on PATH"):
-        check_java({"PATH": str(tmp_path)})
-    monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(JavaMissingError, match="JDK"):
-        start_torchserve(tmp_path / "state", ServerPorts.free(), ("tiny",))
-    assert processes_mentioning(str(tmp_path)) == []
-
-
-def test_java_older_than_11_is_refused(tmp_path):
-    fake = tmp_path / "java"
-    fake.write_text("#!/bin/sh\necho 'java version \"1.8.0_392\"' >&2\n")
-    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
-    with pytest.raises(JavaMissingError, match="Java 11 or newer; the `java` on PATH is Java 8"):
-        check_java({"PATH": str(tmp_path)})
-
-
 def test_the_installed_java_is_accepted():
     assert check_java() >= 11
-
-
-def test_torchserve_config_batches_and_keeps_everything_local(tmp_path):
-    text = config_properties(
-        ServerPorts(),
-        ("tiny", "cnn"),
-        tmp_path / "store",
-        tmp_path / "tmp",
-        TorchServeModelConfig(batch_size=8, max_batch_delay_ms=5),
-    )
-    assert "inference_address=http://127.0.0.1:8080" in text
-    assert "metrics_mode=prometheus" in text and "model_metrics_auto_detect=true" in text
-    assert "disable_token_authorization=true" in text
-    assert f"-Djava.io.tmpdir={tmp_path / 'tmp'}" in text
-    models = json.loads(text.split("\nmodels=", 1)[1].splitlines()[0])
-    assert models["cnn"]["1.0"]["batchSize"] == 8 and models["cnn"]["1.0"]["maxBatchDelay"] == 5
 
 
 def test_down_from_another_process_leaves_nothing_behind(built_models, tmp_path):
@@ -150,3 +96,19 @@ def test_down_from_another_process_leaves_nothing_behind(built_models, tmp_path)
     assert status["running"] is False and status["servers"] == {}
     # down again: nothing to do, no error
     assert LocalServers(state_dir).down()["stopped"] == {}
+
+
+def test_torchserve_runs_from_a_state_dir_too_deep_for_unix_sockets(built_models, tmp_path):
+    """TorchServe's worker sockets live in its TMPDIR and a socket path holds at most 107 bytes: a
+    deep state dir (a deep working folder with the default `.inferload/servers`) used to leave it
+    never ready. It is reached through a short link instead, and `down` still leaves nothing."""
+    state_dir = tmp_path / ("deep-folder-" * 8) / ".inferload" / "servers"
+    link = short_tmpdir(state_dir / "torchserve" / "tmp")
+    assert len(str(state_dir / "torchserve" / "tmp" / ".ts.sock.9000")) > 107 and link != state_dir / "torchserve" / "tmp"
+    servers = LocalServers(state_dir, ServerPorts.free(), ("tiny",))
+    try:
+        result = servers.up(which=("torchserve",), timeout_s=120)
+        assert result["servers"]["torchserve"]["cold_start_s"] > 0
+    finally:
+        servers.down()
+    assert processes_mentioning(str(state_dir)) == [] and processes_mentioning(str(link)) == []

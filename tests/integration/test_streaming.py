@@ -11,15 +11,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-import pytest
-
-from tests.support.influx_fixture import (
-    InfluxServer,
-    cnn_targets,
-    locustfile_with_streaming,
-    run_locust,
-    write_scenario,
-)
+from tests.support.influx_fixture import InfluxServer, cnn_targets, observed_scenario, streamed_run
 
 
 def window_rows(results: Path) -> list[dict[str, str]]:
@@ -40,10 +32,14 @@ def test_every_window_of_every_target_is_streamed_with_the_figures_of_windows_cs
         )
         assert series, f"no requests points for {target}"
         streamed = {row[0] // 1000: row for row in series[0]["values"]}
-        assert set(streamed) == {t for t, r in rows.items() if int(r["requests"])}
+        assert set(streamed) == set(rows)  # windows in which nothing completed are streamed too, as zeros
         for start, (_, count, failures, p99, users) in streamed.items():
             assert count == int(rows[start]["requests"]) and failures == int(rows[start]["failures"])
-            assert abs(p99 - float(rows[start]["p99_ms"])) < 1e-6
+            if not rows[start]["p99_ms"]:
+                assert p99 is None  # nothing succeeded in that window: no latency fields
+                continue
+            # windows.csv writes ms with 3 decimals (whole µs); a percentile clamped to the exact max is finer
+            assert abs(p99 - float(rows[start]["p99_ms"])) <= 0.0005 + 1e-9
             assert users == (int(rows[start]["users"]) if rows[start]["users"] else None)
         assert sum(1 for row in streamed.values() if row[4]) >= len(streamed) - 1  # all but a last, partial window
 
@@ -98,21 +94,23 @@ def test_the_token_never_reaches_results(observed_run) -> None:
 def test_an_influxdb_stopped_mid_run_costs_points_not_load(local_servers, tmp_path) -> None:
     influx = InfluxServer(tmp_path / "influx")
     influx.start()
-    scenario = write_scenario(tmp_path / "s.yaml", cnn_targets(local_servers.ports)[:1], "10s", users=4, warmup="1s")
+    scenario = observed_scenario(tmp_path, cnn_targets(local_servers.ports)[:1], "10s", users=4, warmup="1s")
     stop_at = time.time() + 7.0  # locust needs a few seconds to start; the run lasts 10 s
-    stopper = threading.Timer(7.0, influx.stop)
+    stopper = threading.Timer(7.0, influx.stop)  # stimulus: InfluxDB goes away in the middle of the run
     stopper.start()
     try:
         started = time.time()
-        result = run_locust(locustfile_with_streaming(tmp_path), scenario, "influx-down", tmp_path / "results", influx.url)
+        result = streamed_run(scenario, tmp_path, "influx-down", influx.url)
         elapsed = time.time() - started
     finally:
         stopper.cancel()
         influx.stop()
     assert result.returncode == 0, result.stderr[-4000:]
     assert elapsed < 30, f"the run took {elapsed:.0f} s: it waited on the stopped InfluxDB"
-    output = result.stdout + result.stderr
-    written, dropped = map(int, re.search(r"streaming to InfluxDB: (\d+) points written, (\d+) dropped", output).groups())
+    output = result.output
+    match = re.search(r"streaming to InfluxDB: (\d+) points written, (\d+) dropped", output)
+    assert match is not None, output[-4000:]
+    written, dropped = map(int, match.groups())
     assert written > 0 and dropped > 0
     rows = [r for r in window_rows(tmp_path / "results") if r["phase"] == "steady"]
     before = [int(r["requests"]) for r in rows if window_start_s(r) + 1 <= stop_at]
@@ -124,18 +122,3 @@ def test_an_influxdb_stopped_mid_run_costs_points_not_load(local_servers, tmp_pa
     summary = json.loads((tmp_path / "results" / "summary.json").read_text())
     if "streaming" in summary:  # once the lead adds it to summary.json
         assert summary["streaming"]["points_dropped"] == dropped
-
-
-def test_an_open_loop_window_carries_its_target_rate_unsent_arrivals_and_send_lag():
-    from inferload.measure.hdr import LatencyStats
-    from inferload.observe.streaming import window_point
-
-    stats, lag = LatencyStats(), LatencyStats()
-    for ms in (2.0, 3.0, 4.0):
-        stats.record_success(ms)
-        lag.record_success(ms / 10)
-    point = window_point("run-1", {"target": "t"}, 100, 1.0, stats, 8, arrivals=[5, 2], send_lag=lag)
-    assert point.fields["target_rps"] == 5.0 and point.fields["unsent"] == 2
-    assert point.fields["send_lag_p99_ms"] == pytest.approx(0.4, rel=1e-2)
-    closed_loop = window_point("run-1", {"target": "t"}, 100, 1.0, stats, 8)
-    assert "target_rps" not in closed_loop.fields

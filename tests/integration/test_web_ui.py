@@ -4,24 +4,17 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
-import sys
-import time
 import urllib.parse
 import urllib.request
 
 import pytest
 
-from inferload.paths import LOCUSTFILE, REPO_ROOT
-from tests.support.locust_runner import write_scenario
-from tests.support.scenario_factory import tiny_target
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.support.locust_runner import locust_command, python_env
+from tests.support.ports import free_port
+from tests.support.scenario_factory import tiny_target, write_scenario
+from tests.support.system_tools import REPO
+from tests.support.waiting import wait_until
 
 
 def get_json(url: str) -> dict:
@@ -29,49 +22,23 @@ def get_json(url: str) -> dict:
         return json.loads(response.read())
 
 
-def wait_until(predicate, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            value = predicate()
-        except OSError:
-            value = None
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 @pytest.fixture
 def web_locust(local_servers, tmp_path):
     scenario = write_scenario(
+        tmp_path,
         {
             "name": "web-ui",
             "duration": "60s",
             "targets": [tiny_target("triton-tiny", "triton-grpc", f"127.0.0.1:{local_servers.ports.triton_grpc}")],
             "shape": {"kind": "steady", "users": 2},
         },
-        tmp_path,
     )
     port = free_port()
     results = tmp_path / "results"
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "locust",
-            "-f",
-            str(LOCUSTFILE),
-            "--scenario",
-            str(scenario),
-            "--web-host",
-            "127.0.0.1",
-            "--web-port",
-            str(port),
-            "--results-dir",
-            str(results),
-        ],
-        cwd=REPO_ROOT,
+        locust_command(scenario, "--web-host", "127.0.0.1", "--web-port", str(port), "--results-dir", str(results)),
+        cwd=REPO,
+        env=python_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -111,7 +78,7 @@ def rendered_page(url: str, tmp_path) -> str:
 
 def test_a_run_started_and_stopped_from_the_web_ui_measures_and_writes_results(web_locust, tmp_path):
     base, process, results = web_locust
-    wait_until(lambda: urllib.request.urlopen(base + "/", timeout=2).status == 200, 30, "the web UI")
+    wait_until(lambda: urllib.request.urlopen(base + "/", timeout=2).status == 200, 30, "the web UI", interval_s=0.3)
 
     form = urllib.parse.urlencode({"user_count": 2, "spawn_rate": 2}).encode()
     with urllib.request.urlopen(urllib.request.Request(base + "/swarm", data=form), timeout=5) as response:
@@ -121,7 +88,7 @@ def test_a_run_started_and_stopped_from_the_web_ui_measures_and_writes_results(w
         stats = get_json(base + "/stats/requests")
         return next((s["num_requests"] for s in stats["stats"] if s["name"] == "triton-tiny" and s["num_requests"] > 50), None)
 
-    assert wait_until(target_requests, 30, "requests in the UI's stats") > 50
+    assert wait_until(target_requests, 30, "requests in the UI's stats", interval_s=0.3) > 50
     page = rendered_page(base + "/", tmp_path)
     assert "triton-tiny" in page and "gRPC" in page  # the browser shows our target in Locust's table
     urllib.request.urlopen(urllib.request.Request(base + "/stop", data=b"", method="POST"), timeout=5).read()

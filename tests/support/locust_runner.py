@@ -1,9 +1,14 @@
-"""Run the real `locust` command on a scenario, as a user would, and read what it wrote."""
+"""Run the real `locust` command on a scenario, as a user would, and read what it wrote.
+
+`run_locust` is the one helper for a headless run in a subprocess (it waits for the end);
+`locust_command` builds the same command line for a test that starts Locust itself (web UI).
+"""
 
 from __future__ import annotations
 
 import csv
 import json
+import os
 import subprocess
 import sys
 import time
@@ -11,19 +16,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from inferload.paths import LOCUSTFILE, REPO_ROOT
+from inferload.paths import LOCUSTFILE
+from tests.support.system_tools import REPO
 
 
 @dataclass
 class LocustRun:
     returncode: int
-    output: str
+    stdout: str
+    stderr: str
     elapsed_s: float
     results_dir: Path
     stats_json: list[dict[str, Any]]
     failures_csv: list[dict[str, str]]
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
 
     @property
     def summary(self) -> dict[str, Any]:
@@ -34,23 +43,33 @@ class LocustRun:
         return (self.results_dir / "windows.csv").read_text()
 
 
-def write_scenario(data: dict[str, Any], folder: Path, name: str = "scenario.yaml") -> Path:
-    path = folder / name
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return path
+def python_env() -> dict[str, str]:
+    """The environment of a child process: this venv first on PATH, the checkout importable, no InfluxDB token."""
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
+    env["PYTHONPATH"] = str(REPO)
+    env.pop("INFLUX_TOKEN", None)
+    return env
 
 
-def run_locust(scenario_path: Path, folder: Path, *extra: str, timeout_s: float = 120) -> LocustRun:
-    results = folder / "results"
+def locust_command(scenario_path: Path, *extra: str, locustfile: Path = LOCUSTFILE) -> list[str]:
+    """`python -m locust -f <locustfile> --scenario <scenario> <extra...>` with this interpreter."""
+    return [sys.executable, "-m", "locust", "-f", str(locustfile), "--scenario", str(scenario_path), *extra]
+
+
+def run_locust(
+    scenario_path: Path,
+    folder: Path,
+    *extra: str,
+    timeout_s: float = 120,
+    results_dir: Path | None = None,
+    locustfile: Path = LOCUSTFILE,
+) -> LocustRun:
+    """A headless run; results in `results_dir` (default `folder/results`), Locust's JSON and CSV stats in `folder`."""
+    results = results_dir or folder / "results"
     stats_file = folder / "locust-stats.json"
-    command = [
-        sys.executable,
-        "-m",
-        "locust",
-        "-f",
-        str(LOCUSTFILE),
-        "--scenario",
-        str(scenario_path),
+    command = locust_command(
+        scenario_path,
         "--headless",
         "--only-summary",
         "--results-dir",
@@ -60,11 +79,12 @@ def run_locust(scenario_path: Path, folder: Path, *extra: str, timeout_s: float 
         "--csv",
         str(folder / "locust"),
         *extra,
-    ]
+        locustfile=locustfile,
+    )
     started = time.monotonic()
-    done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout_s)
+    done = subprocess.run(command, cwd=REPO, env=python_env(), capture_output=True, text=True, timeout=timeout_s)
     elapsed = time.monotonic() - started
     stats = json.loads(stats_file.read_text()) if stats_file.exists() else []
     failures_path = folder / "locust_failures.csv"
     failures = list(csv.DictReader(failures_path.open())) if failures_path.exists() else []
-    return LocustRun(done.returncode, done.stdout + done.stderr, elapsed, results, stats, failures)
+    return LocustRun(done.returncode, done.stdout, done.stderr, elapsed, results, stats, failures)

@@ -1,10 +1,21 @@
-"""Small scenarios built in code for tests (validated by the same models as YAML files)."""
+"""Small scenarios built in code for tests (validated by the same models as YAML files), and the
+one helper that writes a scenario file."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import yaml
+
 from inferload.scenario.model import Scenario
+
+
+def write_scenario(folder: Path, data: Any, name: str = "scenario.yaml") -> Path:
+    """`data` as a YAML scenario file `folder/name` (keys in the order given); its path."""
+    path = folder / name
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
 
 
 def cnn_target(name: str, kind: str, address: str, **extra: Any) -> dict[str, Any]:

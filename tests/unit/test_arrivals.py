@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import itertools
 import random
+from typing import cast
 
 import pytest
 
+from inferload.scenario.shapes import OpenLoopShape
 from inferload.traffic.arrivals import INFINITY, next_arrival, rate_timeline
 from tests.support.scenario_factory import scenario
 
 
 def arrivals(shape: dict, duration: str = "60s", share: float = 1.0, seed: int = 3) -> list[float]:
     s = scenario(shape, duration=duration)
-    timeline = rate_timeline(s.shape, s.duration)
+    timeline = rate_timeline(cast(OpenLoopShape, s.shape), s.duration)  # the tests give open-loop kinds only
     rng = random.Random(seed)
-    times, t = [], 0.0
+    times: list[float] = []
+    t = 0.0
     while True:
         t = next_arrival(timeline, t, share, rng)
         if t == INFINITY:

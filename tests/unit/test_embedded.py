@@ -7,8 +7,7 @@ import numpy as np
 
 from inferload.run.embedded_locustfile import embedded_locustfile, load_embedded
 from inferload.scenario.loader import load_scenario
-from tests.support.locust_runner import write_scenario
-from tests.support.scenario_factory import tiny_target
+from tests.support.scenario_factory import tiny_target, write_scenario
 
 
 def test_the_scenario_and_its_npy_payload_travel_inside_the_locustfile(tmp_path):
@@ -18,7 +17,7 @@ def test_the_scenario_and_its_npy_payload_travel_inside_the_locustfile(tmp_path)
     target = tiny_target("t", "triton-grpc", "127.0.0.1:1")
     target["inputs"][0]["data"] = {"generator": "npy", "path": "data/x.npy"}
     scenario = load_scenario(
-        write_scenario({"name": "npy", "duration": "5s", "targets": [target], "shape": {"kind": "steady", "users": 1}}, tmp_path)
+        write_scenario(tmp_path, {"name": "npy", "duration": "5s", "targets": [target], "shape": {"kind": "steady", "users": 1}})
     )
     models = {"t": [{"name": "tiny", "inputs": []}, {"max_batch_size": 32}]}
     source = embedded_locustfile(scenario, models)

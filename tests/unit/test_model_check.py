@@ -19,7 +19,7 @@ from inferload.run.model_check import (
     triton_model_batches,
 )
 from inferload.scenario.loader import scenario_from_dict
-from inferload.scenario.model import Target
+from inferload.scenario.targets import Target
 
 
 def cnn_metadata() -> dict[str, Any]:

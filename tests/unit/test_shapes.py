@@ -78,3 +78,23 @@ def test_the_locust_shape_plays_the_timeline_on_the_run_clock():
     assert shape.tick()[0] == 3
     shape.get_run_time = lambda: 10.0
     assert shape.tick() is None
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        {"kind": "steady", "users": 8},
+        {"kind": "ramp", "from_users": 2, "to_users": 12, "over": "30s"},
+        {"kind": "ramp", "from_users": 2, "to_users": 12, "over": "30s", "spawn_rate": 0.5},
+        {"kind": "burst", "base_users": 2, "burst_users": 20, "burst_length": "5s", "period": "20s"},
+        {"kind": "stages", "stages": [{"duration": "10s", "users": 4}, {"duration": "10s", "users": 1, "spawn_rate": 7}]},
+    ],
+    ids=["steady", "ramp", "ramp-given", "burst", "stages"],
+)
+def test_timelines_spawn_at_the_rates_validation_filled_in(shape):
+    validated = scenario(shape).shape
+    timeline = timeline_for(scenario(shape))
+    if shape["kind"] == "stages":
+        assert [timeline.at(t)[1] for t in (0, 10)] == [stage.spawn_rate for stage in validated.stages] == [4.0, 7.0]
+    else:
+        assert timeline.at(0)[1] == validated.spawn_rate

@@ -1,26 +1,26 @@
-"""Metric sources on captures of the real endpoints: Triton's metrics and statistics API,
-TorchServe's /metrics with our handler's counters, and NVML (through a stand-in module)."""
+"""The collector's sources on captures of the real endpoints: Triton and TorchServe adapters turn
+servermetrics readings into `server` and `batch_sizes` points (the parsing itself is pinned in
+test_servermetrics.py), and NVML (through a stand-in module)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
-from types import SimpleNamespace
+from types import ModuleType, SimpleNamespace
+from typing import cast
 
 import pytest
 
-from inferload.observe.sources.base import SourceError
+from inferload.errors import ScrapeError
 from inferload.observe.sources.nvml import GpuReading, NvmlSource, gpu_point
-from inferload.observe.sources.prometheus import parse_samples
-from inferload.observe.sources.torchserve import TorchServeCounters, torchserve_counters, torchserve_rates
-from inferload.observe.sources.triton import (
-    TritonCounters,
-    batch_executions,
-    batch_size_points,
-    counts_diff,
-    triton_counters,
-    triton_rates,
-)
+from inferload.observe.sources.server import ServerSource, batch_size_points
+from inferload.observe.sources.torchserve import TorchServeSource
+from inferload.observe.sources.triton import TritonSource
+from inferload.servermetrics.reading import ServerSnapshot
+from inferload.servermetrics.snapshots import server_side
+from inferload.servermetrics.torchserve import parse_torchserve_metrics
+from inferload.servermetrics.triton import parse_triton_statistics
 
 CAPTURES = Path(__file__).resolve().parent.parent / "captures"
 
@@ -29,95 +29,150 @@ def capture(name: str) -> str:
     return (CAPTURES / name).read_text()
 
 
-# --- Triton ----------------------------------------------------------------------------------------
-
-
-def test_triton_counters_are_read_by_the_names_the_parser_gives() -> None:
-    counters = triton_counters(parse_samples(capture("triton_metrics.txt")), "cnn", 10.0)
-    assert counters is not None
-    assert counters.values["success"] == 201 and counters.values["inferences"] == 201
-    assert counters.values["executions"] == 73 and counters.values["queue_us"] == 447318
-    assert counters.values["failure"] == 0 and counters.pending == 0
-
-
-def test_a_model_the_server_does_not_serve_has_no_counters() -> None:
-    assert triton_counters(parse_samples(capture("triton_metrics.txt")), "resnet", 0.0) is None
-
-
-def test_triton_rates_over_an_interval() -> None:
-    zero = TritonCounters(
-        0.0, {k: 0.0 for k in triton_counters(parse_samples(capture("triton_metrics.txt")), "cnn", 0).values}, 0.0
+def zero_like(snap: ServerSnapshot, taken_at: float) -> ServerSnapshot:
+    return ServerSnapshot(
+        snap.server, snap.model, taken_at, dict.fromkeys(snap.counters, 0.0), {}, snap.has_batch_stats, snap.pending
     )
-    later = triton_counters(parse_samples(capture("triton_metrics.txt")), "cnn", 10.0)
-    rates = triton_rates(zero, later)
-    assert rates is not None
-    assert rates["inferences_per_s"] == pytest.approx(20.1)
-    assert rates["executions_per_s"] == pytest.approx(7.3)
-    assert rates["avg_batch_size"] == pytest.approx(201 / 73)
-    assert rates["queue_ms"] == pytest.approx(447318 / 201 / 1000)
-    assert rates["compute_ms"] == pytest.approx((16207 + 2445336 + 38677) / 201 / 1000)
-    assert rates["request_ms"] == pytest.approx(2948628 / 201 / 1000)
-    assert rates["pending"] == 0 and rates["failures_per_s"] == 0
 
 
-def test_counters_that_went_down_mean_a_restart_and_give_no_rates() -> None:
-    later = triton_counters(parse_samples(capture("triton_metrics.txt")), "cnn", 10.0)
-    restarted = TritonCounters(11.0, {k: 0.0 for k in later.values}, 0.0)
-    assert triton_rates(later, restarted) is None
+class PagesHttp:
+    """A stand-in for servermetrics' HttpClient: each `text(url)` answers the next page."""
+
+    def __init__(self, *pages: str | Exception) -> None:
+        self.pages = list(pages)
+        self.closed = False
+
+    def text(self, url: str) -> str:
+        page = self.pages.pop(0)
+        if isinstance(page, Exception):
+            raise page
+        return page
+
+    def close(self) -> None:
+        self.closed = True
 
 
-def test_an_idle_interval_has_rates_of_zero_and_no_averages() -> None:
-    later = triton_counters(parse_samples(capture("triton_metrics.txt")), "cnn", 10.0)
-    idle = TritonCounters(12.0, dict(later.values), 0.0)
-    rates = triton_rates(later, idle)
-    assert rates["inferences_per_s"] == 0 and rates["avg_batch_size"] is None and rates["queue_ms"] is None
+class ScriptedStatistics:
+    """A stand-in for TritonStatisticsReader: each `read` answers the next reading (its time set)."""
+
+    def __init__(self, *readings: ServerSnapshot) -> None:
+        self.readings = list(readings)
+
+    def read(self, model: str, version: str | None = None, taken_at: float | None = None) -> ServerSnapshot:
+        reading = self.readings.pop(0)
+        return ServerSnapshot(
+            reading.server, reading.model, taken_at or 0.0, reading.counters, reading.batches, reading.has_batch_stats
+        )
+
+    def close(self) -> None:
+        pass
 
 
-@pytest.mark.parametrize("name", ["triton_stats_cnn_http.json", "triton_stats_cnn_grpc.json"])
-def test_batch_stats_give_executions_per_batch_size_that_add_up_to_the_inference_count(name: str) -> None:
-    statistics = json.loads(capture(name))
-    executions = batch_executions(statistics, "cnn")
-    assert executions == {1: 30, 2: 16, 3: 9, 4: 2, 5: 6, 6: 1, 7: 5, 8: 3, 9: 1}
-    assert sum(size * n for size, n in executions.items()) == 201  # = inference_count: exact
-    assert sum(executions.values()) == 73  # = execution_count
+class ScriptedSource(ServerSource):
+    def __init__(self, *readings: ServerSnapshot | Exception | None) -> None:
+        super().__init__("scripted:t", "t", "cnn")
+        self.readings = list(readings)
+
+    def read(self, now: float) -> ServerSnapshot | None:
+        reading = self.readings.pop(0)
+        if isinstance(reading, Exception):
+            raise reading
+        return reading
 
 
-def test_the_batch_histogram_of_an_interval_is_the_difference_of_two_polls() -> None:
-    assert counts_diff({1: 30, 8: 3}, {1: 32, 8: 3, 16: 4}) == {1: 2, 16: 4}
-    assert counts_diff({1: 30}, {1: 2}) is None  # restarted
-    points = batch_size_points("t", "cnn", {1: 2, 16: 4}, 5.0)
+def server_fields(points: list) -> dict:
+    [server] = [p for p in points if p.measurement == "server"]
+    return dict(server.fields)
+
+
+def batch_counts(points: list) -> dict[str, int]:
+    return {p.tags["batch_size"]: p.fields["count"] for p in points if p.measurement == "batch_sizes"}
+
+
+# --- Triton --------------------------------------------------------------------------------------
+
+
+def test_triton_figures_come_from_the_statistics_reading_and_pending_from_the_metrics_page() -> None:
+    stats = parse_triton_statistics(json.loads(capture("triton_stats_cnn_http.json")), "cnn")
+    metrics = capture("triton_metrics.txt")
+    source = TritonSource(
+        "t", "cnn", "http://m/metrics", ScriptedStatistics(zero_like(stats, 0.0), stats), http=PagesHttp(metrics, metrics)
+    )
+    assert source.scrape(0.0) == []  # the baseline
+    points = source.scrape(10.0)
+    fields = server_fields(points)
+    side = server_side(zero_like(stats, 0.0), stats)  # summary.json's figures of the same two readings
+    assert fields["queue_ms"] == side["queue_ms_avg"] == pytest.approx(447418623 / 201 / 1e6)  # not the metrics' 447318 us
+    assert fields["compute_ms"] == side["compute_ms_avg"] and fields["request_ms"] == side["request_ms_avg"]
+    assert fields["avg_batch_size"] == side["avg_batch_size"] == pytest.approx(201 / 73)
+    assert fields["inferences_per_s"] == pytest.approx(20.1) and fields["executions_per_s"] == pytest.approx(7.3)
+    assert fields["pending"] == 0 and fields["failures_per_s"] == 0
+    assert batch_counts(points) == side["batch_size_histogram"]
+    assert points[0].tags == {"target": "t", "server": "triton", "model": "cnn"}
+
+
+def test_without_a_statistics_address_triton_figures_come_from_the_metrics_page_without_batch_sizes() -> None:
+    metrics = capture("triton_metrics.txt")
+    zero = "\n".join(line if line.startswith("#") else line.rsplit(" ", 1)[0] + " 0" for line in metrics.splitlines()) + "\n"
+    source = TritonSource("t", "cnn", "http://m/metrics", http=PagesHttp(zero, metrics))
+    assert source.scrape(0.0) == []
+    points = source.scrape(10.0)
+    assert server_fields(points)["queue_ms"] == pytest.approx(447318 / 201 / 1000)
+    assert batch_counts(points) == {}
+
+
+def test_a_failed_read_is_raised_and_the_next_reading_is_a_fresh_baseline() -> None:
+    stats = parse_triton_statistics(json.loads(capture("triton_stats_cnn_http.json")), "cnn")
+    metrics = capture("triton_metrics.txt")
+    http = PagesHttp(metrics, ScrapeError("GET http://m/metrics: connection refused"), metrics, metrics)
+    source = TritonSource(
+        "t", "cnn", "http://m/metrics", ScriptedStatistics(zero_like(stats, 0.0), zero_like(stats, 0.0), stats), http=http
+    )
+    source.scrape(0.0)
+    with pytest.raises(ScrapeError, match="connection refused"):
+        source.scrape(1.0)
+    assert source.scrape(2.0) == []  # no rates smeared over the gap
+    assert server_fields(source.scrape(3.0))["avg_batch_size"] == pytest.approx(201 / 73)
+
+
+# --- any server source ---------------------------------------------------------------------------
+
+
+def test_counters_that_went_down_mean_a_restart_and_give_no_points_then_a_new_baseline() -> None:
+    later = parse_torchserve_metrics(capture("torchserve_metrics.txt"), "cnn", 10.0)
+    restarted = zero_like(later, 11.0)
+    source = ScriptedSource(later, restarted, dataclasses.replace(later, taken_at=12.0))
+    assert source.scrape(10.0) == [] and source.scrape(11.0) == []
+    assert server_fields(source.scrape(12.0))["inferences_per_s"] == pytest.approx(201)
+
+
+def test_torchserve_points_over_an_interval() -> None:
+    later = parse_torchserve_metrics(capture("torchserve_metrics.txt"), "cnn", 10.0)
+    source = ScriptedSource(zero_like(later, 0.0), later)
+    source.scrape(0.0)
+    points = source.scrape(10.0)
+    fields = server_fields(points)
+    assert fields["inferences_per_s"] == pytest.approx(20.1)
+    assert fields["executions_per_s"] == pytest.approx(2.7)
+    assert fields["avg_batch_size"] == pytest.approx(201 / 27)
+    assert fields["request_ms"] == pytest.approx(7747069.549 / 201 / 1000)
+    assert fields["queue_ms"] == pytest.approx(3742469.52 / 201 / 1000)
+    assert fields["compute_ms"] == pytest.approx(2455460 / 201 / 1000)
+    assert fields["failures_per_s"] == 0
+    assert "pending" not in fields  # TorchServe does not export it
+    assert batch_counts(points) == {"1": 1, "3": 1, "5": 1, "8": 24}
+
+
+def test_torchserve_gives_no_points_until_it_shows_the_model() -> None:
+    page = capture("torchserve_metrics.txt")
+    source = TorchServeSource("t", "resnet", "http://m/metrics", http=PagesHttp(page, page))
+    assert source.scrape(0.0) == [] and source.scrape(1.0) == []
+
+
+def test_batch_size_points_are_tagged_and_timed() -> None:
+    points = batch_size_points("t", "cnn", {16: 4, 1: 2}, 5.0)
     assert [(p.tags["batch_size"], p.fields["count"]) for p in points] == [("1", 2), ("16", 4)]
     assert points[0].tags == {"target": "t", "model": "cnn", "batch_size": "1"} and points[0].time_ns == 5_000_000_000
-
-
-# --- TorchServe ------------------------------------------------------------------------------------
-
-
-def test_torchserve_counters_include_our_handler_batches() -> None:
-    counters = torchserve_counters(parse_samples(capture("torchserve_metrics.txt")), "cnn", 10.0)
-    assert counters is not None and counters.has_handler_metrics
-    assert counters.values["requests"] == 201 and counters.values["items"] == 201
-    assert counters.batches == {1: 1, 3: 1, 5: 1, 8: 24}
-    assert sum(size * n for size, n in counters.batches.items()) == counters.values["items"]
-
-
-def test_torchserve_rates_over_an_interval() -> None:
-    later = torchserve_counters(parse_samples(capture("torchserve_metrics.txt")), "cnn", 10.0)
-    zero = TorchServeCounters(0.0, {k: 0.0 for k in later.values}, {}, True)
-    rates = torchserve_rates(zero, later)
-    assert rates["inferences_per_s"] == pytest.approx(20.1)
-    assert rates["executions_per_s"] == pytest.approx(2.7)
-    assert rates["avg_batch_size"] == pytest.approx(201 / 27)
-    assert rates["request_ms"] == pytest.approx(7747069.549 / 201 / 1000)
-    assert rates["queue_ms"] == pytest.approx(3742469.52 / 201 / 1000)
-    assert rates["compute_ms"] == pytest.approx(2455460 / 201 / 1000)
-    assert rates["failures_per_s"] == 0
-    assert "pending" not in rates  # TorchServe does not export it
-
-
-def test_prometheus_text_that_does_not_parse_is_a_source_error() -> None:
-    with pytest.raises(SourceError, match="not Prometheus text"):
-        parse_samples('metric{model="cnn" 1\n')
 
 
 # --- NVML ------------------------------------------------------------------------------------------
@@ -127,7 +182,7 @@ class FakeNVMLError(Exception):
     pass
 
 
-def fake_nvml(devices: list[dict] | None, init_error: str | None = None) -> SimpleNamespace:
+def fake_nvml(devices: list[dict] | None, init_error: str | None = None) -> ModuleType:
     """A stand-in for the pynvml module: `devices` readings, or an init failure."""
 
     def init() -> None:
@@ -144,7 +199,8 @@ def fake_nvml(devices: list[dict] | None, init_error: str | None = None) -> Simp
 
         return read
 
-    return SimpleNamespace(
+    rows = devices or []
+    fake = SimpleNamespace(
         NVMLError=FakeNVMLError,
         NVML_TEMPERATURE_GPU=0,
         NVML_CLOCK_SM=1,
@@ -152,12 +208,13 @@ def fake_nvml(devices: list[dict] | None, init_error: str | None = None) -> Simp
         nvmlDeviceGetCount=lambda: len(devices or []),
         nvmlDeviceGetHandleByIndex=lambda i: i,
         nvmlDeviceGetName=field("name"),
-        nvmlDeviceGetUtilizationRates=lambda h: SimpleNamespace(gpu=devices[h]["util"]),
-        nvmlDeviceGetMemoryInfo=lambda h: SimpleNamespace(used=devices[h]["used"], total=devices[h]["total"]),
+        nvmlDeviceGetUtilizationRates=lambda h: SimpleNamespace(gpu=rows[h]["util"]),
+        nvmlDeviceGetMemoryInfo=lambda h: SimpleNamespace(used=rows[h]["used"], total=rows[h]["total"]),
         nvmlDeviceGetPowerUsage=field("power_mw"),
         nvmlDeviceGetTemperature=field("temp"),
         nvmlDeviceGetClockInfo=field("sm"),
     )
+    return cast(ModuleType, fake)  # a stand-in for pynvml: only the calls NvmlSource makes
 
 
 def test_without_a_driver_nvml_says_why_once_and_scrapes_nothing(caplog) -> None:

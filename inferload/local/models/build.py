@@ -2,9 +2,13 @@
 
     python -m inferload.local.models.build [--models tiny,cnn,identity] [--force]
 
-For each model: ``model_repository/<m>/1/model.pt`` (TorchScript, ``torch.jit.trace``) and
-``model_store/<m>.mar`` (torch-model-archiver: handler ``model_store/handler.py``, the same
-model.pt and ``model_spec.json``). Outputs newer than their sources are left alone.
+For each model, under ``artifacts_root()`` (the checkout, or ``$INFERLOAD_HOME/models`` when
+installed; see ``inferload.local.models.paths``): ``model_repository/<m>/1/model.pt``
+(TorchScript, ``torch.jit.trace``), ``1/model.py`` (Triton's Python backend) and
+``model_store/<m>.mar`` (torch-model-archiver: the shipped ``handler.py``, the same model.pt and
+``model_spec.json``); installed, also the shipped ``config.pbtxt`` and ``configs/``. Outputs
+newer than their sources are left alone, so ``ensure_models`` is cheap when nothing changed
+(torch is only imported to build).
 """
 
 from __future__ import annotations
@@ -20,9 +24,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from inferload.errors import InferloadError
-from inferload.local.models import definitions, specs
-from inferload.local.models.definitions import MODEL_NAMES, get_spec
-from inferload.local.models.paths import mar_path, model_repository_dir, model_store_dir, project_root, torchscript_path
+from inferload.local.models.paths import (
+    artifacts_root,
+    config_sources,
+    handler_source,
+    mar_path,
+    model_repository_dir,
+    torchscript_path,
+)
+from inferload.local.models.specs import MODEL_NAMES, get_spec
+
+#: the code a built model depends on (the models' definitions, their specs, this build)
+CODE_SOURCES = tuple(Path(__file__).with_name(name) for name in ("definitions.py", "specs.py", "build.py"))
+TRITON_MODEL_PY = Path(__file__).with_name("triton_python_model.py")
 
 
 class BuildError(InferloadError):
@@ -45,8 +59,15 @@ def _newer_than(output: Path, sources: list[Path]) -> bool:
 
 
 def _trace(model: str, out: Path) -> None:
-    import torch
+    try:
+        import torch
 
+        from inferload.local.models import definitions
+    except ImportError as error:
+        raise BuildError(
+            f"building the sample models needs torch ({error}): install inferload with its servers extra, "
+            "pip install 'inferload[servers]'"
+        ) from None
     module = definitions.create_model(model)
     example = definitions.example_input(model, batch=2)
     with torch.no_grad():
@@ -109,7 +130,23 @@ def _archive(model: str, torchscript: Path, handler: Path, out: Path) -> None:
         os.replace(staged, out)  # atomic, also when two builds race
 
 
-TRITON_MODEL_PY = Path(__file__).with_name("triton_python_model.py")
+def _copy_if_changed(source: Path, target: Path) -> None:
+    if not target.exists() or target.read_bytes() != source.read_bytes():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
+
+
+def install_triton_configs(model: str, root: Path) -> Path:
+    """The model's shipped ``config.pbtxt`` and ``configs/*.pbtxt`` in ``root``'s repository
+    (nothing to do in a checkout, where they are the same files)."""
+    source = config_sources(model)
+    target = model_repository_dir(root) / model
+    if not (source / "config.pbtxt").is_file():
+        raise BuildError(f"Triton config of {model!r} not found: {source / 'config.pbtxt'}")
+    if source.resolve() != target.resolve():
+        for config in [source / "config.pbtxt", *sorted((source / "configs").glob("*.pbtxt"))]:
+            _copy_if_changed(config, target / config.relative_to(source))
+    return target / "config.pbtxt"
 
 
 def install_triton_model_py(model: str, root: Path) -> Path:
@@ -122,22 +159,29 @@ def install_triton_model_py(model: str, root: Path) -> Path:
     return target
 
 
+def is_built(model: str, root: Path | None = None) -> bool:
+    """Whether the model's TorchScript and .mar exist and are newer than their sources."""
+    root = root or artifacts_root()
+    pt = torchscript_path(model, root)
+    return _newer_than(pt, list(CODE_SOURCES)) and _newer_than(mar_path(model, root), [pt, handler_source(), *CODE_SOURCES])
+
+
 def build_model(model: str, root: Path | None = None, force: bool = False) -> BuildResult:
     """Build one model's TorchScript and .mar unless both are newer than their sources."""
     get_spec(model)
-    root = root or project_root()
-    handler = model_store_dir(root) / "handler.py"
+    root = root or artifacts_root()
+    handler = handler_source()
     if not handler.exists():
         raise BuildError(f"TorchServe handler not found: {handler}")
-    code_sources = [Path(definitions.__file__), Path(specs.__file__), Path(__file__)]
+    install_triton_configs(model, root)
     install_triton_model_py(model, root)
     pt = torchscript_path(model, root)
     mar = mar_path(model, root)
     built = False
-    if force or not _newer_than(pt, code_sources):
+    if force or not _newer_than(pt, list(CODE_SOURCES)):
         _trace(model, pt)
         built = True
-    if force or built or not _newer_than(mar, [pt, handler, *code_sources]):
+    if force or built or not _newer_than(mar, [pt, handler, *CODE_SOURCES]):
         _archive(model, pt, handler, mar)
         built = True
     return BuildResult(model, pt, mar, built)
@@ -146,6 +190,16 @@ def build_model(model: str, root: Path | None = None, force: bool = False) -> Bu
 def build_models(models: tuple[str, ...] = MODEL_NAMES, root: Path | None = None, force: bool = False) -> list[BuildResult]:
     """Build every named model (see ``build_model``); returns one result per model."""
     return [build_model(m, root, force) for m in models]
+
+
+def ensure_models(models: tuple[str, ...], root: Path | None = None) -> list[BuildResult]:
+    """Build what the local servers need before they start, saying so when it builds
+    (`inferload servers up` and `inferload demo` on first use)."""
+    root = root or artifacts_root()
+    for model in models:
+        if not is_built(model, root):
+            print(f"inferload: building the sample model {model!r} in {root} (first use) ...", file=sys.stderr, flush=True)
+    return build_models(models, root)
 
 
 def main(argv: list[str] | None = None) -> int:

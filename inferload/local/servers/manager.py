@@ -53,6 +53,16 @@ def urls(server: str, ports: ServerPorts, host: str = LOOPBACK) -> dict[str, str
     }
 
 
+def state_dir_problem(state_dir: Path) -> str | None:
+    """Why ``state_dir`` cannot be the state folder (a file is in the way), or None."""
+    existing = next((path for path in (state_dir, *state_dir.parents) if path.exists()), None)
+    if existing is None or existing.is_dir():
+        return None
+    if existing == state_dir:
+        return f"expected a folder; got a file: {state_dir}"
+    return f"expected a folder; {existing} is a file: {state_dir}"
+
+
 def _probe_port(server: str, ports: ServerPorts) -> int:
     return ports.triton_http if server == "triton" else ports.ts_inference
 
@@ -79,6 +89,9 @@ class LocalServers:
 
     def read_state(self) -> dict[str, Any]:
         """The recorded state ({} when nothing was ever started here)."""
+        problem = state_dir_problem(self.state_dir)
+        if problem:
+            raise ServerError(f"state dir: {problem}")
         try:
             return json.loads(self.state_path.read_text())
         except FileNotFoundError:

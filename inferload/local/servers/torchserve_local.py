@@ -9,12 +9,14 @@ group is killed.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,10 +110,28 @@ def config_properties(
     return "\n".join(lines) + "\n"
 
 
+#: TorchServe puts its worker sockets in TMPDIR (``.ts.sock.<port>``); a unix socket path holds at
+#: most 107 bytes, so a TMPDIR longer than this is reached through a short link in the system temp folder
+MAX_SOCKET_DIR_CHARS = 80
+
+
+def short_tmpdir(tmpdir: Path) -> Path:
+    """``tmpdir`` itself, or (when its path is too long for unix sockets) a short, stable link to it."""
+    if len(str(tmpdir)) <= MAX_SOCKET_DIR_CHARS:
+        return tmpdir
+    digest = hashlib.sha1(str(tmpdir).encode()).hexdigest()[:12]
+    link = Path(tempfile.gettempdir()) / f"inferload-ts-{digest}"
+    if link.is_symlink() and Path(os.readlink(link)) != tmpdir:
+        link.unlink()
+    if not link.is_symlink():
+        link.symlink_to(tmpdir, target_is_directory=True)
+    return link
+
+
 def torchserve_env(tmpdir: Path, logs: Path, base: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ if base is None else base)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    env["TMPDIR"] = str(tmpdir)
+    env["TMPDIR"] = str(short_tmpdir(tmpdir))
     env["LOG_LOCATION"] = str(logs)
     env["METRICS_LOCATION"] = str(logs)
     env.setdefault("OMP_NUM_THREADS", "1")
@@ -150,7 +170,7 @@ def start_torchserve(
                 f"{store / (model + '.mar')} is missing: build the sample models first (python -m inferload.local.models.build)"
             )
     config = work / "config.properties"
-    config.write_text(config_properties(ports, models, store, tmpdir, model_config, host))
+    config.write_text(config_properties(ports, models, store, short_tmpdir(tmpdir), model_config, host))
     command = [_torchserve_bin(), "--start", "--foreground", "--ncs", "--ts-config", str(config), "--model-store", str(store)]
     return spawn(command, work / "torchserve.log", env, cwd=work)
 

@@ -30,10 +30,11 @@ class V2Writer:
         if settings.retention_policy:
             bucket = f"{bucket}/{settings.retention_policy}"
         self._bucket = bucket
+        self._org: str = settings.org or ""  # SinkSettings requires an org for the v2 API
         self._client = InfluxDBClient(
             url=settings.url,
             token=token,
-            org=settings.org,
+            org=self._org,
             timeout=int(settings.timeout_s * 1000),
             retries=False,
         )
@@ -44,9 +45,9 @@ class V2Writer:
         try:
             self._write_api.write(
                 bucket=self._bucket,
-                org=self.settings.org,
+                org=self._org,
                 record=body,
-                write_precision=WritePrecision.NS,
+                write_precision=WritePrecision.NS,  # type: ignore[arg-type]  # the library's constant is a str
             )
         except ApiException as exc:
             status = int(exc.status or 0)

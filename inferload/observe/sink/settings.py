@@ -8,6 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from inferload.observe.sink.secrets import mask_secrets
+
 ENV_VARS = {
     "url": "INFLUX_URL",
     "api": "INFLUX_API",
@@ -71,7 +73,7 @@ class SinkSettings(BaseModel):
 
     def describe(self) -> str:
         """Where points go, safe to log."""
-        return f"InfluxDB {self.api} at {self.url}, database/bucket {self.database!r}"
+        return f"InfluxDB {self.api} at {mask_secrets(self.url, ())}, database/bucket {self.database!r}"
 
 
 def settings_from_mapping(values: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> SinkSettings | None:

@@ -1,9 +1,11 @@
-"""Metric sources for the collector: Triton, TorchServe, NVML. Each is one small class with
-`scrape(now) -> list[Point]` (see `base.Source`); the arithmetic is in pure functions."""
+"""The collector's metric sources: Triton and TorchServe (thin adapters over
+inferload.servermetrics: readings → `server`/`batch_sizes` points) and NVML (`gpu` points). Each
+is one small class with `scrape(now) -> list[Point]` (see `base.Source`)."""
 
-from inferload.observe.sources.base import Source, SourceError
+from inferload.observe.sources.base import Source
 from inferload.observe.sources.nvml import NvmlSource
+from inferload.observe.sources.server import ServerSource
 from inferload.observe.sources.torchserve import TorchServeSource
-from inferload.observe.sources.triton import TritonSource, TritonStatistics
+from inferload.observe.sources.triton import TritonSource
 
-__all__ = ["NvmlSource", "Source", "SourceError", "TorchServeSource", "TritonSource", "TritonStatistics"]
+__all__ = ["NvmlSource", "ServerSource", "Source", "TorchServeSource", "TritonSource"]

@@ -88,23 +88,22 @@ class NvmlSource:
         assert nvml is not None
         readings = []
         for index, handle in enumerate(self._handles):
-            memory = self._maybe(lambda handle=handle: nvml.nvmlDeviceGetMemoryInfo(handle))
-            power_mw = self._maybe(lambda handle=handle: nvml.nvmlDeviceGetPowerUsage(handle))
-            name = self._maybe(lambda handle=handle: nvml.nvmlDeviceGetName(handle))
+            memory = self._maybe(nvml.nvmlDeviceGetMemoryInfo, handle)
+            power_mw = self._maybe(nvml.nvmlDeviceGetPowerUsage, handle)
+            name = self._maybe(nvml.nvmlDeviceGetName, handle)
+            utilization = self._maybe(nvml.nvmlDeviceGetUtilizationRates, handle)
+            temp_c = self._maybe(nvml.nvmlDeviceGetTemperature, handle, nvml.NVML_TEMPERATURE_GPU)
+            sm_clock_mhz = self._maybe(nvml.nvmlDeviceGetClockInfo, handle, nvml.NVML_CLOCK_SM)
             readings.append(
                 GpuReading(
                     index=index,
                     name=name.decode() if isinstance(name, bytes) else str(name or f"gpu{index}"),
-                    util_pct=self._maybe(lambda handle=handle: float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu)),
+                    util_pct=float(utilization.gpu) if utilization is not None else None,
                     mem_used_bytes=int(memory.used) if memory is not None else None,
                     mem_total_bytes=int(memory.total) if memory is not None else None,
                     power_w=power_mw / 1000.0 if power_mw is not None else None,
-                    temp_c=self._maybe(
-                        lambda handle=handle: float(nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU))
-                    ),
-                    sm_clock_mhz=self._maybe(
-                        lambda handle=handle: float(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM))
-                    ),
+                    temp_c=float(temp_c) if temp_c is not None else None,
+                    sm_clock_mhz=float(sm_clock_mhz) if sm_clock_mhz is not None else None,
                 )
             )
         return readings
@@ -112,10 +111,10 @@ class NvmlSource:
     def scrape(self, now: float) -> list[Point]:
         return [gpu_point(self.host, reading, now) for reading in self.read()]
 
-    def _maybe(self, call: Callable[[], Any]) -> Any:
+    def _maybe(self, query: Callable[..., Any], *args: Any) -> Any:
         """One NVML query, or None when this GPU does not support it."""
         assert self._nvml is not None
         try:
-            return call()
+            return query(*args)
         except self._nvml.NVMLError:
             return None

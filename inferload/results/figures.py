@@ -1,0 +1,154 @@
+"""The one list of a target's figures: name, label, unit, where it is in summary.json, which way is
+better, and how it is printed. The console table, report.html, `inferload compare` and the SLO
+checks all take their figures from here (each view picks the names it shows).
+
+A figure is read from a target summary (`TargetSummary`) or its JSON form (a dict), so views
+work on hand-made dicts too; a figure that is missing or not a number reads as None (n/a).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+Better = Literal["lower", "higher"]
+
+
+def value_at(item: Any, path: tuple[str, ...]) -> Any:
+    """The value at a key path in a summary part (a model or its JSON form); None when absent."""
+    value = item
+    for key in path:
+        if isinstance(value, Mapping):
+            value = value.get(key)
+        elif isinstance(value, BaseModel):
+            value = getattr(value, key, None)
+        else:
+            return None
+    return value
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str  # the key path in a target summary, dotted: "latency_ms.p99" (compare's names too)
+    label: str  # "p99"
+    unit: str | None  # "ms", "req/s", "s"; None for counts and ratios
+    better: Better | None  # which way is an improvement (and the SLO bound: lower -> "<=", higher -> ">=")
+    spec: str  # format in the console table and the report
+    compare_spec: str  # format of the raw value in `inferload compare`
+    server: bool = False  # measured by the server itself
+    percent: bool = False  # a ratio, printed x100 with " %" in the table and the report
+
+    @property
+    def path(self) -> tuple[str, ...]:
+        return tuple(self.name.split("."))
+
+    def value(self, target: Any) -> int | float | None:
+        value = value_at(target, self.path)
+        return value if is_number(value) else None
+
+    def heading(self, unit_in_cell: bool = False) -> str:
+        """'p99 (ms)', 'queue (ms, server)', 'avg batch (server)', 'error rate'."""
+        notes = [self.unit] if self.unit and not unit_in_cell else []
+        notes += ["server"] if self.server else []
+        return f"{self.label} ({', '.join(notes)})" if notes else self.label
+
+    def cell(self, target: Any, unit_in_cell: bool = False) -> str:
+        """The figure as printed in the table and the report ('n/a' when missing)."""
+        value = self.value(target)
+        if value is None:
+            return "n/a"
+        if self.percent:
+            return format(value * 100, self.spec) + " %"
+        return format(value, self.spec) + (f" {self.unit}" if unit_in_cell and self.unit else "")
+
+
+LATENCY_KEYS = ("mean", "p50", "p90", "p95", "p99", "p999", "max")
+
+FIGURES: tuple[Figure, ...] = (
+    Figure("requests", "requests", None, "higher", ".0f", ".0f"),
+    Figure("failures", "failures", None, "lower", ".0f", ".0f"),
+    Figure("error_rate", "error rate", None, "lower", ".2f", ".4g", percent=True),
+    Figure("throughput_rps", "throughput", "req/s", "higher", ".1f", ".1f"),
+    *(Figure(f"latency_ms.{key}", key, "ms", "lower", ".2f", ".3f") for key in LATENCY_KEYS),
+    Figure("server_side.avg_batch_size", "avg batch", None, "higher", ".2f", ".2f", server=True),
+    Figure("server_side.queue_ms_avg", "queue", "ms", "lower", ".3f", ".3f", server=True),
+    Figure("server_side.compute_ms_avg", "compute", "ms", "lower", ".3f", ".3f", server=True),
+    Figure("server_side.request_ms_avg", "request", "ms", "lower", ".3f", ".3f", server=True),
+    Figure("residual_ms", "client − server", "ms", "lower", ".3f", ".3f"),
+    Figure("cold_start_s", "cold start", "s", "lower", ".2f", ".2f"),
+    # open-loop runs only
+    Figure("open_loop.configured_rps", "target rate", "req/s", None, ".1f", ".1f"),
+    Figure("open_loop.achieved_rps", "achieved rate", "req/s", "higher", ".1f", ".1f"),
+    Figure("open_loop.unsent", "unsent arrivals", None, "lower", ".0f", ".0f"),
+    Figure("open_loop.send_lag_ms.p99", "send lag p99", "ms", "lower", ".3f", ".3f"),
+)
+
+BY_NAME: dict[str, Figure] = {f.name: f for f in FIGURES}
+
+
+def figures(*names: str) -> tuple[Figure, ...]:
+    """The named figures, in the order given (KeyError for a name not in FIGURES)."""
+    return tuple(BY_NAME[name] for name in names)
+
+
+#: what each view shows
+TABLE = figures(
+    "requests",
+    "failures",
+    "error_rate",
+    "throughput_rps",
+    "latency_ms.p50",
+    "latency_ms.p95",
+    "latency_ms.p99",
+    "latency_ms.max",
+    "server_side.avg_batch_size",
+    "server_side.queue_ms_avg",
+    "server_side.compute_ms_avg",
+    "cold_start_s",
+)
+REPORT = figures(
+    "requests",
+    "failures",
+    "error_rate",
+    "throughput_rps",
+    *(f"latency_ms.{key}" for key in LATENCY_KEYS),
+    "server_side.avg_batch_size",
+    "server_side.queue_ms_avg",
+    "server_side.compute_ms_avg",
+    "server_side.request_ms_avg",
+    "residual_ms",
+    "cold_start_s",
+)
+REPORT_OPEN_LOOP = figures("open_loop.configured_rps", "open_loop.achieved_rps", "open_loop.unsent", "open_loop.send_lag_ms.p99")
+COMPARE = figures(
+    "requests",
+    "failures",
+    "error_rate",
+    "throughput_rps",
+    *(f"latency_ms.{key}" for key in LATENCY_KEYS),
+    "server_side.avg_batch_size",
+    "server_side.queue_ms_avg",
+    "server_side.compute_ms_avg",
+    "cold_start_s",
+)
+
+
+def format_table(targets: Mapping[str, Any], shown: tuple[Figure, ...] = TABLE) -> str:
+    """Side-by-side figures for the console, one column per target."""
+    names = list(targets)
+    if not names:
+        return "(no targets)"
+    rows: list[tuple[str, ...]] = [("", *names)]
+    rows += [(figure.heading(), *(figure.cell(targets[n]) for n in names)) for figure in shown]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths, strict=True)))
+        for row in rows
+    )

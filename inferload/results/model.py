@@ -1,0 +1,183 @@
+"""summary.json as typed models (contract: README "Results" and docs/results.md).
+
+`RunSummary` is what a run (or the demo) writes and what `inferload report`, `inferload compare`
+and the demo read back; `inferload.results.summary_file` holds the one writer and the one reader.
+
+- Numbers keep their JSON type: an int stays an int and a float a float (`Number`), so a file
+  written, read and written again is the same bytes.
+- Keys that inferload writes as ``null`` (``cold_start_s``, ``server_side``, ``residual_ms``, a
+  latency figure with no success) are always written; keys that only some runs have
+  (``open_loop``, ``workers_lost``, ``streaming``, the demo's ``phases`` ...) are left out when
+  absent (`omit_when_none`).
+- Reading is strict about types (no "5" for 5, no true for 1) and tolerant about age: keys added
+  after the first release (``steady_s``, ``kind``, ``residual_ms`` ...) may be missing, unknown
+  keys are ignored. Per-target counts and rates accept ``null`` (shown as n/a), as they always
+  have; inferload itself never writes null there.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, PlainValidator, SerializerFunctionWrapHandler, model_serializer
+from pydantic_core import PydanticCustomError
+
+
+def _number(value: Any) -> int | float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise PydanticCustomError("number", "expected a number")
+    return value
+
+
+def _count(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise PydanticCustomError("count", "expected a whole number")
+    return value
+
+
+#: a JSON number, kept as the int or float it was
+Number = Annotated[int | float, PlainValidator(_number)]
+#: a JSON whole number
+Count = Annotated[int, PlainValidator(_count)]
+
+
+class Section(BaseModel):
+    """A part of summary.json: frozen, strict, unknown keys ignored; `omit_when_none` keys are
+    left out of the JSON when None (all others are written, null included)."""
+
+    model_config = ConfigDict(strict=True, frozen=True, extra="ignore")
+    omit_when_none: ClassVar[frozenset[str]] = frozenset()
+
+    @model_serializer(mode="wrap")
+    def _leave_out_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        for key in self.omit_when_none:
+            if data.get(key) is None:
+                data.pop(key, None)
+        return data
+
+
+class LatencyMs(Section):
+    """Client-side latency of successful requests, exact over all workers; None when none succeeded."""
+
+    mean: Number | None
+    p50: Number | None
+    p90: Number | None
+    p95: Number | None
+    p99: Number | None
+    p999: Number | None
+    max: Number | None
+
+
+class ServerSide(Section):
+    """The server's own statistics between the end of the warm-up and the end of the run."""
+
+    model_config = ConfigDict(extra="allow")  # a server reader may report more than these
+
+    queue_ms_avg: Number | None
+    compute_ms_avg: Number | None
+    request_ms_avg: Number | None
+    avg_batch_size: Number | None
+    batch_size_histogram: dict[str, Count] | None  # batch size -> executions
+
+
+class SendLag(Section):
+    """Open loop: intended send time -> actual send time, ms."""
+
+    p50: Number | None
+    p99: Number | None
+    max: Number | None
+
+
+class OpenLoop(Section):
+    """Open-loop figures of one target over the steady state."""
+
+    configured_rps: Number
+    arrivals: Count
+    unsent: Count
+    achieved_rps: Number
+    achieved_ratio: Number | None
+    send_lag_ms: SendLag
+
+
+class Outage(Section):
+    """A streak of refused connections to a target (the server was down or not listening)."""
+
+    start: str  # ISO-8601, the streak's first refusal
+    end: str  # ISO-8601, its last refusal
+    failures: Count  # refused attempts in the streak (each one is also counted in `failures`)
+
+
+class TargetSummary(Section):
+    """One target's steady-state figures."""
+
+    omit_when_none = frozenset({"kind", "open_loop", "outages"})
+
+    server: str  # "triton" | "torchserve"
+    protocol: str  # "grpc" | "http"
+    kind: str | None = None  # "triton-grpc" | "triton-http" | "torchserve-rest"
+    model: str
+    requests: Count | None
+    failures: Count | None
+    error_rate: Number | None
+    throughput_rps: Number | None
+    latency_ms: LatencyMs
+    server_side: ServerSide | None
+    cold_start_s: Number | None
+    residual_ms: Number | None = None  # client mean - server request_ms_avg
+    open_loop: OpenLoop | None = None
+    outages: list[Outage] | None = None  # present when connections to the target were refused
+
+
+class SloCheck(Section):
+    """One SLO threshold: its limit, the measured value (None: not measured, fails) and the verdict."""
+
+    target: str
+    metric: str  # the scenario's slo key: p99_ms, error_rate, min_throughput_rps, ...
+    limit: Number
+    value: Number | None
+    passed: bool
+
+
+class SloSection(Section):
+    passed: bool
+    checks: list[SloCheck]
+
+
+class StreamingStats(Section):
+    """What the InfluxDB stream wrote (with --influx-url)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    points_written: Count
+    points_dropped: Count
+    points_pending: Count
+    write_errors: Count
+    last_error: str | None
+
+
+class RunSummary(Section):
+    """summary.json: one run (or the demo's phases together)."""
+
+    omit_when_none = frozenset(
+        {"steady_s", "model", "users", "cold_start_s", "phases", "workers_lost", "rejected_reports", "streaming"}
+    )
+
+    run_id: str
+    scenario: str
+    started_at: str  # ISO-8601
+    duration_s: Number
+    warmup_s: Number
+    steady_s: Number | None = None
+    workers: Count
+    # the demo only: its model, users, each server's cold start, and each phase's run id
+    model: str | None = None
+    users: Count | None = None
+    cold_start_s: dict[str, Number | None] | None = None
+    phases: dict[str, str] | None = None
+    targets: dict[str, TargetSummary]
+    slo: SloSection
+    workers_lost: list[str] | None = None  # distributed runs: workers that went missing
+    rejected_reports: Count | None = None  # distributed runs: worker reports refused (not signed with the run key)
+    streaming: StreamingStats | None = None
+    interrupted: bool = False  # stopped early by SIGINT/SIGTERM: figures cover the part that ran

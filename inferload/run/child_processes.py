@@ -1,0 +1,143 @@
+"""The Locust processes the `inferload` command starts: signals forwarded once, none left behind.
+
+Each child runs in its own session, so a Ctrl-C in the terminal (SIGINT to the whole foreground
+process group) reaches only the CLI, which forwards it once to the *lead* process: the single Locust
+process of a local run, or the master of a distributed one (the master stops its workers itself, see
+`inferload.run.signals`). SIGTERM is forwarded the same way and SIGHUP as SIGTERM; a second signal is
+forwarded too, and the lead then exits at once. On Linux a child also gets SIGTERM when the CLI dies
+(PR_SET_PDEATHSIG), so even a killed CLI leaves no load running.
+
+When the `with` block ends, every child has exited: the lead is waited for (it writes the results
+after a signal), the others get `HELPER_EXIT_WAIT_S` to follow, and whatever is left is killed with
+its process group.
+
+Exit code (`exit_code`): the lead's own code when it is non-zero (130 after SIGINT, 143 after
+SIGTERM: see `inferload.run.signals`); 128 + the signal's number when the lead died of a signal, or
+when the CLI got a signal and the lead still exited 0 (the run had just ended).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import IO, Any
+
+FORWARDED: dict[signal.Signals, signal.Signals] = {
+    signal.SIGINT: signal.SIGINT,
+    signal.SIGTERM: signal.SIGTERM,
+    signal.SIGHUP: signal.SIGTERM,
+}
+#: how long workers get to exit after their master did (they quit when it tells them to)
+HELPER_EXIT_WAIT_S = 15.0
+#: how long the lead gets to exit once the CLI leaves the block by an error (not a signal)
+LEAD_EXIT_WAIT_S = 30.0
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """A `preexec_fn` (Linux): the child gets SIGTERM when the CLI's thread that started it dies."""
+    if not sys.platform.startswith("linux"):
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up here, not between fork and exec
+    return lambda: prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+
+
+def exit_code(returncode: int, signals: Sequence[int]) -> int:
+    """The CLI's exit code for a lead that ended with `returncode` after the CLI got `signals`."""
+    if returncode < 0:  # the lead died of a signal
+        return 128 - returncode
+    if returncode == 0 and signals:
+        return 128 + int(signals[0])
+    return returncode
+
+
+class ChildProcesses:
+    """Locust processes of one `inferload` command; use as a context manager around the run."""
+
+    def __init__(self) -> None:
+        self.lead: subprocess.Popen[bytes] | None = None
+        self.helpers: list[subprocess.Popen[bytes]] = []
+        #: the signals the CLI received while the block ran
+        self.signals: list[int] = []
+        self._previous: dict[signal.Signals, Callable[[int, FrameType | None], Any] | int | None] = {}
+
+    def start(
+        self,
+        command: Sequence[str],
+        *,
+        lead: bool = False,
+        log: IO[bytes] | None = None,
+        cwd: Path | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> subprocess.Popen[bytes]:
+        """Start a child in its own session (`lead`: the one that gets the signals; else a helper).
+
+        `log`: its stdout and stderr (default: the CLI's); `env`: its environment (default: the CLI's)."""
+        process = subprocess.Popen(  # the CLI has one thread: preexec_fn is safe
+            list(command),
+            cwd=cwd,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT if log is not None else None,
+            start_new_session=True,
+            preexec_fn=_die_with_parent(),
+        )
+        if lead:
+            self.lead = process
+            if self.signals:  # a signal came while it was starting
+                self._forward(self.signals[-1])
+        else:
+            self.helpers.append(process)
+        return process
+
+    def wait(self) -> int:
+        """Wait for the lead to exit (forwarding signals meanwhile); the CLI's exit code."""
+        if self.lead is None:
+            raise RuntimeError("no lead process was started")
+        return exit_code(self.lead.wait(), self.signals)
+
+    # -- signals --------------------------------------------------------------------------
+    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        self.signals.append(signum)
+        self._forward(signum)
+
+    def _forward(self, signum: int) -> None:
+        if self.lead is not None and self.lead.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.lead.pid, FORWARDED.get(signal.Signals(signum), signal.SIGTERM))
+
+    def __enter__(self) -> ChildProcesses:
+        for signum in FORWARDED:
+            self._previous[signum] = signal.signal(signum, self._on_signal)
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        try:
+            if self.lead is not None and self.lead.poll() is None:
+                self._forward(signal.SIGTERM)  # the CLI is leaving early (an error): stop the run, keep its results
+                _wait_or_kill(self.lead, LEAD_EXIT_WAIT_S)
+            for helper in self.helpers:
+                _wait_or_kill(helper, HELPER_EXIT_WAIT_S)
+        finally:
+            for signum, previous in self._previous.items():
+                signal.signal(signum, previous if previous is not None else signal.SIG_DFL)
+            self._previous.clear()
+
+
+def _wait_or_kill(process: subprocess.Popen[bytes], timeout_s: float) -> None:
+    """Wait up to `timeout_s` for `process`; then kill it with its process group (its session's)."""
+    try:
+        process.wait(timeout=timeout_s)
+        return
+    except subprocess.TimeoutExpired:
+        pass
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)  # not reaped yet, so the group is still its own
+    process.wait()

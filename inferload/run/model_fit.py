@@ -1,0 +1,107 @@
+"""Fit each Triton target's user class to the model the server serves, and check at start that
+every target's server can be reached and serves its model as the scenario sends it.
+
+A model's metadata and config come shipped with the locustfile (distributed runs: the master
+read them once) or are read from the server now. With the start checks (`fit_to_models(...,
+check=True)`, the default; `--skip-start-checks` turns them off) every problem, one line per
+target, ends in one `StartCheckError` before any load: a server that cannot be reached or does not
+answer over the target's protocol, a model or version it does not serve (with the models it
+serves), tensors that do not match (`model_check`). TorchServe targets are checked by
+`torchserve_check`. Without the checks (a distributed run's workers, `--skip-start-checks`), a
+Triton model that cannot be read is only a warning: the run goes on and counts its failures.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from inferload.errors import InferloadError, ModelMismatchError, ServerError, StartCheckError
+from inferload.run.model_check import check_target_against_triton, fetch_triton_model_info, triton_model_batches
+from inferload.run.torchserve_check import check_torchserve_target
+from inferload.scenario.model import Scenario
+from inferload.scenario.targets import Target
+from inferload.users import InferenceUser
+from inferload.users.base import expected_output_shapes
+
+logger = logging.getLogger(__name__)
+
+ModelInfo = tuple[dict[str, Any], dict[str, Any]]  # Triton model metadata and config
+
+
+class ModelInfos:
+    """Triton targets' (metadata, config) by target name: the shipped ones, then those read once."""
+
+    def __init__(
+        self,
+        known: dict[str, ModelInfo] | None = None,
+        fetch: Callable[[Target], ModelInfo] = fetch_triton_model_info,
+    ) -> None:
+        self.known: dict[str, ModelInfo] = dict(known or {})
+        self._fetch = fetch
+
+    def read(self, target: Target) -> ModelInfo:
+        """The target's model info (read once); the fetch's InferloadError when it cannot be read."""
+        if target.name not in self.known:
+            self.known[target.name] = self._fetch(target)
+        return self.known[target.name]
+
+    def get(self, target: Target) -> ModelInfo | None:
+        """The target's model info; None (and a warning) when it cannot be read."""
+        try:
+            return self.read(target)
+        except InferloadError as exc:
+            logger.warning("target %r: cannot read the model's metadata (%s); going on", target.name, exc)
+            return None
+
+    def require(self, target: Target) -> ModelInfo:
+        """The info of a target `get` has read (KeyError otherwise)."""
+        return self.known[target.name]
+
+
+def fit_user_class(cls: type[InferenceUser], info: ModelInfo) -> None:
+    """Whether the model takes a batch dimension, and the output shapes answers must have."""
+    metadata, config = info
+    cls.model_batches = triton_model_batches(config)
+    model_config = config.get("config", config)  # gRPC's JSON wraps it
+    max_batch = int(model_config.get("max_batch_size", 0) or 0) if cls.model_batches else 0
+    cls.expected_outputs = expected_output_shapes(cls.target, metadata, max_batch)
+
+
+def fit_to_models(
+    scenario: Scenario,
+    user_classes: Iterable[type[InferenceUser]],
+    infos: ModelInfos,
+    check: bool = True,
+    check_torchserve: Callable[[Target], str | None] = check_torchserve_target,
+) -> None:
+    """Fit every Triton target's users to its model and, with `check`, run the start checks: raise
+    one StartCheckError (a line per problem, in target order) when a server cannot be reached, does
+    not serve the target's model, or the scenario's tensors differ from the model's."""
+    by_target = {cls.target.name: cls for cls in user_classes}
+    problems: list[str] = []
+    for target in scenario.targets:
+        if target.server == "triton":
+            if not check:
+                info = infos.get(target)  # a warning when unreadable
+                if info is not None:
+                    fit_user_class(by_target[target.name], info)
+                continue
+            try:
+                info = infos.read(target)
+            except (ServerError, ModelMismatchError) as exc:
+                problems.append(str(exc))
+                continue
+            fit_user_class(by_target[target.name], info)
+            problems.extend(check_target_against_triton(target, *info))
+        elif check:
+            try:
+                warning = check_torchserve(target)
+            except (ServerError, ModelMismatchError) as exc:
+                problems.append(str(exc))
+                continue
+            if warning:
+                logger.warning("%s; going on", warning)
+    if problems:
+        raise StartCheckError(problems)

@@ -1,0 +1,153 @@
+"""Does TorchServe serve a target's model? Checked at start, without running an inference.
+
+The inference API answers ``OPTIONS /predictions/<model>[/<version>]`` with the model's API
+description (200) when it serves that model, and with 404 ``ModelNotFoundException`` or
+``ModelVersionNotFoundException`` when it does not; nothing is sent to the model's handler. When
+the target has a ``management_url``, the management API then lists the models the server does
+serve (``GET /models``, ``GET /models/<model>/all``) for the message.
+
+``check_torchserve_target`` raises ``ServerError`` (cannot reach the address, or it does not answer
+as TorchServe's inference API), ``ModelMismatchError`` (the model or version is not served), and
+returns a warning when the answer settles nothing (a proxy that refuses OPTIONS, say).
+"""
+
+from __future__ import annotations
+
+import errno
+from http.client import HTTPException
+from typing import Any
+from urllib.parse import quote
+
+import requests
+
+from inferload.errors import ModelMismatchError, ServerError
+from inferload.scenario.targets import Target
+from inferload.servermetrics.http_client import connection_problem
+
+DEFAULT_TIMEOUT_S = 5.0
+#: TorchServe's answer (the JSON "type" of a 404) when it does not serve the model or version asked for
+NOT_SERVED = ("ModelNotFoundException", "ModelVersionNotFoundException")
+#: pages of ``GET /models`` read at most (each lists up to ``_PAGE`` models)
+_MAX_PAGES = 10
+_PAGE = 1000
+
+
+def _predictions_path(target: Target) -> str:
+    path = f"/predictions/{quote(target.model, safe='')}"
+    return path + f"/{quote(target.version, safe='')}" if target.version else path
+
+
+def _asked(target: Target) -> str:
+    return f"model {target.model!r}" + (f" version {target.version!r}" if target.version else "")
+
+
+def _json(response: requests.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        return None
+
+
+def _first_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[0][:200] if lines else ""
+
+
+def _not_http(exc: requests.ConnectionError) -> bool:
+    """The port answered, but not with HTTP/1.x (a gRPC port sends HTTP/2 frames)."""
+    causes: list[BaseException] = []
+    pending: list[BaseException] = [exc]
+    while pending:
+        current = pending.pop()
+        if current in causes:
+            continue
+        causes.append(current)
+        pending.extend(
+            item for item in (current.__cause__, current.__context__, *current.args) if isinstance(item, BaseException)
+        )
+    refused = any(
+        isinstance(c, OSError) and c.errno in (errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH) for c in causes
+    )
+    return not refused and any(isinstance(c, HTTPException) for c in causes)
+
+
+def check_torchserve_target(target: Target, timeout_s: float = DEFAULT_TIMEOUT_S) -> str | None:
+    """None when TorchServe at the target's address serves its model; a warning when that could not
+    be told; ``ServerError`` / ``ModelMismatchError`` (one line naming the target) otherwise."""
+    if target.server != "torchserve":
+        raise ValueError(f"target {target.name!r} is a {target.kind} target, not a TorchServe one")
+    where = f"target {target.name!r}"
+    probe = f"OPTIONS {_predictions_path(target)}"
+    try:
+        response = requests.request("OPTIONS", target.address + _predictions_path(target), timeout=timeout_s)
+    except requests.Timeout:
+        raise ServerError(f"{where}: cannot reach TorchServe at {target.address}: no answer within {timeout_s:g} s") from None
+    except requests.ConnectionError as exc:
+        if _not_http(exc):
+            raise ServerError(
+                f"{where}: {target.address} did not answer as TorchServe's HTTP inference API (is it a gRPC port?)"
+            ) from None
+        raise ServerError(f"{where}: cannot reach TorchServe at {target.address}: {connection_problem(exc)}") from None
+    except requests.RequestException as exc:
+        raise ServerError(f"{where}: cannot reach TorchServe at {target.address}: {type(exc).__name__}: {exc}") from None
+    if response.status_code == 200:
+        return None
+    body = _json(response)
+    kind = body.get("type") if isinstance(body, dict) else None
+    message = body.get("message") if isinstance(body, dict) else None
+    answer = f"HTTP {response.status_code}" + (f" {kind}" if kind else "") + f": {message or _first_line(response.text)}"
+    if response.status_code == 404 and kind in NOT_SERVED:
+        raise ModelMismatchError(
+            f"{where}: TorchServe at {target.address} does not serve {_asked(target)} ({probe} answered {answer}); "
+            + _served_models(target, timeout_s)
+        )
+    if response.status_code == 404:
+        raise ServerError(
+            f"{where}: {target.address} did not answer as TorchServe's inference API ({probe} answered {answer});"
+            " is it the management or metrics port, or another server?"
+        )
+    return f"{where}: could not check that TorchServe at {target.address} serves {_asked(target)} ({probe} answered {answer})"
+
+
+def _served_models(target: Target, timeout_s: float) -> str:
+    """What the management API says is served (the model's versions when it is served), for the message."""
+    if target.management_url is None:
+        return "give the target a management_url (TorchServe's management API, e.g. http://127.0.0.1:8081) to list the models it serves"
+    base = target.management_url
+    try:
+        with requests.Session() as session:
+            names = _model_names(session, base, timeout_s)
+            if target.model in names and target.version:
+                url = f"{base}/models/{quote(target.model, safe='')}/all"
+                answer = session.get(url, timeout=timeout_s)
+                answer.raise_for_status()
+                versions = sorted(str(entry.get("modelVersion")) for entry in answer.json() if isinstance(entry, dict))
+                return f"it serves model {target.model!r} in version(s): {', '.join(versions) or 'none'} (GET {url})"
+    except requests.Timeout:
+        return f"the served models could not be listed from management_url {base}: no answer within {timeout_s:g} s"
+    except requests.ConnectionError as exc:
+        return f"the served models could not be listed from management_url {base}: {connection_problem(exc)}"
+    except requests.HTTPError as exc:
+        status = exc.response.status_code if exc.response is not None else "?"
+        return f"the served models could not be listed from management_url {base}: GET answered HTTP {status}"
+    except (requests.RequestException, ValueError, AttributeError) as exc:
+        return f"the served models could not be listed from management_url {base}: {type(exc).__name__}"
+    return f"it serves: {', '.join(sorted(names)) or 'no model'} (GET {base}/models)"
+
+
+def _model_names(session: requests.Session, base: str, timeout_s: float) -> list[str]:
+    """Every model name ``GET /models`` lists, page after page."""
+    names: list[str] = []
+    token: str | None = None
+    for _ in range(_MAX_PAGES):
+        params: dict[str, str | int] = {"limit": _PAGE}
+        if token:
+            params["next_page_token"] = token
+        answer = session.get(f"{base}/models", params=params, timeout=timeout_s)
+        answer.raise_for_status()
+        page = answer.json()
+        names += [str(entry.get("modelName")) for entry in page.get("models", []) if isinstance(entry, dict)]
+        token = page.get("nextPageToken")
+        if not token:
+            break
+    return names

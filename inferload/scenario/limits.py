@@ -1,0 +1,42 @@
+"""The bounds a scenario must stay within, in one place (docs/scenarios.md lists them too).
+
+Each bound refuses an input that ``inferload validate`` used to accept but that hangs or exhausts a
+run: a billion users, a rate no scheduler keeps up with, a ramp of a billion steps, gigabytes of
+payload per request, a 1 ms run or window, a scenario "file" that is ``/dev/zero``.
+"""
+
+from __future__ import annotations
+
+#: users of a closed-loop shape (steady, ramp, burst, stages) and senders of an open-loop one;
+#: Locust spreads them over workers, but each is a greenlet holding its own client and payload
+MAX_USERS = 100_000
+MAX_IN_FLIGHT = MAX_USERS
+#: users started or stopped per second (every user of the largest shape within one second)
+MAX_SPAWN_RATE = 100_000.0
+#: requests/s of an open-loop shape for the whole run (well above what Locust's senders reach)
+MAX_RATE = 1_000_000.0
+#: steps of a ramp (users or rate), and bursts of a rate-bursts shape over the run (each rate
+#: change is a step the arrival scheduler looks up; a ramping-rate is built step by step up front)
+MAX_STEPS = 1_000
+#: bytes one input adds to a request (batch_size x shape)
+MAX_INPUT_BYTES = 64 * 1024 * 1024
+#: bytes of all inputs of one request together (each user keeps its own encoded copy)
+MAX_REQUEST_BYTES = 64 * 1024 * 1024
+#: the shortest run
+MIN_DURATION_S = 1.0
+#: the shortest window of the per-window series (each window keeps a histogram per target)
+MIN_WINDOW_S = 0.1
+#: the largest scenario file (PyYAML reads about 150 KB/s in pure Python)
+MAX_FILE_BYTES = 1024 * 1024
+#: values in the YAML document, counting every use of an alias (a "billion laughs" stays small)
+MAX_YAML_VALUES = 100_000
+#: problems reported for one file; the rest are counted in a last line
+MAX_PROBLEMS = 100
+#: characters of a name (the scenario's, a target's): it becomes part of the run id, the results
+#: folder's name and InfluxDB tags, and a file name has at most 255 bytes
+MAX_NAME_CHARS = 100
+
+
+def mib(size: int) -> str:
+    """``67108864`` → ``'64 MiB'`` (for messages)."""
+    return f"{size / (1024 * 1024):g} MiB"

@@ -1,0 +1,247 @@
+"""What a scenario sends and where: targets, their input tensors and data, and their SLO thresholds.
+
+Checks that span keys (an input's data against its dtype, the request's size, npy files, unique
+names) report each problem at its own key through ``checks_error``. npy files are checked only
+when the validation context holds a ``base_dir``.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BeforeValidator, Field, StrictInt, StrictStr, ValidationInfo, field_validator, model_validator
+
+from inferload.scenario import tensors
+from inferload.scenario.addresses import ManagementUrl, MetricsUrl, normalise_address
+from inferload.scenario.fields import DTypeField, FrozenModel, Name, Number, Seconds, Token, Version, repeats
+from inferload.scenario.limits import MAX_INPUT_BYTES, MAX_REQUEST_BYTES, mib
+from inferload.scenario.messages import Check, checks_error, custom_error, describe_value
+
+TARGET_KINDS = ("triton-grpc", "triton-http", "torchserve-rest")
+CONTENT_TYPES = ("octet-stream", "npy", "json")
+GENERATORS = ("random", "zeros", "constant", "npy")
+
+TargetKind = Literal["triton-grpc", "triton-http", "torchserve-rest"]
+ContentType = Literal["octet-stream", "npy", "json"]
+Generator = Literal["random", "zeros", "constant", "npy"]
+
+_GENERATOR_KEYS = {
+    "random": ("seed", "low", "high", "length"),
+    "zeros": (),
+    "constant": ("value",),
+    "npy": ("path",),
+}
+_REQUIRED_KEYS = {"constant": ("value",), "npy": ("path",)}
+
+
+def _data_shorthand(value: object) -> object:
+    return {"generator": value} if isinstance(value, str) else value
+
+
+class DataSpec(FrozenModel):
+    """How an input's values are made. ``data: zeros`` is short for ``data: {generator: zeros}``.
+
+    random: ``seed`` (default 0), ``low``/``high`` (default 0..1 for floats, 0..100 for integers,
+    high exclusive for integers), ``length`` (BYTES only: characters per element, default 16).
+    zeros: no keys (BYTES: empty byte strings). constant: ``value``. npy: ``path`` (relative to
+    the scenario file).
+    """
+
+    generator: Generator = "random"
+    seed: Annotated[int, Field(ge=0, le=2**63 - 1)] | None = Field(default=None, validate_default=True)
+    value: float | int | str | None = None
+    path: StrictStr | None = None
+    low: Number | None = None
+    high: Number | None = None
+    length: Annotated[StrictInt, Field(ge=1, le=1000000)] | None = None
+
+    @field_validator("seed", mode="before")
+    @classmethod
+    def _default_seed(cls, value: object, info: ValidationInfo) -> object:
+        if value is None and info.data.get("generator") == "random":
+            return 0
+        if isinstance(value, bool) or (value is not None and not isinstance(value, int)):
+            raise custom_error(f"expected a non-negative integer; got {describe_value(value)}")
+        return value
+
+    @field_validator("value", mode="before")
+    @classmethod
+    def _check_value(cls, value: object) -> object:
+        if value is None or isinstance(value, str):
+            return value
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise custom_error(f"expected a number or a string; got {describe_value(value)}")
+        return value
+
+    @model_validator(mode="after")
+    def _check_keys(self) -> DataSpec:
+        allowed = _GENERATOR_KEYS[self.generator]
+        checks: list[Check] = []
+        for key in sorted(self.model_fields_set - {"generator"}):
+            if getattr(self, key) is not None and key not in allowed:
+                takes = ", ".join(allowed) if allowed else "no other keys"
+                checks.append(((key,), f"does not apply to generator '{self.generator}' (it takes {takes})"))
+        for key in _REQUIRED_KEYS.get(self.generator, ()):
+            if getattr(self, key) is None:
+                checks.append(((key,), f"required key is missing (generator '{self.generator}' needs it)"))
+        if self.low is not None and self.high is not None and self.high <= self.low:
+            checks.append((("high",), f"must be greater than low ({self.low:g}); got {self.high:g}"))
+        if checks:
+            raise checks_error(checks)
+        return self
+
+
+class InputSpec(FrozenModel):
+    """One input tensor: ``shape`` is per item, without the batch dimension."""
+
+    name: Token
+    shape: tuple[Annotated[StrictInt, Field(gt=0)], ...] = Field(min_length=1)
+    dtype: DTypeField
+    data: Annotated[DataSpec, BeforeValidator(_data_shorthand)] = Field(
+        default_factory=lambda: DataSpec(generator="random", seed=0)
+    )
+
+    @model_validator(mode="after")
+    def _check_data_fits_dtype(self) -> InputSpec:
+        checks = tensors.data_dtype_problems(self.data, self.dtype)
+        if checks:
+            raise checks_error([(("data", *path), message) for path, message in checks])
+        return self
+
+
+# --- targets -----------------------------------------------------------------------------------
+
+
+class Slo(FrozenModel):
+    """Thresholds checked at the end of a run; every one is optional."""
+
+    p50_ms: Annotated[Number, Field(gt=0)] | None = None
+    p90_ms: Annotated[Number, Field(gt=0)] | None = None
+    p95_ms: Annotated[Number, Field(gt=0)] | None = None
+    p99_ms: Annotated[Number, Field(gt=0)] | None = None
+    p999_ms: Annotated[Number, Field(gt=0)] | None = None
+    mean_ms: Annotated[Number, Field(gt=0)] | None = None
+    error_rate: Annotated[Number, Field(ge=0, le=1)] | None = None
+    min_throughput_rps: Annotated[Number, Field(gt=0)] | None = None
+    # server-side figures (read from the server itself)
+    min_avg_batch_size: Annotated[Number, Field(gt=0)] | None = None
+    max_queue_ms: Annotated[Number, Field(ge=0)] | None = None
+    max_compute_ms: Annotated[Number, Field(gt=0)] | None = None
+    max_residual_ms: Annotated[Number, Field(ge=0)] | None = None
+    # open loop
+    max_send_lag_p99_ms: Annotated[Number, Field(ge=0)] | None = None
+    max_unsent: Annotated[StrictInt, Field(ge=0)] | None = None
+
+
+class Target(FrozenModel):
+    """One server endpoint serving one model, and the request sent to it."""
+
+    name: Name
+    kind: TargetKind
+    address: StrictStr
+    model: Token
+    version: Version = None
+    batch_size: Annotated[StrictInt, Field(ge=1)] = 1
+    inputs: tuple[InputSpec, ...] = Field(min_length=1)
+    outputs: tuple[Token, ...] = ()
+    timeout: Annotated[Seconds, Field(gt=0)] = 10.0
+    weight: Annotated[StrictInt, Field(ge=1)] = 1
+    content_type: ContentType | None = Field(default=None, validate_default=True)
+    metrics_url: MetricsUrl = None
+    #: TorchServe's management API (``http://host:8081``): the start check lists the served models from it
+    management_url: ManagementUrl = None
+    slo: Slo | None = None
+
+    @property
+    def server(self) -> Literal["triton", "torchserve"]:
+        return "torchserve" if self.kind == "torchserve-rest" else "triton"
+
+    @property
+    def protocol(self) -> Literal["grpc", "http"]:
+        return "grpc" if self.kind == "triton-grpc" else "http"
+
+    @field_validator("address")
+    @classmethod
+    def _normalise_address(cls, value: str, info: ValidationInfo) -> str:
+        kind = info.data.get("kind")
+        if kind is None:
+            return value
+        try:
+            return normalise_address(kind, value)
+        except ValueError as error:
+            raise custom_error(f"{error} (for a {kind} target)") from None
+
+    @field_validator("version")
+    @classmethod
+    def _triton_version_is_a_number(cls, value: str | None, info: ValidationInfo) -> str | None:
+        kind = info.data.get("kind")
+        if value is not None and kind in ("triton-grpc", "triton-http") and not value.isdigit():
+            raise custom_error(f"expected a Triton model version number like 1; got {value!r}")
+        return value
+
+    @field_validator("inputs")
+    @classmethod
+    def _check_inputs(cls, inputs: tuple[InputSpec, ...], info: ValidationInfo) -> tuple[InputSpec, ...]:
+        batch_size = info.data.get("batch_size", 1)
+        base_dir = (info.context or {}).get("base_dir")
+        checks: list[Check] = [
+            ((index, "name"), f"duplicate input name {name!r} (also inputs[{first}])")
+            for index, name, first in repeats(spec.name for spec in inputs)
+        ]
+        sizes = [tensors.request_nbytes(spec, batch_size) for spec in inputs]
+        for index, (spec, size) in enumerate(zip(inputs, sizes, strict=True)):
+            if size > MAX_INPUT_BYTES:
+                checks.append(
+                    (
+                        (index, "shape"),
+                        f"{batch_size} x {list(spec.shape)} {spec.dtype} is {size:,} bytes per request;"
+                        f" at most {MAX_INPUT_BYTES:,} ({mib(MAX_INPUT_BYTES)}) are allowed",
+                    )
+                )
+            elif spec.data.generator == "npy" and base_dir is not None:
+                try:
+                    tensors.load_npy(spec, batch_size, Path(base_dir))
+                except ValueError as error:
+                    checks.append(((index, "data", "path"), str(error)))
+        if sum(sizes) > MAX_REQUEST_BYTES and max(sizes) <= MAX_INPUT_BYTES:
+            checks.append(
+                (
+                    (),
+                    f"the {len(inputs)} inputs add up to {sum(sizes):,} bytes per request (batch_size {batch_size});"
+                    f" at most {MAX_REQUEST_BYTES:,} ({mib(MAX_REQUEST_BYTES)}) are allowed in all",
+                )
+            )
+        if checks:
+            raise checks_error(checks)
+        return inputs
+
+    @field_validator("outputs")
+    @classmethod
+    def _unique_outputs(cls, outputs: tuple[str, ...]) -> tuple[str, ...]:
+        checks: list[Check] = [((index,), f"duplicate output name {name!r}") for index, name, _ in repeats(outputs)]
+        if checks:
+            raise checks_error(checks)
+        return outputs
+
+    @field_validator("management_url")
+    @classmethod
+    def _management_url_for_torchserve(cls, value: str | None, info: ValidationInfo) -> str | None:
+        kind = info.data.get("kind")
+        if value is not None and kind is not None and kind != "torchserve-rest":
+            raise custom_error(f"only applies to torchserve-rest targets; this target is {kind}")
+        return value
+
+    @field_validator("content_type")
+    @classmethod
+    def _content_type_for_torchserve(cls, value: str | None, info: ValidationInfo) -> str | None:
+        kind = info.data.get("kind")
+        if kind == "torchserve-rest":
+            inputs = info.data.get("inputs", ())
+            if value in ("npy", "json") and len(inputs) > 1:
+                raise custom_error(f"{value} bodies carry one input; this target has {len(inputs)} (use octet-stream)")
+            return value or "octet-stream"
+        if value is not None and kind is not None:
+            raise custom_error(f"only applies to torchserve-rest targets; this target is {kind}")
+        return value

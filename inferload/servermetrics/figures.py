@@ -1,0 +1,120 @@
+"""The figures of what a server did between two readings: the one place they are computed.
+
+summary.json's ``server_side`` (warm-up end → stop), windows.csv's ``server_request_ms`` (one
+window) and the collector's ``server`` and ``batch_sizes`` points (one scrape interval) all come
+from ``server_figures(before, after)``. The denominators, decided once (d = after − before):
+
+    queue_ms          d(queue_us)   / d(queued)      queue time per request that was queued
+    compute_ms        d(compute_us) / d(computed)    compute time per request the model computed
+    request_ms        d(request_us) / d(requests)    server time per successful request
+    avg_batch_size    d(inferences) / d(executions)  items per model execution
+    batch histogram   d(batches[size]) for each size that grew (executions of each batch size)
+    *_per_s           d(inferences), d(executions), d(failures) / (after.taken_at − before.taken_at)
+    pending           after.pending (a gauge, as read)
+
+(For Triton's statistics API queued, computed and requests are all per-request counts, equal
+without the response cache; see ``reading.py`` for what each server's counters mean.)
+Averages are rounded to 6 decimals (1 ns); a figure is None when the server does not report its
+counters or nothing happened in between (a zero denominator). A counter that went down means
+the server restarted between the readings: that is a ``ScrapeError``, never a negative figure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from inferload.errors import ScrapeError
+from inferload.servermetrics.reading import ServerSnapshot
+
+AVERAGE_DECIMALS = 6
+
+
+@dataclass(frozen=True)
+class ServerFigures:
+    """What the server did between two readings."""
+
+    server: str
+    model: str
+    interval_s: float
+    queue_ms: float | None
+    compute_ms: float | None
+    request_ms: float | None
+    avg_batch_size: float | None
+    batch_sizes: dict[int, int] | None  # executions per batch size in the interval; None: not reported
+    inferences_per_s: float | None
+    executions_per_s: float | None
+    failures_per_s: float | None
+    pending: float | None
+
+    def server_side(self) -> dict[str, Any]:
+        """summary.json's ``server_side`` object."""
+        return {
+            "queue_ms_avg": self.queue_ms,
+            "compute_ms_avg": self.compute_ms,
+            "request_ms_avg": self.request_ms,
+            "avg_batch_size": self.avg_batch_size,
+            "batch_size_histogram": None if self.batch_sizes is None else {str(k): v for k, v in self.batch_sizes.items()},
+        }
+
+
+def counter_deltas(before: ServerSnapshot, after: ServerSnapshot) -> dict[str, float]:
+    """after − before for every counter either reading has (a missing one counts as 0);
+    ScrapeError when a counter or a batch-size count went down (a restart)."""
+    if (before.server, before.model) != (after.server, after.model):
+        raise ValueError(f"readings of different targets: {before.server}/{before.model} vs {after.server}/{after.model}")
+    names = set(before.counters) | set(after.counters)
+    deltas = {name: after.counters.get(name, 0.0) - before.counters.get(name, 0.0) for name in names}
+    went_back = sorted(name for name, value in deltas.items() if value < 0)
+    went_back += [
+        f"batches[{size}]"
+        for size in sorted(set(before.batches) | set(after.batches))
+        if after.batches.get(size, 0) < before.batches.get(size, 0)
+    ]
+    if went_back:
+        raise ScrapeError(
+            f"{after.server} counters went backwards ({', '.join(went_back)}) for {after.model!r}: "
+            "the server restarted between the readings"
+        )
+    return deltas
+
+
+def batch_size_counts(before: ServerSnapshot, after: ServerSnapshot) -> dict[int, int] | None:
+    """Executions per batch size between the readings (sizes that grew only, ascending); None when
+    the server does not report batch sizes."""
+    if not (before.has_batch_stats or after.has_batch_stats):
+        return None
+    sizes = sorted(set(before.batches) | set(after.batches))
+    grown = {size: after.batches.get(size, 0) - before.batches.get(size, 0) for size in sizes}
+    return {size: count for size, count in grown.items() if count > 0}
+
+
+def server_figures(before: ServerSnapshot, after: ServerSnapshot) -> ServerFigures:
+    """Every figure of the interval between two readings of the same model on the same server."""
+    d = counter_deltas(before, after)
+    reported = set(after.counters)
+
+    def average(numerator: str, denominator: str, scale: float = 1.0) -> float | None:
+        if numerator not in reported or denominator not in reported or d[denominator] <= 0:
+            return None
+        return round(d[numerator] / d[denominator] * scale, AVERAGE_DECIMALS)
+
+    interval_s = after.taken_at - before.taken_at
+
+    def rate(name: str) -> float | None:
+        return d[name] / interval_s if name in reported and interval_s > 0 else None
+
+    return ServerFigures(
+        server=after.server,
+        model=after.model,
+        interval_s=interval_s,
+        queue_ms=average("queue_us", "queued", 1e-3),
+        compute_ms=average("compute_us", "computed", 1e-3),
+        request_ms=average("request_us", "requests", 1e-3),
+        avg_batch_size=average("inferences", "executions"),
+        batch_sizes=batch_size_counts(before, after),
+        inferences_per_s=rate("inferences"),
+        executions_per_s=rate("executions"),
+        failures_per_s=rate("failures"),
+        pending=after.pending,
+    )

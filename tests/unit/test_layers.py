@@ -1,0 +1,71 @@
+"""The package's dependencies point one way (docs/architecture.md, "Layers"): a module imports only
+from its own concern or from concerns in lower layers, so there is no import cycle between concerns.
+
+Imports under ``if TYPE_CHECKING:`` are annotations only and are not counted.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "inferload"
+
+#: lowest first; a concern may import from its own layer's other concerns only where listed in SAME_LAYER
+LAYERS: list[set[str]] = [
+    {"errors", "paths"},
+    {"scenario", "measure"},
+    {"traffic"},
+    {"users", "servermetrics"},
+    {"results"},
+    {"observe"},
+    {"run"},
+    {"local"},
+    {"cli", "locustfile", "inferload"},
+]
+LAYER_OF = {concern: index for index, layer in enumerate(LAYERS) for concern in layer}
+
+
+def concern(module: str) -> str:
+    parts = module.split(".")
+    return "inferload" if len(parts) == 1 else parts[1]
+
+
+def runtime_imports(tree: ast.Module) -> list[str]:
+    """Every `inferload...` module imported, outside `if TYPE_CHECKING:` blocks."""
+    found: list[str] = []
+
+    def visit(nodes: list[ast.stmt]) -> None:
+        for node in nodes:
+            if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+                visit(node.orelse)
+                continue
+            for child in ast.walk(node):
+                if isinstance(child, ast.ImportFrom) and child.module and child.module.split(".")[0] == "inferload":
+                    if child.module == "inferload":
+                        found.extend(f"inferload.{alias.name}" for alias in child.names)
+                    else:
+                        found.append(child.module)
+                elif isinstance(child, ast.Import):
+                    found.extend(alias.name for alias in child.names if alias.name.split(".")[0] == "inferload")
+
+    visit(tree.body)
+    return found
+
+
+def test_every_concern_has_a_layer() -> None:
+    concerns = {p.stem if p.is_file() else p.name for p in PACKAGE.iterdir() if not p.name.startswith(("_", "."))}
+    concerns.discard("py")
+    assert concerns - {"__pycache__"} <= set(LAYER_OF), f"give these a layer: {concerns - set(LAYER_OF)}"
+
+
+def test_imports_point_down_the_layers() -> None:
+    wrong: list[str] = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__")
+        source = concern(module)
+        for imported in runtime_imports(ast.parse(path.read_text())):
+            target = concern(imported)
+            if target != source and LAYER_OF[target] >= LAYER_OF[source]:
+                wrong.append(f"{module} imports {imported} ({source} is layer {LAYER_OF[source]}, {target} is {LAYER_OF[target]})")
+    assert wrong == []

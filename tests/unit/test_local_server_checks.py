@@ -1,0 +1,65 @@
+"""The local servers' checks that come before anything starts: ports, Java, TorchServe's config."""
+
+from __future__ import annotations
+
+import json
+import socket
+import stat
+
+import pytest
+
+from inferload.errors import JavaMissingError, PortInUseError
+from inferload.local.servers.manager import LocalServers
+from inferload.local.servers.ports import ServerPorts, check_free
+from inferload.local.servers.procs import processes_mentioning
+from inferload.local.servers.torchserve_local import TorchServeModelConfig, check_java, config_properties, start_torchserve
+
+
+def test_a_taken_port_is_named_with_the_service_that_wanted_it(tmp_path):
+    ports = ServerPorts.free()
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", ports.ts_metrics))
+        holder.listen()
+        with pytest.raises(PortInUseError, match=rf"port {ports.ts_metrics} .*TorchServe metrics"):
+            check_free(ports)
+        with pytest.raises(PortInUseError, match=rf"port {ports.ts_metrics} .*TorchServe metrics"):
+            LocalServers(tmp_path, ports, ("tiny",)).up(which=("torchserve",))
+    assert processes_mentioning(str(tmp_path)) == []
+
+
+def test_the_same_port_twice_is_refused():
+    with pytest.raises(PortInUseError, match="configured twice"):
+        check_free(ServerPorts(triton_http=18123, triton_grpc=18123))
+
+
+def test_java_missing_is_a_clear_error(tmp_path, monkeypatch):
+    with pytest.raises(JavaMissingError, match="no `java` was found on PATH"):
+        check_java({"PATH": str(tmp_path)})
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(JavaMissingError, match="JDK"):
+        start_torchserve(tmp_path / "state", ServerPorts.free(), ("tiny",))
+    assert processes_mentioning(str(tmp_path)) == []
+
+
+def test_java_older_than_11_is_refused(tmp_path):
+    fake = tmp_path / "java"
+    fake.write_text("#!/bin/sh\necho 'java version \"1.8.0_392\"' >&2\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    with pytest.raises(JavaMissingError, match="Java 11 or newer; the `java` on PATH is Java 8"):
+        check_java({"PATH": str(tmp_path)})
+
+
+def test_torchserve_config_batches_and_keeps_everything_local(tmp_path):
+    text = config_properties(
+        ServerPorts(),
+        ("tiny", "cnn"),
+        tmp_path / "store",
+        tmp_path / "tmp",
+        TorchServeModelConfig(batch_size=8, max_batch_delay_ms=5),
+    )
+    assert "inference_address=http://127.0.0.1:8080" in text
+    assert "metrics_mode=prometheus" in text and "model_metrics_auto_detect=true" in text
+    assert "disable_token_authorization=true" in text
+    assert f"-Djava.io.tmpdir={tmp_path / 'tmp'}" in text
+    models = json.loads(text.split("\nmodels=", 1)[1].splitlines()[0])
+    assert models["cnn"]["1.0"]["batchSize"] == 8 and models["cnn"]["1.0"]["maxBatchDelay"] == 5

@@ -1,0 +1,74 @@
+"""Headless Locust runs that need no server: nothing listens at the targets' address, or the
+scenario is refused before any load. They run the real `locust` command in a subprocess, the way a
+user or a CI job does, and check its exit code, its timing and the results it wrote.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.support.locust_runner import run_locust
+from tests.support.ports import free_port
+from tests.support.scenario_factory import cnn_target, write_scenario
+
+#: a headless run must end by itself within this many seconds of its duration
+EXIT_SLACK_S = 12.0
+
+
+def test_a_stopped_server_counts_failures_and_exits_1_cleanly(tmp_path):
+    port = free_port()  # nothing listens there
+    scenario = write_scenario(
+        tmp_path,
+        {
+            "name": "stopped",
+            "duration": "3s",
+            "targets": [
+                cnn_target("triton-down", "triton-grpc", f"127.0.0.1:{port}"),
+                cnn_target("torchserve-down", "torchserve-rest", f"http://127.0.0.1:{port}"),
+            ],
+            "shape": {"kind": "steady", "users": 2},
+        },
+    )
+    run = run_locust(scenario, tmp_path, "--skip-start-checks")  # down at start: the start checks would exit 2
+
+    assert run.returncode == 1, run.output
+    assert run.elapsed_s < 3 + EXIT_SLACK_S
+    for target in run.summary["targets"].values():
+        assert target["requests"] > 0 and target["failures"] == target["requests"]
+        assert target["error_rate"] == 1.0
+    errors = {row["Name"]: row["Error"] for row in run.failures_csv}
+    assert "refused" in errors["triton-down"] and "refused" in errors["torchserve-down"]
+    assert "Traceback" not in run.output
+
+
+def test_an_invalid_scenario_exits_2_with_one_line_per_problem(tmp_path):
+    scenario = write_scenario(
+        tmp_path, {"name": "bad", "duration": "soon", "targets": [], "shape": {"kind": "steady", "users": 1}}
+    )
+    run = run_locust(scenario, tmp_path, timeout_s=60)
+
+    assert run.returncode == 2
+    lines = [line for line in run.output.splitlines() if str(scenario) in line]
+    assert any(": duration:" in line for line in lines) and any(": targets:" in line for line in lines)
+    assert "Traceback" not in run.output
+
+
+def test_an_unwritable_results_folder_loses_nothing(tmp_path):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the results folder should be")
+    scenario = write_scenario(
+        tmp_path,
+        {
+            "name": "unwritable",
+            "duration": "2s",
+            "targets": [cnn_target("down", "triton-grpc", f"127.0.0.1:{free_port()}")],
+            "shape": {"kind": "steady", "users": 1},
+        },
+    )
+    run = run_locust(scenario, tmp_path, "--results-dir", str(blocker / "results"), "--skip-start-checks")
+
+    assert "writing them to" in run.output
+    fallback = run.output.split("writing them to ")[1].split()[0]
+    summary = json.loads((Path(fallback) / "summary.json").read_text())
+    assert summary["targets"]["down"]["requests"] > 0
