@@ -7,7 +7,7 @@ and the demo read back; `inferload.results.summary_file` holds the one writer an
   written, read and written again is the same bytes.
 - Keys that inferload writes as ``null`` (``cold_start_s``, ``server_side``, ``residual_ms``, a
   latency figure with no success) are always written; keys that only some runs have
-  (``open_loop``, ``workers_lost``, ``streaming``, the demo's ``phases`` ...) are left out when
+  (``open_loop``, ``workers_lost``, ``worker_losses``, ``streaming``, the demo's ``phases`` ...) are left out when
   absent (`omit_when_none`).
 - Reading is strict about types (no "5" for 5, no true for 1) and tolerant about age: keys added
   after the first release (``steady_s``, ``kind``, ``residual_ms`` ...) may be missing, unknown
@@ -156,11 +156,29 @@ class StreamingStats(Section):
     last_error: str | None
 
 
+class WorkerLoss(Section):
+    """A worker of a distributed run that went missing, and how long its load was not carried."""
+
+    worker: str
+    lost_at: str  # ISO-8601, when the master declared it missing (about 4-5 s after its last heartbeat)
+    respread_after_s: Number | None  # until the live workers carried its users (and arrival share); null: never
+
+
 class RunSummary(Section):
     """summary.json: one run (or the demo's phases together)."""
 
     omit_when_none = frozenset(
-        {"steady_s", "model", "users", "cold_start_s", "phases", "workers_lost", "rejected_reports", "streaming"}
+        {
+            "steady_s",
+            "model",
+            "users",
+            "cold_start_s",
+            "phases",
+            "workers_lost",
+            "worker_losses",
+            "rejected_reports",
+            "streaming",
+        }
     )
 
     run_id: str
@@ -178,6 +196,7 @@ class RunSummary(Section):
     targets: dict[str, TargetSummary]
     slo: SloSection
     workers_lost: list[str] | None = None  # distributed runs: workers that went missing
+    worker_losses: list[WorkerLoss] | None = None  # distributed runs: each loss, when, and the gap until re-spread
     rejected_reports: Count | None = None  # distributed runs: worker reports refused (not signed with the run key)
     streaming: StreamingStats | None = None
     interrupted: bool = False  # stopped early by SIGINT/SIGTERM: figures cover the part that ran

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import csv
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -12,7 +12,16 @@ from typing import TYPE_CHECKING, Any
 from inferload.measure.csv_safe import safe_rows
 from inferload.measure.hdr import LatencyStats
 from inferload.results.files import WINDOWS_NAME
-from inferload.results.model import LatencyMs, OpenLoop, RunSummary, SendLag, ServerSide, StreamingStats, TargetSummary
+from inferload.results.model import (
+    LatencyMs,
+    OpenLoop,
+    RunSummary,
+    SendLag,
+    ServerSide,
+    StreamingStats,
+    TargetSummary,
+    WorkerLoss,
+)
 from inferload.results.slo import evaluate, slo_section
 from inferload.results.summary_file import write_summary
 from inferload.scenario.model import Scenario, is_open_loop
@@ -112,6 +121,7 @@ class RunFacts:
     server_side: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)  # target -> servermetrics' figures
     cold_starts: Mapping[str, float | None] = field(default_factory=dict)
     workers_lost: list[str] | None = None  # distributed runs
+    worker_losses: Sequence[Mapping[str, Any]] | None = None  # distributed runs: `WorkerLoss` as dicts
     rejected_reports: int | None = None  # distributed runs: worker reports refused (not signed with the run key)
     streaming: Mapping[str, Any] | None = None  # the InfluxDB stream's own summary
     interrupted: bool = False
@@ -150,6 +160,7 @@ def build_summary(scenario: Scenario, record: RunRecord, facts: RunFacts) -> Run
         targets=targets,
         slo=slo_section(evaluate(scenario, targets)),
         workers_lost=facts.workers_lost,
+        worker_losses=None if facts.worker_losses is None else [WorkerLoss.model_validate(dict(x)) for x in facts.worker_losses],
         rejected_reports=facts.rejected_reports,
         streaming=None if facts.streaming is None else StreamingStats.model_validate(dict(facts.streaming)),
         interrupted=facts.interrupted,

@@ -1,7 +1,9 @@
 """Open-loop wiring: an arrival queue per target's user class, and the scheduler that fills them.
 
 Every process that runs users (a local run, or each worker) schedules its share of the arrivals;
-on a distributed run the master tells each worker its share at test start and runs no users.
+on a distributed run the master tells each worker its share at test start and runs no users, and
+tells the live workers their new shares whenever a worker goes missing (or comes back), so that
+together they keep the whole rate (`inferload.run.workers.WorkerWatch.on_workers_changed`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
 from inferload.measure.run_record import RunRecord
+from inferload.run.workers import WorkerWatch
 from inferload.scenario.model import Scenario
 from inferload.traffic.arrivals import rate_timeline
 from inferload.traffic.scheduler import SHARE_MESSAGE, ArrivalQueue, ArrivalScheduler, TargetArrivals
@@ -28,9 +31,14 @@ def send_shares(runner: MasterRunner) -> None:
 
 
 def setup_open_loop(
-    environment: Environment, scenario: Scenario, user_classes: Iterable[type[InferenceUser]], record: RunRecord
+    environment: Environment,
+    scenario: Scenario,
+    user_classes: Iterable[type[InferenceUser]],
+    record: RunRecord,
+    workers: WorkerWatch | None = None,
 ) -> None:
-    """Give every user class its arrival queue and start the scheduler with the test."""
+    """Give every user class its arrival queue and start the scheduler with the test; on a
+    distributed run's master, send the shares at test start and again when `workers` change."""
     shape: Any = scenario.shape  # an open-loop shape (is_open_loop)
     runner = environment.runner
     classes = list(user_classes)
@@ -43,6 +51,8 @@ def setup_open_loop(
     scheduler = ArrivalScheduler(rate_timeline(shape, scenario.duration), targets, record)
     if isinstance(runner, MasterRunner):
         environment.events.test_start.add_listener(lambda **_: send_shares(runner))
+        if workers is not None:
+            workers.on_workers_changed.append(lambda: send_shares(runner))
         return  # the master runs no users
     if isinstance(runner, WorkerRunner):
 

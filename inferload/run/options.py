@@ -35,7 +35,12 @@ def scenario_path_from_argv(argv: list[str]) -> str | None:
 
 
 def add_arguments(parser: Any) -> None:
-    """Locust's `init_command_line_parser` hook: inferload's own options."""
+    """Locust's `init_command_line_parser` hook: inferload's own options.
+
+    Also makes Locust's web UI listen on this machine only unless `--web-host` (or
+    LOCUST_WEB_HOST) says otherwise: the inference servers bind loopback, and so does the UI.
+    """
+    parser.set_defaults(web_host="127.0.0.1")
     group = parser.add_argument_group("inferload")
     group.add_argument("--scenario", help="inferload scenario YAML file", env_var=SCENARIO_ENV)
     group.add_argument(

@@ -101,7 +101,7 @@ class InferloadRun:
         if settings is not None:
             self.streaming = StreamingListener(environment, record, self.scenario, settings)
         if is_open_loop(self.scenario.shape):
-            setup_open_loop(environment, self.scenario, self.user_classes.values(), record)
+            setup_open_loop(environment, self.scenario, self.user_classes.values(), record, self.workers)
         if not is_worker:
             poller = ServerWindowPoller(self.scenario, record)
             events = environment.events
@@ -147,6 +147,7 @@ class InferloadRun:
             server_side=self.server_side.figures,
             cold_starts=read_cold_starts(self.options.cold_starts),
             workers_lost=sorted(self.workers.lost) if self.workers is not None else None,
+            worker_losses=self.workers.loss_records() if self.workers is not None else None,
             rejected_reports=self._rejected_reports() if self.workers is not None else None,
             streaming=self.streaming.close() if self.streaming is not None else None,
             interrupted=self.interrupted,

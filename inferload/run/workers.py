@@ -1,15 +1,53 @@
-"""On a distributed run's master: every worker that took part, and every one that went missing."""
+"""On a distributed run's master: every worker that took part, every one that went missing, and
+the re-spread of a missing worker's load onto the live workers.
+
+Locust's master declares a worker missing when it has heard no heartbeat from it for
+`HEARTBEAT_LIVENESS` + 1 heartbeat intervals (`HEARTBEAT_INTERVAL`; 3 + 1 times 1 s in Locust 2.47,
+so 4 to 5 s after the worker's last heartbeat) and takes it out of its user dispatcher. It moves the
+missing worker's users onto the live workers only with `--enable-rebalancing` (experimental) and
+only when it is not spawning at that moment; otherwise they stay lost until the next change of the
+shape's user count. The watch does it in every case: once the runner is running again and its live
+workers report fewer users than the target, it asks the runner for the target again, which the
+dispatcher now spreads over the live workers only. Parts that split other load by worker (the
+open-loop arrival shares, `inferload.run.open_loop`) subscribe to `on_workers_changed`.
+
+Each loss is kept as a `WorkerLoss`: when the master declared the worker missing and when the live
+workers carried the whole user count again (summary.json's `worker_losses`).
+"""
 
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import gevent
-from locust.runners import MasterRunner
+from locust.runners import STATE_MISSING, STATE_RUNNING, MasterRunner
+
+from inferload.results.summary import iso
 
 logger = logging.getLogger(__name__)
 
 POLL_S = 0.5
+#: after asking for a re-spread, wait this long for the live workers' reports before asking again
+#: (a live worker reports its users when it has spawned them, and every 3 s)
+ASK_AGAIN_S = 3.0
+
+
+@dataclass
+class WorkerLoss:
+    """One worker that went missing during the test."""
+
+    worker: str
+    lost_at: float  # time.time() when the master declared it missing (about 4-5 s after its last heartbeat)
+    respread_at: float | None = None  # when the live workers carried the whole user count again; None: never
+
+    def as_dict(self) -> dict[str, Any]:
+        """summary.json's form: {"worker", "lost_at" (ISO-8601), "respread_after_s" (null: not re-spread)}."""
+        after = None if self.respread_at is None else round(self.respread_at - self.lost_at, 3)
+        return {"worker": self.worker, "lost_at": iso(self.lost_at), "respread_after_s": after}
 
 
 class WorkerWatch:
@@ -19,6 +57,13 @@ class WorkerWatch:
         self.runner = runner
         self.seen: set[str] = set()
         self.lost: set[str] = set()
+        self.losses: list[WorkerLoss] = []
+        #: called (on the watch's greenlet) whenever the set of live workers changes during the test
+        self.on_workers_changed: list[Callable[[], None]] = []
+        self._live: set[str] | None = None  # None: not polled yet
+        self._missing: set[str] = set()
+        self._redispatch: gevent.Greenlet | None = None
+        self._asked_at = float("-inf")
 
     def start(self) -> gevent.Greenlet:
         return gevent.spawn(self._watch)
@@ -29,13 +74,52 @@ class WorkerWatch:
             gevent.sleep(POLL_S)
 
     def poll(self) -> None:
+        now = time.time()
+        live: set[str] = set()
+        missing: set[str] = set()
         for client in list(self.runner.clients.values()):
             self.seen.add(client.id)
-            if client.state == "missing" and client.id not in self.lost:
-                self.lost.add(client.id)
-                logger.warning(
-                    "worker %s went missing: its share of the load and its last unreported requests are lost", client.id
+            if client.state == STATE_MISSING:
+                missing.add(client.id)
+            else:
+                live.add(client.id)
+        for worker in sorted(missing - self._missing):
+            self.lost.add(worker)
+            self.losses.append(WorkerLoss(worker, now))
+            logger.warning(
+                "worker %s went missing: its users and open-loop share move to the live workers; "
+                "its last unreported requests are lost",
+                worker,
+            )
+        self._missing = missing
+        changed = self._live is not None and live != self._live
+        self._live = live
+        if changed:
+            for callback in self.on_workers_changed:
+                callback()
+        self.respread(now)
+
+    def respread(self, now: float) -> None:
+        """Put the lost users back on the live workers; note when they carry the whole count again."""
+        pending = [loss for loss in self.losses if loss.respread_at is None]
+        runner = self.runner
+        if not pending or not self._live or runner.state != STATE_RUNNING or not runner.spawning_completed:
+            return  # nothing to do, no one to do it, or a dispatch under way (it spreads over the live workers)
+        if runner.user_count >= runner.target_user_count:
+            for loss in pending:
+                loss.respread_at = now
+                logger.info(
+                    "worker %s's load is on the live workers again, %.1f s after it went missing", loss.worker, now - loss.lost_at
                 )
+            return
+        if (self._redispatch is None or self._redispatch.dead) and now - self._asked_at >= ASK_AGAIN_S:
+            self._asked_at = now
+            logger.info("spreading %d users over %d live worker(s)", runner.target_user_count, len(self._live))
+            self._redispatch = gevent.spawn(runner.start, runner.target_user_count, runner.spawn_rate)
+
+    def loss_records(self) -> list[dict[str, Any]]:
+        """Every loss in summary.json's form (`WorkerLoss.as_dict`), oldest first."""
+        return [loss.as_dict() for loss in self.losses]
 
     def count(self) -> int:
         """Workers that took part, the connected ones included."""

@@ -9,7 +9,8 @@ waiting queue full (`max_queue`) is counted as unsent, as are arrivals still wai
 run stops. Nothing is lost silently.
 
 The rate is split across targets by weight and across worker processes evenly: the master
-tells every worker how many workers share the run (`SHARE_MESSAGE`).
+tells every worker how many workers share the run (`SHARE_MESSAGE`), at test start and again
+when the live workers change (a worker went missing); a new share applies from the next arrival.
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ class ArrivalScheduler:
         self._greenlets: list[gevent.Greenlet] = []
 
     def set_process_share(self, workers: int, index: int) -> None:
+        """This process is one of `workers` sharing the rate; may change mid-run (from the next arrival on)."""
         self.process_share = 1.0 / max(1, workers)
         self.process_index = index
 
@@ -105,10 +107,10 @@ class ArrivalScheduler:
             gevent.sleep(0.01)
         seed = None if target.seed is None else target.seed * 1_000_003 + self.process_index
         rng = random.Random(seed)
-        share = target.weight_share * self.process_share
         t = 0.0
         behind = 0  # arrivals offered in a row without sleeping
         while True:
+            share = target.weight_share * (self.process_share or 0.0)  # read each time: the master may re-send it
             t = next_arrival(self.timeline, t, share, rng)
             if t == INFINITY:
                 return

@@ -124,6 +124,12 @@ def test_open_loop_arrivals_to_a_refused_target_keep_their_schedule(tmp_path):
     assert all(is_refused(row) for row in failure_rows(run))
 
 
+def _accepts_connections(port: int) -> bool:
+    """True once a TCP connection to the port succeeds; a refusal raises OSError (wait_until retries)."""
+    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    return True
+
+
 @pytest.fixture
 def tiny_server(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], int, Path]]:
     """A TorchServe-like `POST /predictions/<model>` answering `[0]`, in a process of its own."""
@@ -132,7 +138,7 @@ def tiny_server(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], int, 
     script.write_text(TINY_SERVER)
     process = subprocess.Popen([sys.executable, str(script), str(port), str(marker), "200"])
     try:
-        wait_until(lambda: socket.create_connection(("127.0.0.1", port), timeout=1).close() or True, 20, "the tiny server")
+        wait_until(lambda: _accepts_connections(port), 20, "the tiny server")
         yield process, port, marker
     finally:
         os.kill(process.pid, signal.SIGCONT)

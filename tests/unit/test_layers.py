@@ -67,5 +67,7 @@ def test_imports_point_down_the_layers() -> None:
         for imported in runtime_imports(ast.parse(path.read_text())):
             target = concern(imported)
             if target != source and LAYER_OF[target] >= LAYER_OF[source]:
-                wrong.append(f"{module} imports {imported} ({source} is layer {LAYER_OF[source]}, {target} is {LAYER_OF[target]})")
+                wrong.append(
+                    f"{module} imports {imported} ({source} is layer {LAYER_OF[source]}, {target} is {LAYER_OF[target]})"
+                )
     assert wrong == []

@@ -1,0 +1,331 @@
+"""Every command README.md shows, run as written (issue 12 §4), or listed here with why it is not.
+
+The commands are read from README.md itself: the lines of its shell code blocks and its inline
+code spans that start with a command (`inferload ...`, `locust ...`, `python ...`, `pip ...`,
+`make ...`, `export ...`, `docker ...`). Each one is either run by this file (``RUN``, or the
+Locust lines, which are run whatever they say) or listed in ``NOT_RUN`` with the reason;
+`test_every_readme_command_is_run_or_listed` fails on a README command that is neither, and on a
+listed one the README no longer shows, so a README edit changes what is tested.
+
+Where they run: the commands assume a checkout's root as the working folder (`scenarios/...`,
+`locustfiles/...`, and the default `.inferload/servers` and `results/<run id>/` relative to it).
+Each runs in a fresh folder holding a copy of the checkout's `scenarios/` and `locustfiles/`, with
+the venv's bin first on PATH, through bash as a user types it: the relative defaults are exercised
+exactly as typed, and nothing lands in (or is read from) the developer's own `.inferload/` or
+`results/`. The package itself is this checkout's (the editable install), so the models are its own.
+
+The local servers run on the README's default ports (Triton 8000-8002, TorchServe 8080-8082) and
+Locust's web UI on 8089: these must be free (other tests use free random ports); a busy one fails
+the test, naming it. Both shipped-scenario Locust runs (`steady.yaml`: 60 s as shipped) run in
+full and in parallel, each from its own folder (their default run ids could be the same second),
+next to `inferload run scenarios/triton-http.yaml --headless` (30 s, the shortest shipped): about
+66 s together, measured; the whole file takes about 95 s on 2 cores. A breached SLO (p99 on a busy 2-core machine)
+is the documented exit 1, not a wrong command: a run passes with exit 0, or 1 with the SLO failed
+and no request failed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from inferload.local.servers.ports import ServerPorts, port_is_free, service_name
+from inferload.local.servers.procs import processes_mentioning
+from tests.support.locust_runner import python_env
+from tests.support.system_tools import REPO
+from tests.support.waiting import wait_until
+
+README = REPO / "README.md"
+COMMAND_WORDS = frozenset({"inferload", "locust", "python", "python3", "pip", "make", "export", "docker", "docker-compose"})
+SHELL_FENCES = frozenset({"", "bash", "sh", "shell", "console"})
+WEB_UI = "http://127.0.0.1:8089/"
+WEB_UI_PORT = 8089
+RUN_TIMEOUT_S = 300
+SCENARIOS_DIR = "python -c 'import inferload.paths as p; print(p.scenarios_dir())'"
+RUN_KEY = "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
+INFERLOAD_RUN = (
+    "inferload run SCENARIO [--headless] [--out DIR] [--run-id ID] [--requests-csv] [--web-host H] [--workers N] "
+    "[--remote-workers M --master-bind-host H --master-port P] [--worker-wait S] [--skip-start-checks] [-- LOCUST ARGS]"
+)
+
+#: README commands this file runs: the README's text -> the commands run for it (itself when complete,
+#: instances of a synopsis otherwise; A, B and DIR are the results the Locust runs wrote)
+RUN: dict[str, tuple[str, ...]] = {
+    "inferload servers up": ("inferload servers up",),
+    r"inferload servers up\|down\|status [--state-dir DIR] [--ports name=port,...] [--only triton\|torchserve]": (
+        "inferload servers up",
+        "inferload servers status",
+        "inferload servers down",
+    ),
+    "inferload validate SCENARIO...": ("inferload validate scenarios/*.yaml",),
+    INFERLOAD_RUN: ("inferload run scenarios/triton-http.yaml --headless", "inferload run scenarios/steady.yaml"),
+    "inferload compare A B [--json]": ("inferload compare A B", "inferload compare A B --json"),
+    "inferload report RESULTS_DIR": ("inferload report DIR",),
+    SCENARIOS_DIR: (SCENARIOS_DIR,),
+    RUN_KEY: (RUN_KEY,),
+}
+
+_DEMO = "starts both servers and runs ~2 min; tests/integration/test_cli.py runs `inferload demo` with short phases"
+_PLACEHOLDER = "has placeholders, not a command as typed"
+#: README commands this file does not run, and why
+NOT_RUN: dict[str, str] = {
+    "make demo": "installs system packages (apt) and runs the full demo; CI runs `make test`, which builds the same",
+    "make test": "runs the whole suite, this file included: CI runs it itself",
+    "make lint": "a part of `make test`, which CI runs",
+    "make unit": "a part of `make test`, which CI runs",
+    "make integration": "a part of `make test` (this file is in it), which CI runs",
+    "make build": "installs system packages with apt; CI's `make test` runs it",
+    "pip install 'inferload[servers]'": "installs from a registry; tests/integration/test_wheel.py installs the built wheel",
+    "pip install inferload": "installs from a registry; tests/integration/test_wheel.py installs the built wheel",
+    "pip install -c constraints.txt ...": _PLACEHOLDER + " (`...`); the Makefile runs it",
+    "inferload demo": _DEMO,
+    "inferload demo [--users N] [--steady S] [--burst S] [--warmup S] [--model cnn\\|tiny] [--out DIR]": _DEMO,
+    "inferload run": "a name, not a complete command (run as `inferload run scenarios/triton-http.yaml --headless`)",
+    "inferload servers --state-dir": "an option named in a sentence; tests/unit/test_cli_errors.py covers it",
+    "inferload worker --master-host H [--master-port P]": _PLACEHOLDER + "; tests/integration/test_distributed.py runs workers",
+    "inferload worker --master-host 10.0.0.5 --master-port 5557": "needs a master at 10.0.0.5 (another machine)",
+    "inferload run s.yaml --headless --workers 4": _PLACEHOLDER + " (`s.yaml`); tests/integration/test_distributed.py runs it",
+    "inferload run s.yaml --headless --remote-workers 3 --master-bind-host 10.0.0.5 --master-port 5557": (
+        _PLACEHOLDER + " (`s.yaml`, another machine's address 10.0.0.5)"
+    ),
+    "export INFERLOAD_RUN_KEY=...": _PLACEHOLDER + " (`...`)",
+    "python -m inferload.locustfile ARGS": _PLACEHOLDER + " (`ARGS`); run with real ones from the Locust block",
+    "locust -f <the locustfile inside the package> ARGS": _PLACEHOLDER,
+    "locust -f": "a fragment of a sentence",
+    "python -m collectors": "needs --scenario or --config and runs until stopped; tests/integration/test_collector.py runs it",
+    "docker stop": "named in a sentence (what sends SIGTERM); docker is not on the test machine",
+}
+
+
+def strip_comment(line: str) -> str:
+    return re.sub(r"\s+#\s.*$", "", line).removeprefix("$ ").strip()
+
+
+def readme_commands(text: str) -> list[str]:
+    """The commands README.md shows, in order: shell code block lines, then command-like inline spans."""
+    commands: list[str] = []
+    for fence, body in re.findall(r"^```(\w*)\n(.*?)^```", text, re.S | re.M):
+        lines = [strip_comment(line) for line in body.splitlines() if line.strip()]
+        starts = [line.split()[0] for line in lines if line]
+        if fence in SHELL_FENCES and any(word in COMMAND_WORDS or shutil.which(word) for word in starts):
+            commands += [line for line in lines if line]
+    prose = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
+    commands += [span for span in re.findall(r"`([^`\n]+)`", prose) if span.split()[0] in COMMAND_WORDS]
+    return list(dict.fromkeys(commands))
+
+
+def is_locust_run(command: str) -> bool:
+    """A complete Locust command on a scenario (the README's Locust block): run whatever it says."""
+    return command.startswith(("locust ", "python -m inferload.locustfile ")) and "--scenario " in command
+
+
+def locust_runs(headless: bool) -> list[str]:
+    commands = [c for c in readme_commands(README.read_text()) if is_locust_run(c) and ("--headless" in c.split()) == headless]
+    assert commands, f"README.md shows no {'headless' if headless else 'web UI'} Locust command on a scenario"
+    return commands
+
+
+def fresh_folder(parent: Path) -> Path:
+    """A working folder like a checkout's root: a copy of its scenarios/ and locustfiles/."""
+    parent.mkdir(parents=True, exist_ok=True)
+    for name in ("scenarios", "locustfiles"):
+        shutil.copytree(REPO / name, parent / name)
+    return parent
+
+
+def shell(command: str, folder: Path, timeout_s: float = RUN_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+    """`command` as a user types it in `folder` (bash, the venv's bin first on PATH)."""
+    return subprocess.run(
+        ["bash", "-c", command], cwd=folder, env=python_env(), capture_output=True, text=True, timeout=timeout_s
+    )
+
+
+def explain(done: subprocess.CompletedProcess[str]) -> str:
+    return f"`{done.args[-1]}` exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+
+
+def busy_default_ports() -> list[str]:
+    wanted = {**ServerPorts().to_dict(), "locust_web_ui": WEB_UI_PORT}
+    return [f"{port} ({service_name(name)})" for name, port in wanted.items() if not port_is_free(port)]
+
+
+@dataclass(frozen=True)
+class ReadmeServers:
+    folder: Path
+    state_dir: Path
+    up: subprocess.CompletedProcess[str]
+
+
+@dataclass(frozen=True)
+class Run:
+    command: str
+    folder: Path
+    done: subprocess.CompletedProcess[str]
+    results_dir: Path
+
+    @property
+    def summary(self) -> dict:
+        return json.loads((self.results_dir / "summary.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def readme_servers(built_models, tmp_path_factory) -> Iterator[ReadmeServers]:
+    busy = busy_default_ports()
+    if busy:
+        pytest.fail(f"the README's default ports must be free for this test; in use: {', '.join(busy)}")
+    folder = fresh_folder(tmp_path_factory.mktemp("readme") / "checkout")
+    state_dir = folder / ".inferload" / "servers"
+    try:
+        up = shell("inferload servers up", folder)
+        assert up.returncode == 0, explain(up)
+        yield ReadmeServers(folder, state_dir, up)
+    finally:
+        down = shell("inferload servers down", folder)
+        assert down.returncode == 0, explain(down)
+        assert processes_mentioning(str(state_dir)) == [], "processes left running after `inferload servers down`"
+        assert busy_default_ports() == [], "ports still in use after `inferload servers down`"
+
+
+@pytest.fixture(scope="module")
+def headless_runs(readme_servers: ReadmeServers, tmp_path_factory) -> dict[str, Run]:
+    """The README's headless Locust commands and `inferload run ... --headless`, in parallel, each in its own folder."""
+    commands = [*locust_runs(headless=True), *(c for c in RUN[INFERLOAD_RUN] if "--headless" in c.split())]
+    root = tmp_path_factory.mktemp("readme-runs")
+    folders = [fresh_folder(root / f"run-{i}") for i in range(len(commands))]
+    started = [
+        subprocess.Popen(["bash", "-c", c], cwd=f, env=python_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for c, f in zip(commands, folders, strict=True)
+    ]
+    runs: dict[str, Run] = {}
+    for command, folder, process in zip(commands, folders, started, strict=True):
+        try:
+            stdout, stderr = process.communicate(timeout=RUN_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            stdout, stderr = process.communicate()
+        done = subprocess.CompletedProcess(["bash", "-c", command], process.returncode, stdout, stderr)
+        written = sorted(p.parent for p in (folder / "results").glob("*/summary.json"))
+        assert len(written) == 1, f"expected one results/<run id>/summary.json; found {written}\n{explain(done)}"
+        runs[command] = Run(command, folder, done, written[0])
+    return runs
+
+
+def test_every_readme_command_is_run_or_listed():
+    shown = readme_commands(README.read_text())
+    unaccounted = [c for c in shown if not is_locust_run(c) and c not in RUN and c not in NOT_RUN]
+    assert unaccounted == [], f"README commands neither run nor listed in NOT_RUN (with a reason): {unaccounted}"
+    stale = [c for c in [*RUN, *NOT_RUN] if c not in shown]
+    assert stale == [], f"listed commands the README no longer shows: {stale}"
+    assert set(RUN).isdisjoint(NOT_RUN)
+
+
+def test_validate_on_every_shipped_scenario(tmp_path):
+    folder = fresh_folder(tmp_path)
+    done = shell(RUN["inferload validate SCENARIO..."][0], folder, timeout_s=60)
+    assert done.returncode == 0, explain(done)
+    shipped = sorted(p.name for p in (REPO / "scenarios").glob("*.yaml"))
+    assert {"burst.yaml", "compare.yaml", "steady.yaml", "triton-http.yaml"} <= set(shipped)
+    assert done.stdout.splitlines() == [f"scenarios/{name}: ok" for name in shipped]
+
+
+def test_the_python_one_liners(tmp_path):
+    folder = fresh_folder(tmp_path)
+    scenarios = shell(SCENARIOS_DIR, folder, timeout_s=60)
+    assert scenarios.returncode == 0, explain(scenarios)
+    assert (Path(scenarios.stdout.strip()) / "steady.yaml").is_file()
+    key = shell(RUN_KEY, folder, timeout_s=60)
+    assert key.returncode == 0, explain(key)
+    assert len(key.stdout.strip()) >= 16  # what INFERLOAD_RUN_KEY needs
+
+
+def test_servers_up_and_status_on_the_default_ports(readme_servers: ReadmeServers):
+    up = json.loads(readme_servers.up.stdout)
+    assert {s: up["servers"][s]["ready"] for s in ("triton", "torchserve")} == {"triton": True, "torchserve": True}
+    status = shell("inferload servers status", readme_servers.folder, timeout_s=60)
+    assert status.returncode == 0, explain(status)
+    state = json.loads(status.stdout)
+    assert state["running"] is True
+    assert all(all(state["servers"][s]["ports_open"].values()) for s in ("triton", "torchserve"))
+    assert (readme_servers.state_dir / "state.json").is_file()  # the relative default, under the working folder
+    saved = json.loads((readme_servers.state_dir / "state.json").read_text())
+    assert saved["ports"] == ServerPorts().to_dict()
+
+
+def test_the_headless_locust_commands_and_inferload_run(headless_runs: dict[str, Run]):
+    assert len(headless_runs) >= 3
+    for command, run in headless_runs.items():
+        summary = run.summary
+        targets = summary["targets"]
+        assert targets and all(t["requests"] > 0 and t["failures"] == 0 for t in targets.values()), (command, targets)
+        assert run.results_dir.name == summary["run_id"]  # the default results/<run id>/
+        slo_breached = summary["slo"]["passed"] is False
+        assert run.done.returncode == (1 if slo_breached else 0), explain(run.done)
+        assert summary["interrupted"] is False
+
+
+def test_compare_the_two_runs(headless_runs: dict[str, Run], tmp_path):
+    first, second = [run.results_dir for command, run in headless_runs.items() if is_locust_run(command)][:2]
+    done = shell(f"inferload compare {first} {second}", tmp_path, timeout_s=60)
+    assert done.returncode == 0, explain(done)
+    assert "triton-grpc-cnn" in done.stdout
+    as_json = shell(f"inferload compare {first} {second} --json", tmp_path, timeout_s=60)
+    assert as_json.returncode == 0, explain(as_json)
+    assert json.loads(as_json.stdout)
+
+
+def test_report_rewrites_report_html(headless_runs: dict[str, Run]):
+    run = next(iter(headless_runs.values()))
+    report = run.results_dir / "report.html"
+    report.unlink(missing_ok=True)
+    done = shell(f"inferload report results/{run.results_dir.name}", run.folder)
+    assert done.returncode == 0, explain(done)
+    assert report.stat().st_size > 0
+
+
+def listening_addresses(port: int) -> set[str]:
+    """The IPv4 addresses something listens on at `port` (from /proc/net/tcp: state 0A is LISTEN)."""
+    found = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        local, state = line.split()[1], line.split()[3]
+        address, port_hex = local.split(":")
+        if state == "0A" and int(port_hex, 16) == port:
+            found.add(".".join(str(b) for b in reversed(bytes.fromhex(address))))
+    return found
+
+
+def test_the_web_ui_commands_start_answer_and_stop_on_ctrl_c(readme_servers: ReadmeServers):
+    """Both the plain `locust -f` on inferload's locustfile and `inferload run` bind loopback (docs/operations.md)."""
+    inferload_web_ui = [c for c in RUN[INFERLOAD_RUN] if "--headless" not in c.split()]
+    for command in [*locust_runs(headless=False), *inferload_web_ui]:
+        process = subprocess.Popen(
+            ["bash", "-c", command],
+            cwd=readme_servers.folder,
+            env=python_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            wait_until(lambda: urllib.request.urlopen(WEB_UI, timeout=2).status == 200, 60, f"{WEB_UI} from `{command}`")
+            assert listening_addresses(WEB_UI_PORT) == {"127.0.0.1"}, command
+            os.killpg(process.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the whole foreground group
+            output, _ = process.communicate(timeout=30)
+        finally:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=10)
+        # Locust's own code for an idle web UI; the inferload CLI got the signal itself: 128 + 2 (inferload.run.child_processes)
+        expected = 130 if command in inferload_web_ui else 0
+        assert process.returncode == expected, f"`{command}` exited {process.returncode} after Ctrl-C:\n{output[-3000:]}"
+        wait_until(lambda: port_is_free(WEB_UI_PORT) or None, 10, f"port {WEB_UI_PORT} to be free again")
