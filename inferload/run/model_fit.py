@@ -20,6 +20,7 @@ from typing import Any
 from inferload.errors import InferloadError, ModelMismatchError, ServerError, StartCheckError
 from inferload.run.model_check import check_target_against_triton, fetch_triton_model_info, triton_model_batches
 from inferload.run.torchserve_check import check_torchserve_target
+from inferload.scenario.headers import HeadersError, request_headers
 from inferload.scenario.model import Scenario
 from inferload.scenario.targets import Target
 from inferload.users import InferenceUser
@@ -87,6 +88,11 @@ def fit_to_models(
                 info = infos.get(target)  # a warning when unreadable
                 if info is not None:
                     fit_user_class(by_target[target.name], info)
+                continue
+            try:  # the users would stop at start without them: say so before any load
+                request_headers(target.name, target.headers, target.headers_from_env, target.token_file, scenario.base_dir)
+            except HeadersError as exc:
+                problems.append(str(exc))
                 continue
             try:
                 info = infos.read(target)

@@ -6,6 +6,11 @@ description (200) when it serves that model, and with 404 ``ModelNotFoundExcepti
 the target has a ``management_url``, the management API then lists the models the server does
 serve (``GET /models``, ``GET /models/<model>/all``) for the message.
 
+The probe carries the target's own headers (``headers``, ``headers_from_env``, the inference key of
+its ``token_file``), and the management API the ``token_file``'s management key: with TorchServe's
+token authorization on, an answer refusing the token (HTTP 400 ``InvalidKeyException``, or 401/403)
+is a ``ServerError`` saying to give a ``token_file`` (or that its key may have expired).
+
 ``check_torchserve_target`` raises ``ServerError`` (cannot reach the address, or it does not answer
 as TorchServe's inference API), ``ModelMismatchError`` (the model or version is not served), and
 returns a warning when the answer settles nothing (a proxy that refuses OPTIONS, say).
@@ -15,18 +20,22 @@ from __future__ import annotations
 
 import errno
 from http.client import HTTPException
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import requests
 
 from inferload.errors import ModelMismatchError, ServerError
+from inferload.scenario.headers import HeadersError, read_management_key, request_headers
 from inferload.scenario.targets import Target
 from inferload.servermetrics.http_client import connection_problem
 
 DEFAULT_TIMEOUT_S = 5.0
 #: TorchServe's answer (the JSON "type" of a 404) when it does not serve the model or version asked for
 NOT_SERVED = ("ModelNotFoundException", "ModelVersionNotFoundException")
+#: TorchServe 0.12's answer (HTTP 400) when token authorization is on and the request's token is missing or wrong
+TOKEN_REFUSED = "InvalidKeyException"
 #: pages of ``GET /models`` read at most (each lists up to ``_PAGE`` models)
 _MAX_PAGES = 10
 _PAGE = 1000
@@ -78,8 +87,12 @@ def check_torchserve_target(target: Target, timeout_s: float = DEFAULT_TIMEOUT_S
         raise ValueError(f"target {target.name!r} is a {target.kind} target, not a TorchServe one")
     where = f"target {target.name!r}"
     probe = f"OPTIONS {_predictions_path(target)}"
+    try:  # the requests' own headers (a token among them): TorchServe refuses the probe without them
+        headers = request_headers(target.name, target.headers, target.headers_from_env, target.token_file, Path("."))
+    except HeadersError as exc:
+        raise ServerError(str(exc)) from None
     try:
-        response = requests.request("OPTIONS", target.address + _predictions_path(target), timeout=timeout_s)
+        response = requests.request("OPTIONS", target.address + _predictions_path(target), headers=headers, timeout=timeout_s)
     except requests.Timeout:
         raise ServerError(f"{where}: cannot reach TorchServe at {target.address}: no answer within {timeout_s:g} s") from None
     except requests.ConnectionError as exc:
@@ -96,6 +109,15 @@ def check_torchserve_target(target: Target, timeout_s: float = DEFAULT_TIMEOUT_S
     kind = body.get("type") if isinstance(body, dict) else None
     message = body.get("message") if isinstance(body, dict) else None
     answer = f"HTTP {response.status_code}" + (f" {kind}" if kind else "") + f": {message or _first_line(response.text)}"
+    if response.status_code in (400, 401, 403) and (kind == TOKEN_REFUSED or response.status_code != 400):
+        fix = (
+            "is the key in token_file current? (TorchServe's keys expire; it rewrites key_file.json)"
+            if target.token_file
+            else "give the target a token_file (TorchServe's key_file.json, written in the folder it was started from)"
+        )
+        raise ServerError(
+            f"{where}: TorchServe at {target.address} refused the request's authorization ({probe} answered {answer}); {fix}"
+        )
     if response.status_code == 404 and kind in NOT_SERVED:
         raise ModelMismatchError(
             f"{where}: TorchServe at {target.address} does not serve {_asked(target)} ({probe} answered {answer}); "
@@ -114,8 +136,11 @@ def _served_models(target: Target, timeout_s: float) -> str:
     if target.management_url is None:
         return "give the target a management_url (TorchServe's management API, e.g. http://127.0.0.1:8081) to list the models it serves"
     base = target.management_url
+    management_key = read_management_key(Path(target.token_file)) if target.token_file else None
     try:
         with requests.Session() as session:
+            if management_key:
+                session.headers["Authorization"] = f"Bearer {management_key}"
             names = _model_names(session, base, timeout_s)
             if target.model in names and target.version:
                 url = f"{base}/models/{quote(target.model, safe='')}/all"

@@ -16,16 +16,19 @@ from pydantic import BeforeValidator, Field, StrictInt, StrictStr, ValidationInf
 from inferload.scenario import tensors
 from inferload.scenario.addresses import ManagementUrl, MetricsUrl, normalise_address
 from inferload.scenario.fields import DTypeField, FrozenModel, Name, Number, Seconds, Token, Version, repeats
+from inferload.scenario.headers import EnvName, HeaderName, HeaderValue, check_headers
 from inferload.scenario.limits import MAX_INPUT_BYTES, MAX_REQUEST_BYTES, mib
 from inferload.scenario.messages import Check, checks_error, custom_error, describe_value
 
 TARGET_KINDS = ("triton-grpc", "triton-http", "torchserve-rest")
 CONTENT_TYPES = ("octet-stream", "npy", "json")
 GENERATORS = ("random", "zeros", "constant", "npy")
+RESPONSE_CHECKS = ("none", "status", "shape")
 
 TargetKind = Literal["triton-grpc", "triton-http", "torchserve-rest"]
 ContentType = Literal["octet-stream", "npy", "json"]
 Generator = Literal["random", "zeros", "constant", "npy"]
+ResponseCheck = Literal["none", "status", "shape"]
 
 _GENERATOR_KEYS = {
     "random": ("seed", "low", "high", "length"),
@@ -149,9 +152,18 @@ class Target(FrozenModel):
     timeout: Annotated[Seconds, Field(gt=0)] = 10.0
     weight: Annotated[StrictInt, Field(ge=1)] = 1
     content_type: ContentType | None = Field(default=None, validate_default=True)
+    #: what makes an answer a success: ``none`` (any 2xx/OK answer), ``status`` (HTTP 200, body not read;
+    #: TorchServe's default), ``shape`` (output shapes; Triton's default; TorchServe: a JSON list of batch_size items)
+    response_check: ResponseCheck | None = Field(default=None, validate_default=True)
     metrics_url: MetricsUrl = None
     #: TorchServe's management API (``http://host:8081``): the start check lists the served models from it
     management_url: ManagementUrl = None
+    #: static request headers (gRPC metadata for triton-grpc targets)
+    headers: dict[HeaderName, HeaderValue] | None = None
+    #: request headers whose values each user reads from an environment variable (the name is kept, never the value)
+    headers_from_env: dict[HeaderName, EnvName] | None = None
+    #: torchserve-rest: TorchServe's key_file.json; requests carry ``Authorization: Bearer <inference key>``
+    token_file: StrictStr | None = None
     slo: Slo | None = None
 
     @property
@@ -225,6 +237,24 @@ class Target(FrozenModel):
             raise checks_error(checks)
         return outputs
 
+    @field_validator("token_file")
+    @classmethod
+    def _token_file_path(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """Relative to the scenario file (made absolute when the scenario's folder is known)."""
+        if value is None:
+            return None
+        if not value.strip():
+            raise custom_error("expected the path of TorchServe's key_file.json; got an empty string")
+        base_dir = (info.context or {}).get("base_dir")
+        return str((Path(base_dir) / value).resolve()) if base_dir is not None else value
+
+    @model_validator(mode="after")
+    def _check_headers(self) -> Target:
+        checks = check_headers(self.kind, self.headers or {}, self.headers_from_env or {}, self.token_file)
+        if checks:
+            raise checks_error(checks)
+        return self
+
     @field_validator("management_url")
     @classmethod
     def _management_url_for_torchserve(cls, value: str | None, info: ValidationInfo) -> str | None:
@@ -245,3 +275,13 @@ class Target(FrozenModel):
         if value is not None and kind is not None:
             raise custom_error(f"only applies to torchserve-rest targets; this target is {kind}")
         return value
+
+    @field_validator("response_check")
+    @classmethod
+    def _default_response_check(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None:
+            return value
+        kind = info.data.get("kind")
+        if kind is None:
+            return None
+        return "status" if kind == "torchserve-rest" else "shape"

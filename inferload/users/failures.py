@@ -7,6 +7,7 @@ of failure and the peer, never a per-request number.
 from __future__ import annotations
 
 import errno
+import json
 import socket
 
 from tritonclient.utils import InferenceServerException
@@ -68,3 +69,41 @@ def check_output_shape(name: str, got: tuple[int, ...], expected: tuple[int, ...
     """Raise BadOutputShape when a response tensor has the wrong shape (-1 matches any size)."""
     if len(got) != len(expected) or any(e != -1 and e != g for g, e in zip(got, expected, strict=False)):
         raise BadOutputShape(f"bad output shape: '{name}' expected {list(expected)}; got {list(got)}")
+
+
+#: at most this many keys of a JSON object are named in a failure message
+_KEYS_SHOWN = 5
+#: stands for a body that did not decode as JSON
+_NOT_JSON = object()
+
+
+def check_json_list(body: bytes, batch_size: int) -> None:
+    """Raise BadOutputShape unless ``body`` is a JSON list of ``batch_size`` items (``response_check: shape``).
+
+    The message names what came instead by its type (and a list's length or an object's keys),
+    never its values, so Locust groups the failures.
+    """
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        answer = _NOT_JSON
+    if isinstance(answer, list) and len(answer) == batch_size:
+        return
+    raise BadOutputShape(
+        f"bad output: expected a JSON list of {batch_size} item{'s' if batch_size != 1 else ''}; got {describe_answer(answer)}"
+    )
+
+
+def describe_answer(answer: object) -> str:
+    """A short, value-free description of a decoded JSON answer."""
+    if answer is _NOT_JSON:
+        return "a body that is not JSON"
+    if isinstance(answer, list):
+        return f"a list of {len(answer)} item{'s' if len(answer) != 1 else ''}"
+    if isinstance(answer, dict):
+        keys = sorted(str(key) for key in answer)
+        shown = ", ".join(keys[:_KEYS_SHOWN]) + (", ..." if len(keys) > _KEYS_SHOWN else "")
+        return f"an object with keys [{shown}]" if keys else "an empty object"
+    if answer is None:
+        return "null"
+    return type(answer).__name__  # bool, int, float, str: the value itself may differ per request

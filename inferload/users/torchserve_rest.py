@@ -1,8 +1,10 @@
 """TorchServe over REST: `POST /predictions/<model>[/<version>]` with geventhttpclient.
 
 The body (raw float32 bytes, .npy or JSON, per the target's `content_type`) is encoded once per
-user. The handler answers a JSON list with one entry per item in the request; a list of any
-other length is a bad output shape.
+user. What counts as a success is the target's ``response_check``: ``status`` (the default) takes
+any HTTP 200 without reading the body, since real handlers answer a bare number, an object, text
+or bytes; ``none`` takes any 2xx; ``shape`` wants a JSON list with one entry per item in the request
+(what the sample handler answers), and a failure then says what came instead.
 """
 
 from __future__ import annotations
@@ -12,8 +14,10 @@ import json
 from geventhttpclient import HTTPClient
 from geventhttpclient.url import URL
 
-from inferload.errors import BadOutputShape, HttpStatusError
+from inferload.errors import HttpStatusError
+from inferload.scenario.headers import request_headers
 from inferload.users.base import InferenceUser
+from inferload.users.failures import check_json_list
 from inferload.users.payload import encode_json, encode_npy, encode_octet_stream
 
 CONTENT_TYPES = {
@@ -43,7 +47,11 @@ class TorchServeRestUser(InferenceUser):
         arrays = [array for _, array in self.input_arrays()]
         content_type = target.content_type or "octet-stream"  # validation fills it in for TorchServe targets
         self._body = _encode(content_type, arrays)
-        self._headers = {"Content-Type": CONTENT_TYPES[content_type]}
+        # the target's own headers (its token, its secrets from the environment) may set Content-Type too
+        self._headers = {
+            "Content-Type": CONTENT_TYPES[content_type],
+            **request_headers(target.name, target.headers, target.headers_from_env, target.token_file, self.scenario_dir),
+        }
 
     def send(self) -> int:
         response = self._client.post(self._path, body=self._body, headers=self._headers)
@@ -51,15 +59,12 @@ class TorchServeRestUser(InferenceUser):
             body = response.read()
         finally:
             response.release()
-        if response.status_code != 200:
+        check = self.target.response_check
+        accepted = 200 <= response.status_code < 300 if check == "none" else response.status_code == 200
+        if not accepted:
             raise HttpStatusError(response.status_code, _detail(body))
-        try:
-            predictions = json.loads(body)
-        except ValueError:
-            raise BadOutputShape("bad output: response is not JSON") from None
-        if not isinstance(predictions, list) or len(predictions) != self.target.batch_size:
-            got = len(predictions) if isinstance(predictions, list) else type(predictions).__name__
-            raise BadOutputShape(f"bad output shape: expected a list of {self.target.batch_size} predictions; got {got}")
+        if check == "shape":
+            check_json_list(body, self.target.batch_size)
         return len(body)
 
     def close(self) -> None:

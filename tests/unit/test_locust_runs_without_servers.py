@@ -72,3 +72,17 @@ def test_an_unwritable_results_folder_loses_nothing(tmp_path):
     fallback = run.output.split("writing them to ")[1].split()[0]
     summary = json.loads((Path(fallback) / "summary.json").read_text())
     assert summary["targets"]["down"]["requests"] > 0
+
+
+def test_a_triton_header_from_an_unset_environment_variable_stops_the_run_before_any_load(tmp_path):
+    port = free_port()  # nothing listens there either: the header problem is found first
+    target = cnn_target("triton-auth", "triton-grpc", f"127.0.0.1:{port}")
+    target["headers_from_env"] = {"X-Api-Key": "INFERLOAD_TEST_UNSET_VARIABLE"}
+    scenario = write_scenario(
+        tmp_path, {"name": "unset-header", "duration": "3s", "targets": [target], "shape": {"kind": "steady", "users": 1}}
+    )
+    run = run_locust(scenario, tmp_path, timeout_s=60)
+
+    assert run.returncode == 2, run.output
+    assert "environment variable INFERLOAD_TEST_UNSET_VARIABLE (for header X-Api-Key) is not set" in run.output
+    assert "Traceback" not in run.output

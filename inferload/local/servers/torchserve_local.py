@@ -74,8 +74,10 @@ def config_properties(
     tmpdir: Path,
     model_config: TorchServeModelConfig,
     host: str = LOOPBACK,
+    token_auth: bool = False,
 ) -> str:
-    """The text of config.properties for these ports and models."""
+    """The text of config.properties for these ports and models. ``token_auth`` leaves TorchServe's
+    token authorization on (it then writes ``key_file.json`` in its working folder)."""
     models_json = {
         m: {
             "1.0": {
@@ -97,7 +99,7 @@ def config_properties(
         f"grpc_inference_port={ports.ts_grpc_inference}",
         f"grpc_management_address={LOOPBACK}",
         f"grpc_management_port={ports.ts_grpc_management}",
-        "disable_token_authorization=true",
+        f"disable_token_authorization={'false' if token_auth else 'true'}",
         "install_py_dep_per_model=false",
         "metrics_mode=prometheus",
         "model_metrics_auto_detect=true",
@@ -155,8 +157,10 @@ def start_torchserve(
     model_config: TorchServeModelConfig = TorchServeModelConfig(),
     store: Path | None = None,
     host: str = LOOPBACK,
+    token_auth: bool = False,
 ) -> ProcessRecord:
-    """Start TorchServe in the foreground of a detached session; returns its record."""
+    """Start TorchServe in the foreground of a detached session; returns its record. With
+    ``token_auth`` its keys are in ``state_dir/torchserve/key_file.json``."""
     work = state_dir / "torchserve"
     tmpdir, logs = work / "tmp", work / "logs"
     tmpdir.mkdir(parents=True, exist_ok=True)
@@ -170,7 +174,7 @@ def start_torchserve(
                 f"{store / (model + '.mar')} is missing: build the sample models first (python -m inferload.local.models.build)"
             )
     config = work / "config.properties"
-    config.write_text(config_properties(ports, models, store, short_tmpdir(tmpdir), model_config, host))
+    config.write_text(config_properties(ports, models, store, short_tmpdir(tmpdir), model_config, host, token_auth))
     command = [_torchserve_bin(), "--start", "--foreground", "--ncs", "--ts-config", str(config), "--model-store", str(store)]
     return spawn(command, work / "torchserve.log", env, cwd=work)
 
