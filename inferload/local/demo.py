@@ -6,6 +6,11 @@ at once would measure each other): a steady phase and a bursty phase, each after
 warm-up, which is excluded. Every phase is a plain `locust --headless` run of a generated
 scenario, so the demo measures exactly what a user's run would. Cold start, server-side batch
 sizes and queue/compute time come from the servers themselves.
+
+Ctrl-C or SIGTERM goes once to the phase that is running (each phase runs in its own session, as
+`inferload run` starts Locust: `inferload.run.child_processes`); that phase ends early and writes
+its results, no later phase starts, the servers are stopped, and the summary, windows.csv and report
+cover the phases measured so far (`interrupted: true`). The exit code is then 128 + the signal.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from inferload.results.figures import format_table
 from inferload.results.model import RunSummary, SloSection
 from inferload.results.report import write_report
 from inferload.results.summary_file import SUMMARY_NAME, read_summary, write_summary
+from inferload.run.child_processes import ChildProcesses
 from inferload.run.command import locust_command
 from inferload.scenario.loader import load_scenario
 
@@ -111,8 +117,12 @@ def phase_scenario(phase: Phase, settings: DemoSettings, ports: ServerPorts) -> 
     }
 
 
-def run_phase(phase: Phase, scenario_path: Path, out: Path, cold_starts_path: Path, expected_s: float, step: str) -> RunSummary:
-    """One headless Locust run; Locust's own log goes to a file, progress to the console."""
+def run_phase(
+    phase: Phase, scenario_path: Path, out: Path, cold_starts_path: Path, expected_s: float, step: str, children: ChildProcesses
+) -> RunSummary:
+    """One headless Locust run; Locust's own log goes to a file, progress to the console.
+
+    `children` forwards the demo's signals to the run (it then stops early and keeps its results)."""
     results = out / phase.target_name
     log_path = out / f"{phase.target_name}.locust.log"
     command = locust_command(
@@ -130,8 +140,8 @@ def run_phase(phase: Phase, scenario_path: Path, out: Path, cold_starts_path: Pa
     )
     print(f"{step} {phase.target} {phase.name}: running for {expected_s:g} s ...", flush=True)
     started = time.monotonic()
-    with open(log_path, "w") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    with open(log_path, "wb") as log:
+        process = children.start(command, lead=True, log=log)
         while process.poll() is None:
             try:
                 process.wait(timeout=PROGRESS_EVERY_S)
@@ -198,28 +208,41 @@ def run_demo(settings: DemoSettings) -> int:
     print(f"inferload demo: model '{settings.model}', {settings.users} users, results in {out}", flush=True)
     print("[1/5] starting the real Triton and TorchServe on 127.0.0.1 ...", flush=True)
     summaries: dict[str, RunSummary] = {}
-    try:
-        started = servers.up()
-        cold = {
-            "triton": started["servers"]["triton"]["cold_start_s"],
-            "torchserve": started["servers"]["torchserve"]["cold_start_s"],
-        }
-        print(f"      ready: cold start Triton {cold['triton']:.1f} s, TorchServe {cold['torchserve']:.1f} s", flush=True)
-        phases = [Phase(t, n) for n in ("steady", "burst") for t in ("triton-grpc", "torchserve-rest")]
-        cold_path = out / "cold_starts.json"
-        cold_path.write_text(
-            json.dumps({p.target_name: cold["triton" if p.target.startswith("triton") else "torchserve"] for p in phases})
-        )
-        for number, phase in enumerate(phases, start=2):
-            data = phase_scenario(phase, settings, ports)
-            path = out / f"{phase.target_name}.yaml"
-            path.write_text(yaml.safe_dump(data, sort_keys=False))
-            scenario = load_scenario(path)  # the generated scenario goes through the same validation
-            summaries[phase.target_name] = run_phase(phase, path, out, cold_path, scenario.duration, f"[{number}/5]")
-    finally:
-        print("stopping the servers ...", flush=True)
-        servers.down()
+    cold: dict[str, float | None] = {"triton": None, "torchserve": None}
+    # from here on a signal goes to the phase that runs (its own session), not to this process
+    with ChildProcesses() as children:
+        try:
+            started = servers.up()
+            cold = {
+                "triton": started["servers"]["triton"]["cold_start_s"],
+                "torchserve": started["servers"]["torchserve"]["cold_start_s"],
+            }
+            print(f"      ready: cold start Triton {cold['triton']:.1f} s, TorchServe {cold['torchserve']:.1f} s", flush=True)
+            phases = [Phase(t, n) for n in ("steady", "burst") for t in ("triton-grpc", "torchserve-rest")]
+            cold_path = out / "cold_starts.json"
+            cold_path.write_text(
+                json.dumps({p.target_name: cold["triton" if p.target.startswith("triton") else "torchserve"] for p in phases})
+            )
+            for number, phase in enumerate(phases, start=2):
+                if children.signals:
+                    print(f"interrupted (signal {children.signals[0]}): the remaining phases are not run", flush=True)
+                    break
+                data = phase_scenario(phase, settings, ports)
+                path = out / f"{phase.target_name}.yaml"
+                path.write_text(yaml.safe_dump(data, sort_keys=False))
+                scenario = load_scenario(path)  # the generated scenario goes through the same validation
+                summaries[phase.target_name] = run_phase(
+                    phase, path, out, cold_path, scenario.duration, f"[{number}/5]", children
+                )
+        finally:
+            print("stopping the servers ...", flush=True)
+            servers.down()
+    if not summaries:
+        print("no phase was measured", file=sys.stderr)
+        return 128 + children.signals[0] if children.signals else 1
     summary = combine(out, settings, summaries, cold)
+    if children.signals:
+        summary = summary.model_copy(update={"interrupted": True})
     write_summary(out, summary)
     merge_windows(out, list(summaries))
     try:
@@ -233,5 +256,7 @@ def run_demo(settings: DemoSettings) -> int:
     print(
         f"\nresults: {out}/summary.json, windows.csv, one folder per phase" + (f", {report.name}" if report else ""), flush=True
     )
+    if children.signals:
+        return 128 + children.signals[0]
     failures = sum(t.failures or 0 for t in summary.targets.values())
     return 0 if failures == 0 else 1

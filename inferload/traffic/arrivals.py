@@ -8,9 +8,10 @@ so a gap drawn at one rate is re-drawn at the boundary (exact for Poisson: it is
 
 from __future__ import annotations
 
+import bisect
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from inferload.scenario.shapes import ConstantRateShape, OpenLoopShape, PoissonShape, RampingRateShape, RateBurstsShape
 
@@ -25,20 +26,19 @@ class RateTimeline:
     #: (start time, rate) steps, sorted by start time, the first at 0
     steps: tuple[tuple[float, float], ...]
     poisson: bool
+    #: the steps' start times, for a binary search (a ramp of 1,000 steps costs log2 steps per arrival)
+    starts: tuple[float, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "starts", tuple(start for start, _ in self.steps))
 
     def rate_at(self, t: float) -> float:
-        rate = 0.0
-        for start, value in self.steps:
-            if start > t:
-                break
-            rate = value
-        return rate
+        index = bisect.bisect_right(self.starts, t)
+        return self.steps[index - 1][1] if index > 0 else 0.0
 
     def next_change(self, t: float) -> float:
-        for start, _ in self.steps:
-            if start > t:
-                return start
-        return INFINITY
+        index = bisect.bisect_right(self.starts, t)
+        return self.starts[index] if index < len(self.starts) else INFINITY
 
 
 def rate_timeline(shape: OpenLoopShape, duration: float) -> RateTimeline:

@@ -4,12 +4,19 @@ nothing are in tests/unit/test_cli_errors.py)."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import pytest
 
+from inferload.local.servers.procs import processes_mentioning
 from tests.support.cli import inferload
+from tests.support.system_tools import REPO
+from tests.support.waiting import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -83,3 +90,34 @@ def test_the_demo_summary_follows_the_contract(demo_run):
     assert (out / "windows.csv").read_text().startswith("window_start,")
     for phase in summary["targets"]:
         assert (out / phase / "summary.json").exists()
+
+
+def test_ctrl_c_during_the_demo_keeps_the_measured_phase_and_stops_the_servers(tmp_path, built_models):
+    """A terminal's Ctrl-C reaches the demo's whole process group: the running phase ends early and
+    keeps its results, no later phase starts, the servers are stopped, and the exit code says SIGINT."""
+    out = tmp_path / "demo"
+    command = [sys.executable, "-m", "inferload.cli", "demo", "--model", "tiny", "--users", "2", "--warmup", "1"]
+    command += ["--steady", "60", "--burst", "60", "--out", str(out)]
+    demo = subprocess.Popen(
+        command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(demo.stdout.readline, "")), daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    try:
+        # the first phase's first progress line comes 5 s into its run (1 s of it warm-up)
+        wait_until(lambda: any(" s / 61 s" in line for line in lines), timeout_s=180, what="the first phase's progress line")
+        os.killpg(demo.pid, signal.SIGINT)
+        demo.wait(timeout=120)
+    finally:
+        if demo.poll() is None:
+            os.killpg(demo.pid, signal.SIGKILL)
+    reader.join(timeout=10)
+    output = "".join(lines)
+    assert demo.returncode == 130, output
+    assert "[3/5]" not in output, output  # no later phase started
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["interrupted"] is True
+    assert list(summary["targets"]) == ["triton-grpc.steady"]
+    assert summary["targets"]["triton-grpc.steady"]["requests"] > 0
+    assert processes_mentioning(str(out)) == []

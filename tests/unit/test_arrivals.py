@@ -9,7 +9,7 @@ from typing import cast
 import pytest
 
 from inferload.scenario.shapes import OpenLoopShape
-from inferload.traffic.arrivals import INFINITY, next_arrival, rate_timeline
+from inferload.traffic.arrivals import INFINITY, RateTimeline, next_arrival, rate_timeline
 from tests.support.scenario_factory import scenario
 
 
@@ -76,3 +76,10 @@ def test_rate_bursts_raise_the_rate_only_inside_bursts():
 def test_no_arrival_is_scheduled_after_the_run_ends():
     times = arrivals({"kind": "poisson", "rate": 1000}, duration="2s")
     assert max(times) < 2.0
+
+
+def test_rate_and_next_change_at_step_boundaries_and_between_them():
+    timeline = RateTimeline(10.0, ((0.0, 5.0), (2.0, 7.0), (4.0, 0.0), (6.0, 9.0)), poisson=False)
+    assert [timeline.rate_at(t) for t in (0.0, 1.99, 2.0, 3.0, 4.0, 5.9, 6.0, 9.9)] == [5.0, 5.0, 7.0, 7.0, 0.0, 0.0, 9.0, 9.0]
+    assert [timeline.next_change(t) for t in (0.0, 2.0, 3.0, 5.0, 6.0, 9.0)] == [2.0, 4.0, 4.0, 6.0, INFINITY, INFINITY]
+    assert RateTimeline(10.0, ((1.0, 3.0),), poisson=False).rate_at(0.5) == 0.0
