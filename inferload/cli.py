@@ -80,6 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.epilog = "Options after -- go to Locust unchanged, e.g. inferload run s.yaml --headless -- --loglevel WARNING"
 
+    from inferload.tune.sweep_cli import add_sweep_parser
+
+    add_sweep_parser(sub)
+
     validate = sub.add_parser("validate", help="check scenario files; exit 2 with one line per problem")
     validate.add_argument("scenarios", type=Path, nargs="+", metavar="SCENARIO")
 
@@ -127,6 +131,10 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_validate(args.scenarios)
         if args.command == "run":
             return cmd_run(args)
+        if args.command == "sweep":
+            from inferload.tune.sweep_cli import cmd_sweep
+
+            return cmd_sweep(args)
         if args.command == "servers":
             return cmd_servers(args)
         if args.command == "worker":

@@ -24,6 +24,7 @@ RESULTS_DIR_ENV = "INFERLOAD_RESULTS_DIR"
 RUN_ID_ENV = "INFERLOAD_RUN_ID"
 COLD_STARTS_ENV = "INFERLOAD_COLD_STARTS"
 SKIP_START_CHECKS_ENV = "INFERLOAD_SKIP_START_CHECKS"
+STOP_WHEN_STABLE_ENV = "INFERLOAD_STOP_WHEN_STABLE"
 
 
 def scenario_path_from_argv(argv: list[str]) -> str | None:
@@ -68,6 +69,14 @@ def add_arguments(parser: Any) -> None:
         help="send load without checking first that every target's server answers and serves its model as the"
         " scenario sends it (by default a problem there exits 2 before any load)",
     )
+    group.add_argument(
+        "--stop-when-stable",
+        metavar="WINDOWS,PERCENT",
+        default=None,
+        env_var=STOP_WHEN_STABLE_ENV,
+        help="end the run once WINDOWS consecutive steady windows of every target agree within ±PERCENT on"
+        " throughput and p99 (e.g. 3,10); the scenario's duration stays the upper bound",
+    )
     add_streaming_arguments(parser)
 
 
@@ -80,6 +89,8 @@ class RunOptions:
     cold_starts: Path | None = None
     requests_csv: bool = False
     skip_start_checks: bool = False
+    #: ``--stop-when-stable``: the rule as given (WINDOWS,PERCENT), checked by `run.stable_stop`
+    stop_when_stable: str | None = None
 
     @classmethod
     def from_parsed(cls, options: Any) -> RunOptions:
@@ -92,6 +103,7 @@ class RunOptions:
             cold_starts=Path(cold_starts) if cold_starts else None,
             requests_csv=bool(getattr(options, "requests_csv", False)),
             skip_start_checks=bool(getattr(options, "skip_start_checks", False)),
+            stop_when_stable=getattr(options, "stop_when_stable", None) or None,
         )
 
 

@@ -16,11 +16,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import gevent
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
+from inferload.errors import StartCheckError
 from inferload.measure.request_log import RequestLog
 from inferload.measure.run_record import RunRecorder
+from inferload.measure.stability import StabilityRule
 from inferload.observe.streaming import StreamingListener, sink_settings_from_options
 from inferload.results.model import RunSummary
 from inferload.results.run_id import default_run_id
@@ -31,6 +34,7 @@ from inferload.run.open_loop import setup_open_loop
 from inferload.run.options import RunOptions, add_arguments, read_cold_starts, scenario_path_from_argv
 from inferload.run.results_dir import check_results_dir
 from inferload.run.server_side import ServerSideReadings
+from inferload.run.stable_stop import StableStop, parse_stop_when_stable
 from inferload.run.workers import WorkerWatch
 from inferload.scenario.model import Scenario, is_open_loop
 from inferload.scenario.targets import Target
@@ -82,6 +86,7 @@ class InferloadRun:
             self.run_id = self.options.run_id or default_run_id(self.scenario.name, time.time())
             self.results_dir = self.options.results_dir or Path("results") / self.run_id
             check_results_dir(self.run_id, self.results_dir, self.options.requests_csv)
+            self.stable_stop_rule()  # a bad --stop-when-stable ends the run before any load
         # on a distributed run the master checked already
         self.check_models(check=not is_worker and not self.options.skip_start_checks)
         self.recorder = RunRecorder(
@@ -110,6 +115,22 @@ class InferloadRun:
             events.test_start.add_listener(self.server_side.on_test_start)
             events.test_stop.add_listener(self.server_side.on_test_stop)
             events.quitting.add_listener(self._on_quitting)
+            rule = self.stable_stop_rule()
+            if rule is not None:
+                assert self.recorder is not None
+                stop = StableStop(environment, self.recorder.record, rule, tuple(t.name for t in self.scenario.targets))
+                watcher: list[gevent.Greenlet] = []
+                events.test_start.add_listener(lambda **_: watcher.append(gevent.spawn(stop.watch)))
+                events.test_stop.add_listener(lambda **_: [g.kill(block=False) for g in watcher])
+
+    def stable_stop_rule(self) -> StabilityRule | None:
+        """``--stop-when-stable`` as a rule (None: not given); StartCheckError when it cannot be read."""
+        if self.options.stop_when_stable is None:
+            return None
+        try:
+            return parse_stop_when_stable(self.options.stop_when_stable)
+        except ValueError as error:
+            raise StartCheckError([str(error)], skippable=False) from None
 
     def check_models(self, check: bool = True) -> None:
         """Fit every Triton target's users to its model (batch dimension, output shapes) and, with

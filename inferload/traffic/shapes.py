@@ -133,8 +133,13 @@ class ScenarioShape(LoadTestShape):
 
     abstract = True
     timeline: Timeline
+    #: set on the running shape to end the run at the next tick, as the timeline's end would
+    #: (`--stop-when-stable`: the run stops once its windows agree; see `inferload.run.stable_stop`)
+    ended_early: bool = False
 
     def tick(self) -> tuple[int, float] | None:
+        if self.ended_early:
+            return None
         return self.timeline.at(self.get_run_time())
 
 

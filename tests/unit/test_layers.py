@@ -20,7 +20,7 @@ LAYERS: list[set[str]] = [
     {"results"},
     {"observe"},
     {"run"},
-    {"local"},
+    {"local", "tune"},
     {"cli", "locustfile", "inferload"},
 ]
 LAYER_OF = {concern: index for index, layer in enumerate(LAYERS) for concern in layer}

@@ -1,0 +1,143 @@
+"""Why a sweep stops after a step, checked in this order:
+
+1. the step could not run (start checks, a crash);
+2. the **load generator** is the limit: one of its processes is near a full core (a gevent process
+   runs on one), or, open loop, arrivals were sent late while senders were free by Little's law
+   (achieved rate x time in service well below max_in_flight): the rate was not offered;
+3. the **SLO** is breached (open-loop latency counts from the intended send time, so an
+   overloaded server's queue is in it);
+4. **errors** pass their bound;
+5. the server is **saturated**: arrivals went unsent (every sender busy, the queue full), or were
+   late because every sender was waiting on it;
+6. throughput reached a **plateau**.
+A saturated generator makes the step's latency its own, and a breach explains a plateau, never
+the reverse.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from inferload.tune.step import StepResult
+
+SLO_KEYS = ("p50_ms", "p90_ms", "p99_ms", "p999_ms", "error_rate")
+
+
+@dataclass(frozen=True)
+class StopRules:
+    #: the SLO a step must meet: metric (a StepResult field in SLO_KEYS) -> upper bound
+    slo: dict[str, float]
+    #: errors: a step with a larger share of failed requests ends the sweep
+    max_error_rate: float = 0.01
+    #: plateau: achieved throughput grew by less than this (%) over the best earlier step ...
+    plateau_pct: float = 5.0
+    #: ... for this many steps in a row
+    plateau_steps: int = 2
+    #: the generator is the limit when a load-generating process is this busy (cores) ...
+    max_client_cpu: float = 0.9
+    #: ... or (open loop) more than this share of arrivals went unsent ...
+    max_unsent_ratio: float = 0.01
+    #: ... or (open loop) the send lag's p99 is above this (ms)
+    max_send_lag_p99_ms: float = 20.0
+
+
+def slo_breach(step: StepResult, slo: dict[str, float]) -> str | None:
+    """What in `step` breaks the SLO, in words; None when it meets every bound."""
+    for key, limit in slo.items():
+        value = getattr(step, key)
+        if value is None:
+            return f"{key} was not measured (no request completed)"
+        if value > limit:
+            unit = "" if key == "error_rate" else " ms"
+            return f"{key} {value:g}{unit} > {limit:g}{unit}"
+    return None
+
+
+def senders_were_busy(step: StepResult) -> bool:
+    """Open loop: were (nearly) all senders waiting on the server? Little's law: in flight = rate x time in service."""
+    if step.max_in_flight is None or step.achieved_rps is None or step.p50_ms is None:
+        return False
+    in_service_ms = max(0.0, step.p50_ms - (step.send_lag_p50_ms or 0.0))
+    return step.achieved_rps * in_service_ms / 1000.0 >= 0.8 * step.max_in_flight
+
+
+def too_many_unsent(step: StepResult, rules: StopRules) -> str | None:
+    if step.unsent is not None and step.arrivals and step.unsent / step.arrivals > rules.max_unsent_ratio:
+        return f"{step.unsent} of {step.arrivals} arrivals went unsent (more than {rules.max_unsent_ratio:.0%})"
+    return None
+
+
+def too_late(step: StepResult, rules: StopRules) -> str | None:
+    if step.send_lag_p99_ms is not None and step.send_lag_p99_ms > rules.max_send_lag_p99_ms:
+        return f"send lag p99 {step.send_lag_p99_ms:g} ms > {rules.max_send_lag_p99_ms:g} ms"
+    return None
+
+
+def generator_limit(step: StepResult, rules: StopRules) -> str | None:
+    """Why the load generator, not the server, bounds this step; None when it does not.
+
+    An arrival goes unsent only when every sender is busy and the queue is full, which is the
+    server's doing (or a stall): that is saturation. Late arrivals with senders to spare are the
+    generator's own lag."""
+    if step.client_cpu_per_worker is not None and step.client_cpu_per_worker >= rules.max_client_cpu:
+        return (
+            f"the client used {step.client_cpu_per_worker:.2f} cores per load-generating process (limit {rules.max_client_cpu:g})"
+        )
+    late = too_late(step, rules)
+    if late and not too_many_unsent(step, rules) and not senders_were_busy(step):
+        return f"{late} while senders were free"
+    return None
+
+
+def saturation(step: StepResult, rules: StopRules) -> str | None:
+    """Open loop: the server did not keep up: arrivals unsent (every sender busy, the queue full), or late
+    because every sender was waiting on the server."""
+    unsent = too_many_unsent(step, rules)
+    late = too_late(step, rules)
+    if unsent or (late and senders_were_busy(step)):
+        return (
+            f"the server did not keep up with {step.level:g} req/s: {unsent or late}; the {step.max_in_flight} senders were busy"
+        )
+    return None
+
+
+def plateau(steps: Sequence[StepResult], rules: StopRules) -> str | None:
+    """Throughput stopped growing: each of the last `plateau_steps` gained < plateau_pct over the best before it."""
+    if len(steps) <= rules.plateau_steps:
+        return None
+    for offset in range(rules.plateau_steps):
+        current = steps[-1 - offset]
+        earlier = [s.achieved_rps for s in steps[: len(steps) - 1 - offset] if s.achieved_rps is not None]
+        if current.achieved_rps is None or not earlier:
+            return None
+        best = max(earlier)
+        if current.achieved_rps > best * (1 + rules.plateau_pct / 100.0):
+            return None
+    best_step = max((s for s in steps if s.achieved_rps is not None), key=lambda s: s.achieved_rps or 0.0)
+    return (
+        f"throughput plateau: {rules.plateau_steps} steps in a row gained less than {rules.plateau_pct:g} %"
+        f" over {best_step.achieved_rps:g} req/s (level {best_step.level:g})"
+    )
+
+
+def stop_reason(steps: Sequence[StepResult], rules: StopRules) -> tuple[str, str] | None:
+    """(rule, explanation) when the sweep should stop after its last step; None to go on."""
+    last = steps[-1]
+    if last.exit_code == 2 or last.requests is None:
+        return "failed", f"the step's run failed (exit {last.exit_code}); see its run.log"
+    limit = generator_limit(last, rules)
+    if limit:
+        return "generator", f"the load generator is the limit: {limit}"
+    breach = slo_breach(last, {k: v for k, v in rules.slo.items() if k != "error_rate"})
+    if breach:
+        return "slo", f"SLO breached: {breach}"
+    if last.error_rate is not None and last.error_rate > min(rules.max_error_rate, rules.slo.get("error_rate", 1.0)):
+        return "errors", f"error rate {last.error_rate:.2%} > {min(rules.max_error_rate, rules.slo.get('error_rate', 1.0)):.2%}"
+    saturated = saturation(last, rules)
+    if saturated:
+        return "saturated", saturated
+    flat = plateau(steps, rules)
+    if flat:
+        return "plateau", flat
+    return None

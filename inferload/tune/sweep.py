@@ -1,0 +1,292 @@
+"""`inferload sweep`: step the load up until the SLO breaks, errors start, throughput plateaus or
+the load generator itself is the limit, and say which; or (`--find-max-rps`) search the highest
+open-loop rate whose stable p99 and error rate meet the SLO.
+
+Each step is its own headless run (`inferload.tune.step`), stability-gated by `--stop-when-stable`.
+Every finished step is written to sweep.json/sweep.csv at once (`inferload.tune.sweep_file`), so
+an interrupted sweep keeps its steps and `--resume` carries on. Signals go to the step that runs
+(it stops and writes its results); the sweep then stops and keeps what it measured.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from inferload.errors import InferloadError
+from inferload.measure.stability import StabilityRule
+from inferload.run.child_processes import ChildProcesses
+from inferload.scenario.loader import load_scenario, scenario_to_dict
+from inferload.scenario.model import Scenario, is_open_loop
+from inferload.tune.capacity import CapacitySearch, Verdict, search_capacity
+from inferload.tune.step import StepPlan, StepResult, run_step
+from inferload.tune.stop_rules import StopRules, generator_limit, saturation, slo_breach, stop_reason
+from inferload.tune.sweep_file import VERSION, read_sweep, steps_from, write_sweep
+from inferload.tune.sweep_report import write_sweep_report
+
+
+@dataclass(frozen=True)
+class SweepSettings:
+    scenario: Path
+    out: Path
+    rule: StabilityRule
+    rules: StopRules
+    #: levels to step through (users or req/s); empty with `capacity`
+    levels: tuple[float, ...] = ()
+    #: the levels are arrival rates (open loop) rather than users
+    open_loop: bool = False
+    capacity: CapacitySearch | None = None
+    target: str | None = None
+    window_s: float | None = None
+    warmup_s: float | None = None
+    workers: int = 0
+    resume: bool = False
+    #: total time bound (s): no step starts that could not finish within it
+    budget_s: float | None = None
+    printer: Callable[[str], None] = field(default=print, compare=False)
+
+    def plan_record(self, target: str) -> dict[str, Any]:
+        """What identifies the sweep in sweep.json (a resume must match it)."""
+        return {
+            "scenario": str(self.scenario.resolve()),
+            "target": target,
+            "mode": "find-max-rps" if self.capacity else ("rate" if self.open_loop else "users"),
+            "levels": list(self.levels),
+            "capacity": asdict(self.capacity) if self.capacity else None,
+            "stability": asdict(self.rule),
+            "stop_rules": asdict(self.rules),
+            "window_s": self.window_s,
+            "warmup_s": self.warmup_s,
+            "workers": self.workers,
+        }
+
+
+def pick_target(scenario: Scenario, name: str | None) -> str:
+    names = [t.name for t in scenario.targets]
+    if name is None:
+        if len(names) != 1:
+            raise InferloadError(f"the scenario has {len(names)} targets ({', '.join(names)}); choose one with --target")
+        return names[0]
+    if name not in names:
+        raise InferloadError(f"--target {name!r} is not in the scenario; its targets are {', '.join(names)}")
+    return name
+
+
+class Sweep:
+    """One sweep or capacity search: its plan, its finished steps, and the files that hold them."""
+
+    def __init__(self, settings: SweepSettings) -> None:
+        self.settings = settings
+        scenario = load_scenario(settings.scenario)
+        self.target = pick_target(scenario, settings.target)
+        open_loop = settings.open_loop or settings.capacity is not None
+        shape = scenario.shape
+        self.plan = StepPlan(
+            open_loop=open_loop,
+            rule=settings.rule,
+            window_s=settings.window_s or scenario.window,
+            warmup_s=scenario.warmup if settings.warmup_s is None else settings.warmup_s,
+            target=self.target,
+            workers=settings.workers,
+            max_in_flight=shape.max_in_flight if is_open_loop(shape) else 64,
+        )
+        self.base = scenario_to_dict(scenario)
+        self.record = settings.plan_record(self.target)
+        self.steps: list[StepResult] = []
+        self.stopped: dict[str, str] | None = None
+        self.capacity: dict[str, Any] | None = None
+        self.started = time.monotonic()
+        self._load_previous()
+
+    # -- files --------------------------------------------------------------------------
+    def _load_previous(self) -> None:
+        previous = read_sweep(self.settings.out)
+        if previous is None:
+            return
+        if not self.settings.resume:
+            raise InferloadError(f"{self.settings.out}/sweep.json exists: pass --resume to carry on, or another --out")
+        if previous.get("plan") != self.record:
+            raise InferloadError(f"{self.settings.out}/sweep.json is another sweep's (its plan differs); use another --out")
+        self.steps = steps_from(previous)
+        self.stopped = previous.get("stopped")
+        self.capacity = previous.get("capacity")
+
+    def save(self) -> None:
+        best = self.best()
+        knee = knee_step(self.steps)
+        document = {
+            "version": VERSION,
+            "plan": self.record,
+            "steps": [s.as_row() for s in self.steps],
+            "stopped": self.stopped,
+            "best": best.as_row() if best else None,
+            "knee": knee.as_row() if knee else None,
+            "capacity": self.capacity,
+        }
+        write_sweep(self.settings.out, document)
+        write_sweep_report(self.settings.out, document)
+
+    # -- steps --------------------------------------------------------------------------
+    def passes(self, step: StepResult) -> bool:
+        """Meets the SLO and the error bound, and the generator was not the limit."""
+        rules = self.settings.rules
+        if step.requests is None or step.exit_code == 2:
+            return False
+        if slo_breach(step, rules.slo) is not None:
+            return False
+        if step.error_rate is None or step.error_rate > rules.max_error_rate:
+            return False
+        return generator_limit(step, rules) is None and saturation(step, rules) is None
+
+    def best(self) -> StepResult | None:
+        """The passing step with the highest achieved throughput."""
+        passing = [s for s in self.steps if self.passes(s) and s.achieved_rps is not None]
+        return max(passing, key=lambda s: s.achieved_rps or 0.0) if passing else None
+
+    def _within_budget(self) -> bool:
+        budget = self.settings.budget_s
+        if budget is None:
+            return True
+        left = budget - (time.monotonic() - self.started)
+        return left >= self.plan.max_duration_s + 15.0  # a step's longest run and its start-up
+
+    def run_level(self, children: ChildProcesses, level: float, total: int | None) -> StepResult:
+        index = len(self.steps) + 1
+        unit = "req/s" if self.plan.open_loop else "users"
+        of = f"/{total}" if total else ""
+        self.settings.printer(f"[step {index}{of}] {level:g} {unit}: running (at most {self.plan.max_duration_s:g} s) ...")
+        step = run_step(children, self.base, self.plan, index, level, self.settings.out, check_first=index == 1)
+        self.steps.append(step)
+        self.save()
+        self.settings.printer("      " + describe(step, self.best(), self.plan.open_loop))
+        return step
+
+    def run(self) -> int:
+        """The sweep (or capacity search); 0 when it ended by its own rules, 2 when a step could not
+        start, 128+N when a signal stopped it."""
+        with ChildProcesses() as children:
+            if self.settings.capacity is not None:
+                self._find_capacity(children, self.settings.capacity)
+            else:
+                self._sweep_levels(children)
+            if children.signals:
+                self.stopped = {"rule": "interrupted", "reason": f"stopped by signal {children.signals[0]}"}
+        self.save()
+        self._print_end()
+        if children.signals:
+            return 128 + children.signals[0]
+        return 2 if self.stopped and self.stopped["rule"] == "failed" else 0
+
+    def _sweep_levels(self, children: ChildProcesses) -> None:
+        if self.stopped is not None:
+            return  # a resumed sweep that had already ended
+        levels = self.settings.levels
+        for level in levels[len(self.steps) :]:
+            if not self._within_budget():
+                self.stopped = {"rule": "budget", "reason": "the time budget would end during the next step"}
+                return
+            self.run_level(children, level, len(levels))
+            if children.signals:
+                return
+            reason = stop_reason(self.steps, self.settings.rules)
+            if reason is not None:
+                self.stopped = {"rule": reason[0], "reason": reason[1]}
+                return
+        self.stopped = {"rule": "levels", "reason": "every level was run"}
+
+    def verdict(self, step: StepResult, signalled: bool) -> Verdict:
+        """How a capacity-search step ended, for `search_capacity`."""
+        rules = self.settings.rules
+        if signalled:
+            return Verdict.INTERRUPTED
+        if step.exit_code == 2 or step.requests is None:
+            return Verdict.BROKEN
+        if generator_limit(step, rules) is not None:
+            return Verdict.GENERATOR
+        return Verdict.PASS if self.passes(step) else Verdict.FAIL
+
+    def _find_capacity(self, children: ChildProcesses, search: CapacitySearch) -> None:
+        passing = [s.level for s in self.steps if self.passes(s)]
+        failing = [s.level for s in self.steps if not self.passes(s)]
+        low = max(passing) if passing else None
+        high = min((f for f in failing if low is None or f > low), default=None)
+
+        def measure(rate: float) -> Verdict:
+            return self.verdict(self.run_level(children, rate, None), bool(children.signals))
+
+        answer = search_capacity(measure, search, low, high, len(self.steps), self._within_budget)
+        self.capacity = {
+            "max_rps": answer.max_rps,
+            "first_failing_rps": answer.first_failing_rps,
+            "precision_pct": answer.precision_pct,
+            "slo": self.settings.rules.slo,
+            "limited_by_generator": answer.ended_by is Verdict.GENERATOR,
+        }
+        last = self.steps[-1] if self.steps else None
+        if answer.ended_by is Verdict.GENERATOR and last is not None:
+            limit = generator_limit(last, self.settings.rules)
+            self.stopped = {"rule": "generator", "reason": f"the load generator is the limit at {last.level:g} req/s: {limit}"}
+        elif answer.ended_by is Verdict.BROKEN and last is not None:
+            self.stopped = {"rule": "failed", "reason": f"the step's run failed (exit {last.exit_code}); see its run.log"}
+        elif answer.ended_by is None and not self._within_budget():
+            self.stopped = {"rule": "budget", "reason": "the time budget would end during the next step"}
+        elif answer.ended_by is None:
+            self.stopped = {
+                "rule": "capacity",
+                "reason": "no rate met the SLO"
+                if answer.max_rps is None
+                else f"highest passing rate {answer.max_rps:g} req/s"
+                + (f", first failing {answer.first_failing_rps:g} req/s" if answer.first_failing_rps else ""),
+            }
+
+    def _print_end(self) -> None:
+        say = self.settings.printer
+        if self.stopped:
+            say(f"stopped: {self.stopped['rule']}: {self.stopped['reason']}")
+        best = self.best()
+        if best is not None:
+            say(f"best: {best.achieved_rps:g} req/s at level {best.level:g} (p99 {fmt_ms(best.p99_ms)})")
+        if self.capacity is not None and self.capacity["max_rps"] is not None:
+            bound = self.capacity["first_failing_rps"]
+            say(
+                f"capacity under the SLO: {self.capacity['max_rps']:g} req/s"
+                + (f" (fails at {bound:g} req/s)" if bound else " (no failing rate found)")
+            )
+        say(f"results: {self.settings.out}/sweep.json, sweep.csv, sweep.html, steps/")
+
+
+def knee_step(steps: list[StepResult]) -> StepResult | None:
+    """The knee of the latency-throughput curve: the step of highest power (throughput / p99, Kleinrock)."""
+    measured = [s for s in steps if s.achieved_rps and s.p99_ms and s.p99_ms > 0]
+    return max(measured, key=lambda s: (s.achieved_rps or 0.0) / (s.p99_ms or math.inf)) if measured else None
+
+
+def fmt_ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f} ms"
+
+
+def describe(step: StepResult, best: StepResult | None, open_loop: bool) -> str:
+    """One progress line for a finished step."""
+    if step.requests is None:
+        return f"no results (exit {step.exit_code}); see {Path(step.results_dir).parent}/run.log"
+    parts = [
+        f"achieved {step.achieved_rps or 0:.1f} req/s",
+        f"p50 {fmt_ms(step.p50_ms)}",
+        f"p99 {fmt_ms(step.p99_ms)}",
+        f"errors {step.error_rate or 0:.2%}",
+        "stable" if step.stable else f"not stable in {step.windows} windows",
+    ]
+    if step.avg_batch is not None:
+        parts.append(f"avg batch {step.avg_batch:.2f}")
+    if open_loop and step.send_lag_p99_ms is not None:
+        parts.append(f"send lag p99 {step.send_lag_p99_ms:.2f} ms")
+    if step.client_cpu_per_worker is not None:
+        parts.append(f"client {step.client_cpu_per_worker:.2f} cores")
+    line = ", ".join(parts)
+    if best is not None:
+        line += f"; best so far {best.achieved_rps or 0:.1f} req/s at {best.level:g}"
+    return line
