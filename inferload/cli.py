@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from inferload.errors import InferloadError, ScenarioError
 from inferload.run.child_processes import ChildProcesses
@@ -78,11 +79,22 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help=f"headless master: exit 2 when not every worker joined after SECONDS (default {DEFAULT_WORKER_WAIT_S:g})",
     )
+    run.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="N",
+        help="headless: run N times (repeat-01/ ...) and write repeat.json, each figure's mean with its 95 %% interval;"
+        " `inferload compare A B --fail-on p99:+10%%` then tells a change from the noise",
+    )
     run.epilog = "Options after -- go to Locust unchanged, e.g. inferload run s.yaml --headless -- --loglevel WARNING"
 
     from inferload.tune.sweep_cli import add_sweep_parser
 
     add_sweep_parser(sub)
+    from inferload.tune.tune_cli import add_tune_parser
+
+    add_tune_parser(sub)
 
     validate = sub.add_parser("validate", help="check scenario files; exit 2 with one line per problem")
     validate.add_argument("scenarios", type=Path, nargs="+", metavar="SCENARIO")
@@ -91,6 +103,14 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("a", type=Path, metavar="A", help="results folder or summary.json (before)")
     compare.add_argument("b", type=Path, metavar="B", help="results folder or summary.json (after)")
     compare.add_argument("--json", action="store_true", dest="as_json", help="print JSON instead of a table")
+    compare.add_argument(
+        "--fail-on",
+        action="append",
+        default=[],
+        metavar="FIGURE:±P%",
+        help="exit 1 when FIGURE changed by more than P %% beyond the noise (its whole 95 %% interval), e.g."
+        " p99:+10%% or throughput:-5%%; figures p50 p90 p95 p99 p999 mean throughput error_rate",
+    )
 
     report = sub.add_parser("report", help="(re)write report.html in a results folder")
     report.add_argument("results_dir", type=Path, metavar="RESULTS_DIR")
@@ -135,6 +155,10 @@ def main(argv: list[str] | None = None) -> int:
             from inferload.tune.sweep_cli import cmd_sweep
 
             return cmd_sweep(args)
+        if args.command == "tune":
+            from inferload.tune.tune_cli import cmd_tune
+
+            return cmd_tune(args)
         if args.command == "servers":
             return cmd_servers(args)
         if args.command == "worker":
@@ -142,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "compare":
             from inferload.results.compare import main_compare
 
-            return main_compare(args.a, args.b, args.as_json)
+            return main_compare(args.a, args.b, args.as_json, args.fail_on)
         if args.command == "report":
             from inferload.results.report import main_report
 
@@ -205,6 +229,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     if refused:
         print(f"inferload: {refused}", file=sys.stderr)
         return EXIT_USAGE
+    if args.repeat != 1:
+        from inferload.tune.repeat_cli import cmd_run_repeated
+
+        return cmd_run_repeated(args, scenario.name, run_once)
+    return run_once(args, scenario)
+
+
+def run_once(args: argparse.Namespace, scenario: Any) -> int:
+    """One run of a validated scenario as the options say (local or distributed)."""
     extra = list(args.locust_args) + (["--requests-csv"] if args.requests_csv else [])
     extra += ["--skip-start-checks"] if args.skip_start_checks else []
     if not args.workers and not args.remote_workers:

@@ -132,12 +132,27 @@ def comparison_to_dict(comparison: Comparison) -> dict[str, Any]:
     }
 
 
-def main_compare(a: Path, b: Path, as_json: bool) -> int:
-    """The CLI command: print the comparison; exit 2 when a run cannot be read."""
+def main_compare(a: Path, b: Path, as_json: bool, fail_on: list[str] | None = None) -> int:
+    """The CLI command: print the comparison (and the regression gate with `fail_on`); exit 1 when a
+    gate rule fails beyond the noise, 2 when a run cannot be read or a rule is malformed."""
+    from inferload.errors import InferloadError
+    from inferload.results.regression import format_gate, gate, parse_rule
+    from inferload.results.repeats import read_repeats
+
     try:
-        comparison = compare_runs(a, b)
-    except ResultsError as exc:
+        rules = [parse_rule(text) for text in fail_on or []]
+        repeated = read_repeats(Path(a)) is not None or read_repeats(Path(b)) is not None
+        if not repeated:
+            comparison = compare_runs(a, b)
+            print(json.dumps(comparison_to_dict(comparison), indent=2) if as_json else format_comparison(comparison))
+        elif not rules:
+            print("A or B is a repeated run (repeat.json): compare them with --fail-on FIGURE:±P%", file=sys.stderr)
+            return EXIT_USAGE
+        if not rules:
+            return 0
+        results, note = gate(Path(a), Path(b), rules)
+    except (ResultsError, InferloadError) as exc:
         print(f"inferload compare: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    print(json.dumps(comparison_to_dict(comparison), indent=2) if as_json else format_comparison(comparison))
-    return 0
+    print(format_gate(results, note), file=sys.stderr if as_json and not repeated else sys.stdout)
+    return 1 if any(result.failed for result in results) else 0

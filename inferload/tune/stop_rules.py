@@ -74,6 +74,15 @@ def too_late(step: StepResult, rules: StopRules) -> str | None:
     return None
 
 
+def cpu_bound(step: StepResult, rules: StopRules) -> str | None:
+    """The busiest load-generating process was near a full core: more load from it is impossible."""
+    if step.client_cpu_per_worker is not None and step.client_cpu_per_worker >= rules.max_client_cpu:
+        return (
+            f"the client used {step.client_cpu_per_worker:.2f} cores per load-generating process (limit {rules.max_client_cpu:g})"
+        )
+    return None
+
+
 def generator_limit(step: StepResult, rules: StopRules) -> str | None:
     """Why the load generator, not the server, bounds this step; None when it does not.
 

@@ -24,7 +24,7 @@ from inferload.scenario.loader import load_scenario, scenario_to_dict
 from inferload.scenario.model import Scenario, is_open_loop
 from inferload.tune.capacity import CapacitySearch, Verdict, search_capacity
 from inferload.tune.step import StepPlan, StepResult, run_step
-from inferload.tune.stop_rules import StopRules, generator_limit, saturation, slo_breach, stop_reason
+from inferload.tune.stop_rules import StopRules, cpu_bound, generator_limit, saturation, slo_breach, stop_reason
 from inferload.tune.sweep_file import VERSION, read_sweep, steps_from, write_sweep
 from inferload.tune.sweep_report import write_sweep_report
 
@@ -140,7 +140,8 @@ class Sweep:
             return False
         if step.error_rate is None or step.error_rate > rules.max_error_rate:
             return False
-        return generator_limit(step, rules) is None and saturation(step, rules) is None
+        # late arrivals alone are judged by the SLO (the latency counts from the intended send time)
+        return cpu_bound(step, rules) is None and saturation(step, rules) is None
 
     def best(self) -> StepResult | None:
         """The passing step with the highest achieved throughput."""
@@ -205,7 +206,7 @@ class Sweep:
             return Verdict.INTERRUPTED
         if step.exit_code == 2 or step.requests is None:
             return Verdict.BROKEN
-        if generator_limit(step, rules) is not None:
+        if cpu_bound(step, rules) is not None:
             return Verdict.GENERATOR
         return Verdict.PASS if self.passes(step) else Verdict.FAIL
 

@@ -29,24 +29,32 @@ def add_sweep_parser(sub: argparse._SubParsersAction) -> None:
     load.add_argument("--users", metavar="LEVELS", help="closed loop: users per step, e.g. 1,2,4,8 or 1:64:x2 or 4:32:+4")
     load.add_argument("--rate", metavar="LEVELS", help="open loop: req/s per step, e.g. 50:400:+50 or 25:800:x2")
     load.add_argument("--find-max-rps", action="store_true", help="search the highest open-loop rate meeting --slo")
-    sweep.add_argument("--slo", action="append", default=[], metavar="KEY=VALUE", help=f"bound per step: {', '.join(SLO_KEYS)}")
     sweep.add_argument("--target", help="the scenario target to load (needed when it has several)")
-    sweep.add_argument("--start-rate", type=float, default=50.0, help="--find-max-rps: first rate tried (default 50)")
-    sweep.add_argument("--precision", type=float, default=5.0, help="--find-max-rps: stop within this %% (default 5)")
-    sweep.add_argument("--stable-windows", type=int, default=3, help="windows that must agree (default 3)")
-    sweep.add_argument("--tolerance", type=float, default=10.0, help="±%% within which they agree (default 10)")
-    sweep.add_argument("--max-windows", type=int, default=10, help="windows a step runs at most (default 10)")
-    sweep.add_argument("--window", help="window length, e.g. 2s (default: the scenario's)")
-    sweep.add_argument("--warmup", help="warm-up of each step, e.g. 3s (default: the scenario's)")
-    sweep.add_argument("--max-error-rate", type=float, default=0.01, help="a step with more failed requests ends it")
-    sweep.add_argument("--plateau", type=float, default=5.0, help="plateau: gain under this %% ... (default 5)")
-    sweep.add_argument("--plateau-steps", type=int, default=2, help="... for this many steps in a row (default 2)")
-    sweep.add_argument("--max-client-cpu", type=float, default=0.9, help="generator limit: cores per process (0.9)")
-    sweep.add_argument("--max-send-lag", type=float, default=20.0, help="generator limit: send-lag p99 ms (default 20)")
-    sweep.add_argument("--workers", type=int, default=0, help="local worker processes per step (default 0: one process)")
-    sweep.add_argument("--budget", help="total time bound, e.g. 15m: no step starts that could not end within it")
-    sweep.add_argument("--out", type=Path, help="folder for sweep.json, sweep.csv, sweep.html (default results/sweep-<UTC>)")
+    add_search_arguments(sweep)
     sweep.add_argument("--resume", action="store_true", help="carry on an interrupted sweep in --out")
+
+
+def add_search_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options `inferload sweep` and `inferload tune` share: SLO, stability, stop rules, budget, output."""
+    parser.add_argument("--slo", action="append", default=[], metavar="KEY=VALUE", help=f"bound per step: {', '.join(SLO_KEYS)}")
+    parser.add_argument("--start-rate", type=float, default=50.0, help="--find-max-rps: first rate tried (default 50)")
+    parser.add_argument("--precision", type=float, default=5.0, help="--find-max-rps: stop within this %% (default 5)")
+    parser.add_argument("--stable-windows", type=int, default=3, help="windows that must agree (default 3)")
+    parser.add_argument("--tolerance", type=float, default=10.0, help="±%% within which they agree (default 10)")
+    parser.add_argument("--max-windows", type=int, default=10, help="windows a step runs at most (default 10)")
+    parser.add_argument("--window", help="window length, e.g. 2s (default: the scenario's)")
+    parser.add_argument("--warmup", help="warm-up of each step, e.g. 3s (default: the scenario's)")
+    parser.add_argument("--max-error-rate", type=float, default=0.01, help="a step with more failed requests ends it")
+    parser.add_argument("--plateau", type=float, default=5.0, help="plateau: gain under this %% ... (default 5)")
+    parser.add_argument("--plateau-steps", type=int, default=2, help="... for this many steps in a row (default 2)")
+    parser.add_argument("--max-client-cpu", type=float, default=0.9, help="generator limit: cores per process (0.9)")
+    parser.add_argument(
+        "--max-unsent", type=float, default=0.01, help="open loop: share of arrivals that may go unsent (default 0.01)"
+    )
+    parser.add_argument("--max-send-lag", type=float, default=20.0, help="generator limit: send-lag p99 ms (default 20)")
+    parser.add_argument("--workers", type=int, default=0, help="local worker processes per step (default 0: one process)")
+    parser.add_argument("--budget", help="total time bound, e.g. 15m: no step starts that could not end within it")
+    parser.add_argument("--out", type=Path, help="folder for sweep.json, sweep.csv, sweep.html (default results/sweep-<UTC>)")
 
 
 def _seconds(option: str, text: str | None) -> float | None:
@@ -90,6 +98,8 @@ def settings_from_args(args: argparse.Namespace) -> SweepSettings:
     for name, value in (("--plateau-steps", args.plateau_steps), ("--workers", args.workers + 1)):
         if value < 1:
             raise InferloadError(f"{name}: expected a positive number; got {value}")
+    if not 0 <= args.max_unsent < 1 or not 0 <= args.max_error_rate <= 1:
+        raise InferloadError("--max-unsent and --max-error-rate: expected a share between 0 and 1")
     for name, value in (("--precision", args.precision), ("--start-rate", args.start_rate), ("--plateau", args.plateau)):
         if not value > 0:
             raise InferloadError(f"{name}: expected a number above 0; got {value:g}")
@@ -100,6 +110,7 @@ def settings_from_args(args: argparse.Namespace) -> SweepSettings:
         plateau_steps=args.plateau_steps,
         max_client_cpu=args.max_client_cpu,
         max_send_lag_p99_ms=args.max_send_lag,
+        max_unsent_ratio=args.max_unsent,
     )
     levels: list[float] = []
     try:

@@ -102,7 +102,7 @@ def test_ctrl_c_during_the_demo_keeps_the_measured_phase_and_stops_the_servers(t
         command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
     )
     lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(iter(demo.stdout.readline, "")), daemon=True)  # type: ignore[union-attr]
+    reader = threading.Thread(target=lambda: lines.extend(iter(demo.stdout.readline, "")), daemon=True)
     reader.start()
     try:
         # the first phase's first progress line comes 5 s into its run (1 s of it warm-up)

@@ -16,7 +16,7 @@ from inferload.tune.sweep import knee_step
 
 
 def step(level: float, rps: float | None, p99: float | None = 10.0, **extra: object) -> StepResult:
-    fields = {"requests": 1000, "error_rate": 0.0, "p50_ms": 1.0, "p99_ms": p99, "achieved_rps": rps}
+    fields: dict[str, object] = {"requests": 1000, "error_rate": 0.0, "p50_ms": 1.0, "p99_ms": p99, "achieved_rps": rps}
     fields.update(extra)
     return StepResult(step=1, level=level, exit_code=0, duration_s=10.0, results_dir="r", **fields)  # type: ignore[arg-type]
 

@@ -1,0 +1,128 @@
+"""`inferload tune`'s command line: the servers to tune, their management URLs, the search space,
+and the capacity search's settings (shared with `inferload sweep`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+from inferload.errors import InferloadError, ScenarioError
+from inferload.scenario.headers import read_management_key, request_headers
+from inferload.scenario.loader import load_scenario
+from inferload.scenario.model import Scenario
+from inferload.scenario.targets import Target
+from inferload.tune.candidates import SearchSpace
+from inferload.tune.capacity import CapacitySearch
+from inferload.tune.server_config import TorchServeConfigurator, TritonConfigurator
+from inferload.tune.sweep_cli import add_search_arguments, settings_from_args
+from inferload.tune.tune import ServerTune, Tune, TuneSettings
+
+EXIT_USAGE = 2
+
+
+def _ints(option: str, text: str) -> tuple[int, ...]:
+    """A comma list of whole numbers; an empty string is an empty list (that stage is skipped)."""
+    if not text.strip():
+        return ()
+    try:
+        values = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise InferloadError(f"{option}: expected whole numbers separated by commas; got {text!r}") from None
+    if any(v < 0 for v in values):
+        raise InferloadError(f"{option}: expected numbers of 0 or more; got {text!r}")
+    return values
+
+
+def add_tune_parser(sub: argparse._SubParsersAction) -> None:
+    tune = sub.add_parser(
+        "tune",
+        help="the seeds' tuning loop on Triton and TorchServe: baseline, batching, more instances/workers, each scored by"
+        " its capacity under --slo; names each server's best config",
+    )
+    tune.add_argument("scenario", type=Path, help="scenario with a Triton target and/or a TorchServe target")
+    tune.add_argument("--servers", default="triton,torchserve", help="which to tune (default triton,torchserve)")
+    tune.add_argument(
+        "--triton-url", help="Triton's HTTP API, e.g. http://127.0.0.1:8000 (default: a triton-http target's address)"
+    )
+    tune.add_argument("--torchserve-management", help="TorchServe's management API (default: the target's management_url)")
+    tune.add_argument("--triton-delays-us", default="100,1000", help="dynamic batching queue delays to try (default 100,1000)")
+    tune.add_argument("--triton-instances", default="2", help="instance counts to try after batching (default 2)")
+    tune.add_argument("--torchserve-batch-sizes", default="8", help="batch sizes to try (default 8)")
+    tune.add_argument("--torchserve-delays-ms", default="5,20", help="batch delays to try (default 5,20)")
+    tune.add_argument("--torchserve-workers", default="2", help="worker counts to try after batching (default 2)")
+    add_search_arguments(tune)
+    tune.set_defaults(users=None, rate=None, find_max_rps=True, resume=False, target=None, plateau_steps=2)
+
+
+def pick(scenario: Scenario, server: str) -> Target | None:
+    return next((t for t in scenario.targets if t.server == server), None)
+
+
+def servers_from_args(args: argparse.Namespace, scenario: Scenario) -> list[ServerTune]:
+    wanted = [s.strip() for s in args.servers.split(",") if s.strip()]
+    unknown = set(wanted) - {"triton", "torchserve"}
+    if unknown or not wanted:
+        raise InferloadError(f"--servers: expected triton and/or torchserve; got {args.servers!r}")
+    base = Path(args.scenario).resolve().parent
+    servers: list[ServerTune] = []
+    for server in wanted:
+        target = pick(scenario, server)
+        if target is None:
+            raise InferloadError(f"the scenario has no {server} target to tune (--servers {args.servers})")
+        headers = request_headers(target.name, target.headers, target.headers_from_env, None, base)
+        if server == "triton":
+            url = args.triton_url or (target.address if target.kind == "triton-http" else None)
+            if url is None:
+                raise InferloadError(f"target {target.name!r} is {target.kind}: give Triton's HTTP API with --triton-url")
+            url = url if "://" in url else f"http://{url}"
+            servers.append(
+                ServerTune("triton", target.name, target.model, TritonConfigurator(url.rstrip("/"), target.model, headers))
+            )
+        else:
+            url = args.torchserve_management or target.management_url
+            if url is None:
+                raise InferloadError(f"target {target.name!r}: give TorchServe's management API with --torchserve-management")
+            if target.token_file:
+                key = read_management_key(base / target.token_file)
+                headers = {"Authorization": f"Bearer {key}"} if key else {}
+            servers.append(
+                ServerTune(
+                    "torchserve", target.name, target.model, TorchServeConfigurator(url.rstrip("/"), target.model, headers)
+                )
+            )
+    return servers
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    try:
+        scenario = load_scenario(args.scenario)
+        sweep = settings_from_args(args)
+        servers = servers_from_args(args, scenario)
+        space = SearchSpace(
+            triton_delays_us=_ints("--triton-delays-us", args.triton_delays_us),
+            triton_instances=_ints("--triton-instances", args.triton_instances),
+            torchserve_batch_sizes=_ints("--torchserve-batch-sizes", args.torchserve_batch_sizes),
+            torchserve_delays_ms=_ints("--torchserve-delays-ms", args.torchserve_delays_ms),
+            torchserve_workers=_ints("--torchserve-workers", args.torchserve_workers),
+        )
+    except ScenarioError as error:
+        for problem in error.problems:
+            print(problem, file=sys.stderr)
+        return EXIT_USAGE
+    except InferloadError as error:
+        print(f"inferload tune: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out = (args.out or Path("results") / f"tune-{stamp}").resolve()
+    settings = TuneSettings(
+        scenario=args.scenario,
+        out=out,
+        sweep=replace(sweep, out=out, capacity=sweep.capacity or CapacitySearch(args.start_rate, args.precision), budget_s=None),
+        space=space,
+        plateau_pct=args.plateau,
+        budget_s=sweep.budget_s,
+    )
+    return Tune(settings, servers).run()
