@@ -1,0 +1,160 @@
+"""Every window's HDR histogram, kept in the results folder (histograms.jsonl), and exact percentiles
+over any time range and any subset of workers recomputed from them (`inferload report --from --to`).
+
+Per-window p99s cannot be averaged into the p99 of a longer span or of several workers; histograms
+can be merged exactly. One JSON line per window per target per series: `worker` is "all" (every
+worker merged, as in windows.csv) or a worker's id (distributed runs, as in requests.csv's `worker`
+column), `start` the window's start (Unix seconds), `window_s` its length, then the histogram as
+`inferload.measure.hdr` sends it between processes (`h`: HdrHistogram's compressed V2 encoding in
+base64; `s`, `f`: successes, failures; `sum`, `min`, `max` in ms). A range takes the windows that lie
+wholly inside it, so its bounds are rounded inwards to whole windows and the covered span is reported.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from inferload.measure.hdr import LatencyStats, WindowStats
+from inferload.measure.run_record import RunRecord
+from inferload.results.summary_file import ResultsError
+
+HISTOGRAMS_NAME = "histograms.jsonl"
+ALL = "all"
+
+
+def histogram_lines(record: RunRecord) -> Iterator[dict[str, Any]]:
+    """Every window of every target (merged, then each worker's), oldest first."""
+    series: list[tuple[int, str, str, WindowStats]] = [
+        (index, target, ALL, stats) for (index, target), stats in record.windows.items()
+    ]
+    series += [(index, target, worker, stats) for (index, target, worker), stats in record.worker_windows.items()]
+    for index, target, worker, stats in sorted(series, key=lambda item: (item[0], item[1], item[2] != ALL, item[2])):
+        yield {
+            "start": index * record.window_s,
+            "window_s": record.window_s,
+            "target": target,
+            "worker": worker,
+            **stats.to_wire(),
+        }
+
+
+def write_histograms(results_dir: Path, record: RunRecord) -> Path:
+    path = results_dir / HISTOGRAMS_NAME
+    with open(path, "w") as handle:
+        for line in histogram_lines(record):
+            handle.write(json.dumps(line, separators=(",", ":")) + "\n")
+    return path
+
+
+@dataclass
+class RangeFigures:
+    """Exact figures of one target over a range, from the merged window histograms."""
+
+    target: str
+    workers: list[str]
+    first_start: float | None  # the covered span: the first window's start ...
+    last_end: float | None  # ... and the last one's end (Unix seconds)
+    windows: int
+    stats: LatencyStats
+
+    def as_dict(self) -> dict[str, Any]:
+        figures = self.stats.latency_ms()
+        return {
+            "target": self.target,
+            "workers": self.workers,
+            "from": self.first_start,
+            "to": self.last_end,
+            "windows": self.windows,
+            "requests": self.stats.requests,
+            "failures": self.stats.failures,
+            "latency_ms": figures,
+        }
+
+
+def read_lines(results_dir: Path) -> Iterable[dict[str, Any]]:
+    path = results_dir / HISTOGRAMS_NAME
+    if not path.is_file():
+        raise ResultsError(f"{path}: not found (runs before this version kept no histograms)")
+    with open(path) as handle:
+        for number, text in enumerate(handle, start=1):
+            try:
+                line = json.loads(text)
+                float(line["start"]), float(line["window_s"]), str(line["target"]), str(line["worker"])
+            except (ValueError, KeyError, TypeError):
+                raise ResultsError(f"{path}:{number}: not a histogram line") from None
+            yield line
+
+
+def range_figures(results_dir: Path, t_from: float | None, t_to: float | None, workers: list[str] | None) -> list[RangeFigures]:
+    """Per target, the windows wholly inside [t_from, t_to) of the chosen series, merged."""
+    wanted = set(workers) if workers else {ALL}
+    found: dict[str, RangeFigures] = {}
+    seen_workers: set[str] = set()
+    for line in read_lines(results_dir):
+        seen_workers.add(line["worker"])
+        start, length = float(line["start"]), float(line["window_s"])
+        if line["worker"] not in wanted:
+            continue
+        if (t_from is not None and start < t_from - 1e-6) or (t_to is not None and start + length > t_to + 1e-6):
+            continue
+        figures = found.setdefault(line["target"], RangeFigures(line["target"], sorted(wanted), None, None, 0, LatencyStats()))
+        figures.stats.merge(LatencyStats.from_wire(line))
+        figures.windows += 1
+        figures.first_start = start if figures.first_start is None else min(figures.first_start, start)
+        figures.last_end = start + length if figures.last_end is None else max(figures.last_end, start + length)
+    unknown = wanted - seen_workers
+    if unknown:
+        raise ResultsError(
+            f"--workers: {', '.join(sorted(unknown))} not in {HISTOGRAMS_NAME}; it has {', '.join(sorted(seen_workers))}"
+        )
+    return list(found.values())
+
+
+def parse_time(option: str, text: str | None, run_start: float) -> float | None:
+    """Seconds since the run's start (`30`, `30s`) or an ISO-8601 time, as Unix seconds."""
+    if text is None:
+        return None
+    from datetime import datetime
+
+    try:
+        return run_start + float(text.removesuffix("s"))
+    except ValueError:
+        pass
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        raise ResultsError(
+            f"{option}: expected seconds since the run's start (e.g. 30) or an ISO-8601 time; got {text!r}"
+        ) from None
+
+
+def main_range(results_dir: Path, t_from: str | None, t_to: str | None, workers: str | None, as_json: bool) -> int:
+    """`inferload report DIR --from T --to T [--workers W,...]`: exact percentiles over the range."""
+    import sys
+    from datetime import datetime
+
+    from inferload.results.summary_file import read_summary
+
+    try:
+        start = datetime.fromisoformat(read_summary(results_dir).started_at).timestamp()
+        chosen = [w.strip() for w in workers.split(",") if w.strip()] if workers else None
+        results = range_figures(results_dir, parse_time("--from", t_from, start), parse_time("--to", t_to, start), chosen)
+    except ResultsError as error:
+        print(f"inferload report: {error}", file=sys.stderr)
+        return 2
+    if as_json:
+        print(json.dumps([r.as_dict() for r in results], indent=2))
+        return 0
+    if not results:
+        print("no whole window lies in that range")
+    for result in results:
+        figures = result.stats.latency_ms()
+        span = "-" if result.first_start is None else f"{result.first_start - start:g} s .. {(result.last_end or 0) - start:g} s"
+        cells = ", ".join(f"{k} {v:.3f}" for k, v in figures.items() if v is not None)
+        print(f"{result.target} [{'+'.join(result.workers)}], {span} after the start ({result.windows} windows):")
+        print(f"  {result.stats.requests} requests, {result.stats.failures} failed; ms: {cells or 'n/a'}")
+    return 0
