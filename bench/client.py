@@ -64,6 +64,7 @@ class MeasureSpec:
     triton_stats: bool = False  # read Triton's own statistics over the measured span
     influx_url: str | None = None  # stream windows to this InfluxDB (inferload variants)
     timeout_s: float = 120.0
+    dataset: str | None = None  # an absolute data-set path the input is fed from (rotated per request)
 
 
 @dataclass
@@ -108,7 +109,12 @@ def _scenario_target(spec: MeasureSpec) -> dict[str, Any]:
         "address": address,
         "model": spec.model,
         "inputs": [
-            {"name": "INPUT__0", "shape": list(spec.input_shape), "dtype": "FP32", "data": {"generator": "random", "seed": 1}}
+            {
+                "name": "INPUT__0",
+                "shape": list(spec.input_shape),
+                "dtype": "FP32",
+                "data": {"dataset": spec.dataset} if spec.dataset else {"generator": "random", "seed": 1},
+            }
         ],
         "timeout": "5s",
     }

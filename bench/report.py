@@ -149,6 +149,24 @@ def streaming_section(s: dict[str, Any], targets: dict[str, float]) -> list[str]
     ]
 
 
+def data_set_section(d: dict[str, Any], targets: dict[str, float]) -> list[str]:
+    limit = targets["data_set_cpu_cost"]
+    lines = [
+        f"## 7. Data-set rotation cost ({d['samples']:,} samples vs a fixed payload, {d['requests']} requests at "
+        f"{d['rate_rps']:g} req/s, {d['users']} users, median of {d['rounds']} rounds)",
+        "",
+        "| variant | CPU µs/request fixed | CPU µs/request data set | cost | target |",
+        "|---|---|---|---|---|",
+    ]
+    for variant, us in d["us_per_request_median"].items():
+        cost = d["cpu_cost"][variant]
+        lines.append(
+            f"| {variant} | {_fmt(us['fixed'])} | {_fmt(us['data set'])} | {_fmt(cost * 100 if cost is not None else None, 1)} % | "
+            f"≤ {limit * 100:g} % {_mark(None if cost is None else cost <= limit)} |"
+        )
+    return lines
+
+
 def profile_section(p: dict[str, Any]) -> list[str]:
     lines = ["## Profiles (py-spy, self time share of samples)", ""]
     for variant, summary in p.items():
@@ -180,6 +198,8 @@ def render_markdown(results: dict[str, Any]) -> str:
         lines += [*open_loop_section(results["open_loop_accuracy"], targets), ""]
     if "streaming" in results:
         lines += [*streaming_section(results["streaming"], targets), ""]
+    if "data_set" in results:
+        lines += [*data_set_section(results["data_set"], targets), ""]
     if "profiles" in results:
         lines += [*profile_section(results["profiles"]), ""]
     if "elapsed_s" in results:

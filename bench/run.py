@@ -1,11 +1,11 @@
 """`make bench`: benchmarks of the load generator itself, against the real local servers.
 
-    python -m bench.run [--out DIR] [--rounds N] [--profile] [--items 1,2,3,4,5]
+    python -m bench.run [--out DIR] [--rounds N] [--profile] [--items 1,2,3,4,5,7]
 
 Starts Triton and TorchServe (identity model, free loopback ports, a temporary state dir),
 measures every client variant in its own process, side by side and interleaved round by round,
 and writes `results/bench-<UTC time>/results.json` and `results.md`. Everything it starts is
-stopped before it returns. Runs in about 8.5 minutes on two cores.
+stopped before it returns. Runs in about 11 minutes on two cores (item 7, the data-set cost, about 3).
 """
 
 from __future__ import annotations
@@ -49,7 +49,10 @@ TARGETS = {
     "open_loop_send_lag_p99_ms": 1.0,
     "sink_points_per_s": 100_000,
     "streaming_cost": 0.03,
+    "data_set_cpu_cost": 0.10,
 }
+DATA_SET_SAMPLES = 10_000  # item 7: samples in the data set the rotating variant sends
+DATA_SET_VARIANTS = ("grpc-inferload", "http-inferload")
 
 
 @dataclass
@@ -280,6 +283,47 @@ def streaming_cost(bench: Bench, rounds: int) -> dict[str, Any]:
     }
 
 
+# ---- item 7 -----------------------------------------------------------------------------
+
+
+def data_set_cost(bench: Bench, rounds: int) -> dict[str, Any]:
+    """Client CPU per request sending from a data set of 10,000 samples vs one fixed payload."""
+    import numpy as np
+
+    log(
+        f"[7] data-set rotation cost: {DATA_SET_SAMPLES:,} samples vs a fixed payload, {CPU_REQUESTS} requests at "
+        f"{CPU_RATE_RPS:g} req/s, {CPU_USERS} users, {rounds} interleaved rounds"
+    )
+    path = bench.work_dir / "samples.npy"
+    np.save(path, np.random.default_rng(7).random((DATA_SET_SAMPLES, 16), dtype=np.float32))
+    runs: dict[str, dict[str, list[dict[str, Any]]]] = {v: {"fixed": [], "data set": []} for v in DATA_SET_VARIANTS}
+    for round_no in range(rounds):
+        log(f" round {round_no + 1}")
+        for variant in DATA_SET_VARIANTS:
+            modes = ("fixed", "data set") if round_no % 2 == 0 else ("data set", "fixed")  # ABBA: no order bias
+            for mode in modes:
+                spec = bench.spec(
+                    variant,
+                    users=CPU_USERS,
+                    rate_rps=CPU_RATE_RPS,
+                    warmup_requests=300,
+                    requests=CPU_REQUESTS,
+                    dataset=str(path) if mode == "data set" else None,
+                )
+                runs[variant][mode].append(bench.measure(spec))
+    us = {v: {m: median([r["client_cpu_us_per_request"] for r in rs]) for m, rs in modes.items()} for v, modes in runs.items()}
+    return {
+        "samples": DATA_SET_SAMPLES,
+        "rate_rps": CPU_RATE_RPS,
+        "users": CPU_USERS,
+        "requests": CPU_REQUESTS,
+        "rounds": rounds,
+        "us_per_request_median": us,
+        "cpu_cost": {v: round(m["data set"] / m["fixed"] - 1, 4) if m["fixed"] else None for v, m in us.items()},
+        "runs": runs,
+    }
+
+
 # ---- main -------------------------------------------------------------------------------
 
 
@@ -289,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of item 1 (default 3)")
     parser.add_argument("--profile", action="store_true", help="also record py-spy profiles of the gRPC and REST users")
     parser.add_argument(
-        "--items", default="1,2,3,4,5", help="comma-separated items to run (default all; 3 and 4 need 2, which then runs too)"
+        "--items", default="1,2,3,4,5,7", help="comma-separated items to run (default all; 3 and 4 need 2, which then runs too)"
     )
     args = parser.parse_args(argv)
     items = {int(x) for x in args.items.split(",") if x.strip()}
@@ -329,6 +373,8 @@ def main(argv: list[str] | None = None) -> int:
                 )
             if 5 in items:
                 results["streaming"] = streaming_cost(bench, 2)
+            if 7 in items:
+                results["data_set"] = data_set_cost(bench, args.rounds)
             if args.profile:
                 results["profiles"] = {
                     v: profile_variant(

@@ -112,8 +112,15 @@ def build_parser() -> argparse.ArgumentParser:
         " p99:+10%% or throughput:-5%%; figures p50 p90 p95 p99 p999 mean throughput error_rate",
     )
 
-    report = sub.add_parser("report", help="(re)write report.html in a results folder")
+    report = sub.add_parser(
+        "report",
+        help="(re)write report.html in a results folder; with --from/--to/--workers: exact percentiles over that range",
+    )
     report.add_argument("results_dir", type=Path, metavar="RESULTS_DIR")
+    report.add_argument("--from", dest="t_from", metavar="T", help="range start: seconds after the run's start, or ISO-8601")
+    report.add_argument("--to", dest="t_to", metavar="T", help="range end: seconds after the run's start, or ISO-8601")
+    report.add_argument("--workers", dest="range_workers", metavar="W,...", help="only these workers (requests.csv's ids)")
+    report.add_argument("--json", action="store_true", dest="as_json", help="with a range: print JSON")
 
     worker = sub.add_parser(
         "worker",
@@ -168,6 +175,10 @@ def main(argv: list[str] | None = None) -> int:
 
             return main_compare(args.a, args.b, args.as_json, args.fail_on)
         if args.command == "report":
+            if args.t_from or args.t_to or args.range_workers:
+                from inferload.results.histograms import main_range
+
+                return main_range(args.results_dir, args.t_from, args.t_to, args.range_workers, args.as_json)
             from inferload.results.report import main_report
 
             return main_report(args.results_dir)

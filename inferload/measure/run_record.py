@@ -29,6 +29,7 @@ from inferload.errors import ConnectionRefused
 from inferload.measure.hdr import ClosedStats, LatencyStats, WindowStats
 from inferload.measure.outages import Outage, RefusedWindow, find_outages
 from inferload.measure.report_auth import SignedReports
+from inferload.measure.stream_record import STREAM_CONTEXT_KEY, StreamRecord, StreamTiming
 from inferload.measure.windows import WindowStore
 
 logger = logging.getLogger(__name__)
@@ -62,6 +63,8 @@ class RunRecord:
     server_request_ms: dict[WindowKey, float] = field(default_factory=dict)
     # refused connections per window: how many, first and last (the run's outages)
     refused_windows: dict[WindowKey, RefusedWindow] = field(default_factory=dict)
+    #: streamed requests (Triton decoupled models): time to first response, between responses, counts
+    streams: StreamRecord = field(default_factory=StreamRecord)
     #: the scenario's target names: every one gets a row per window, even one that never answered
     targets: tuple[str, ...] = ()
     #: a window is closed (compressed) once the newest window seen starts this long after its end
@@ -94,6 +97,10 @@ class RunRecord:
         ends = self.warmup_ends_at
         return ends is None or t >= ends
 
+    def record_stream(self, target: str, timing: StreamTiming, now: float) -> None:
+        """A successful streamed request's own figures (its latency is recorded by `record`)."""
+        self.streams.record((int(now // self.window_s), target), timing, self._in_steady(now))
+
     def record_send_lag(self, target: str, lag_ms: float, now: float) -> None:
         self.lag_windows.writable((int(now // self.window_s), target)).record_success(max(lag_ms, 0.0))
         if self._in_steady(now):
@@ -125,11 +132,13 @@ class RunRecord:
         before = self._newest_index - max(1, math.ceil(self.close_after_s / self.window_s))
         for store in (self.windows, self.lag_windows, self.worker_windows):
             store.close_before(before)
+        self.streams.close_before(before)
 
     @property
     def open_histograms(self) -> int:
         """Windows that hold a full histogram now (bounded: the rest are compressed)."""
-        return self.windows.open_count + self.lag_windows.open_count + self.worker_windows.open_count
+        open_count = self.windows.open_count + self.lag_windows.open_count + self.worker_windows.open_count
+        return open_count + self.streams.open_histograms
 
     # -- reading --------------------------------------------------------------------------------
     def all_windows(self, first_index: int | None = None, last_index: int | None = None) -> list[tuple[WindowKey, WindowStats]]:
@@ -175,6 +184,7 @@ class RunRecord:
             "arrival_windows": [[index, target, counts] for (index, target), counts in self.arrival_windows.items()],
             "arrivals_steady": dict(self.arrivals_steady),
             "refused_windows": [[index, target, *window.to_wire()] for (index, target), window in self.refused_windows.items()],
+            "streams": self.streams.drain_to_wire(),
         }
         for totals in (self.steady, self.warmup, self.lag_steady):
             for stats in totals.values():
@@ -219,6 +229,7 @@ class RunRecord:
             counts[1] += unsent
         for index, target, count, first, last in wire.get("refused_windows", []):
             self._add_refused(int(index), target, int(count), float(first), float(last))
+        self.streams.merge_wire(wire.get("streams", {}))
         self._newest_index = newest
         self._close_old_windows()  # late figures reopened a window: closed again at once
 
@@ -274,6 +285,9 @@ class RunRecorder:
             lag = context.get("send_lag_ms")
             if lag is not None:
                 self.record.record_send_lag(name, lag, now)
+            timing = context.get(STREAM_CONTEXT_KEY)
+            if timing is not None and exception is None:
+                self.record.record_stream(name, timing, now)
 
     def _on_test_start(self, **_: Any) -> None:
         self.record.started_at = time.time()

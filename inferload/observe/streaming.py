@@ -35,6 +35,7 @@ from locust.runners import MasterRunner, WorkerRunner
 from inferload.measure.hdr import WindowStats
 from inferload.measure.run_record import RunRecord
 from inferload.observe.sink import BackgroundWriter, Point, SinkSettings, Writer, open_sink, seconds_to_ns, settings_from_mapping
+from inferload.observe.stream_points import stream_point
 from inferload.results.run_id import default_run_id  # the same id the results use
 from inferload.scenario.model import Scenario
 
@@ -273,6 +274,9 @@ class StreamingListener:
                     self.record.lag_windows.get(key),
                 )
             )
+            streamed = self.record.streams.window(key)  # a streamed target (decoupled model): its `streams` point
+            if streamed is not None:
+                points.append(stream_point(self.run_id, tags, index, window_s, streamed))
         for worker_key, stats in list(self.record.worker_windows.items()):  # distributed: one series per worker
             index, target, worker = worker_key
             if not final and (index + 1) * window_s + lag > now:

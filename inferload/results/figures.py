@@ -140,15 +140,41 @@ COMPARE = figures(
 )
 
 
+def server_side_notes(name: str, target: Any) -> list[str]:
+    """What a reader must know about a target's server figures: that they are its model's, shared
+    with other targets (``server_side.shared_with``), which ones the server does not report and why
+    (``server_side.unknown``)."""
+    side = value_at(target, ("server_side",))
+    notes: list[str] = []
+    if side is None:
+        return notes
+    shared = value_at(side, ("shared_with",))
+    if shared:
+        model = value_at(target, ("model",))
+        notes.append(
+            f"{name}: server-side figures cover all targets of model {model!r} on its server together "
+            f"(shared with {', '.join([*shared])}): the server cannot split them per target"
+        )
+    unknown = value_at(side, ("unknown",))
+    for key, reason in (unknown or {}).items():
+        figure = BY_NAME.get(f"server_side.{key}")
+        label = figure.heading() if figure is not None else key
+        notes.append(f"{name}: {label}: not reported by this server: {reason}")
+    return notes
+
+
 def format_table(targets: Mapping[str, Any], shown: tuple[Figure, ...] = TABLE) -> str:
-    """Side-by-side figures for the console, one column per target."""
+    """Side-by-side figures for the console, one column per target, and the notes on server
+    figures below it (shared by targets of one model, not reported by the server)."""
     names = list(targets)
     if not names:
         return "(no targets)"
     rows: list[tuple[str, ...]] = [("", *names)]
     rows += [(figure.heading(), *(figure.cell(targets[n]) for n in names)) for figure in shown]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join(
+    lines = [
         "  ".join(cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths, strict=True)))
         for row in rows
-    )
+    ]
+    notes = [note for n in names for note in server_side_notes(n, targets[n])]
+    return "\n".join(lines + [f"  {note}" for note in notes])

@@ -73,12 +73,18 @@ class ServerSide(Section):
     """The server's own statistics between the end of the warm-up and the end of the run."""
 
     model_config = ConfigDict(extra="allow")  # a server reader may report more than these
+    omit_when_none = frozenset({"scope", "shared_with", "unknown"})
 
     queue_ms_avg: Number | None
     compute_ms_avg: Number | None
     request_ms_avg: Number | None
     avg_batch_size: Number | None
     batch_size_histogram: dict[str, Count] | None  # batch size -> executions
+    # other targets of the run on the same model of the same server: these figures are the model's,
+    # for all of them together (scope "model"); absent when the target is the only one
+    scope: str | None = None
+    shared_with: list[str] | None = None
+    unknown: dict[str, str] | None = None  # figure -> why this server does not report it (null above)
 
 
 class SendLag(Section):
@@ -108,10 +114,38 @@ class Outage(Section):
     failures: Count  # refused attempts in the streak (each one is also counted in `failures`)
 
 
+class StreamFigures(Section):
+    """A streamed target's own figures (Triton decoupled model over the gRPC stream), over the
+    steady state, successful requests only; percentiles exact over all workers. The request's
+    complete latency is the target's `latency_ms`."""
+
+    requests: Count  # streamed requests that ended without error
+    responses: Count  # responses that carried outputs (Triton's empty final response not counted)
+    responses_per_s: Number
+    responses_per_request: Number | None  # mean; None when no request succeeded
+    max_responses_per_request: Count
+    first_response_ms: LatencyMs  # send -> first response (requests with at least one response)
+    inter_response_ms: LatencyMs  # between consecutive responses of one request
+
+
+class BurstRecovery(Section):
+    """One burst of a burst/rate-bursts shape: the tail's peak and the time back to the pre-burst p99
+    (`inferload.results.bursts`; null: not measured, or not back before the next burst)."""
+
+    start_s: Number
+    end_s: Number
+    pre_burst_p99_ms: Number | None
+    peak_p99_ms: Number | None
+    recovery_s: Number | None
+    server_recovery_s: Number | None
+    failures: Count
+    unsent: Count
+
+
 class TargetSummary(Section):
     """One target's steady-state figures."""
 
-    omit_when_none = frozenset({"kind", "open_loop", "outages"})
+    omit_when_none = frozenset({"kind", "open_loop", "outages", "streaming", "bursts"})
 
     server: str  # "triton" | "torchserve"
     protocol: str  # "grpc" | "http"
@@ -127,16 +161,21 @@ class TargetSummary(Section):
     residual_ms: Number | None = None  # client mean - server request_ms_avg
     open_loop: OpenLoop | None = None
     outages: list[Outage] | None = None  # present when connections to the target were refused
+    streaming: StreamFigures | None = None  # present for a target driven over the gRPC stream (decoupled model)
+    bursts: list[BurstRecovery] | None = None  # present for burst and rate-bursts shapes: per burst, peak and recovery
 
 
 class SloCheck(Section):
     """One SLO threshold: its limit, the measured value (None: not measured, fails) and the verdict."""
+
+    omit_when_none = frozenset({"note"})
 
     target: str
     metric: str  # the scenario's slo key: p99_ms, error_rate, min_throughput_rps, ...
     limit: Number
     value: Number | None
     passed: bool
+    note: str | None = None  # e.g. a server figure shared by several targets of one model
 
 
 class SloSection(Section):

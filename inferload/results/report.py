@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from inferload.results.figures import REPORT, REPORT_OPEN_LOOP, is_number, value_at
+from inferload.results.figures import REPORT, REPORT_OPEN_LOOP, is_number, server_side_notes, value_at
 from inferload.results.files import GPU_NAME, WINDOWS_NAME, GpuSeries, ResultsError, TargetSeries, Windows, read_gpu, read_windows
 from inferload.results.model import RunSummary, TargetSummary
 from inferload.results.plots import plot_gpu, plot_server_side, plot_timeline
@@ -91,6 +91,8 @@ def targets_html(targets: Mapping[str, Any]) -> str:
         ("server / protocol", [f"{_text(t, 'server')} / {_text(t, 'protocol')}" for t in targets.values()]),
         ("model", [_text(t, "model") for t in targets.values()]),
     ]
+    if any(value_at(t, ("server_side", "shared_with")) for t in targets.values()):
+        text_rows.append(("server figures", [_scope(t) for t in targets.values()]))
     shown = REPORT + (REPORT_OPEN_LOOP if any(value_at(t, ("open_loop",)) for t in targets.values()) else ())
     figure_rows = [
         (f.heading(f.name in UNIT_IN_CELL), [f.cell(t, f.name in UNIT_IN_CELL) for t in targets.values()]) for f in shown
@@ -106,6 +108,14 @@ def targets_html(targets: Mapping[str, Any]) -> str:
     )
 
 
+def _scope(target: Any) -> str:
+    """Whose server figures these are: the model's, shared with the named targets, or this target's."""
+    shared = value_at(target, ("server_side", "shared_with"))
+    if shared:
+        return "model-wide, shared with " + ", ".join([*shared])
+    return "n/a" if value_at(target, ("server_side",)) is None else "this target only"
+
+
 def slo_html(summary: RunSummary) -> str:
     checks = summary.slo.checks
     if not checks:
@@ -116,9 +126,10 @@ def slo_html(summary: RunSummary) -> str:
             f'<tr class="{"pass" if check.passed else "fail"}"><td>{_esc(check.target)}</td><td>{_esc(check.metric)}</td>'
             f'<td class="num">{_esc(bound(check.metric))} {_esc(fmt(check.limit, "g"))}</td>'
             f'<td class="num">{_esc(fmt(check.value, ".4g"))}</td>'
-            f"<td>{'<span class=pass-tag>pass</span>' if check.passed else '<span class=fail-tag>FAIL</span>'}</td></tr>"
+            f"<td>{'<span class=pass-tag>pass</span>' if check.passed else '<span class=fail-tag>FAIL</span>'}</td>"
+            f'<td class="muted">{_esc(check.note or "")}</td></tr>'
         )
-    head = "<tr><th>target</th><th>check</th><th>limit</th><th>value</th><th>result</th></tr>"
+    head = "<tr><th>target</th><th>check</th><th>limit</th><th>value</th><th>result</th><th>note</th></tr>"
     return f'<h2>SLO checks</h2><table class="slo">{head}{"".join(rows)}</table>'
 
 
@@ -142,13 +153,50 @@ def target_section(
         parts.append(_image(plot_timeline(name, series, warmup_s), f"{name}: latency, throughput, users, error rate over time"))
     else:
         parts.append('<p class="muted">No rows for this target in windows.csv: no plots over time.</p>')
+    notes.extend(server_side_notes(name, figures))
     plot = plot_server_side(name, figures.server_side) if figures.server_side is not None else None
     if plot is not None:
         parts.append(_image(plot, f"{name}: batch sizes and queue vs compute"))
     else:
         notes.append(f"{name}: no server-side figures (batch sizes, queue vs compute): the server's statistics were not read.")
         parts.append('<p class="muted">No server-side figures for this target.</p>')
+    if figures.bursts:
+        parts.append(bursts_html(figures))
     return "".join(parts), notes
+
+
+def bursts_html(figures: TargetSummary) -> str:
+    """Per burst: the p99 before it, its peak, the time back to within 20 % of it (client and server)."""
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in (
+            "burst (s)",
+            "p99 before (ms)",
+            "peak p99 (ms)",
+            "p99 back after (s)",
+            "server back after (s)",
+            "failed",
+            "unsent",
+        )
+    )
+    rows = [
+        "<tr>"
+        + "".join(
+            f"<td>{cell}</td>"
+            for cell in (
+                f"{b.start_s:g}–{b.end_s:g}",
+                fmt(b.pre_burst_p99_ms),
+                fmt(b.peak_p99_ms),
+                "not back" if b.recovery_s is None else fmt(b.recovery_s, ".1f"),
+                "-" if b.server_recovery_s is None else fmt(b.server_recovery_s, ".1f"),
+                b.failures,
+                b.unsent,
+            )
+        )
+        + "</tr>"
+        for b in figures.bursts or []
+    ]
+    return f"<h3>Bursts: peak and recovery</h3><table><tr>{head}</tr>{''.join(rows)}</table>"
 
 
 def _started_epoch(summary: RunSummary) -> float | None:

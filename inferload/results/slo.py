@@ -2,6 +2,10 @@
 
 Each scenario `slo` key names a figure of `inferload.results.figures`; the figure's better
 direction is the bound (lower is better: value <= limit; higher is better: value >= limit).
+
+A check on a server figure says so in its ``note`` when the figure is not this target's alone (other
+targets of the run are on the same model of the same server: ``server_side.shared_with``), or when
+the server does not report it at all (``server_side.unknown``: the check fails, with the reason).
 """
 
 from __future__ import annotations
@@ -9,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from inferload.results.figures import BY_NAME, Figure
+from inferload.results.figures import BY_NAME, Figure, value_at
 from inferload.results.model import SloCheck, SloSection
 from inferload.scenario.model import Scenario
 
@@ -43,6 +47,31 @@ def bound(metric: str) -> str:
     return ">=" if checked_figure(metric).better == "higher" else "<="
 
 
+#: checks on figures taken from the server (the residual: client mean minus the server's mean)
+_FROM_SERVER = {"max_residual_ms": "request_ms_avg"}
+
+
+def check_note(metric: str, target: Any) -> str | None:
+    """What a reader of the check must know about its server figure (None: nothing)."""
+    figure = checked_figure(metric)
+    if not figure.server and metric not in _FROM_SERVER:
+        return None
+    side = value_at(target, ("server_side",))
+    key = _FROM_SERVER.get(metric, figure.path[-1])
+    unknown = value_at(side, ("unknown", key))
+    if isinstance(unknown, str):
+        return f"not reported by this server: {unknown}"
+    shared = value_at(side, ("shared_with",))
+    if shared:
+        model = value_at(target, ("model",))
+        what = "its server figure covers" if metric in _FROM_SERVER else "the figure covers"
+        return (
+            f"{what} all targets of model {model!r} on this server together ({', '.join([*shared])} too): "
+            "the server cannot split it per target"
+        )
+    return None
+
+
 def evaluate(scenario: Scenario, targets: Mapping[str, Any]) -> list[SloCheck]:
     """One check per threshold set in the scenario; a figure that could not be measured fails.
 
@@ -61,7 +90,8 @@ def evaluate(scenario: Scenario, targets: Mapping[str, Any]) -> list[SloCheck]:
                 passed = False
             else:
                 passed = value >= limit if bound(key) == ">=" else value <= limit
-            checks.append(SloCheck(target=target.name, metric=key, limit=float(limit), value=value, passed=passed))
+            note = check_note(key, figures)
+            checks.append(SloCheck(target=target.name, metric=key, limit=float(limit), value=value, passed=passed, note=note))
     return checks
 
 
@@ -80,4 +110,5 @@ def format_checks(checks: list[SloCheck]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
     verdict = "passed" if all(c.passed for c in checks) else "FAILED"
-    return "\n".join([f"SLO {verdict}:", *lines])
+    notes = [f"  note: {c.target} {c.metric}: {c.note}" for c in checks if c.note]
+    return "\n".join([f"SLO {verdict}:", *lines, *notes])

@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 from inferload.measure.csv_safe import safe_rows
 from inferload.measure.hdr import LatencyStats
+from inferload.results.bursts import burst_recovery, burst_spans
 from inferload.results.files import WINDOWS_NAME
+from inferload.results.histograms import write_histograms
 from inferload.results.model import (
     LatencyMs,
     OpenLoop,
@@ -23,6 +25,7 @@ from inferload.results.model import (
     WorkerLoss,
 )
 from inferload.results.slo import evaluate, slo_section
+from inferload.results.stream_figures import STREAM_WINDOW_COLUMNS, stream_figures, stream_window
 from inferload.results.summary_file import write_summary
 from inferload.scenario.model import Scenario, is_open_loop
 from inferload.scenario.targets import Target
@@ -54,6 +57,9 @@ WINDOW_COLUMNS = [
     # the server's own mean request duration in the window, and client mean minus it
     "server_request_ms",
     "residual_ms",
+    # streamed targets only (Triton decoupled models; empty otherwise): responses, time to first
+    # response and between responses
+    *STREAM_WINDOW_COLUMNS,
 ]
 
 
@@ -133,6 +139,8 @@ def build_summary(scenario: Scenario, record: RunRecord, facts: RunFacts) -> Run
         raise ValueError("the run never started: no summary")
     duration = record.steady_duration_s
     targets: dict[str, TargetSummary] = {}
+    spans = burst_spans(scenario.shape, scenario.duration)
+    rows = window_rows(record) if spans else []
     for target in scenario.targets:
         stats = record.steady.get(target.name) or LatencyStats()
         side = facts.server_side.get(target.name)
@@ -147,6 +155,11 @@ def build_summary(scenario: Scenario, record: RunRecord, facts: RunFacts) -> Run
         outages = [outage.as_dict() for outage in record.outages(target.name)]
         if outages:
             figures["outages"] = outages
+        streamed = stream_figures(record.streams, target.name, duration)
+        if streamed is not None:
+            figures["streaming"] = streamed
+        if spans:
+            figures["bursts"] = burst_recovery([r for r in rows if r["target"] == target.name], spans, scenario.duration)
         targets[target.name] = TargetSummary(**figures, cold_start_s=facts.cold_starts.get(target.name))
     total = (record.stopped_at - record.started_at) if record.started_at and record.stopped_at else 0.0
     return RunSummary(
@@ -188,6 +201,7 @@ def window_rows(record: RunRecord) -> list[dict[str, Any]]:
                 "users": record.users_by_window.get(index),
                 **open_loop_window(record, index, target),
                 **residual_window(record, index, target, figures["mean"]),
+                **stream_window(record.streams, index, target, record.window_s),
             }
         )
     return rows
@@ -230,6 +244,7 @@ def write_windows(results_dir: Path, record: RunRecord) -> Path:
 
 
 def write_results(results_dir: Path, summary: RunSummary, record: RunRecord) -> None:
-    """summary.json and windows.csv into `results_dir` (made if needed)."""
+    """summary.json, windows.csv and histograms.jsonl into `results_dir` (made if needed)."""
     write_summary(results_dir, summary)
     write_windows(results_dir, record)
+    write_histograms(results_dir, record)

@@ -154,7 +154,8 @@ def _describe(annotation: Any) -> str:
     if get_origin(annotation) is list:
         (item,) = get_args(annotation)
         if isinstance(item, type) and issubclass(item, BaseModel):
-            return f"a list of objects ({', '.join(item.model_fields)})"
+            required = [name for name, field in item.model_fields.items() if field.is_required()]
+            return f"a list of objects ({', '.join(required)})"
         return f"a list of {_describe(item).removeprefix('a ').removeprefix('an ')}s"
     if get_origin(annotation) is dict or (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
         return "an object"

@@ -14,11 +14,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from http.client import HTTPException
+from pathlib import Path
 from typing import Any
 
 from inferload.errors import ModelMismatchError, ServerError
+from inferload.run.sequence_check import sequence_problems
+from inferload.scenario.expected import read_expected
+from inferload.scenario.headers import request_headers
 from inferload.scenario.model import Scenario
 from inferload.scenario.targets import Target
+from inferload.scenario.tls import tls_hint
+from inferload.users.tls import grpc_credentials, http_tls_options
 
 DEFAULT_TIMEOUT_S = 5.0
 
@@ -44,6 +50,13 @@ def triton_model_batches(config: Mapping[str, Any]) -> bool:
     (the scenario's ``shape`` is then the model's full shape and ``batch_size`` is 1).
     """
     return int(_unwrap_config(config).get("max_batch_size", 0) or 0) > 0
+
+
+def triton_model_decoupled(config: Mapping[str, Any]) -> bool:
+    """True for a decoupled model (``model_transaction_policy { decoupled: true }``): it answers a
+    request with zero or more responses, over the gRPC stream only."""
+    policy = _unwrap_config(config).get("model_transaction_policy")
+    return isinstance(policy, Mapping) and policy.get("decoupled") is True
 
 
 def _model_tensors(
@@ -79,6 +92,11 @@ def check_target_against_triton(target: Target, metadata: Mapping[str, Any], con
     where = f"target {target.name!r}"
     model = f"model {target.model!r}"
     problems: list[str] = []
+    if target.kind == "triton-http" and triton_model_decoupled(config):
+        problems.append(
+            f"{where}: the {model} is decoupled (model_transaction_policy.decoupled in its config): it answers"
+            " over Triton's gRPC stream only, which HTTP cannot carry; use kind: triton-grpc and the gRPC port"
+        )
     max_batch_size = int(_unwrap_config(config).get("max_batch_size", 0) or 0)
     if max_batch_size > 0 and target.batch_size > max_batch_size:
         problems.append(
@@ -109,11 +127,29 @@ def check_target_against_triton(target: Target, metadata: Mapping[str, Any], con
                 f"{where}: the {model} requires input {name!r} ({datatype} {shape}), which the scenario does not give"
             )
 
+    problems.extend(sequence_problems(target, config))
     outputs = _model_tensors(metadata, config, "output")
     for name in target.outputs:
         if name not in outputs:
             problems.append(f"{where}: output {name!r} is not an output of the {model} (it has: {', '.join(outputs) or 'none'})")
+    problems.extend(_expected_output_problems(target, outputs, where, model))
     return problems
+
+
+def _expected_output_problems(target: Target, outputs: Mapping[str, Any], where: str, model: str) -> list[str]:
+    """``response_check: expected``: every output named in the expected file is an output of the model."""
+    if target.expected is None or target.response_check != "expected":
+        return []
+    try:
+        names = read_expected(Path(target.expected.path), target.kind).arrays
+    except ValueError as error:
+        return [f"{where}: expected: {error}"]
+    return [
+        f"{where}: expected: {Path(target.expected.path).name} has output {name!r}, which is not an output of the {model}"
+        f" (it has: {', '.join(outputs) or 'none'})"
+        for name in names
+        if name not in outputs
+    ]
 
 
 def fetch_triton_model_info(target: Target, timeout_s: float = DEFAULT_TIMEOUT_S) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -154,24 +190,51 @@ def _not_served(target: Target, detail: str, index: Sequence[Mapping[str, Any]] 
 
 
 def _unreachable(target: Target, detail: str) -> ServerError:
-    return ServerError(f"target {target.name!r}: cannot reach Triton at {target.address} ({target.kind}): {detail}")
+    return ServerError(
+        f"target {target.name!r}: cannot reach Triton at {target.address} ({target.kind}): {detail}{tls_hint(target.tls, detail)}"
+    )
 
 
 def _wrong_protocol(target: Target, detail: str, hint: str = "") -> ServerError:
     """The address answers, but not as Triton over the target's protocol."""
     protocol, other = ("HTTP", "gRPC") if target.kind == "triton-http" else ("gRPC", "HTTP")
     hint = hint or f"is it the {other} port?"
-    return ServerError(f"target {target.name!r}: {target.address} did not answer as Triton {protocol} ({hint}): {detail}")
+    return ServerError(
+        f"target {target.name!r}: {target.address} did not answer as Triton {protocol} ({hint}): {detail}"
+        + tls_hint(target.tls, detail)
+    )
+
+
+#: how Triton words a refusal of an API restricted to requests with a header (HTTP 403; gRPC UNAVAILABLE)
+_RESTRICTED = "is restricted, expecting header"
+
+
+def _check_headers(target: Target) -> dict[str, str] | None:
+    """The target's own headers (static and from the environment) for the start checks' calls too:
+    a Triton that restricts its metadata or model-config APIs to a header answers them then."""
+    # token_file is TorchServe's only, so no path is resolved here
+    return request_headers(target.name, target.headers, target.headers_from_env, target.token_file, Path(".")) or None
+
+
+def _restricted(target: Target, detail: str) -> ServerError:
+    return ServerError(
+        f"target {target.name!r}: Triton at {target.address} ({target.kind}) refused to give model {target.model!r}'s"
+        f" metadata or config: {detail} (give it in the target's headers or headers_from_env; the start checks send them)"
+    )
 
 
 def _fetch_over_http(target: Target, timeout_s: float) -> tuple[dict[str, Any], dict[str, Any]]:
     import tritonclient.http as triton_http
     from tritonclient.utils import InferenceServerException
 
-    client = triton_http.InferenceServerClient(url=target.address, connection_timeout=timeout_s, network_timeout=timeout_s)
+    tls = http_tls_options(target.tls, Path("."), target.name) if target.tls is not None else {}
+    client = triton_http.InferenceServerClient(
+        url=target.address, connection_timeout=timeout_s, network_timeout=timeout_s, ssl=target.tls is not None, **tls
+    )
+    headers = _check_headers(target)
     try:
         try:
-            live = client.is_server_live()
+            live = client.is_server_live(headers=headers)
         except HTTPException as error:  # the answer is not HTTP/1.1 (geventhttpclient's HTTPParseError): a gRPC port
             raise _wrong_protocol(target, f"its answer is not HTTP/1.1 ({type(error).__name__})") from None
         except (OSError, InferenceServerException) as error:
@@ -179,10 +242,12 @@ def _fetch_over_http(target: Target, timeout_s: float) -> tuple[dict[str, Any], 
         if not live:
             raise _wrong_protocol(target, "GET v2/health/live did not answer 200 OK", "is it another server's port?")
         try:
-            metadata = client.get_model_metadata(target.model, model_version=target.version or "")
-            config = client.get_model_config(target.model, model_version=target.version or "")
+            metadata = client.get_model_metadata(target.model, model_version=target.version or "", headers=headers)
+            config = client.get_model_config(target.model, model_version=target.version or "", headers=headers)
         except InferenceServerException as error:
-            raise _not_served(target, error.message() or str(error), _http_index(client)) from None
+            if _RESTRICTED in (error.message() or ""):
+                raise _restricted(target, error.message()) from None
+            raise _not_served(target, error.message() or str(error), _http_index(client, headers)) from None
         except (OSError, HTTPException) as error:
             raise _unreachable(target, str(error) or type(error).__name__) from None
     finally:
@@ -190,12 +255,12 @@ def _fetch_over_http(target: Target, timeout_s: float) -> tuple[dict[str, Any], 
     return dict(metadata), dict(config)
 
 
-def _http_index(client: Any) -> list[dict[str, Any]] | str:
+def _http_index(client: Any, headers: dict[str, str] | None) -> list[dict[str, Any]] | str:
     """Triton's repository index over HTTP (``POST v2/repository/index``), or why it could not be read."""
     from tritonclient.utils import InferenceServerException
 
     try:
-        return list(client.get_model_repository_index())
+        return list(client.get_model_repository_index(headers=headers))
     except (InferenceServerException, OSError, HTTPException) as error:
         return str(error) or type(error).__name__
 
@@ -208,34 +273,42 @@ def _fetch_over_grpc(target: Target, timeout_s: float) -> tuple[dict[str, Any], 
     import tritonclient.grpc as triton_grpc
     from tritonclient.utils import InferenceServerException
 
-    client = triton_grpc.InferenceServerClient(url=target.address)
+    if target.tls is None:
+        client = triton_grpc.InferenceServerClient(url=target.address)
+    else:
+        credentials, options = grpc_credentials(target.tls, Path("."), target.name)
+        client = triton_grpc.InferenceServerClient(url=target.address, creds=credentials, channel_args=options or None)
+    # gRPC metadata keys are lower case
+    headers = {name.lower(): value for name, value in (_check_headers(target) or {}).items()} or None
     try:
         try:
-            client.is_server_live(client_timeout=timeout_s)
+            client.is_server_live(headers=headers, client_timeout=timeout_s)
         except InferenceServerException as error:
             message = error.message() or str(error)
-            if any(sign in message for sign in _NOT_GRPC):
+            if target.tls is None and any(sign in message for sign in _NOT_GRPC):  # with TLS: the handshake's problem
                 raise _wrong_protocol(target, message) from None
             raise _unreachable(target, message) from None
         try:
             version = target.version or ""
-            metadata = client.get_model_metadata(target.model, version, as_json=True, client_timeout=timeout_s)
-            config = client.get_model_config(target.model, version, as_json=True, client_timeout=timeout_s)
+            metadata = client.get_model_metadata(target.model, version, headers, as_json=True, client_timeout=timeout_s)
+            config = client.get_model_config(target.model, version, headers, as_json=True, client_timeout=timeout_s)
         except InferenceServerException as error:
+            if _RESTRICTED in (error.message() or ""):  # Triton answers UNAVAILABLE: not the network's fault
+                raise _restricted(target, error.message()) from None
             if str(error.status()) in ("StatusCode.UNAVAILABLE", "StatusCode.DEADLINE_EXCEEDED"):
                 raise _unreachable(target, error.message() or str(error)) from None
-            raise _not_served(target, error.message() or str(error), _grpc_index(client, timeout_s)) from None
+            raise _not_served(target, error.message() or str(error), _grpc_index(client, timeout_s, headers)) from None
     finally:
         client.close()
     return dict(metadata), dict(_unwrap_config(config))
 
 
-def _grpc_index(client: Any, timeout_s: float) -> list[dict[str, Any]] | str:
+def _grpc_index(client: Any, timeout_s: float, headers: dict[str, str] | None) -> list[dict[str, Any]] | str:
     """Triton's repository index over gRPC (``RepositoryIndex``), or why it could not be read."""
     from tritonclient.utils import InferenceServerException
 
     try:
-        return list(client.get_model_repository_index(as_json=True, client_timeout=timeout_s).get("models", []))
+        return list(client.get_model_repository_index(headers, as_json=True, client_timeout=timeout_s).get("models", []))
     except InferenceServerException as error:
         return error.message() or str(error)
 

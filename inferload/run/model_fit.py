@@ -18,13 +18,20 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from inferload.errors import InferloadError, ModelMismatchError, ServerError, StartCheckError
-from inferload.run.model_check import check_target_against_triton, fetch_triton_model_info, triton_model_batches
+from inferload.run.model_check import (
+    check_target_against_triton,
+    fetch_triton_model_info,
+    triton_model_batches,
+    triton_model_decoupled,
+)
+from inferload.run.sequence_check import default_sequence_note, sequence_settings_for
 from inferload.run.torchserve_check import check_torchserve_target
 from inferload.scenario.headers import HeadersError, request_headers
 from inferload.scenario.model import Scenario
 from inferload.scenario.targets import Target
 from inferload.users import InferenceUser
 from inferload.users.base import expected_output_shapes
+from inferload.users.triton_stream import TritonStreamUser
 
 logger = logging.getLogger(__name__)
 
@@ -62,12 +69,25 @@ class ModelInfos:
 
 
 def fit_user_class(cls: type[InferenceUser], info: ModelInfo) -> None:
-    """Whether the model takes a batch dimension, and the output shapes answers must have."""
+    """Whether the model takes a batch dimension, the output shapes answers must have, and a sequence
+    model's correlation IDs and flags (the run says when it uses the default sequence settings)."""
     metadata, config = info
     cls.model_batches = triton_model_batches(config)
     model_config = config.get("config", config)  # gRPC's JSON wraps it
     max_batch = int(model_config.get("max_batch_size", 0) or 0) if cls.model_batches else 0
     cls.expected_outputs = expected_output_shapes(cls.target, metadata, max_batch)
+    cls.sequence_settings = sequence_settings_for(cls.target, config)  # None unless a sequence model
+    note = default_sequence_note(cls.target, config)
+    if note:
+        logger.info("%s", note)
+    if issubclass(cls, TritonStreamUser) and triton_model_decoupled(config) != cls.decoupled:
+        cls.decoupled = triton_model_decoupled(config)
+        if cls.decoupled:
+            logger.info(
+                "target %r: model %r is decoupled: each user sends its requests over one gRPC stream (ModelStreamInfer)",
+                cls.target.name,
+                cls.target.model,
+            )
 
 
 def fit_to_models(

@@ -29,6 +29,7 @@ import requests
 from inferload.errors import ModelMismatchError, ServerError
 from inferload.scenario.headers import HeadersError, read_management_key, request_headers
 from inferload.scenario.targets import Target
+from inferload.scenario.tls import describe_tls, requests_tls, tls_hint
 from inferload.servermetrics.http_client import connection_problem
 
 DEFAULT_TIMEOUT_S = 5.0
@@ -36,6 +37,8 @@ DEFAULT_TIMEOUT_S = 5.0
 NOT_SERVED = ("ModelNotFoundException", "ModelVersionNotFoundException")
 #: TorchServe 0.12's answer (HTTP 400) when token authorization is on and the request's token is missing or wrong
 TOKEN_REFUSED = "InvalidKeyException"
+#: TorchServe's answer (HTTP 403, JSON "status") to plain HTTP on an inference address it serves over HTTPS
+HTTPS_ONLY = "only accepts HTTPS"
 #: pages of ``GET /models`` read at most (each lists up to ``_PAGE`` models)
 _MAX_PAGES = 10
 _PAGE = 1000
@@ -92,13 +95,21 @@ def check_torchserve_target(target: Target, timeout_s: float = DEFAULT_TIMEOUT_S
     except HeadersError as exc:
         raise ServerError(str(exc)) from None
     try:
-        response = requests.request("OPTIONS", target.address + _predictions_path(target), headers=headers, timeout=timeout_s)
+        response = requests.request(
+            "OPTIONS", target.address + _predictions_path(target), headers=headers, timeout=timeout_s, **requests_tls(target.tls)
+        )
     except requests.Timeout:
         raise ServerError(f"{where}: cannot reach TorchServe at {target.address}: no answer within {timeout_s:g} s") from None
+    except requests.exceptions.SSLError as exc:
+        raise ServerError(
+            f"{where}: cannot reach TorchServe at {target.address}: {connection_problem(exc)}"
+            f" with {describe_tls(target.tls)}; check ca_file, server_name and the client certificate"
+        ) from None
     except requests.ConnectionError as exc:
         if _not_http(exc):
             raise ServerError(
                 f"{where}: {target.address} did not answer as TorchServe's HTTP inference API (is it a gRPC port?)"
+                + tls_hint(target.tls, repr(exc))
             ) from None
         raise ServerError(f"{where}: cannot reach TorchServe at {target.address}: {connection_problem(exc)}") from None
     except requests.RequestException as exc:
@@ -107,8 +118,13 @@ def check_torchserve_target(target: Target, timeout_s: float = DEFAULT_TIMEOUT_S
         return None
     body = _json(response)
     kind = body.get("type") if isinstance(body, dict) else None
-    message = body.get("message") if isinstance(body, dict) else None
+    message = (body.get("message") or body.get("status")) if isinstance(body, dict) else None
     answer = f"HTTP {response.status_code}" + (f" {kind}" if kind else "") + f": {message or _first_line(response.text)}"
+    if response.status_code == 403 and HTTPS_ONLY in str(message):  # plain http:// to TorchServe's TLS port
+        raise ServerError(
+            f"{where}: TorchServe at {target.address} serves HTTPS only ({probe} answered {answer});"
+            " write https:// in the address (and the server's CA in tls.ca_file unless the system trusts it)"
+        )
     if response.status_code in (400, 401, 403) and (kind == TOKEN_REFUSED or response.status_code != 400):
         fix = (
             "is the key in token_file current? (TorchServe's keys expire; it rewrites key_file.json)"
@@ -139,6 +155,9 @@ def _served_models(target: Target, timeout_s: float) -> str:
     management_key = read_management_key(Path(target.token_file)) if target.token_file else None
     try:
         with requests.Session() as session:
+            if base.startswith("https://"):  # the target's TLS settings serve its management API too
+                for key, value in requests_tls(target.tls).items():
+                    setattr(session, key, value)
             if management_key:
                 session.headers["Authorization"] = f"Bearer {management_key}"
             names = _model_names(session, base, timeout_s)

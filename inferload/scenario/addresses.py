@@ -60,7 +60,8 @@ def normalise_address(kind: str, address: str) -> str:
     """The canonical address of a target, or ValueError saying what was expected.
 
     triton-grpc → ``host:port``; triton-http → ``host:port`` (tritonclient's form; an
-    ``http://`` prefix is accepted and dropped); torchserve-rest → ``http://host:port``.
+    ``http://`` or ``https://`` prefix is accepted and dropped: TLS is the target's ``tls``);
+    torchserve-rest → ``http://host:port`` (``https://`` kept).
     """
     text = address.strip()
     if kind == "triton-grpc":
@@ -69,7 +70,7 @@ def normalise_address(kind: str, address: str) -> str:
         host, port = _split_host_port(text, "127.0.0.1:8001")
         return f"{host}:{port}"
     if kind == "triton-http":
-        _, rest = _split_url(text, ("http",), "http://127.0.0.1:8000")
+        _, rest = _split_url(text, ("http", "https"), "http://127.0.0.1:8000")  # https: the target's tls
         host, port = _split_host_port(rest.rstrip("/"), "127.0.0.1:8000")
         return f"{host}:{port}"
     scheme, rest = _split_url(text, ("http", "https"), "http://127.0.0.1:8080")

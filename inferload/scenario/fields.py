@@ -18,8 +18,15 @@ from inferload.scenario.durations import DURATION_HINT, parse_duration
 from inferload.scenario.limits import MAX_NAME_CHARS
 from inferload.scenario.messages import custom_error, describe_value, fmt_seconds, scientific_text_hint
 
-DTYPES = ("FP32", "FP16", "INT32", "INT64", "BYTES")
-DType = Literal["FP32", "FP16", "INT32", "INT64", "BYTES"]
+#: every KServe v2 datatype Triton accepts (the first five were inferload's only ones before)
+DTYPES = (
+    "FP32", "FP16", "INT32", "INT64", "BYTES",
+    "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "FP64", "BF16",
+)  # fmt: skip
+DType = Literal[
+    "FP32", "FP16", "INT32", "INT64", "BYTES",
+    "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "FP64", "BF16",
+]  # fmt: skip
 
 _NAME_RE = re.compile(r"[A-Za-z0-9_.-]+")
 _VERSION_RE = re.compile(r"[A-Za-z0-9_.-]+")

@@ -20,8 +20,16 @@ MAX_RATE = 1_000_000.0
 MAX_STEPS = 1_000
 #: bytes one input adds to a request (batch_size x shape)
 MAX_INPUT_BYTES = 64 * 1024 * 1024
-#: bytes of all inputs of one request together (each user keeps its own encoded copy)
+#: bytes of all inputs of one request together (each process keeps one encoded copy per distinct request)
 MAX_REQUEST_BYTES = 64 * 1024 * 1024
+#: bytes of a target's pre-encoded requests from data sets (each process keeps one copy per target,
+#: shared by the target's users): every sample of every data-set input, times how often it is sent
+#: in one pass (batch_size / gcd(samples, batch_size)), plus the generated inputs of each request
+MAX_DATASET_BYTES = 256 * 1024 * 1024
+#: requests per sequence of a Triton sequence model (``sequence.length``)
+MAX_SEQUENCE_LENGTH = 1_000_000
+#: sequences one user keeps open at once (``sequence.concurrent``); each holds a slot on the server
+MAX_SEQUENCES_PER_USER = 1_000
 #: the shortest run
 MIN_DURATION_S = 1.0
 #: the shortest window of the per-window series (each window keeps a histogram per target)

@@ -17,11 +17,14 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from inferload.errors import Problem, ScenarioError
+from inferload.scenario.expected import ExpectedSpec
 from inferload.scenario.limits import MAX_PROBLEMS
 from inferload.scenario.messages import CHECKS_ERROR, CUSTOM_ERROR, Loc, describe_value, format_key_path, scientific_text_hint
 from inferload.scenario.model import CLOSED_LOOP_SHAPES, OPEN_LOOP_SHAPES, SHAPE_KINDS, Scenario, shape_kind
+from inferload.scenario.sequence import SequenceSpec
 from inferload.scenario.shapes import Stage
 from inferload.scenario.targets import DataSpec, InputSpec, Slo, Target
+from inferload.scenario.tls import TlsSettings
 from inferload.scenario.yaml_file import read_scenario_yaml
 
 _DURATION_KEYS = frozenset({"duration", "warmup", "window", "timeout", "over", "burst_length", "period", "first_burst_at"})
@@ -194,6 +197,9 @@ def _model_at(loc: Loc, raw: Mapping[Any, Any]) -> type[BaseModel] | tuple[type[
         "data": DataSpec,
         "slo": Slo,
         "stages": Stage,
+        "sequence": SequenceSpec,
+        "tls": TlsSettings,
+        "expected": ExpectedSpec,
     }
     keys = [part for part in loc if isinstance(part, str)]
     if not keys:

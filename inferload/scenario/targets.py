@@ -9,26 +9,42 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, StrictInt, StrictStr, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BeforeValidator,
+    Field,
+    SerializerFunctionWrapHandler,
+    StrictInt,
+    StrictStr,
+    ValidationInfo,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
-from inferload.scenario import tensors
+from inferload.scenario import bodies, datasets, tensors
 from inferload.scenario.addresses import ManagementUrl, MetricsUrl, normalise_address
+from inferload.scenario.expected import ExpectedField, ExpectedSpec, check_expected
 from inferload.scenario.fields import DTypeField, FrozenModel, Name, Number, Seconds, Token, Version, repeats
 from inferload.scenario.headers import EnvName, HeaderName, HeaderValue, check_headers
 from inferload.scenario.limits import MAX_INPUT_BYTES, MAX_REQUEST_BYTES, mib
 from inferload.scenario.messages import Check, checks_error, custom_error, describe_value
+from inferload.scenario.sequence import SequenceSpec
+from inferload.scenario.tls import TlsSettings, check_tls, tls_from_scheme, tls_shorthand
 
 TARGET_KINDS = ("triton-grpc", "triton-http", "torchserve-rest")
-CONTENT_TYPES = ("octet-stream", "npy", "json")
+CONTENT_TYPES = ("octet-stream", "npy", "json", "raw", "text")
 GENERATORS = ("random", "zeros", "constant", "npy")
-RESPONSE_CHECKS = ("none", "status", "shape")
+RESPONSE_CHECKS = ("none", "status", "shape", "expected")
 
 TargetKind = Literal["triton-grpc", "triton-http", "torchserve-rest"]
-ContentType = Literal["octet-stream", "npy", "json"]
+ContentType = Literal["octet-stream", "npy", "json", "raw", "text"]
 Generator = Literal["random", "zeros", "constant", "npy"]
-ResponseCheck = Literal["none", "status", "shape"]
+DatasetFormat = Literal["folder", "npy", "npz", "jsonl", "lines"]
+Rotation = Literal["round-robin", "random"]
+_DATASET_KEYS = ("dataset", "format", "pattern", "key")
+ResponseCheck = Literal["none", "status", "shape", "expected"]
 
 _GENERATOR_KEYS = {
     "random": ("seed", "low", "high", "length"),
@@ -49,16 +65,22 @@ class DataSpec(FrozenModel):
     random: ``seed`` (default 0), ``low``/``high`` (default 0..1 for floats, 0..100 for integers,
     high exclusive for integers), ``length`` (BYTES only: characters per element, default 16).
     zeros: no keys (BYTES: empty byte strings). constant: ``value``. npy: ``path`` (relative to
-    the scenario file).
+    the scenario file). A data set instead of a generator: ``dataset`` (a path relative to the
+    scenario file), ``format``, ``pattern`` (folders), ``key`` (npz, jsonl); see ``scenario.datasets``.
     """
 
     generator: Generator = "random"
     seed: Annotated[int, Field(ge=0, le=2**63 - 1)] | None = Field(default=None, validate_default=True)
-    value: float | int | str | None = None
+    value: bool | float | int | str | None = None
     path: StrictStr | None = None
     low: Number | None = None
     high: Number | None = None
     length: Annotated[StrictInt, Field(ge=1, le=1000000)] | None = None
+    #: a data set feeds the input instead of a generator (made absolute when the scenario's folder is known)
+    dataset: StrictStr | None = None
+    format: DatasetFormat | None = None
+    pattern: Token | None = None
+    key: Token | None = None
 
     @field_validator("seed", mode="before")
     @classmethod
@@ -72,14 +94,26 @@ class DataSpec(FrozenModel):
     @field_validator("value", mode="before")
     @classmethod
     def _check_value(cls, value: object) -> object:
-        if value is None or isinstance(value, str):
+        if value is None or isinstance(value, (str, bool)):  # true/false: BOOL inputs (checked against the dtype)
             return value
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        if not isinstance(value, (int, float)) or not math.isfinite(value):
             raise custom_error(f"expected a number or a string; got {describe_value(value)}")
         return value
 
+    @field_validator("dataset")
+    @classmethod
+    def _dataset_path(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return None
+        if not value.strip():
+            raise custom_error("expected the path of a data set (a folder, .npy, .npz, .jsonl or .txt file); got ''")
+        base_dir = (info.context or {}).get("base_dir")
+        return str((Path(base_dir) / value).resolve()) if base_dir is not None else value
+
     @model_validator(mode="after")
     def _check_keys(self) -> DataSpec:
+        if self.dataset is not None or self.model_fields_set & set(_DATASET_KEYS[1:]):
+            return self._check_dataset_keys()
         allowed = _GENERATOR_KEYS[self.generator]
         checks: list[Check] = []
         for key in sorted(self.model_fields_set - {"generator"}):
@@ -95,12 +129,43 @@ class DataSpec(FrozenModel):
             raise checks_error(checks)
         return self
 
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """A data set's dump leaves out the generator's defaults, so it validates again as a data set."""
+        data: dict[str, Any] = handler(self)
+        if self.dataset is not None:
+            data.pop("generator", None)
+            data.pop("seed", None)
+        return data
+
+    def _check_dataset_keys(self) -> DataSpec:
+        checks: list[Check] = []
+        if self.dataset is None:
+            checks.append((("dataset",), "required key is missing (format, pattern and key describe a data set)"))
+        for key in sorted(self.model_fields_set - set(_DATASET_KEYS)):
+            if getattr(self, key) is not None:
+                checks.append(((key,), "does not apply to a data set (it takes dataset, format, pattern, key)"))
+        if self.pattern is not None and self.format not in (None, "folder"):
+            checks.append((("pattern",), f"only applies to folder data sets; this one is {self.format}"))
+        if self.key is not None and self.format not in (None, "npz", "jsonl"):
+            checks.append((("key",), f"only applies to npz and jsonl data sets; this one is {self.format}"))
+        if checks:
+            raise checks_error(checks)
+        return self
+
+
+def _dimension(value: object) -> object:
+    if isinstance(value, int) and not isinstance(value, bool) and value <= 0 and value != -1:
+        raise custom_error(f"must be greater than 0; got {value} (or -1: any size, given by a data set)")
+    return value
+
 
 class InputSpec(FrozenModel):
     """One input tensor: ``shape`` is per item, without the batch dimension."""
 
     name: Token
-    shape: tuple[Annotated[StrictInt, Field(gt=0)], ...] = Field(min_length=1)
+    #: -1 (any size) only with a data set: each request then has its samples' own size
+    shape: tuple[Annotated[StrictInt, BeforeValidator(_dimension)], ...] = Field(min_length=1)
     dtype: DTypeField
     data: Annotated[DataSpec, BeforeValidator(_data_shorthand)] = Field(
         default_factory=lambda: DataSpec(generator="random", seed=0)
@@ -108,9 +173,11 @@ class InputSpec(FrozenModel):
 
     @model_validator(mode="after")
     def _check_data_fits_dtype(self) -> InputSpec:
-        checks = tensors.data_dtype_problems(self.data, self.dtype)
+        checks = [(("data", *path), message) for path, message in tensors.data_dtype_problems(self.data, self.dtype)]
+        if -1 in self.shape and self.data.dataset is None:
+            checks.append((("shape",), "-1 (any size) needs a data set that gives each sample's size (data: {dataset: PATH})"))
         if checks:
-            raise checks_error([(("data", *path), message) for path, message in checks])
+            raise checks_error(checks)
         return self
 
 
@@ -144,6 +211,8 @@ class Target(FrozenModel):
     name: Name
     kind: TargetKind
     address: StrictStr
+    #: TLS for this target's connections (CA, client certificate, server name); an https:// address implies it
+    tls: Annotated[TlsSettings | None, BeforeValidator(tls_shorthand)] = None
     model: Token
     version: Version = None
     batch_size: Annotated[StrictInt, Field(ge=1)] = 1
@@ -151,9 +220,18 @@ class Target(FrozenModel):
     outputs: tuple[Token, ...] = ()
     timeout: Annotated[Seconds, Field(gt=0)] = 10.0
     weight: Annotated[StrictInt, Field(ge=1)] = 1
+    #: the order data-set samples are sent in: ``round-robin`` (file order) or ``random`` (seeded shuffle)
+    rotation: Rotation = "round-robin"
+    rotation_seed: Annotated[StrictInt, Field(ge=0, le=2**63 - 1)] | None = None
     content_type: ContentType | None = Field(default=None, validate_default=True)
+    #: torchserve-rest, content_type json: JSON text in which each ``$data`` becomes the request's data
+    body_template: StrictStr | None = None
+    #: torchserve-rest: the Content-Type header (default per content_type; raw: from the files' suffixes)
+    media_type: StrictStr | None = None
     #: what makes an answer a success: ``none`` (any 2xx/OK answer), ``status`` (HTTP 200, body not read;
     #: TorchServe's default), ``shape`` (output shapes; Triton's default; TorchServe: a JSON list of batch_size items)
+    #: ``response_check: expected``: the answers' expected values (a file) and the tolerance
+    expected: ExpectedField = None
     response_check: ResponseCheck | None = Field(default=None, validate_default=True)
     metrics_url: MetricsUrl = None
     #: TorchServe's management API (``http://host:8081``): the start check lists the served models from it
@@ -164,6 +242,8 @@ class Target(FrozenModel):
     headers_from_env: dict[HeaderName, EnvName] | None = None
     #: torchserve-rest: TorchServe's key_file.json; requests carry ``Authorization: Bearer <inference key>``
     token_file: StrictStr | None = None
+    #: Triton sequence (stateful) models: requests per sequence and sequences open per user
+    sequence: SequenceSpec | None = None
     slo: Slo | None = None
 
     @property
@@ -173,6 +253,8 @@ class Target(FrozenModel):
     @property
     def protocol(self) -> Literal["grpc", "http"]:
         return "grpc" if self.kind == "triton-grpc" else "http"
+
+    _tls_from_scheme = model_validator(mode="before")(tls_from_scheme)
 
     @field_validator("address")
     @classmethod
@@ -212,11 +294,13 @@ class Target(FrozenModel):
                         f" at most {MAX_INPUT_BYTES:,} ({mib(MAX_INPUT_BYTES)}) are allowed",
                     )
                 )
-            elif spec.data.generator == "npy" and base_dir is not None:
+            elif spec.data.generator == "npy" and spec.data.dataset is None and base_dir is not None:
                 try:
                     tensors.load_npy(spec, batch_size, Path(base_dir))
                 except ValueError as error:
                     checks.append(((index, "data", "path"), str(error)))
+        if base_dir is not None and not checks and any(spec.data.dataset is not None for spec in inputs):
+            checks.extend(datasets.read_target_datasets(inputs, batch_size, Path(base_dir), info.data.get("name", "?"))[1])
         if sum(sizes) > MAX_REQUEST_BYTES and max(sizes) <= MAX_INPUT_BYTES:
             checks.append(
                 (
@@ -228,6 +312,13 @@ class Target(FrozenModel):
         if checks:
             raise checks_error(checks)
         return inputs
+
+    @field_validator("rotation_seed")
+    @classmethod
+    def _seed_for_random(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value is not None and info.data.get("rotation") != "random":
+            raise custom_error(f"only applies to rotation: random; this target's rotation is {info.data.get('rotation')}")
+        return value
 
     @field_validator("outputs")
     @classmethod
@@ -248,12 +339,37 @@ class Target(FrozenModel):
         base_dir = (info.context or {}).get("base_dir")
         return str((Path(base_dir) / value).resolve()) if base_dir is not None else value
 
+    @field_validator("expected")
+    @classmethod
+    def _expected_file(cls, value: ExpectedSpec | None, info: ValidationInfo) -> ExpectedSpec | None:
+        """Relative to the scenario file; read and checked against the target when its folder is known."""
+        base_dir = (info.context or {}).get("base_dir")
+        if value is None or base_dir is None or "kind" not in info.data:
+            return value
+        checks = check_expected(value, info.data["kind"], info.data.get("outputs", ()), info.data.get("inputs"), Path(base_dir))
+        if checks:
+            raise checks_error(checks)
+        return value.model_copy(update={"path": str((Path(base_dir) / value.path).resolve())})
+
     @model_validator(mode="after")
     def _check_headers(self) -> Target:
         checks = check_headers(self.kind, self.headers or {}, self.headers_from_env or {}, self.token_file)
+        checks += check_tls(self.kind, self.tls)
+        if self.response_check == "expected" and self.expected is None:
+            checks.append((("expected",), "required with response_check: expected (a file of the expected answers)"))
+        if self.expected is not None and self.response_check != "expected":
+            checks.append((("response_check",), f"is {self.response_check!r}, but an expected file is given: use expected"))
         if checks:
             raise checks_error(checks)
         return self
+
+    @field_validator("sequence")
+    @classmethod
+    def _sequence_for_triton(cls, value: SequenceSpec | None, info: ValidationInfo) -> SequenceSpec | None:
+        kind = info.data.get("kind")
+        if value is not None and kind == "torchserve-rest":
+            raise custom_error("only applies to Triton targets (a model with sequence_batching); this target is torchserve-rest")
+        return value
 
     @field_validator("management_url")
     @classmethod
@@ -269,12 +385,40 @@ class Target(FrozenModel):
         kind = info.data.get("kind")
         if kind == "torchserve-rest":
             inputs = info.data.get("inputs", ())
-            if value in ("npy", "json") and len(inputs) > 1:
+            if value in ("npy", "json", "raw", "text") and len(inputs) > 1:
                 raise custom_error(f"{value} bodies carry one input; this target has {len(inputs)} (use octet-stream)")
+            if value == "raw" and info.data.get("batch_size", 1) != 1:
+                raise custom_error(f"raw bodies carry one file each: batch_size must be 1; got {info.data['batch_size']}")
             return value or "octet-stream"
         if value is not None and kind is not None:
             raise custom_error(f"only applies to torchserve-rest targets; this target is {kind}")
         return value
+
+    @field_validator("body_template")
+    @classmethod
+    def _check_body_template(cls, value: str | None, info: ValidationInfo) -> str | None:
+        problem = bodies.template_key_problem(value, info.data.get("kind"), info.data.get("content_type"))
+        if problem:
+            raise custom_error(problem)
+        return value
+
+    @field_validator("media_type")
+    @classmethod
+    def _check_media_type(cls, value: str | None, info: ValidationInfo) -> str | None:
+        problem = bodies.media_type_key_problem(value, info.data.get("kind"))
+        if problem:
+            raise custom_error(problem)
+        return None if value is None else value.strip()
+
+    @model_validator(mode="after")
+    def _check_body_data(self, info: ValidationInfo) -> Target:
+        """raw and text bodies need a data source that gives files or text (bodies.body_problems)."""
+        if self.kind == "torchserve-rest" and self.content_type in ("raw", "text") and len(self.inputs) == 1:
+            base_dir = (info.context or {}).get("base_dir")
+            checks = bodies.body_problems(self.content_type, self.inputs[0], Path(base_dir) if base_dir else None)
+            if checks:
+                raise checks_error([(("inputs", 0, *path), message) for path, message in checks])
+        return self
 
     @field_validator("response_check")
     @classmethod
@@ -284,4 +428,6 @@ class Target(FrozenModel):
         kind = info.data.get("kind")
         if kind is None:
             return None
+        if info.data.get("expected") is not None:
+            return "expected"
         return "status" if kind == "torchserve-rest" else "shape"

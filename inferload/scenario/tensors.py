@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import ml_dtypes
 import numpy as np
 
 if TYPE_CHECKING:
@@ -18,18 +19,50 @@ DEFAULT_BYTES_LENGTH = 16
 
 ProblemAt = tuple[tuple[str | int, ...], str]
 
+_NUMPY_NAMES = {
+    "BOOL": "bool",
+    "UINT8": "uint8",
+    "UINT16": "uint16",
+    "UINT32": "uint32",
+    "UINT64": "uint64",
+    "INT8": "int8",
+    "INT16": "int16",
+    "INT32": "int32",
+    "INT64": "int64",
+    "FP16": "float16",
+    "FP32": "float32",
+    "FP64": "float64",
+    "BYTES": "object",
+}
+INTEGER_DTYPES = ("UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64")
+FLOAT_DTYPES = ("FP16", "FP32", "FP64", "BF16")
+
 
 def numpy_dtype(dtype: str) -> np.dtype:
-    """FP32→float32, FP16→float16, INT32→int32, INT64→int64, BYTES→object (elements are bytes)."""
-    names = {"FP32": "float32", "FP16": "float16", "INT32": "int32", "INT64": "int64", "BYTES": "object"}
-    if dtype not in names:
+    """The numpy dtype of a KServe v2 datatype (FP32→float32, BOOL→bool, BYTES→object of bytes elements).
+
+    BF16 is ``ml_dtypes.bfloat16`` (numpy has none; tritonclient takes the same type): its raw bytes
+    are the two high bytes of each float32, which is what Triton reads.
+    """
+    if dtype == "BF16":
+        return np.dtype(ml_dtypes.bfloat16)
+    if dtype not in _NUMPY_NAMES:
         raise ValueError(f"unknown dtype {dtype!r}")
-    return np.dtype(names[dtype])
+    return np.dtype(_NUMPY_NAMES[dtype])
 
 
 def default_range(dtype: str) -> tuple[float, float]:
-    """The random generator's default ``low``/``high``: 0..1 for floats, 0..100 for integers."""
-    return (0.0, 100.0) if dtype in ("INT32", "INT64") else (0.0, 1.0)
+    """The random generator's default ``low``/``high``: 0..1 for floats, 0..100 for integers, 0..2 for BOOL."""
+    if dtype == "BOOL":
+        return (0.0, 2.0)
+    return (0.0, 100.0) if dtype in INTEGER_DTYPES else (0.0, 1.0)
+
+
+def float_max(dtype: str) -> float:
+    """The largest finite value of a float dtype (FP16: 65504)."""
+    if dtype == "BF16":
+        return float(ml_dtypes.finfo(ml_dtypes.bfloat16).max)
+    return float(np.finfo(numpy_dtype(dtype)).max)
 
 
 def element_nbytes(spec: InputSpec) -> int:
@@ -45,14 +78,22 @@ def element_nbytes(spec: InputSpec) -> int:
 
 
 def request_nbytes(spec: InputSpec, batch_size: int) -> int:
-    """How many bytes this input adds to one request."""
+    """How many bytes this input adds to one request (0 for a shape with -1: a data set sizes those)."""
+    if any(dim < 0 for dim in spec.shape):
+        return 0
     return batch_size * math.prod(spec.shape) * element_nbytes(spec)
+
+
+def shape_fits(shape: tuple[int, ...], wanted: tuple[int, ...]) -> bool:
+    """Does an item of ``shape`` fit an input's ``wanted`` shape (-1 matches any size)?"""
+    return len(shape) == len(wanted) and all(want == -1 or want == size for size, want in zip(shape, wanted, strict=True))
 
 
 def data_dtype_problems(data: DataSpec, dtype: str) -> list[ProblemAt]:
     """What in ``data`` cannot be produced as ``dtype``; paths are relative to ``data``."""
     problems: list[ProblemAt] = []
-    is_int = dtype in ("INT32", "INT64")
+    if data.dataset is not None:
+        return problems  # a data set's samples are checked against the dtype when it is read
     if dtype == "BYTES":
         for key in ("low", "high"):
             if getattr(data, key) is not None:
@@ -66,17 +107,23 @@ def data_dtype_problems(data: DataSpec, dtype: str) -> list[ProblemAt]:
         problems.append((("length",), f"only applies to BYTES inputs; this input is {dtype}"))
     if data.generator == "constant" and data.value is not None:
         problems.extend(_constant_problems(data.value, dtype))
-    if is_int:
+    if dtype == "BOOL":
+        for key in ("low", "high"):
+            if getattr(data, key) is not None:
+                problems.append(((key,), "does not apply to BOOL inputs (random gives true and false alike)"))
+        return problems
+    if dtype in INTEGER_DTYPES:
         info = np.iinfo(numpy_dtype(dtype))
         for key in ("low", "high"):
             bound = getattr(data, key)
             if bound is not None and (not float(bound).is_integer() or not info.min <= bound <= info.max + 1):
-                problems.append(((key,), f"expected an integer within {dtype}'s range; got {bound:g}"))
-    elif dtype == "FP16":
+                problems.append(((key,), f"expected an integer within {dtype}'s range ({info.min}..{info.max}); got {bound:g}"))
+    else:
+        limit = float_max(dtype)
         for key in ("low", "high"):
             bound = getattr(data, key)
-            if bound is not None and abs(bound) > float(np.finfo(np.float16).max):
-                problems.append(((key,), f"is outside FP16's range (±65504); got {bound:g}"))
+            if bound is not None and abs(bound) > limit:
+                problems.append(((key,), f"is outside {dtype}'s range (±{limit:g}); got {bound:g}"))
     low, high = default_range(dtype)
     if data.generator == "random" and data.low is not None and data.high is None and data.low >= high:
         problems.append((("high",), f"required when low ({data.low:g}) is not below the default high ({high:g})"))
@@ -86,15 +133,21 @@ def data_dtype_problems(data: DataSpec, dtype: str) -> list[ProblemAt]:
 
 
 def _constant_problems(value: object, dtype: str) -> list[ProblemAt]:
-    if isinstance(value, str):
+    if dtype == "BOOL":
+        if isinstance(value, bool) or value in (0, 1):
+            return []
+        return [(("value",), f"expected true, false, 0 or 1 for a BOOL input; got {value!r}")]
+    if isinstance(value, (str, bool)):
         return [(("value",), f"expected a number for a {dtype} input; got {value!r}")]
     number = float(value)  # type: ignore[arg-type]
-    if dtype in ("INT32", "INT64"):
+    if dtype in INTEGER_DTYPES:
         info = np.iinfo(numpy_dtype(dtype))
         if not number.is_integer() or not info.min <= int(number) <= info.max:
             return [(("value",), f"expected an integer within {dtype}'s range; got {value!r}")]
-    if dtype == "FP16" and abs(number) > float(np.finfo(np.float16).max):
-        return [(("value",), f"is outside FP16's range (±65504); got {value!r}")]
+        return []
+    limit = float_max(dtype)
+    if abs(number) > limit:
+        return [(("value",), f"is outside {dtype}'s range (±{limit:g}); got {value!r}")]
     return []
 
 

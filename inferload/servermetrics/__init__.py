@@ -7,6 +7,7 @@
     torchserve.py   TorchServe: /metrics (with inferload's handler counters) → ServerSnapshot
     figures.py      two readings → queue/compute/request ms, batch sizes, rates (the one place)
     snapshots.py    ServerReader per target, snapshot() and server_side() for summary.json
+    sharing.py      which targets read the same counters (one model on one server): read once, marked shared
     windows.py      the per-window server request time (windows.csv's residual)
 
 Used by the run plugin (summary.json, windows.csv) and by the collector's sources (InfluxDB).

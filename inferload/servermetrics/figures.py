@@ -17,17 +17,32 @@ without the response cache; see ``reading.py`` for what each server's counters m
 Averages are rounded to 6 decimals (1 ns); a figure is None when the server does not report its
 counters or nothing happened in between (a zero denominator). A counter that went down means
 the server restarted between the readings: that is a ``ScrapeError``, never a negative figure.
+``unknown`` names the summary figures the server does not report at all, with the reason
+(``server_side.unknown``); a figure that is None only because nothing happened is not in it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from inferload.errors import ScrapeError
 from inferload.servermetrics.reading import ServerSnapshot
+from inferload.servermetrics.torchserve import NOT_REPORTED as TORCHSERVE_NOT_REPORTED
 
 AVERAGE_DECIMALS = 6
+
+#: summary.json figure -> the counters it is computed from
+_INPUTS = {
+    "queue_ms_avg": ("queue_us", "queued"),
+    "compute_ms_avg": ("compute_us", "computed"),
+    "request_ms_avg": ("request_us", "requests"),
+    "avg_batch_size": ("inferences", "executions"),
+}
+_NOT_REPORTED = {
+    "torchserve": TORCHSERVE_NOT_REPORTED,
+    "triton": {"batch_size_histogram": "Triton's metrics page has no batch sizes (its statistics API has)"},
+}
 
 
 @dataclass(frozen=True)
@@ -46,16 +61,31 @@ class ServerFigures:
     executions_per_s: float | None
     failures_per_s: float | None
     pending: float | None
+    unknown: dict[str, str] = field(default_factory=dict)  # summary figure -> why the server does not report it
 
     def server_side(self) -> dict[str, Any]:
-        """summary.json's ``server_side`` object."""
-        return {
+        """summary.json's ``server_side`` object (``unknown`` only when the server leaves figures out)."""
+        side: dict[str, Any] = {
             "queue_ms_avg": self.queue_ms,
             "compute_ms_avg": self.compute_ms,
             "request_ms_avg": self.request_ms,
             "avg_batch_size": self.avg_batch_size,
             "batch_size_histogram": None if self.batch_sizes is None else {str(k): v for k, v in self.batch_sizes.items()},
         }
+        if self.unknown:
+            side["unknown"] = dict(self.unknown)
+        return side
+
+
+def not_reported(after: ServerSnapshot) -> dict[str, str]:
+    """The summary figures this reading's server does not report, and why. Empty while the server
+    has not shown the model at all (no counters: nothing to tell yet)."""
+    if not after.counters:
+        return {}
+    missing = [name for name, inputs in _INPUTS.items() if not set(inputs) <= set(after.counters)]
+    missing += [] if after.has_batch_stats else ["batch_size_histogram"]
+    reasons = _NOT_REPORTED.get(after.server, {})
+    return {name: reasons.get(name, f"{after.server} does not report it") for name in missing}
 
 
 def counter_deltas(before: ServerSnapshot, after: ServerSnapshot) -> dict[str, float]:
@@ -117,4 +147,5 @@ def server_figures(before: ServerSnapshot, after: ServerSnapshot) -> ServerFigur
         executions_per_s=rate("executions"),
         failures_per_s=rate("failures"),
         pending=after.pending,
+        unknown=not_reported(after),
     )

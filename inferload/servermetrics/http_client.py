@@ -8,6 +8,7 @@ Safe under gevent once the process is monkey-patched (Locust's), and in plain th
 from __future__ import annotations
 
 import errno
+import ssl
 from typing import Any, Protocol
 
 import requests
@@ -29,9 +30,22 @@ def _causes(exc: BaseException) -> list[BaseException]:
     return found
 
 
+def tls_problem(exc: BaseException) -> str | None:
+    """The TLS library's own reason when ``exc`` wraps a TLS failure (``CERTIFICATE_VERIFY_FAILED: ...``), else None."""
+    for cause in _causes(exc):
+        if isinstance(cause, ssl.SSLError):
+            detail = getattr(cause, "verify_message", None) or getattr(cause, "reason", None) or ""
+            reason = str(getattr(cause, "reason", "") or type(cause).__name__)
+            return f"TLS failed ({reason}: {detail})" if detail and detail != reason else f"TLS failed ({reason})"
+    return None
+
+
 def connection_problem(exc: BaseException) -> str:
     """Why a connection failed, in a few words: 'connection refused' only for a real ECONNREFUSED."""
     causes = _causes(exc)
+    tls = tls_problem(exc)
+    if tls:
+        return tls
     if any(isinstance(cause, OSError) and cause.errno == errno.ECONNREFUSED for cause in causes):
         return "connection refused"
     os_errors = [cause for cause in causes if isinstance(cause, OSError) and cause.errno is not None]
@@ -52,9 +66,12 @@ class PageClient(Protocol):
 class HttpClient:
     """GETs with one session and one timeout (seconds); a ``PageClient``."""
 
-    def __init__(self, timeout_s: float) -> None:
+    def __init__(self, timeout_s: float, tls: dict[str, Any] | None = None) -> None:
+        """``tls``: ``requests``' ``verify`` and ``cert`` for https:// pages (``inferload.scenario.tls.requests_tls``)."""
         self.timeout_s = timeout_s
         self._session = requests.Session()
+        for key, value in (tls or {}).items():
+            setattr(self._session, key, value)
 
     def _get(self, url: str) -> requests.Response:
         try:

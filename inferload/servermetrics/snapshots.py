@@ -3,7 +3,8 @@ and ``server_side``.
 
 A target's server is read where the target's own kind says: Triton through its statistics API on
 the target's address and protocol (``triton.py``), TorchServe through its /metrics page
-(``torchserve.py``; ``metrics_url``, by default port 8082 on the target's host). ``server_side``
+(``torchserve.py``; ``metrics_url``, or port 8082 on the target's host when the target is at
+TorchServe's default port 8080; otherwise there is nothing to read: a ScrapeError says why). ``server_side``
 is ``figures.server_figures(...).server_side()``: the same arithmetic the collector uses.
 """
 
@@ -12,9 +13,15 @@ from __future__ import annotations
 from typing import Any
 
 from inferload.errors import ScrapeError
+from inferload.scenario.tls import TlsSettings
 from inferload.servermetrics.figures import server_figures
 from inferload.servermetrics.reading import ServerSnapshot
-from inferload.servermetrics.torchserve import TorchServeMetricsReader, parse_torchserve_metrics, torchserve_metrics_url
+from inferload.servermetrics.torchserve import (
+    TorchServeMetricsReader,
+    no_metrics_url_reason,
+    parse_torchserve_metrics,
+    torchserve_metrics_url,
+)
 from inferload.servermetrics.triton import TritonStatisticsReader, parse_triton_statistics
 
 __all__ = [
@@ -48,15 +55,19 @@ class ServerReader:
         version: str | None = None,
         metrics_url: str | None = None,
         timeout_s: float = TIMEOUT_S,
+        tls: TlsSettings | None = None,
     ) -> None:
         self.model = model
         self.version = version
         self._triton: TritonStatisticsReader | None = None
         self._torchserve: TorchServeMetricsReader | None = None
         if kind in TRITON_KINDS:
-            self._triton = TritonStatisticsReader(address, "grpc" if kind == "triton-grpc" else "http", timeout_s)
+            self._triton = TritonStatisticsReader(address, "grpc" if kind == "triton-grpc" else "http", timeout_s, tls=tls)
         elif kind in TORCHSERVE_KINDS:
-            self._torchserve = TorchServeMetricsReader(torchserve_metrics_url(address, metrics_url), timeout_s)
+            url = torchserve_metrics_url(address, metrics_url)
+            if url is None:
+                raise ScrapeError(no_metrics_url_reason(address))
+            self._torchserve = TorchServeMetricsReader(url, timeout_s)
         else:
             raise ScrapeError(f"unknown target kind {kind!r}; expected one of {TRITON_KINDS + TORCHSERVE_KINDS}")
 
@@ -73,9 +84,16 @@ class ServerReader:
                 reader.close()
 
 
-def snapshot(kind: str, address: str, model: str, version: str | None = None, metrics_url: str | None = None) -> ServerSnapshot:
+def snapshot(
+    kind: str,
+    address: str,
+    model: str,
+    version: str | None = None,
+    metrics_url: str | None = None,
+    tls: TlsSettings | None = None,
+) -> ServerSnapshot:
     """One reading with a reader of its own (see ``ServerReader``); ScrapeError on failure."""
-    reader = ServerReader(kind, address, model, version, metrics_url)
+    reader = ServerReader(kind, address, model, version, metrics_url, tls=tls)
     try:
         return reader.read()
     finally:

@@ -9,8 +9,17 @@ inferload's handler (model_store/handler.py; label ``ModelName``) adds, once it 
     inferences   InferloadItems (without the handler: = requests)
     computed     InferloadRequests;  compute_us  InferloadRequestHandlerMicroseconds
     batches      InferloadBatches{BatchSize} (+1 per execution);  executions  their sum
-Without the handler's metrics there is no batch size, executions or compute time (absent, not 0).
-TorchServe has no pending-requests gauge. ``HandlerTime`` and the like are gauges and not read.
+Without the handler's metrics there is no batch size, executions or compute time (absent, not 0):
+``NOT_REPORTED`` says why, for summary.json's ``server_side.unknown``. TorchServe has no
+pending-requests gauge. ``PredictionTime`` and ``HandlerTime`` (model) and ``QueueTime``,
+``WorkerThreadTime`` (host) are gauges of the last batch or request and not read: no mean over an
+interval can be taken from them. Checked on TorchServe 0.12.0 with its default metrics.yaml and a
+handler of no metrics of its own (tests/captures/torchserve_metrics_third_party.txt).
+
+Where the page is (``torchserve_metrics_url``): ``metrics_url``, or port 8082 on the target's host
+only when the target is at TorchServe's default inference port 8080 (the pair TorchServe itself
+defaults to). Any other address without ``metrics_url`` has no server-side figures, for the reason
+``no_metrics_url_reason`` gives: another port 8082 may well be another server.
 """
 
 from __future__ import annotations
@@ -24,7 +33,22 @@ from inferload.servermetrics.prometheus import parse_families, total
 from inferload.servermetrics.reading import ServerSnapshot
 
 DEFAULT_METRICS_PORT = 8082
+DEFAULT_INFERENCE_PORT = 8080
 _REQUESTS = "ts_inference_requests"
+
+_NO_BATCH_SIZES = (
+    "TorchServe does not export the sizes of the batches it forms; a handler can count them itself "
+    "with context.metrics (as inferload's sample handler does)"
+)
+#: summary.json figures TorchServe's own metrics cannot give, and why (without a handler's own counters)
+NOT_REPORTED = {
+    "compute_ms_avg": (
+        "TorchServe reports handler time only as gauges of the last batch (PredictionTime, HandlerTime), "
+        "not as totals: no mean over the run can be taken from them"
+    ),
+    "avg_batch_size": _NO_BATCH_SIZES,
+    "batch_size_histogram": _NO_BATCH_SIZES,
+}
 
 
 def parse_torchserve_metrics(text: str, model: str, taken_at: float | None = None) -> ServerSnapshot:
@@ -70,12 +94,24 @@ def parse_torchserve_metrics(text: str, model: str, taken_at: float | None = Non
     )
 
 
-def torchserve_metrics_url(address: str, metrics_url: str | None) -> str:
-    """``metrics_url`` or, by default, port 8082 on the inference address's host."""
+def torchserve_metrics_url(address: str, metrics_url: str | None) -> str | None:
+    """``metrics_url``; without it, port 8082 on the target's host when the target is at TorchServe's
+    default inference port 8080; otherwise None (see ``no_metrics_url_reason``)."""
     if metrics_url:
         return metrics_url
     parsed = urllib.parse.urlsplit(address if "://" in address else f"http://{address}")
-    return f"http://{parsed.hostname}:{DEFAULT_METRICS_PORT}/metrics"
+    if parsed.port != DEFAULT_INFERENCE_PORT:
+        return None
+    return f"{parsed.scheme}://{parsed.netloc.rsplit(':', 1)[0]}:{DEFAULT_METRICS_PORT}/metrics"
+
+
+def no_metrics_url_reason(address: str) -> str:
+    """Why a TorchServe target at ``address`` without ``metrics_url`` has no server-side figures."""
+    return (
+        f"no metrics_url, and {address} is not at TorchServe's default inference port {DEFAULT_INFERENCE_PORT}, "
+        f"so port {DEFAULT_METRICS_PORT} there may be another server: set the target's metrics_url to its "
+        "TorchServe's metrics address (metrics_address in config.properties) for server-side figures"
+    )
 
 
 class TorchServeMetricsReader:

@@ -26,6 +26,7 @@ import urllib.parse
 from typing import Any, Literal, Protocol
 
 from inferload.errors import ScrapeError
+from inferload.scenario.tls import TlsSettings, requests_tls
 from inferload.servermetrics.http_client import HttpClient
 from inferload.servermetrics.prometheus import parse_families, total
 from inferload.servermetrics.reading import ServerSnapshot
@@ -116,8 +117,17 @@ class StatisticsReader(Protocol):
 class TritonStatisticsReader:
     """Reads the statistics API of one Triton endpoint; its client stays open between reads."""
 
-    def __init__(self, address: str, protocol: Literal["http", "grpc"], timeout_s: float, http: HttpClient | None = None) -> None:
+    def __init__(
+        self,
+        address: str,
+        protocol: Literal["http", "grpc"],
+        timeout_s: float,
+        http: HttpClient | None = None,
+        tls: TlsSettings | None = None,
+    ) -> None:
+        """``tls``: the target's TLS settings (Triton's gRPC TLS, or an HTTPS proxy in front of its HTTP port)."""
         self.address = address
+        self.tls = tls
         self.protocol = protocol
         self.timeout_s = timeout_s
         self._http = http
@@ -130,8 +140,8 @@ class TritonStatisticsReader:
 
     def _read_http(self, model: str, version: str | None) -> dict[str, Any]:
         if self._http is None:
-            self._http = HttpClient(self.timeout_s)
-        base = self.address if "://" in self.address else f"http://{self.address}"
+            self._http = HttpClient(self.timeout_s, requests_tls(self.tls))
+        base = self.address if "://" in self.address else f"{'https' if self.tls else 'http'}://{self.address}"
         path = f"/v2/models/{urllib.parse.quote(model, safe='')}"
         if version:
             path += f"/versions/{urllib.parse.quote(str(version), safe='')}"
@@ -144,7 +154,7 @@ class TritonStatisticsReader:
         where = f"Triton gRPC statistics for {model!r} at {self.address}"
         try:
             if self._grpc is None:
-                self._grpc = grpcclient.InferenceServerClient(self.address)
+                self._grpc = grpcclient.InferenceServerClient(self.address, **_grpc_tls(self.tls))
             return dict(self._grpc.get_inference_statistics(model, version or "", as_json=True, client_timeout=self.timeout_s))
         except InferenceServerException as exc:
             raise ScrapeError(f"{where}: {_grpc_problem(exc)}") from None
@@ -158,6 +168,18 @@ class TritonStatisticsReader:
         if self._http is not None and self._owns_http:
             self._http.close()
             self._http = None
+
+
+def _grpc_tls(tls: TlsSettings | None) -> dict[str, Any]:
+    """tritonclient.grpc's TLS arguments (it reads the PEM files itself)."""
+    if tls is None:
+        return {}
+    options: dict[str, Any] = {"ssl": True, "root_certificates": tls.ca_file}
+    if tls.cert_file and tls.key_file:
+        options.update(certificate_chain=tls.cert_file, private_key=tls.key_file)
+    if tls.server_name:
+        options["channel_args"] = [("grpc.ssl_target_name_override", tls.server_name)]
+    return options
 
 
 def _grpc_problem(exc: Any) -> str:

@@ -4,7 +4,8 @@ On the master (or a local run), one greenlet reads every target's server statist
 window boundary and keeps the per-window mean request duration; windows.csv then shows the
 client mean minus it: network, serialisation and client cost, apart from the model. One
 ``ServerReader`` per target, kept open for the whole run; the figure is ``figures.server_figures``'
-``request_ms``, as in summary.json.
+``request_ms``, as in summary.json. Targets on one model of one server (``sharing.py``) are read
+once and each gets the same figure: the model's, as their summary's ``server_side`` says.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from inferload.errors import InferloadError
 from inferload.measure.run_record import RunRecord
 from inferload.scenario.model import Scenario
 from inferload.scenario.targets import Target
+from inferload.scenario.tls import tls_of
 from inferload.servermetrics.figures import server_figures
 from inferload.servermetrics.reading import ServerSnapshot
+from inferload.servermetrics.sharing import reading_groups
 from inferload.servermetrics.snapshots import ServerReader
 
 logger = logging.getLogger(__name__)
@@ -52,7 +55,9 @@ class ServerWindowPoller:
         try:
             reader = self._readers.get(target.name)
             if reader is None:
-                reader = ServerReader(target.kind, target.address, target.model, target.version, target.metrics_url)
+                reader = ServerReader(
+                    target.kind, target.address, target.model, target.version, target.metrics_url, **tls_of(target)
+                )
                 self._readers[target.name] = reader
             return reader.read()
         except InferloadError as exc:
@@ -63,13 +68,15 @@ class ServerWindowPoller:
 
     def _run(self) -> None:
         window = self.record.window_s
-        previous = {t.name: self._snapshot(t) for t in self.scenario.targets}
+        groups = reading_groups(self.scenario.targets)
+        previous = {group[0].name: self._snapshot(group[0]) for group in groups}
         while True:
             now = time.time()
             boundary = (now // window + 1) * window
             gevent.sleep(boundary + AFTER_BOUNDARY_S - now)
             index = int(boundary // window) - 1  # the window that just closed
-            for target in self.scenario.targets:
+            for group in groups:
+                target = group[0]
                 current = self._snapshot(target)
                 before = previous.get(target.name)
                 previous[target.name] = current
@@ -80,4 +87,5 @@ class ServerWindowPoller:
                 except InferloadError:  # counters went backwards: the server restarted
                     continue
                 if request_ms is not None:
-                    self.record.server_request_ms[(index, target.name)] = request_ms
+                    for member in group:
+                        self.record.server_request_ms[(index, member.name)] = request_ms

@@ -159,12 +159,26 @@ class Sweep:
         index = len(self.steps) + 1
         unit = "req/s" if self.plan.open_loop else "users"
         of = f"/{total}" if total else ""
-        self.settings.printer(f"[step {index}{of}] {level:g} {unit}: running (at most {self.plan.max_duration_s:g} s) ...")
+        self.settings.printer(
+            f"[step {index}{of}] {level:g} {unit}: running (at most {self.plan.max_duration_s:g} s){self.eta(total)} ..."
+        )
         step = run_step(children, self.base, self.plan, index, level, self.settings.out, check_first=index == 1)
         self.steps.append(step)
         self.save()
         self.settings.printer("      " + describe(step, self.best(), self.plan.open_loop))
         return step
+
+    def eta(self, total: int | None) -> str:
+        """', ~N s left' from the steps so far (their mean wall time), bounded by the budget."""
+        elapsed = time.monotonic() - self.started
+        done = [s.duration_s for s in self.steps]
+        parts = [f"{elapsed:.0f} s so far"]
+        if total and done:
+            left = (total - len(self.steps)) * (sum(done) / len(done))
+            parts.append(f"about {left:.0f} s left if no rule stops it")
+        if self.settings.budget_s is not None:
+            parts.append(f"budget {max(0.0, self.settings.budget_s - elapsed):.0f} s left")
+        return "; " + ", ".join(parts)
 
     def run(self) -> int:
         """The sweep (or capacity search); 0 when it ended by its own rules, 2 when a step could not

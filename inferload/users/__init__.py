@@ -10,14 +10,16 @@ from inferload.users.base import InferenceUser
 from inferload.users.torchserve_rest import TorchServeRestUser
 from inferload.users.triton_grpc import TritonGrpcUser
 from inferload.users.triton_http import TritonHttpUser
+from inferload.users.triton_stream import TritonStreamUser
 
 USER_CLASS_BY_KIND: dict[str, type[InferenceUser]] = {
-    "triton-grpc": TritonGrpcUser,
+    # unary ModelInfer, or the gRPC stream once the start check finds a decoupled model
+    "triton-grpc": TritonStreamUser,
     "triton-http": TritonHttpUser,
     "torchserve-rest": TorchServeRestUser,
 }
 
-__all__ = ["InferenceUser", "TorchServeRestUser", "TritonGrpcUser", "TritonHttpUser", "user_class_for"]
+__all__ = ["InferenceUser", "TorchServeRestUser", "TritonGrpcUser", "TritonHttpUser", "TritonStreamUser", "user_class_for"]
 
 
 def user_class_for(

@@ -1,11 +1,13 @@
 """The one shape every inferload user class has.
 
 A user class is made per scenario target (`user_class_for(target)`); each simulated user builds
-its client and encodes its payload once in `on_start`, then its task sends one inference call,
+its client in `on_start` (the target's requests are encoded once per process, by its first user:
+`request_pool()`), then its task sends one inference call (`send()` picks the next request),
 times it and reports it through Locust's request event. Closed loop, a user sends its next call
 as soon as the last one answered; open loop (`arrivals` set), it sends the arrivals the
 scheduler queues and times each from its intended send time (see `inferload.traffic.scheduler`). Protocol modules implement three
-methods: `connect()`, `send() -> response bytes`, `close()`.
+methods: `connect()`, `send() -> response bytes`, `close()`, and the class method `encode_request(data)`
+(one request encoded for the wire, called up front for every distinct request).
 
 A refused connection (the server is down) is answered in microseconds, so a closed-loop user
 backs off before its next call: 10 ms after the first refusal, doubling up to 1 s, back to none at
@@ -30,7 +32,8 @@ from inferload.errors import ConnectionRefused
 from inferload.scenario.targets import InputSpec, Target
 from inferload.traffic.scheduler import ArrivalQueue
 from inferload.users.failures import classify_exception
-from inferload.users.payload import make_input_array
+from inferload.users.request_pool import RequestData, RequestPool, RequestSource
+from inferload.users.sequence import SequenceSettings
 
 
 @dataclass
@@ -70,6 +73,11 @@ class InferenceUser(User):
     arrivals: ClassVar[ArrivalQueue | None] = None
     #: folder that relative payload paths (.npy files) are resolved against
     scenario_dir: ClassVar[Path] = Path(".")
+    #: this process's pre-encoded requests of the target, shared by its users (made by the first to start)
+    request_pool_of_class: ClassVar[RequestPool[Any] | None] = None
+    #: a Triton sequence model's correlation IDs and flags (set at start from the model config;
+    #: None: the target's ``sequence`` key, if any, decides; see `inferload.users.sequence`)
+    sequence_settings: ClassVar[SequenceSettings | None] = None
 
     def __init__(self, environment: Any) -> None:
         super().__init__(environment)
@@ -112,6 +120,9 @@ class InferenceUser(User):
         context: dict[str, Any] = {"target": self.target.name}
         if send_lag_ms is not None:
             context["send_lag_ms"] = send_lag_ms
+        extra = self.call_context()
+        if extra:
+            context.update(extra)
         self.environment.events.request.fire(
             request_type=self.request_type,
             name=self.target.name,
@@ -122,9 +133,36 @@ class InferenceUser(User):
         )
 
     def input_arrays(self) -> list[tuple[InputSpec, np.ndarray]]:
-        """The payload of every input, batch dimension included (made once per user)."""
-        arrays = [(spec, make_input_array(spec, self.target.batch_size, self.scenario_dir)) for spec in self.target.inputs]
-        return arrays if self.model_batches else [(spec, array[0]) for spec, array in arrays]
+        """The first request's arrays, batch dimension included (unless the model does not batch).
+
+        For protocols without ``encode_request``; the others take every request from ``request_pool()``.
+        """
+        return list(RequestSource(self.target, self.scenario_dir, model_batches=self.model_batches).data(0).arrays)
+
+    def request_pool(self) -> RequestPool[Any]:
+        """This process's requests of the target, encoded by ``encode_request`` (made on first use)."""
+        cls = type(self)
+        pool = cls.__dict__.get("request_pool_of_class")
+        if pool is None:
+            source = RequestSource(cls.target, cls.scenario_dir, model_batches=cls.model_batches)
+            worker_index = int(getattr(self.environment.runner, "worker_index", 0) or 0)
+            pool = RequestPool(source, cls.encode_request, worker_index=worker_index)
+            cls.request_pool_of_class = pool
+        return pool
+
+    def next_request(self) -> tuple[int, Any]:
+        """(request index, encoded request) for the next call: a pick, nothing is encoded."""
+        return self.request_pool().next()
+
+    @classmethod
+    def encode_request(cls, data: RequestData) -> Any:
+        """Protocol hook: one request encoded for the wire (called once per distinct request, up front)."""
+        raise NotImplementedError
+
+    def call_context(self) -> dict[str, Any] | None:
+        """What the last call measured beyond its latency, for the request event's context (a
+        streamed request's `StreamTiming`, see `inferload.users.triton_stream`); None: nothing."""
+        return None
 
     # -- protocol hooks -------------------------------------------------------------------
     def connect(self) -> None:

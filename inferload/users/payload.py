@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from inferload.scenario.tensors import DEFAULT_BYTES_LENGTH, default_range, load_npy, numpy_dtype
+from inferload.scenario.tensors import DEFAULT_BYTES_LENGTH, INTEGER_DTYPES, default_range, load_npy, numpy_dtype
 
 if TYPE_CHECKING:
     from inferload.scenario.targets import InputSpec
@@ -47,9 +47,11 @@ def make_input_array(spec: InputSpec, batch_size: int, base_dir: Path) -> np.nda
     low = data.low if data.low is not None else low
     high = data.high if data.high is not None else high
     rng = np.random.default_rng(data.seed or 0)
-    if spec.dtype in ("INT32", "INT64"):
+    if spec.dtype == "BOOL":
+        return rng.integers(0, 2, size=shape).astype(bool)
+    if spec.dtype in INTEGER_DTYPES:
         return rng.integers(int(low), int(high), size=shape, dtype=dtype)
-    return rng.uniform(low, high, size=shape).astype(dtype)
+    return rng.uniform(low, high, size=shape).astype(dtype)  # FP16/BF16: rounded from float64
 
 
 def _bytes_array(spec: InputSpec, shape: tuple[int, ...]) -> np.ndarray:

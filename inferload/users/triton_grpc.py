@@ -1,7 +1,8 @@
 """Triton over gRPC: Triton's `ModelInfer` called through a raw gRPC method handle.
 
-The request (`ModelInferRequest`, tensors as raw bytes, the way tritonclient.grpc builds it) is
-built and serialized once per user; each call sends those bytes as they are. Measured by
+The requests (`ModelInferRequest`, tensors as raw bytes, the way tritonclient.grpc builds them) are
+built and serialized once per process and target (`users.request_pool`); each call picks the next
+one and sends its bytes as they are. Measured by
 `make bench` (docs/benchmarks.md): tritonclient's `infer()` rebuilds, copies and serializes the
 whole request on every call. Failures are raised as tritonclient's `InferenceServerException`
 (gRPC status and message), exactly as tritonclient raises them.
@@ -13,6 +14,7 @@ run prints its summary and then never exits.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -23,8 +25,13 @@ from tritonclient.utils import serialize_byte_tensor
 
 from inferload.scenario.headers import request_headers
 from inferload.scenario.targets import InputSpec
+from inferload.scenario.tls import TlsSettings
 from inferload.users.base import InferenceUser
+from inferload.users.expected import expected_check_of, grpc_outputs
 from inferload.users.failures import check_output_shape
+from inferload.users.request_pool import RequestData
+from inferload.users.sequence import user_sequences
+from inferload.users.tls import grpc_credentials
 
 MAX_GRPC_MESSAGE_SIZE = 2**31 - 1  # what tritonclient.grpc allows both ways
 MODEL_INFER_METHOD = "/inference.GRPCInferenceService/ModelInfer"
@@ -52,6 +59,14 @@ def infer_request(model: str, version: str, inputs: list[tuple[InputSpec, np.nda
     return request
 
 
+def open_channel(address: str, tls: TlsSettings | None, base_dir: Path, target: str) -> grpc.Channel:
+    """A plain channel, or a TLS one (``grpc.secure_channel``) when the target has ``tls``."""
+    if tls is None:
+        return grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+    credentials, options = grpc_credentials(tls, base_dir, target)
+    return grpc.secure_channel(address, credentials, options=CHANNEL_OPTIONS + options)
+
+
 class TritonGrpcUser(InferenceUser):
     abstract = True
     request_type = "gRPC"
@@ -61,26 +76,41 @@ class TritonGrpcUser(InferenceUser):
         # the target's headers go as gRPC metadata (keys in lower case, as gRPC requires)
         headers = request_headers(target.name, target.headers, target.headers_from_env, target.token_file, self.scenario_dir)
         self._metadata = tuple((name.lower(), value) for name, value in headers.items()) or None
-        self._channel = grpc.insecure_channel(target.address, options=CHANNEL_OPTIONS)
-        request = infer_request(target.model, target.version or "", self.input_arrays(), target.outputs)
-        self._request_bytes = request.SerializeToString()  # encoded once, sent as is by every call
-        # request_serializer None: the bytes above go on the wire unchanged
+        self._channel = open_channel(target.address, target.tls, self.scenario_dir, target.name)
+        self._expected = expected_check_of(type(self))  # response_check: expected (file read once per process)
+        # this process's requests of the target, encoded once (by its first user); send() picks from them
+        self.request_pool()
+        self._sequences = user_sequences(self.sequence_settings, target.sequence)  # None unless a sequence model
+        # request_serializer None: the pool's bytes go on the wire unchanged
         self._model_infer = self._channel.unary_unary(
             MODEL_INFER_METHOD,
             request_serializer=None,
             response_deserializer=service_pb2.ModelInferResponse.FromString,
         )
 
+    @classmethod
+    def encode_request(cls, data: RequestData) -> bytes:
+        """The serialized ModelInferRequest (sent as is by every call that picks it)."""
+        target = cls.target
+        return infer_request(target.model, target.version or "", list(data.arrays), target.outputs).SerializeToString()
+
     def send(self) -> int:
+        index, request_bytes = self.next_request()  # a pick from the pre-encoded requests, nothing encoded
+        if self._sequences is not None:  # the step's ID and flags: parameters appended (a protobuf merge)
+            request_bytes += self._sequences.next_step().grpc_parameters
         try:
-            response = self._model_infer(self._request_bytes, timeout=self.target.timeout, metadata=self._metadata)
+            response = self._model_infer(request_bytes, timeout=self.target.timeout, metadata=self._metadata)
         except grpc.RpcError as exc:
+            if self._sequences is not None:
+                self._sequences.abandon()
             raise get_error_grpc(exc) from None
         if self.expected_outputs and self.target.response_check == "shape":
             for output in response.outputs:
                 expected = self.expected_outputs.get(output.name)
                 if expected is not None:
                     check_output_shape(output.name, tuple(output.shape), expected)
+        if self._expected is not None:  # only this check decodes the answer
+            self._expected.arrays(grpc_outputs(response), self.request_pool().samples(index))
         return sum(len(raw) for raw in response.raw_output_contents)
 
     def close(self) -> None:

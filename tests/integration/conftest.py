@@ -14,6 +14,7 @@ from inferload.local.models.specs import MODEL_NAMES
 from inferload.local.servers.manager import LocalServers
 from inferload.local.servers.ports import ServerPorts
 from inferload.local.servers.procs import processes_mentioning
+from tests.support.torchserve_handler import BARE_NUMBER_HANDLER, serving_handler
 
 
 @dataclass(frozen=True)
@@ -44,3 +45,12 @@ def local_servers(built_models: tuple[str, ...], tmp_path_factory: pytest.TempPa
         servers.down()
         leftovers = processes_mentioning(str(state_dir))
         assert leftovers == [], f"processes left running after down(): {leftovers}"
+
+
+@pytest.fixture(scope="session")
+def bare_number_server(built_models: tuple[str, ...], tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPorts]:
+    """A TorchServe of its own serving a third-party handler that answers one bare number per request
+    (model ``bare_number``, tests/support/torchserve_handler.py); shared by the modules that need one."""
+    with serving_handler(tmp_path_factory.mktemp("bare-number"), "bare_number", BARE_NUMBER_HANDLER) as (ports, answer):
+        assert answer.strip().isdigit(), answer  # a bare number, not a JSON list
+        yield ports

@@ -87,6 +87,23 @@ def test_the_demo_summary_follows_the_contract(demo_run):
         items = sum(int(size) * count for size, count in side["batch_size_histogram"].items())
         assert items == pytest.approx(target["requests"], rel=0.35), (name, side, target["requests"])
         assert side["avg_batch_size"] >= 1
+        if name.endswith(".burst"):  # the burst phase: its one burst (3 s from 2 s after the warm-up), peak and recovery
+            (burst,) = target["bursts"]
+            assert (burst["start_s"], burst["end_s"]) == (3, 5)
+            assert burst["peak_p99_ms"] > 0 and burst["failures"] == 0
+            assert set(burst) == {
+                "start_s",
+                "end_s",
+                "pre_burst_p99_ms",
+                "peak_p99_ms",
+                "recovery_s",
+                "server_recovery_s",
+                "failures",
+                "unsent",
+            }
+        else:
+            assert "bursts" not in target
+    assert "Bursts: peak and recovery" in (out / "triton-grpc.burst" / "report.html").read_text()
     assert (out / "windows.csv").read_text().startswith("window_start,")
     for phase in summary["targets"]:
         assert (out / phase / "summary.json").exists()

@@ -55,7 +55,7 @@ SCENARIOS_DIR = "python -c 'import inferload.paths as p; print(p.scenarios_dir()
 RUN_KEY = "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
 INFERLOAD_RUN = (
     "inferload run SCENARIO [--headless] [--out DIR] [--run-id ID] [--requests-csv] [--web-host H] [--workers N] "
-    "[--remote-workers M --master-bind-host H --master-port P] [--worker-wait S] [--skip-start-checks] [-- LOCUST ARGS]"
+    "[--remote-workers M --master-bind-host H --master-port P] [--worker-wait S] [--skip-start-checks] [--repeat N] [-- LOCUST ARGS]"
 )
 
 #: README commands this file runs: the README's text -> the commands run for it (itself when complete,
@@ -69,8 +69,15 @@ RUN: dict[str, tuple[str, ...]] = {
     ),
     "inferload validate SCENARIO...": ("inferload validate scenarios/*.yaml",),
     INFERLOAD_RUN: ("inferload run scenarios/triton-http.yaml --headless", "inferload run scenarios/steady.yaml"),
-    "inferload compare A B [--json]": ("inferload compare A B", "inferload compare A B --json"),
-    "inferload report RESULTS_DIR": ("inferload report DIR",),
+    "inferload compare A B [--json] [--fail-on FIGURE:±P%]": (
+        "inferload compare A B",
+        "inferload compare A B --json",
+        "inferload compare A B --fail-on p99:+400%",
+    ),
+    "inferload report RESULTS_DIR [--from T] [--to T] [--workers W,...] [--json]": (
+        "inferload report DIR",
+        "inferload report DIR --from 1 --to 20",
+    ),
     SCENARIOS_DIR: (SCENARIOS_DIR,),
     RUN_KEY: (RUN_KEY,),
 }
@@ -90,6 +97,11 @@ NOT_RUN: dict[str, str] = {
     "pip install -c constraints.txt ...": _PLACEHOLDER + " (`...`); the Makefile runs it",
     "inferload demo": _DEMO,
     "inferload demo [--users N] [--steady S] [--burst S] [--warmup S] [--model cnn\\|tiny] [--out DIR]": _DEMO,
+    "inferload sweep SCENARIO (--users LEVELS \\| --rate LEVELS \\| --find-max-rps) [--slo KEY=VALUE] [--target T]"
+    " [--stable-windows N] [--tolerance P] [--max-windows M] [--window S] [--warmup S] [--workers N] [--budget S] [--out DIR]"
+    " [--resume]": _PLACEHOLDER + "; tests/integration/test_sweep.py runs sweeps and a capacity search",
+    "inferload tune SCENARIO --slo p99_ms=X [--servers triton,torchserve] [--triton-url URL]"
+    " [--torchserve-management URL] [--budget S] [--out DIR]": _PLACEHOLDER + "; tests/integration/test_tune.py runs it",
     "inferload run": "a name, not a complete command (run as `inferload run scenarios/triton-http.yaml --headless`)",
     "inferload servers --state-dir": "an option named in a sentence; tests/unit/test_cli_errors.py covers it",
     "inferload worker --master-host H [--master-port P]": _PLACEHOLDER + "; tests/integration/test_distributed.py runs workers",
@@ -281,6 +293,10 @@ def test_compare_the_two_runs(headless_runs: dict[str, Run], tmp_path):
     as_json = shell(f"inferload compare {first} {second} --json", tmp_path, timeout_s=60)
     assert as_json.returncode == 0, explain(as_json)
     assert json.loads(as_json.stdout)
+    # the same configuration twice: not a regression beyond the noise
+    gate = shell(f"inferload compare {first} {second} --fail-on p99:+400%", tmp_path, timeout_s=60)
+    assert gate.returncode == 0, explain(gate)
+    assert "regression gate (noise from A's windows and B's windows" in gate.stdout
 
 
 def test_report_rewrites_report_html(headless_runs: dict[str, Run]):
@@ -290,6 +306,9 @@ def test_report_rewrites_report_html(headless_runs: dict[str, Run]):
     done = shell(f"inferload report results/{run.results_dir.name}", run.folder)
     assert done.returncode == 0, explain(done)
     assert report.stat().st_size > 0
+    ranged = shell(f"inferload report results/{run.results_dir.name} --from 1 --to 20", run.folder)
+    assert ranged.returncode == 0, explain(ranged)
+    assert "[all], 1 s .. " in ranged.stdout and "p99" in ranged.stdout
 
 
 def listening_addresses(port: int) -> set[str]:

@@ -166,6 +166,7 @@ def observed_run(local_servers: Any, influxdb: InfluxServer, tmp_path_factory: p
     assert locust.returncode == 0, f"locust failed ({locust.returncode}):\n{locust.stdout[-3000:]}\n{locust.stderr[-5000:]}"
     assert collector.returncode == 0, collector_log.read_text()[-3000:]
     write_synthetic_gpu_points(influxdb.url, run_id)
+    write_synthetic_stream_points(influxdb.url, run_id, names)
     return ObservedRun(run_id, influxdb, tmp / "results", locust, collector_log.read_text(), names)
 
 
@@ -194,3 +195,28 @@ def write_synthetic_gpu_points(url: str, run_id: str) -> None:
         sink.submit(with_run_id(source.scrape(now - 5 + second), run_id))
     stats = sink.close(timeout_s=10)
     assert stats.points_written == 10, stats
+
+
+def write_synthetic_stream_points(url: str, run_id: str, targets: list[str]) -> None:
+    """`streams` points (Triton decoupled models) for the observed run's targets, made by the real
+    point function from real merged histograms and written by the real sink: the observed run has no
+    decoupled model (tests/integration/test_triton_decoupled.py runs the panels on a real one)."""
+    from inferload.measure.stream_record import StreamRecord, StreamTiming
+    from inferload.observe.sink import SinkSettings, open_sink
+    from inferload.observe.stream_points import stream_point
+
+    record = StreamRecord()
+    now = time.time()
+    first = int(now) - 5
+    for index in range(first, first + 5):
+        for target in targets:
+            record.record((index, target), StreamTiming(3, 2.0, (1.0, 1.5)), steady=True)
+    sink = open_sink(SinkSettings(url=url), start=False)
+    points = []
+    for key in record.count_windows:
+        window = record.window(key)
+        assert window is not None
+        points.append(stream_point(run_id, {"target": key[1]}, key[0], 1.0, window))
+    sink.submit(points)
+    stats = sink.close(timeout_s=10)
+    assert stats.points_written == len(points), stats

@@ -19,6 +19,7 @@ from inferload.scenario.loader import load_scenario, scenario_from_dict, scenari
 from inferload.scenario.targets import Target
 from inferload.users import user_class_for
 from inferload.users.failures import check_json_list, describe_answer
+from inferload.users.request_pool import RequestPool, RequestSource
 from inferload.users.torchserve_rest import TorchServeRestUser
 
 TRITON = {
@@ -69,10 +70,9 @@ def test_every_value_is_accepted_and_survives_the_round_trip_to_workers(tmp_path
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        ("expected", "expected one of none, status, shape; got 'expected'"),
-        ("Status", "expected one of none, status, shape; got 'Status'"),
-        (True, "expected one of none, status, shape; got true"),
-        (3, "expected one of none, status, shape; got 3"),
+        ("Status", "expected one of none, status, shape, expected; got 'Status'"),
+        (True, "expected one of none, status, shape, expected; got true"),
+        (3, "expected one of none, status, shape, expected; got 3"),
     ],
 )
 def test_a_bad_value_is_reported_at_its_key(tmp_path: Path, value: object, message: str) -> None:
@@ -114,7 +114,8 @@ def torchserve_user(response_check: str | None, batch_size: int, status: int, bo
     user = object.__new__(cls)  # no Locust environment: send() only needs its client and request
     assert isinstance(user, TorchServeRestUser)
     user._client = StubClient(StubResponse(status, body))  # type: ignore[assignment]  # duck-typed stand-in
-    user._path, user._body, user._headers = "/predictions/tiny", b"", {}
+    user._path, user._headers, user._expected = "/predictions/tiny", {}, None
+    cls.request_pool_of_class = RequestPool(RequestSource(target, Path(".")), cls.encode_request)  # what connect() makes
     return user
 
 

@@ -268,9 +268,10 @@ MALFORMED = [
         id="input-not-a-mapping",
     ),
     pytest.param(
-        set_key("targets[0].inputs[0].dtype", "FP64"),
+        set_key("targets[0].inputs[0].dtype", "FP8"),
         "targets[0].inputs[0].dtype",
-        "expected one of FP32, FP16, INT32, INT64, BYTES; got 'FP64'",
+        "expected one of FP32, FP16, INT32, INT64, BYTES, BOOL, UINT8, UINT16, UINT32, UINT64, INT8, INT16, FP64, BF16;"
+        " got 'FP8'",
         id="bad-dtype",
     ),
     pytest.param(
@@ -429,7 +430,7 @@ MALFORMED = [
     pytest.param(
         set_key("targets[1].content_type", "protobuf"),
         "targets[1].content_type",
-        "expected one of octet-stream, npy, json; got 'protobuf'",
+        "expected one of octet-stream, npy, json, raw, text; got 'protobuf'",
         id="bad-content-type",
     ),
     pytest.param(
@@ -601,7 +602,7 @@ def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
     data = valid_scenario()
     set_key("duration", "soon")(data)
     set_key("targets[0].timout", "5s")(data)
-    set_key("targets[0].inputs[0].dtype", "FP64")(data)
+    set_key("targets[0].inputs[0].dtype", "FP8")(data)
     set_key("targets[1].address", "http://127.0.0.1:0")(data)
     set_key("shape.users", 0)(data)
 

@@ -75,9 +75,12 @@ def config_properties(
     model_config: TorchServeModelConfig,
     host: str = LOOPBACK,
     token_auth: bool = False,
+    tls: tuple[Path, Path] | None = None,
 ) -> str:
     """The text of config.properties for these ports and models. ``token_auth`` leaves TorchServe's
-    token authorization on (it then writes ``key_file.json`` in its working folder)."""
+    token authorization on (it then writes ``key_file.json`` in its working folder); ``tls``
+    (certificate, private key: PEM files) serves the inference API over HTTPS ("Enable SSL" in
+    TorchServe's configuration docs); management and metrics stay plain HTTP on loopback."""
     models_json = {
         m: {
             "1.0": {
@@ -92,7 +95,7 @@ def config_properties(
         for m in models
     }
     lines = [
-        f"inference_address=http://{host}:{ports.ts_inference}",
+        f"inference_address={'https' if tls else 'http'}://{host}:{ports.ts_inference}",
         f"management_address=http://{LOOPBACK}:{ports.ts_management}",  # management stays local
         f"metrics_address=http://{host}:{ports.ts_metrics}",
         f"grpc_inference_address={LOOPBACK}",
@@ -101,6 +104,9 @@ def config_properties(
         f"grpc_management_port={ports.ts_grpc_management}",
         f"disable_token_authorization={'false' if token_auth else 'true'}",
         "install_py_dep_per_model=false",
+        # register/unregister through the management API (on loopback): `inferload tune` re-registers
+        # a model with other batch settings; TorchServe 0.12 refuses it otherwise (405)
+        "enable_model_api=true",
         "metrics_mode=prometheus",
         "model_metrics_auto_detect=true",
         f"model_store={store}",
@@ -109,6 +115,8 @@ def config_properties(
         f"default_workers_per_model={model_config.workers}",
         f"vmargs=-Djava.io.tmpdir={tmpdir} -XX:+UseSerialGC -Xmx512m",
     ]
+    if tls is not None:
+        lines += [f"certificate_file={tls[0]}", f"private_key_file={tls[1]}"]
     return "\n".join(lines) + "\n"
 
 
@@ -158,6 +166,7 @@ def start_torchserve(
     store: Path | None = None,
     host: str = LOOPBACK,
     token_auth: bool = False,
+    tls: tuple[Path, Path] | None = None,
 ) -> ProcessRecord:
     """Start TorchServe in the foreground of a detached session; returns its record. With
     ``token_auth`` its keys are in ``state_dir/torchserve/key_file.json``."""
@@ -174,7 +183,7 @@ def start_torchserve(
                 f"{store / (model + '.mar')} is missing: build the sample models first (python -m inferload.local.models.build)"
             )
     config = work / "config.properties"
-    config.write_text(config_properties(ports, models, store, short_tmpdir(tmpdir), model_config, host, token_auth))
+    config.write_text(config_properties(ports, models, store, short_tmpdir(tmpdir), model_config, host, token_auth, tls))
     command = [_torchserve_bin(), "--start", "--foreground", "--ncs", "--ts-config", str(config), "--model-store", str(store)]
     return spawn(command, work / "torchserve.log", env, cwd=work)
 

@@ -1,0 +1,76 @@
+"""Triton's own python_backend example ``add_sub`` (tests/examples/triton/add_sub, see its SOURCE.md),
+as its authors published it, driven over gRPC and HTTP against a real Triton.
+
+The model takes two FP32 ``[4]`` tensors, does not batch (no ``max_batch_size``) and answers their
+sum and difference. One headless run, 2 users per target, inputs from .npy files: every answer is
+checked against ``INPUT0 + INPUT1`` and ``INPUT0 - INPUT1`` (``response_check: expected``), no
+request fails, and summary.json agrees with Locust's own counts and names the model and protocol.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tests.support.example_triton import ExampleTriton, example_triton
+from tests.support.locust_runner import run_locust
+from tests.support.scenario_factory import write_scenario
+
+USERS_PER_TARGET = 2
+
+
+@pytest.fixture(scope="module")
+def add_sub_triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ExampleTriton]:
+    with example_triton(tmp_path_factory.mktemp("triton-add-sub"), {"add_sub": "add_sub"}) as server:
+        yield server
+
+
+def _target(name: str, kind: str, address: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "kind": kind,
+        "address": address,
+        "model": "add_sub",
+        # max_batch_size 0: the shape is the model's full shape, sent without a batch dimension
+        "inputs": [
+            {"name": "INPUT0", "shape": [4], "dtype": "FP32", "data": {"generator": "npy", "path": "input0.npy"}},
+            {"name": "INPUT1", "shape": [4], "dtype": "FP32", "data": {"generator": "npy", "path": "input1.npy"}},
+        ],
+        "outputs": ["OUTPUT0", "OUTPUT1"],
+        "response_check": "expected",
+        "expected": {"path": "expected.json", "atol": 1e-6},
+    }
+
+
+def test_add_sub_runs_over_grpc_and_http_with_correct_answers(add_sub_triton: ExampleTriton, tmp_path: Path) -> None:
+    rng = np.random.default_rng(7)
+    input0, input1 = rng.random(4, dtype=np.float32), rng.random(4, dtype=np.float32)
+    np.save(tmp_path / "input0.npy", input0)
+    np.save(tmp_path / "input1.npy", input1)
+    expected = {"OUTPUT0": (input0 + input1).tolist(), "OUTPUT1": (input0 - input1).tolist()}
+    (tmp_path / "expected.json").write_text(json.dumps(expected))
+    targets = [_target("grpc", "triton-grpc", add_sub_triton.grpc), _target("http", "triton-http", add_sub_triton.http)]
+    data = {"name": "add-sub", "duration": "3s", "targets": targets, "shape": {"kind": "steady", "users": 2 * USERS_PER_TARGET}}
+
+    run = run_locust(write_scenario(tmp_path, data), tmp_path)
+
+    assert run.returncode == 0, run.output
+    rows = {row["name"]: row for row in run.stats_json if row["name"] in ("grpc", "http")}
+    summary = run.summary["targets"]
+    for name, protocol in (("grpc", "grpc"), ("http", "http")):
+        figures = summary[name]
+        assert (figures["server"], figures["protocol"], figures["model"]) == ("triton", protocol, "add_sub")
+        assert figures["requests"] == rows[name]["num_requests"] > 0, run.output
+        assert figures["failures"] == rows[name]["num_failures"] == 0, run.output
+        assert figures["error_rate"] == 0.0 and figures["throughput_rps"] > 0
+        latency = figures["latency_ms"]
+        assert 0 < latency["p50"] <= latency["p90"] <= latency["p99"] <= latency["max"]
+    # Triton's own counters for the model: every execution a batch of one (add_sub does not batch)
+    server_side = summary["grpc"]["server_side"]
+    assert server_side["avg_batch_size"] == pytest.approx(1.0)
+    assert set(server_side["batch_size_histogram"]) == {"1"}

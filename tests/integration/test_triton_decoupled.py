@@ -1,0 +1,175 @@
+"""A decoupled Triton model (Triton's own python_backend example `square_int32`: n responses to a
+request holding n) driven over the gRPC stream, against a real Triton serving the vendored model
+(tests/examples/triton/square_int32, see its SOURCE.md).
+
+One headless run streams into the real InfluxDB: every request succeeds with exactly n responses,
+summary.json has exact streaming percentiles (first response <= complete request), windows.csv
+has the stream columns filled, and the dashboard's streaming panels return their fields for the
+run. A distributed run (two workers) merges the workers' stream figures on the master. The same
+model on the HTTP port is refused at start (exit 2).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from inferload.local.servers.ports import ServerPorts
+from inferload.local.servers.procs import spawn, stop_group
+from inferload.local.servers.triton_local import find_triton, prepare_backend_dir, triton_command, triton_env
+from tests.support.grafana import DASHBOARDS, query_panels, selected_fields, substitute
+from tests.support.influx_fixture import InfluxServer
+from tests.support.locust_runner import python_env, run_locust
+from tests.support.ports import free_port
+from tests.support.scenario_factory import write_scenario
+from tests.support.system_tools import REPO
+
+MODEL = "square_int32"
+EXAMPLE = REPO / "tests" / "examples" / "triton" / MODEL
+READY_DEADLINE_S = 180
+RESPONSES = 4  # the input value: the model answers with this many responses
+
+
+@dataclass(frozen=True)
+class DecoupledTriton:
+    http: str
+    grpc: str
+
+
+@pytest.fixture(scope="module")
+def decoupled_triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DecoupledTriton]:
+    work = tmp_path_factory.mktemp("triton-decoupled")
+    repository = work / "models"
+    shutil.copytree(EXAMPLE, repository / MODEL, ignore=shutil.ignore_patterns("SOURCE.md"))
+    ports = ServerPorts.free()
+    install = find_triton()
+    command = triton_command(install, prepare_backend_dir(install, work / "backends"), repository, ports, (MODEL,))
+    record = spawn(command, work / "triton.log", triton_env(install), cwd=work)
+    try:
+        deadline = time.monotonic() + READY_DEADLINE_S
+        while not _ready(ports):
+            assert time.monotonic() < deadline, (work / "triton.log").read_text()[-3000:]
+            time.sleep(0.5)
+        yield DecoupledTriton(f"127.0.0.1:{ports.triton_http}", f"127.0.0.1:{ports.triton_grpc}")
+    finally:
+        stop_group(record, term_timeout_s=15)
+
+
+def _ready(ports: ServerPorts) -> bool:
+    try:
+        return requests.get(f"http://127.0.0.1:{ports.triton_http}/v2/models/{MODEL}/ready", timeout=2).status_code == 200
+    except requests.RequestException:
+        return False
+
+
+def _target(kind: str, address: str) -> dict[str, Any]:
+    return {
+        "name": "square",
+        "kind": kind,
+        "address": address,
+        "model": MODEL,
+        "inputs": [{"name": "IN", "shape": [1], "dtype": "INT32", "data": {"generator": "constant", "value": RESPONSES}}],
+        "outputs": ["OUT"],
+        "timeout": "10s",
+    }
+
+
+def _scenario(folder: Path, target: dict[str, Any]) -> Path:
+    data = {
+        "name": "decoupled",
+        "duration": "4s",
+        "warmup": "1s",
+        "window": "1s",
+        "targets": [target],
+        "shape": {"kind": "steady", "users": 3},
+    }
+    folder.mkdir(parents=True, exist_ok=True)
+    return write_scenario(folder, data)
+
+
+def test_a_decoupled_model_streams_with_exact_streaming_figures(
+    decoupled_triton: DecoupledTriton, influxdb: InfluxServer, tmp_path: Path
+) -> None:
+    run_id = f"decoupled-{time.time_ns()}"
+    scenario = _scenario(tmp_path, _target("triton-grpc", decoupled_triton.grpc))
+    run = run_locust(scenario, tmp_path, "--run-id", run_id, "--influx-url", influxdb.url, "--loglevel", "INFO")
+    assert run.returncode == 0, run.output[-4000:]
+    assert "is decoupled" in run.output  # the run says it streams
+
+    target = run.summary["targets"]["square"]
+    assert target["requests"] > 0 and target["failures"] == 0, target
+    streaming = target["streaming"]
+    assert streaming["requests"] == target["requests"]
+    assert streaming["responses"] == RESPONSES * streaming["requests"]
+    assert streaming["responses_per_request"] == RESPONSES and streaming["max_responses_per_request"] == RESPONSES
+    assert streaming["responses_per_s"] > 0
+    first, between, latency = streaming["first_response_ms"], streaming["inter_response_ms"], target["latency_ms"]
+    for figures in (first, between):
+        assert all(figures[k] is not None for k in ("mean", "p50", "p90", "p95", "p99", "p999", "max")), figures
+        assert figures["p50"] <= figures["p90"] <= figures["p99"] <= figures["p999"] <= figures["max"]
+    assert first["p50"] <= latency["p50"] and first["max"] <= latency["max"]
+    assert between["max"] <= latency["max"]
+
+    rows = list(csv.DictReader(io.StringIO(run.windows_csv)))
+    steady = [row for row in rows if row["phase"] == "steady" and int(row["requests"])]
+    assert steady, run.windows_csv
+    for row in steady:
+        assert int(row["responses"]) == RESPONSES * int(row["requests"]), row
+        assert float(row["first_response_p50_ms"]) <= float(row["first_response_p99_ms"]), row
+        assert row["inter_response_p99_ms"] != "" and float(row["responses_per_s"]) > 0, row
+
+    _check_streaming_panels(influxdb, run_id)
+
+
+def _check_streaming_panels(influxdb: InfluxServer, run_id: str) -> None:
+    """The dashboard's panels on the `streams` measurement return every field they plot for this run."""
+    checked = 0
+    for path in DASHBOARDS:
+        for panel in query_panels(json.loads(path.read_text())):
+            for query_target in panel["targets"]:
+                query = query_target["query"]
+                if '"streams"' not in query:
+                    continue
+                series = influxdb.series(substitute(query, run_id, "square"))
+                assert series, f"{panel['title']}: no points for run {run_id}"
+                for field in selected_fields(query):
+                    values = [row[s["columns"].index(field)] for s in series for row in s["values"]]
+                    assert any(v is not None for v in values), f"{panel['title']}: {field} is empty"
+                checked += 1
+    assert checked >= 2
+
+
+def test_a_decoupled_model_on_triton_http_is_refused_at_start(decoupled_triton: DecoupledTriton, tmp_path: Path) -> None:
+    scenario = _scenario(tmp_path, _target("triton-http", decoupled_triton.http))
+    run = run_locust(scenario, tmp_path)
+    assert run.returncode == 2, run.output[-4000:]
+    assert "target 'square': the model 'square_int32' is decoupled" in run.output
+    assert "use kind: triton-grpc" in run.output
+
+
+def test_two_workers_stream_and_the_master_merges_their_stream_figures(decoupled_triton: DecoupledTriton, tmp_path: Path) -> None:
+    scenario = _scenario(tmp_path, _target("triton-grpc", decoupled_triton.grpc))
+    results = tmp_path / "results"
+    command = [sys.executable, "-m", "inferload.cli", "run", str(scenario), "--headless", "--workers", "2"]
+    command += ["--master-port", str(free_port()), "--out", str(results), "--", "--only-summary"]
+    done = subprocess.run(command, cwd=REPO, env=python_env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    summary = json.loads((results / "summary.json").read_text())
+    assert summary["workers"] == 2
+    target = summary["targets"]["square"]
+    assert target["requests"] > 0 and target["failures"] == 0, target
+    streaming = target["streaming"]  # the workers' decoupled users streamed; the master merged their figures
+    assert streaming["requests"] == target["requests"] and streaming["responses"] == RESPONSES * target["requests"]
+    assert streaming["first_response_ms"]["p99"] <= streaming["first_response_ms"]["max"] <= target["latency_ms"]["max"]

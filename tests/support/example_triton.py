@@ -1,0 +1,69 @@
+"""A real Triton serving vendored example models (tests/examples/triton/<model>, see each SOURCE.md).
+
+The models are copied into a temporary model repository (the Python backend writes caches next to
+a model.py, and a test may serve one model under several names), then `tritonserver` from the
+nvidia-pytriton wheel starts on free loopback ports with those models loaded (explicit mode, so a
+test can unload one: Triton then calls the model's ``finalize``).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+import requests
+
+from inferload.local.servers.ports import ServerPorts
+from inferload.local.servers.procs import spawn, stop_group
+from inferload.local.servers.triton_local import find_triton, prepare_backend_dir, triton_command, triton_env
+from tests.support.system_tools import REPO
+from tests.support.waiting import wait_until
+
+EXAMPLES = REPO / "tests" / "examples" / "triton"
+READY_DEADLINE_S = 180
+
+
+@dataclass(frozen=True)
+class ExampleTriton:
+    http: str  # host:port
+    grpc: str
+    log: Path
+
+    def unload(self, model: str, timeout_s: float = 30) -> None:
+        """Unload ``model`` (``POST v2/repository/models/<m>/unload``) and wait until it is gone."""
+        answer = requests.post(f"http://{self.http}/v2/repository/models/{model}/unload", timeout=timeout_s)
+        assert answer.status_code == 200, answer.text
+        wait_until(lambda: not self.ready(model), timeout_s, f"{model} unloaded", ignore=(requests.RequestException,))
+
+    def ready(self, model: str) -> bool:
+        return requests.get(f"http://{self.http}/v2/models/{model}/ready", timeout=2).status_code == 200
+
+
+@contextmanager
+def example_triton(work: Path, models: Mapping[str, str], *extra_args: str) -> Iterator[ExampleTriton]:
+    """Triton serving ``models`` (served name -> example folder name) until the block ends."""
+    repository = work / "models"
+    for name, example in models.items():
+        shutil.copytree(EXAMPLES / example, repository / name, ignore=shutil.ignore_patterns("SOURCE.md", "__pycache__"))
+    ports = ServerPorts.free()
+    install = find_triton()
+    command = triton_command(install, prepare_backend_dir(install, work / "backends"), repository, ports, tuple(models))
+    log = work / "triton.log"
+    record = spawn([*command, *extra_args], log, triton_env(install), cwd=work)
+    try:
+        server = ExampleTriton(f"127.0.0.1:{ports.triton_http}", f"127.0.0.1:{ports.triton_grpc}", log)
+        for name in models:
+            wait_until(
+                partial(server.ready, name),
+                READY_DEADLINE_S,
+                f"Triton serving {name} (log: {log})",
+                interval_s=0.5,
+                ignore=(requests.RequestException,),
+            )
+        yield server
+    finally:
+        stop_group(record, term_timeout_s=15)

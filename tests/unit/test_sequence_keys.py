@@ -1,0 +1,84 @@
+"""The target's ``sequence`` key: valid forms, and ``file: key.path`` messages for bad values."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from inferload.errors import Problem, ScenarioError
+from inferload.scenario.loader import load_scenario, scenario_from_dict, scenario_to_dict
+from inferload.scenario.sequence import DEFAULT_SEQUENCE_LENGTH, SequenceSpec
+
+
+def scenario(grpc_sequence: Any = None, torchserve_sequence: Any = None) -> dict[str, Any]:
+    targets: list[dict[str, Any]] = [
+        {
+            "name": "seq",
+            "kind": "triton-grpc",
+            "address": "127.0.0.1:8001",
+            "model": "sequence_py",
+            "inputs": [{"name": "INPUT0", "shape": [1], "dtype": "INT32"}],
+        },
+        {
+            "name": "ts",
+            "kind": "torchserve-rest",
+            "address": "http://127.0.0.1:8080",
+            "model": "cnn",
+            "inputs": [{"name": "INPUT__0", "shape": [4], "dtype": "FP32"}],
+        },
+    ]
+    if grpc_sequence is not None:
+        targets[0]["sequence"] = grpc_sequence
+    if torchserve_sequence is not None:
+        targets[1]["sequence"] = torchserve_sequence
+    return {"name": "unit", "duration": "10s", "targets": targets, "shape": {"kind": "steady", "users": 1}}
+
+
+def problems(tmp_path: Path, data: dict[str, Any]) -> list[str]:
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(ScenarioError) as caught:
+        load_scenario(path)
+    return [str(p) for p in caught.value.problems if isinstance(p, Problem)]
+
+
+def test_a_sequence_key_loads_with_defaults_and_round_trips(tmp_path: Path) -> None:
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump(scenario({"length": 8, "concurrent": 2})))
+    loaded = load_scenario(path)
+    assert loaded.targets[0].sequence == SequenceSpec(length=8, concurrent=2)
+    assert loaded.targets[1].sequence is None
+    assert scenario_from_dict(scenario_to_dict(loaded)).targets == loaded.targets
+    defaults = scenario_from_dict(scenario({}))
+    assert defaults.targets[0].sequence == SequenceSpec(length=DEFAULT_SEQUENCE_LENGTH, concurrent=1)
+    triton_http = scenario({"length": 1})
+    triton_http["targets"][0].update(kind="triton-http", address="127.0.0.1:8000")
+    assert scenario_from_dict(triton_http).targets[0].sequence == SequenceSpec(length=1)
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ({"length": 0}, "targets[0].sequence.length: must be at least 1; got 0"),
+        ({"length": "8"}, "targets[0].sequence.length: expected an integer; got '8'"),
+        ({"length": 2.5}, "targets[0].sequence.length: expected an integer; got 2.5"),
+        ({"length": 10_000_000}, "targets[0].sequence.length: must be at most 1000000; got 10000000"),
+        ({"concurrent": 0}, "targets[0].sequence.concurrent: must be at least 1; got 0"),
+        ({"concurrent": 1001}, "targets[0].sequence.concurrent: must be at most 1000; got 1001"),
+        ({"lenght": 3}, "targets[0].sequence.lenght: unknown key 'lenght' (did you mean 'length'?)"),
+        (True, "targets[0].sequence: expected a mapping; got true"),
+        (8, "targets[0].sequence: expected a mapping; got 8"),
+    ],
+)
+def test_bad_sequence_values_name_the_file_and_key(tmp_path: Path, value: Any, message: str) -> None:
+    assert problems(tmp_path, scenario(value)) == [f"{tmp_path / 'scenario.yaml'}: {message}"]
+
+
+def test_sequence_on_a_torchserve_target_is_refused(tmp_path: Path) -> None:
+    assert problems(tmp_path, scenario(torchserve_sequence={"length": 2})) == [
+        f"{tmp_path / 'scenario.yaml'}: targets[1].sequence: only applies to Triton targets (a model with"
+        " sequence_batching); this target is torchserve-rest"
+    ]
