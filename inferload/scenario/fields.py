@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo
 
@@ -19,14 +19,11 @@ from inferload.scenario.limits import MAX_NAME_CHARS
 from inferload.scenario.messages import custom_error, describe_value, fmt_seconds, scientific_text_hint
 
 #: every KServe v2 datatype Triton accepts (the first five were inferload's only ones before)
-DTYPES = (
-    "FP32", "FP16", "INT32", "INT64", "BYTES",
-    "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "FP64", "BF16",
-)  # fmt: skip
 DType = Literal[
     "FP32", "FP16", "INT32", "INT64", "BYTES",
     "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "FP64", "BF16",
 ]  # fmt: skip
+DTYPES: tuple[str, ...] = get_args(DType)
 
 _NAME_RE = re.compile(r"[A-Za-z0-9_.-]+")
 _VERSION_RE = re.compile(r"[A-Za-z0-9_.-]+")

@@ -1,7 +1,9 @@
-"""Request payloads: input arrays made from a scenario's data spec, and their TorchServe encodings.
+"""Request payloads: input arrays made from a scenario's data spec, and the raw encodings TorchServe
+bodies are built from (`inferload.users.torchserve_body`).
 
-Arrays are made and encoded once per user, never per request. Every array has the batch
-dimension first: ``(batch_size, *spec.shape)``. Generation is deterministic for a given seed.
+Arrays are made and encoded once per process, up front, by the target's request pool
+(`inferload.users.request_pool`), never per request. Every array has the batch dimension first:
+``(batch_size, *spec.shape)``. Generation is deterministic for a given seed.
 """
 
 from __future__ import annotations
@@ -20,14 +22,6 @@ from inferload.scenario.tensors import DEFAULT_BYTES_LENGTH, INTEGER_DTYPES, def
 
 if TYPE_CHECKING:
     from inferload.scenario.targets import InputSpec
-
-
-def http_content_type(content_type: str) -> str:
-    """The Content-Type header for a scenario ``content_type``: octet-stream, npy or json."""
-    headers = {"octet-stream": "application/octet-stream", "npy": "application/x-npy", "json": "application/json"}
-    if content_type not in headers:
-        raise ValueError(f"unknown content_type {content_type!r}")
-    return headers[content_type]
 
 
 def make_input_array(spec: InputSpec, batch_size: int, base_dir: Path) -> np.ndarray:
@@ -111,16 +105,3 @@ def encode_json(array: np.ndarray) -> bytes:
     else:
         values = array.tolist()
     return json.dumps(values, separators=(",", ":")).encode()
-
-
-def encode_torchserve_body(content_type: str, arrays: Sequence[np.ndarray]) -> tuple[bytes, str]:
-    """(body, Content-Type header) for a TorchServe request; npy and json take exactly one input."""
-    if content_type == "octet-stream":
-        return encode_octet_stream(arrays), http_content_type(content_type)
-    if len(arrays) != 1:
-        raise ValueError(f"content_type {content_type!r} sends one input; this target has {len(arrays)}")
-    if content_type == "npy":
-        return encode_npy(arrays[0]), http_content_type(content_type)
-    if content_type == "json":
-        return encode_json(arrays[0]), http_content_type(content_type)
-    raise ValueError(f"unknown content_type {content_type!r}")

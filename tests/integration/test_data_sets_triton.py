@@ -28,26 +28,11 @@ from PIL import Image
 from inferload.local.servers.ports import ServerPorts
 from inferload.local.servers.procs import spawn, stop_group
 from inferload.local.servers.triton_local import find_triton, prepare_backend_dir, triton_command, triton_env
+from inferload.scenario.fields import DTYPES
 from tests.support.locust_runner import LocustRun, run_locust
 from tests.support.scenario_factory import write_scenario
 
 READY_DEADLINE_S = 180
-DTYPES = (
-    "BOOL",
-    "UINT8",
-    "UINT16",
-    "UINT32",
-    "UINT64",
-    "INT8",
-    "INT16",
-    "INT32",
-    "INT64",
-    "FP16",
-    "FP32",
-    "FP64",
-    "BF16",
-    "BYTES",
-)
 #: the texts and JPEG sizes each protocol's run sends (different ones, so the server's counts tell the runs apart)
 TEXTS = {"grpc": [f"text number {i}" for i in range(7)], "http": [f"another text {i}" for i in range(5)]}
 IMAGE_SIZES = {"grpc": [(16, 16), (40, 24), (7, 33)], "http": [(64, 8), (9, 9)]}

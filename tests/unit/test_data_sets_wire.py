@@ -11,26 +11,11 @@ import numpy as np
 import pytest
 from tritonclient.grpc import service_pb2
 
+from inferload.scenario.fields import DTYPES
 from inferload.scenario.targets import Target
 from inferload.users import user_class_for
 from inferload.users.request_pool import RequestSource
 
-DTYPES = (
-    "BOOL",
-    "UINT8",
-    "UINT16",
-    "UINT32",
-    "UINT64",
-    "INT8",
-    "INT16",
-    "INT32",
-    "INT64",
-    "FP16",
-    "FP32",
-    "FP64",
-    "BF16",
-    "BYTES",
-)
 ITEM_BYTES = {"BOOL": 1, "UINT8": 1, "INT8": 1, "UINT16": 2, "INT16": 2, "FP16": 2, "BF16": 2, "UINT32": 4, "INT32": 4, "FP32": 4}
 
 

@@ -16,7 +16,6 @@ from inferload.users.payload import (
     encode_json,
     encode_npy,
     encode_octet_stream,
-    encode_torchserve_body,
     make_input_array,
     make_inputs,
 )
@@ -133,12 +132,3 @@ def test_json_body_is_a_nested_list() -> None:
     array = np.array([[1.5, 2.0]], dtype=np.float32)
     assert json.loads(encode_json(array)) == [[1.5, 2.0]]
     assert json.loads(encode_json(np.array([[b"hi"]], dtype=object))) == [["hi"]]
-
-
-def test_torchserve_body_and_header() -> None:
-    array = np.zeros((1, 2), dtype=np.float32)
-    assert encode_torchserve_body("octet-stream", [array]) == (array.tobytes(), "application/octet-stream")
-    assert encode_torchserve_body("npy", [array])[1] == "application/x-npy"
-    assert encode_torchserve_body("json", [array]) == (b"[[0.0,0.0]]", "application/json")
-    with pytest.raises(ValueError, match="one input"):
-        encode_torchserve_body("json", [array, array])
