@@ -31,6 +31,13 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--burst", type=float, default=20.0, help="seconds of bursty load per server (default 20)")
     demo.add_argument("--warmup", type=float, default=5.0, help="seconds of warm-up before each phase, excluded (default 5)")
     demo.add_argument("--model", default="cnn", choices=["cnn", "tiny"], help="sample model (default cnn)")
+    demo.add_argument(
+        "--capacity-p99",
+        type=float,
+        default=100.0,
+        metavar="MS",
+        help="close with each server's capacity under p99 <= MS, as configured (default 100; 0 skips it)",
+    )
 
     run = sub.add_parser("run", help="run a scenario with Locust (web UI, or --headless)")
     run.add_argument("scenario", type=Path, help="scenario YAML file")
@@ -195,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
                     burst_s=args.burst,
                     warmup_s=args.warmup,
                     model=args.model,
+                    capacity_p99_ms=args.capacity_p99 if args.capacity_p99 > 0 else None,
                 )
             )
     except InferloadError as exc:

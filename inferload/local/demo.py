@@ -28,11 +28,12 @@ from typing import Any
 import yaml
 
 from inferload.errors import InferloadError
+from inferload.local.demo_capacity import Capacity, capacity_pass
 from inferload.local.models.specs import SPECS as MODEL_SPECS
 from inferload.local.servers.manager import LocalServers
 from inferload.local.servers.ports import ServerPorts
 from inferload.results.figures import format_table
-from inferload.results.model import RunSummary, SloSection
+from inferload.results.model import DemoCapacity, RunSummary, SloSection
 from inferload.results.report import write_report
 from inferload.results.summary_file import SUMMARY_NAME, read_summary, write_summary
 from inferload.run.child_processes import ChildProcesses
@@ -50,6 +51,8 @@ class DemoSettings:
     burst_s: float = 20.0
     warmup_s: float = 5.0
     model: str = "cnn"
+    #: the closing capacity pass: each server's capacity under p99 <= this (ms); None skips it
+    capacity_p99_ms: float | None = 100.0
 
 
 @dataclass(frozen=True)
@@ -206,9 +209,14 @@ def run_demo(settings: DemoSettings) -> int:
     ports = ServerPorts.free()
     servers = LocalServers(out / "servers", ports, models=(settings.model,))
     print(f"inferload demo: model '{settings.model}', {settings.users} users, results in {out}", flush=True)
-    print("[1/5] starting the real Triton and TorchServe on 127.0.0.1 ...", flush=True)
+    print(
+        f"[1/{5 if settings.capacity_p99_ms is None else 6}] starting the real Triton and TorchServe on 127.0.0.1 ...", flush=True
+    )
     summaries: dict[str, RunSummary] = {}
     cold: dict[str, float | None] = {"triton": None, "torchserve": None}
+    steps = 5 if settings.capacity_p99_ms is None else 6
+    capacities: list[Capacity] = []
+    signalled: int | None = None
     # from here on a signal goes to the phase that runs (its own session), not to this process
     with ChildProcesses() as children:
         try:
@@ -232,17 +240,28 @@ def run_demo(settings: DemoSettings) -> int:
                 path.write_text(yaml.safe_dump(data, sort_keys=False))
                 scenario = load_scenario(path)  # the generated scenario goes through the same validation
                 summaries[phase.target_name] = run_phase(
-                    phase, path, out, cold_path, scenario.duration, f"[{number}/5]", children
+                    phase, path, out, cold_path, scenario.duration, f"[{number}/{steps}]", children
                 )
+            if settings.capacity_p99_ms is not None and summaries and not children.signals:
+                print(f"[6/6] capacity under p99 <= {settings.capacity_p99_ms:g} ms, each server as configured ...", flush=True)
+                for kind, server in (("triton-grpc", "triton"), ("torchserve-rest", "torchserve")):
+                    target = demo_target(kind, f"{kind}.capacity", settings.model, ports)
+                    capacities.append(capacity_pass(out, target, server, ports, settings.capacity_p99_ms))
+                    if capacities[-1].signalled is not None:
+                        signalled = capacities[-1].signalled
+                        break
         finally:
             print("stopping the servers ...", flush=True)
             servers.down()
     if not summaries:
         print("no phase was measured", file=sys.stderr)
         return 128 + children.signals[0] if children.signals else 1
+    signal_number = children.signals[0] if children.signals else signalled
     summary = combine(out, settings, summaries, cold)
-    if children.signals:
-        summary = summary.model_copy(update={"interrupted": True})
+    update: dict[str, Any] = {"interrupted": True} if signal_number is not None else {}
+    if capacities and settings.capacity_p99_ms is not None:
+        update["capacity"] = {c.server: DemoCapacity(**c.as_dict(settings.capacity_p99_ms)) for c in capacities}
+    summary = summary.model_copy(update=update)
     write_summary(out, summary)
     merge_windows(out, list(summaries))
     try:
@@ -256,7 +275,14 @@ def run_demo(settings: DemoSettings) -> int:
     print(
         f"\nresults: {out}/summary.json, windows.csv, one folder per phase" + (f", {report.name}" if report else ""), flush=True
     )
-    if children.signals:
-        return 128 + children.signals[0]
+    if capacities and settings.capacity_p99_ms is not None:
+        print(
+            f"\ncapacity under p99 <= {settings.capacity_p99_ms:g} ms, open loop, each server as configured"
+            " (`inferload tune` searches the settings):"
+        )
+        for capacity in capacities:
+            print("  " + capacity.line(settings.capacity_p99_ms))
+    if signal_number is not None:
+        return 128 + signal_number
     failures = sum(t.failures or 0 for t in summary.targets.values())
     return 0 if failures == 0 else 1

@@ -203,6 +203,16 @@ class WorkerLoss(Section):
     respread_after_s: Number | None  # until the live workers carried its users (and arrival share); null: never
 
 
+class DemoCapacity(Section):
+    """The demo's capacity pass for one server: the highest open-loop rate meeting p99 <= p99_ms, the
+    first that failed, and the server's settings as read back from it."""
+
+    p99_ms: Number
+    max_rps: Number | None
+    first_failing_rps: Number | None
+    config: str
+
+
 class RunSummary(Section):
     """summary.json: one run (or the demo's phases together)."""
 
@@ -217,6 +227,7 @@ class RunSummary(Section):
             "worker_losses",
             "rejected_reports",
             "streaming",
+            "capacity",
         }
     )
 
@@ -232,6 +243,7 @@ class RunSummary(Section):
     users: Count | None = None
     cold_start_s: dict[str, Number | None] | None = None
     phases: dict[str, str] | None = None
+    capacity: dict[str, DemoCapacity] | None = None  # the demo's closing pass: each server's capacity under a p99
     targets: dict[str, TargetSummary]
     slo: SloSection
     workers_lost: list[str] | None = None  # distributed runs: workers that went missing

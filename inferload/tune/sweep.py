@@ -99,6 +99,8 @@ class Sweep:
         self.steps: list[StepResult] = []
         self.stopped: dict[str, str] | None = None
         self.capacity: dict[str, Any] | None = None
+        #: the signal that stopped the sweep (its steps' run then ended early and kept its results)
+        self.signalled: int | None = None
         self.started = time.monotonic()
         self._load_previous()
 
@@ -189,6 +191,7 @@ class Sweep:
             else:
                 self._sweep_levels(children)
             if children.signals:
+                self.signalled = children.signals[0]
                 self.stopped = {"rule": "interrupted", "reason": f"stopped by signal {children.signals[0]}"}
         self.save()
         self._print_end()

@@ -46,6 +46,7 @@ def test_the_demo_prints_both_servers_side_by_side(demo_run):
     assert done.returncode == 0, done.stdout + done.stderr
     table = done.stdout[done.stdout.index("p99 (ms)") - 600 :]
     header = next(line for line in done.stdout.splitlines() if "triton-grpc.steady" in line and "torchserve-rest.steady" in line)
+    assert "capacity under p99 <= 100 ms" in done.stdout and "  triton: " in done.stdout and "  torchserve: " in done.stdout
     assert "triton-grpc.burst" in header and "torchserve-rest.burst" in header
     for row in (
         "p50 (ms)",
@@ -57,7 +58,7 @@ def test_the_demo_prints_both_servers_side_by_side(demo_run):
         "cold start (s)",
     ):
         assert row in table
-    assert "[1/5]" in done.stdout and "[5/5]" in done.stdout  # progress while it runs
+    assert "[1/6]" in done.stdout and "[5/6]" in done.stdout and "[6/6]" in done.stdout  # progress while it runs
 
 
 def test_the_demo_summary_follows_the_contract(demo_run):
@@ -104,6 +105,15 @@ def test_the_demo_summary_follows_the_contract(demo_run):
         else:
             assert "bursts" not in target
     assert "Bursts: peak and recovery" in (out / "triton-grpc.burst" / "report.html").read_text()
+    # the closing capacity pass: each server's capacity under p99 <= 100 ms, and its settings read back from it
+    capacity = summary["capacity"]
+    assert set(capacity) == {"triton", "torchserve"}
+    for server, answer in capacity.items():
+        assert answer["p99_ms"] == 100
+        assert answer["max_rps"] is None or answer["first_failing_rps"] is None or answer["max_rps"] < answer["first_failing_rps"]
+        assert (out / "capacity" / server / "sweep.json").is_file()
+    assert "instance(s), max_batch_size 32" in capacity["triton"]["config"]  # the sample model's config.pbtxt
+    assert "batch size 8" in capacity["torchserve"]["config"]
     assert (out / "windows.csv").read_text().startswith("window_start,")
     for phase in summary["targets"]:
         assert (out / phase / "summary.json").exists()
@@ -132,7 +142,7 @@ def test_ctrl_c_during_the_demo_keeps_the_measured_phase_and_stops_the_servers(t
     reader.join(timeout=10)
     output = "".join(lines)
     assert demo.returncode == 130, output
-    assert "[3/5]" not in output, output  # no later phase started
+    assert "[3/6]" not in output and "[6/6]" not in output, output  # no later phase, no capacity pass
     summary = json.loads((out / "summary.json").read_text())
     assert summary["interrupted"] is True
     assert list(summary["targets"]) == ["triton-grpc.steady"]

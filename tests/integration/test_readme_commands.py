@@ -82,7 +82,7 @@ RUN: dict[str, tuple[str, ...]] = {
     RUN_KEY: (RUN_KEY,),
 }
 
-_DEMO = "starts both servers and runs ~2 min; tests/integration/test_cli.py runs `inferload demo` with short phases"
+_DEMO = "starts both servers and runs ~4 min; tests/integration/test_cli.py runs `inferload demo` with short phases"
 _PLACEHOLDER = "has placeholders, not a command as typed"
 #: README commands this file does not run, and why
 NOT_RUN: dict[str, str] = {
@@ -96,7 +96,7 @@ NOT_RUN: dict[str, str] = {
     "pip install inferload": "installs from a registry; tests/integration/test_wheel.py installs the built wheel",
     "pip install -c constraints.txt ...": _PLACEHOLDER + " (`...`); the Makefile runs it",
     "inferload demo": _DEMO,
-    "inferload demo [--users N] [--steady S] [--burst S] [--warmup S] [--model cnn\\|tiny] [--out DIR]": _DEMO,
+    "inferload demo [--users N] [--steady S] [--burst S] [--warmup S] [--model cnn\\|tiny] [--capacity-p99 MS] [--out DIR]": _DEMO,
     "inferload sweep SCENARIO (--users LEVELS \\| --rate LEVELS \\| --find-max-rps) [--slo KEY=VALUE] [--target T]"
     " [--stable-windows N] [--tolerance P] [--max-windows M] [--window S] [--warmup S] [--workers N] [--budget S] [--out DIR]"
     " [--resume]": _PLACEHOLDER + "; tests/integration/test_sweep.py runs sweeps and a capacity search",

@@ -20,7 +20,8 @@ LAYERS: list[set[str]] = [
     {"results"},
     {"observe"},
     {"run"},
-    {"local", "tune"},
+    {"tune"},
+    {"local"},
     {"cli", "locustfile", "inferload"},
 ]
 LAYER_OF = {concern: index for index, layer in enumerate(LAYERS) for concern in layer}
