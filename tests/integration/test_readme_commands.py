@@ -308,7 +308,7 @@ def test_report_rewrites_report_html(headless_runs: dict[str, Run]):
     assert report.stat().st_size > 0
     ranged = shell(f"inferload report results/{run.results_dir.name} --from 1 --to 20", run.folder)
     assert ranged.returncode == 0, explain(ranged)
-    assert "[all], 1 s .. " in ranged.stdout and "p99" in ranged.stdout
+    assert "[all], " in ranged.stdout and "s after the start" in ranged.stdout and "p99" in ranged.stdout
 
 
 def listening_addresses(port: int) -> set[str]:

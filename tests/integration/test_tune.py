@@ -25,7 +25,7 @@ SEARCH = [
     "--max-unsent",
     "0.05",
     "--precision",
-    "40",
+    "60",
     "--window",
     "1s",
     "--warmup",
@@ -58,7 +58,7 @@ def test_tune_on_triton_batching_beats_the_baseline_and_is_read_back(local_serve
     before = get(f"http://127.0.0.1:{ports.triton_http}/v2/models/cnn/config")
     target = cnn_target("triton", "triton-grpc", f"127.0.0.1:{ports.triton_grpc}")
     options = ["--triton-url", f"http://127.0.0.1:{ports.triton_http}", "--triton-delays-us", "2000", "--triton-instances", ""]
-    document = tune(tmp_path, "triton", target, "--start-rate", "100", *options)
+    document = tune(tmp_path, "triton", target, "--start-rate", "200", *options)
     baseline, batching = document["candidates"]
     assert baseline["applied"]["dynamic_batching"] is False and baseline["applied"]["instance_count"] == 1
     assert batching["applied"]["dynamic_batching"] is True and batching["applied"]["max_queue_delay_microseconds"] == 2000
@@ -80,7 +80,7 @@ def test_tune_on_torchserve_batching_beats_the_baseline_and_is_read_back(local_s
     before = get(f"{management}/models/cnn")[0]
     target = cnn_target("torchserve", "torchserve-rest", f"127.0.0.1:{ports.ts_inference}")
     options = ["--torchserve-management", management, "--torchserve-batch-sizes", "8", "--torchserve-delays-ms", "10"]
-    document = tune(tmp_path, "torchserve", target, "--start-rate", "50", *options, "--torchserve-workers", "")
+    document = tune(tmp_path, "torchserve", target, "--start-rate", "100", *options, "--torchserve-workers", "")
     baseline, batching = document["candidates"]
     assert baseline["applied"] == {"batch_size": 1, "max_batch_delay_ms": 0, "workers": 1}
     assert batching["applied"] == {"batch_size": 8, "max_batch_delay_ms": 10, "workers": 1}
