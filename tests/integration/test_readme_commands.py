@@ -82,7 +82,7 @@ RUN: dict[str, tuple[str, ...]] = {
     RUN_KEY: (RUN_KEY,),
 }
 
-_DEMO = "starts both servers and runs ~4 min; tests/integration/test_cli.py runs `inferload demo` with short phases"
+_DEMO = "starts both servers and runs ~3 min; tests/integration/test_cli.py runs `inferload demo` with short phases"
 _PLACEHOLDER = "has placeholders, not a command as typed"
 #: README commands this file does not run, and why
 NOT_RUN: dict[str, str] = {
