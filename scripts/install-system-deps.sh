@@ -4,7 +4,8 @@
 #   install-system-deps.sh test      + InfluxDB (Debian's 1.x) for the streaming, collector and
 #                                      dashboard tests, docker-compose (1.29, no engine) to validate
 #                                      docker-compose.yml, headless Chromium to check report.html,
-#                                      iproute2 for the network-namespace test hosts
+#                                      iproute2 for the network-namespace test hosts, openssl for
+#                                      the TLS tests' throwaway certificates
 #   install-system-deps.sh bench     + wrk, the HTTP ceiling in the benchmarks
 set -euo pipefail
 
@@ -21,6 +22,7 @@ if [ "$purpose" = test ]; then
   need docker-compose docker-compose
   need chromium chromium
   need ip iproute2
+  need openssl openssl
 fi
 if [ "$purpose" = bench ]; then
   need wrk wrk
