@@ -53,7 +53,7 @@ def tune(tmp_path: Path, server: str, target: dict[str, Any], *options: str) -> 
     return document
 
 
-def test_tune_on_triton_batching_beats_the_baseline_and_is_read_back(local_servers, tmp_path):
+def test_tune_on_triton_applies_reads_back_scores_and_restores_each_candidate(local_servers, tmp_path):
     ports = local_servers.ports
     before = get(f"http://127.0.0.1:{ports.triton_http}/v2/models/cnn/config")
     target = cnn_target("triton", "triton-grpc", f"127.0.0.1:{ports.triton_grpc}")
@@ -74,7 +74,7 @@ def test_tune_on_triton_batching_beats_the_baseline_and_is_read_back(local_serve
     assert after["instance_group"][0]["count"] == before["instance_group"][0]["count"]
 
 
-def test_tune_on_torchserve_batching_beats_the_baseline_and_is_read_back(local_servers, tmp_path):
+def test_tune_on_torchserve_applies_reads_back_scores_and_restores_each_candidate(local_servers, tmp_path):
     ports = local_servers.ports
     management = f"http://127.0.0.1:{ports.ts_management}"
     before = get(f"{management}/models/cnn")[0]
