@@ -5,7 +5,8 @@ process group) reaches only the CLI, which forwards it once to the *lead* proces
 process of a local run, or the master of a distributed one (the master stops its workers itself, see
 `inferload.run.signals`). SIGTERM is forwarded the same way and SIGHUP as SIGTERM; a second signal is
 forwarded too, and the lead then exits at once. On Linux a child also gets SIGTERM when the CLI dies
-(PR_SET_PDEATHSIG), so even a killed CLI leaves no load running.
+(PR_SET_PDEATHSIG, set by `inferload.run.die_with_parent` before it execs the command), so even
+a killed CLI leaves no load running.
 
 When the `with` block ends, every child has exited: the lead is waited for (it writes the results
 after a signal), the others get `HELPER_EXIT_WAIT_S` to follow, and whatever is left is killed with
@@ -19,7 +20,6 @@ when the CLI got a signal and the lead still exited 0 (the run had just ended).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import subprocess
@@ -38,15 +38,15 @@ FORWARDED: dict[signal.Signals, signal.Signals] = {
 HELPER_EXIT_WAIT_S = 15.0
 #: how long the lead gets to exit once the CLI leaves the block by an error (not a signal)
 LEAD_EXIT_WAIT_S = 30.0
-_PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent() -> Callable[[], None] | None:
-    """A `preexec_fn` (Linux): the child gets SIGTERM when the CLI's thread that started it dies."""
+def _with_parent_death_signal(command: Sequence[str]) -> list[str]:
+    """`command`, started through `inferload.run.die_with_parent` on Linux (it gets SIGTERM when the
+    CLI dies), unchanged elsewhere."""
     if not sys.platform.startswith("linux"):
-        return None
-    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up here, not between fork and exec
-    return lambda: prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        return list(command)
+    wrapper = Path(__file__).with_name("die_with_parent.py")  # by path: importable from any cwd and env
+    return [sys.executable, "-I", "-S", str(wrapper), str(os.getpid()), *command]
 
 
 def exit_code(returncode: int, signals: Sequence[int]) -> int:
@@ -80,14 +80,13 @@ class ChildProcesses:
         """Start a child in its own session (`lead`: the one that gets the signals; else a helper).
 
         `log`: its stdout and stderr (default: the CLI's); `env`: its environment (default: the CLI's)."""
-        process = subprocess.Popen(  # the CLI has one thread: preexec_fn is safe
-            list(command),
+        process = subprocess.Popen(  # no preexec_fn: the CLI may have gRPC's threads (see die_with_parent)
+            _with_parent_death_signal(command),
             cwd=cwd,
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT if log is not None else None,
             start_new_session=True,
-            preexec_fn=_die_with_parent(),
         )
         if lead:
             self.lead = process
