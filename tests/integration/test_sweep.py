@@ -58,28 +58,30 @@ def test_a_sweep_says_when_the_load_generator_is_the_limit(local_servers, tmp_pa
 
 
 def test_the_capacity_under_an_slo_holds_in_an_independent_run(local_servers, tmp_path):
+    """The CNN keeps the capacity server-bound (a few hundred req/s on 2 cores), so the knee is the
+    server's. An independent run exactly at the found rate is a coin toss (it is the boundary), so
+    the check is on both sides of it: 20 % below it meets the SLO, 50 % above the first failing rate
+    does not."""
     address = f"127.0.0.1:{local_servers.ports.triton_grpc}"
     shape = {"kind": "constant-rate", "rate": 10, "max_in_flight": 128}
-    scenario = sweep_scenario(tmp_path, address, shape)
+    scenario = sweep_scenario(tmp_path, address, shape, model="cnn")
     search = ["--find-max-rps", "--slo", "p99_ms=30", "--start-rate", "150", "--precision", "40", "--max-client-cpu", "1.5"]
     result, output = sweep(scenario, tmp_path / "out", *search)
     capacity = result["capacity"]
     assert capacity["max_rps"] is not None, result["stopped"]
     assert "capacity under the SLO" in output
     bound = capacity["first_failing_rps"]
-    assert bound is None or bound > capacity["max_rps"]
+    assert bound is not None and bound > capacity["max_rps"], capacity
 
     def open_loop_p99(rate: float) -> float:
         folder = tmp_path / f"check-{rate:g}"
         folder.mkdir()
-        target = tiny_target("tiny", "triton-grpc", address)
-        data = {"name": "check", "duration": "8s", "warmup": "2s", "targets": [target], "shape": {**shape, "rate": rate}}
+        target = cnn_target("cnn", "triton-grpc", address)
+        data = {"name": "check", "duration": "7s", "warmup": "2s", "targets": [target], "shape": {**shape, "rate": rate}}
         run = run_locust(write_scenario(folder, data), folder)
-        figures = run.summary["targets"]["tiny"]
+        figures = run.summary["targets"]["cnn"]
         assert figures["failures"] == 0
         return figures["latency_ms"]["p99"]
 
-    assert open_loop_p99(capacity["max_rps"]) <= 30
-    above = capacity["max_rps"] * 1.1
-    # 10 % above: fails the SLO, or lies inside the search's stated bracket (passing rate .. first failing rate)
-    assert open_loop_p99(above) > 30 or (bound is not None and above < bound), (capacity, above)
+    assert open_loop_p99(capacity["max_rps"] * 0.8) <= 30, capacity
+    assert open_loop_p99(bound * 1.5) > 30, capacity
