@@ -26,6 +26,12 @@ test: lint unit integration
 unit: $(STAMP)
 	$(PY) -m pytest tests/unit
 
+# BentoML's and KServe's own venvs (made on first use, keyed by a hash of their requirements) are kept
+# out of the clone, so a fresh clone on the same machine reuses them (tests/integration/test_bentoml_service.py,
+# test_kserve_server.py; a CI cache of this folder keyed on bentoml_local.py, kserve_local.py and server_venv.py)
+INFERLOAD_VENVS ?= $(HOME)/.cache/inferload/venvs
+export INFERLOAD_VENVS
+
 integration: build
 	bash scripts/install-system-deps.sh test
 	$(PY) -m pytest tests/integration

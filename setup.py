@@ -22,5 +22,6 @@ setup(
         "inferload.samples.scenarios": ["*.yaml"],
         "inferload.samples.model_repository": ["*/config.pbtxt", "*/configs/*.pbtxt"],
         "inferload.samples.model_store": ["handler.py"],
+        "inferload.webui": ["static/*.js"],  # the web UI's Inference tab script
     },
 )

@@ -19,6 +19,7 @@ import locust  # noqa: F401  (first: gevent monkey patching)
 grpc_gevent.init_gevent()  # before any gRPC channel
 
 import json  # noqa: E402
+import os  # noqa: E402
 import resource  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -36,6 +37,7 @@ from bench.plain_users import PlainFastHttpUser, PlainTritonGrpcUser, triton_inf
 
 VARIANTS = (
     "grpc-inferload",
+    "grpc-inferload-native",  # the same user with native-thread calls (INFERLOAD_GRPC_CALLS=native)
     "grpc-plain",
     "http-inferload",
     "http-plain",
@@ -261,7 +263,11 @@ def _measured_enough(env: Environment, spec: MeasureSpec, start: _Mark) -> bool:
 
 def measure(spec: MeasureSpec) -> Measurement:
     streaming = None
-    if spec.variant.endswith("-inferload"):
+    if spec.variant == "grpc-inferload-native":
+        from inferload.users.native_calls import CALLS_ENV
+
+        os.environ[CALLS_ENV] = "native"
+    if "-inferload" in spec.variant:
         from inferload.measure.run_record import RunRecorder
 
         cls, scenario = inferload_user_class(spec)

@@ -75,14 +75,18 @@ def fidelity_section(f: dict[str, Any], target_ms: float) -> list[str]:
         "|---|---|---|---|---|---|",
     ]
     for row in f["loads"]:
-        for variant in ("grpc-inferload", "grpc-plain"):
+        for variant, note in (
+            ("grpc-inferload", ""),
+            ("grpc-inferload-native", " (native calls)"),
+            ("grpc-plain", " (plain user)"),
+        ):
             r = row.get(variant)
             if r is None:
                 continue
             target = ""
             if row["fraction"] == 0.5 and variant == "grpc-inferload":
                 target = f"≤ {target_ms} {_mark(None if r['gap_ms'] is None else r['gap_ms'] <= target_ms)}"
-            label = f"{row['fraction'] * 100:.0f} %" + (" (plain user)" if variant == "grpc-plain" else "")
+            label = f"{row['fraction'] * 100:.0f} %{note}"
             lines.append(
                 f"| {label} | {_fmt(r['rps'], 0)} | {_fmt(r['client_mean_ms'], 3)} | "
                 f"{_fmt(r['server_request_ms_avg'], 3)} | {_fmt(r['gap_ms'], 3)} | {target} |"
@@ -167,6 +171,50 @@ def data_set_section(d: dict[str, Any], targets: dict[str, float]) -> list[str]:
     return lines
 
 
+def grpc_engine_section(g: dict[str, Any], target_us: float) -> list[str]:
+    lines = [
+        f"## 8. gRPC send path (CPU µs per request, median of {g['rounds']} interleaved rounds; paced: "
+        f"{g['loads']['paced']['rate_rps']:g} req/s, {g['loads']['paced']['users']} users; saturation: closed loop, "
+        f"{g['loads']['saturation']['users']} users)",
+        "",
+        "| client | paced µs/req | saturation µs/req | saturation req/s |",
+        "|---|---|---|---|",
+    ]
+    us, rps = g["us_per_request_median"], g["rps_median"]
+    for variant in us["paced"]:
+        lines.append(
+            f"| {variant} | {_fmt(us['paced'][variant])} | {_fmt(us['saturation'][variant])} | {_fmt(rps['saturation'][variant], 0)} |"
+        )
+    sat = us["saturation"].get("grpc-inferload")
+    lines += [
+        "",
+        "| ratio | paced | saturation |",
+        "|---|---|---|",
+        *(
+            f"| {name.replace('_', ' ')} | {_fmt(g['ratios']['paced'][name], 2)} | {_fmt(g['ratios']['saturation'][name], 2)} |"
+            for name in g["ratios"]["saturation"]
+        ),
+        "",
+        f"Saturation CPU per request ≤ {target_us:g} µs: {_fmt(sat)} µs {_mark(None if sat is None else sat <= target_us)}.",
+    ]
+    scale = g.get("scale_out")
+    if scale:
+        lines += [
+            "",
+            f"Scale-out (closed loop, {scale['users_per_process']} users per process, {scale['seconds']:g} s), "
+            f"2 vs 1: {_fmt(scale['speedup_2_vs_1'], 2)}×",
+            "",
+            "| processes | total req/s | per process req/s | client cores | server cores | machine idle |",
+            "|---|---|---|---|---|---|",
+        ]
+        for n, row in scale["processes"].items():
+            lines.append(
+                f"| {n} | {_fmt(row['total_rps'], 0)} | {row['per_process_rps']} | {row['client_core_util']} | "
+                f"{_fmt(row['server_core_util'], 2)} | {_fmt(row['machine_idle_frac'] * 100, 0)} % |"
+            )
+    return lines
+
+
 def profile_section(p: dict[str, Any]) -> list[str]:
     lines = ["## Profiles (py-spy, self time share of samples)", ""]
     for variant, summary in p.items():
@@ -200,6 +248,8 @@ def render_markdown(results: dict[str, Any]) -> str:
         lines += [*streaming_section(results["streaming"], targets), ""]
     if "data_set" in results:
         lines += [*data_set_section(results["data_set"], targets), ""]
+    if "grpc_engine" in results:
+        lines += [*grpc_engine_section(results["grpc_engine"], targets.get("grpc_saturation_us_per_request", 80.0)), ""]
     if "profiles" in results:
         lines += [*profile_section(results["profiles"]), ""]
     if "elapsed_s" in results:

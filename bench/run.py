@@ -1,6 +1,6 @@
 """`make bench`: benchmarks of the load generator itself, against the real local servers.
 
-    python -m bench.run [--out DIR] [--rounds N] [--profile] [--items 1,2,3,4,5,7]
+    python -m bench.run [--out DIR] [--rounds N] [--profile] [--items 1,2,3,4,5,7,8]
 
 Starts Triton and TorchServe (identity model, free loopback ports, a temporary state dir),
 measures every client variant in its own process, side by side and interleaved round by round,
@@ -25,6 +25,7 @@ from typing import Any
 
 from bench import machine
 from bench.client import MeasureSpec
+from bench.grpc_engine import scale_out, send_path
 from bench.open_loop import open_loop_accuracy
 from bench.profiles import profile_variant
 from bench.report import render_markdown
@@ -50,6 +51,7 @@ TARGETS = {
     "sink_points_per_s": 100_000,
     "streaming_cost": 0.03,
     "data_set_cpu_cost": 0.10,
+    "grpc_saturation_us_per_request": 80.0,
 }
 DATA_SET_SAMPLES = 10_000  # item 7: samples in the data set the rotating variant sends
 DATA_SET_VARIANTS = ("grpc-inferload", "http-inferload")
@@ -191,7 +193,7 @@ def fidelity(bench: Bench, grpc_max_rps: float) -> dict[str, Any]:
     for fraction in FIDELITY_FRACTIONS:
         rate = round(grpc_max_rps * fraction)
         row: dict[str, Any] = {"fraction": fraction, "rate_rps": rate}
-        variants = ("grpc-inferload", "grpc-plain") if fraction == 0.5 else ("grpc-inferload",)
+        variants = ("grpc-inferload", "grpc-inferload-native", "grpc-plain") if fraction == 0.5 else ("grpc-inferload",)
         for variant in variants:
             r = bench.measure(
                 bench.spec(
@@ -333,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of item 1 (default 3)")
     parser.add_argument("--profile", action="store_true", help="also record py-spy profiles of the gRPC and REST users")
     parser.add_argument(
-        "--items", default="1,2,3,4,5,7", help="comma-separated items to run (default all; 3 and 4 need 2, which then runs too)"
+        "--items", default="1,2,3,4,5,7,8", help="comma-separated items to run (default all; 3 and 4 need 2, which then runs too)"
     )
     args = parser.parse_args(argv)
     items = {int(x) for x in args.items.split(",") if x.strip()}
@@ -375,6 +377,11 @@ def main(argv: list[str] | None = None) -> int:
                 results["streaming"] = streaming_cost(bench, 2)
             if 7 in items:
                 results["data_set"] = data_set_cost(bench, args.rounds)
+            if 8 in items:
+                results["grpc_engine"] = send_path(
+                    bench.measure, bench.spec, bench.addresses["triton_grpc"], MODEL, args.rounds, log
+                )
+                results["grpc_engine"]["scale_out"] = scale_out(bench.spec, log)
             if args.profile:
                 results["profiles"] = {
                     v: profile_variant(

@@ -38,6 +38,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="MS",
         help="close with each server's capacity under p99 <= MS, as configured (default 100; 0 skips it)",
     )
+    demo.add_argument(
+        "--servers",
+        default=None,
+        metavar="LIST",
+        help="comma list of the servers compared, one at a time: triton, torchserve, kserve, bentoml (default triton,torchserve;"
+        " see docs/comparing-servers.md)",
+    )
 
     run = sub.add_parser("run", help="run a scenario with Locust (web UI, or --headless)")
     run.add_argument("scenario", type=Path, help="scenario YAML file")
@@ -123,11 +130,18 @@ def build_parser() -> argparse.ArgumentParser:
         "report",
         help="(re)write report.html in a results folder; with --from/--to/--workers: exact percentiles over that range",
     )
-    report.add_argument("results_dir", type=Path, metavar="RESULTS_DIR")
+    report.add_argument("results_dir", type=Path, metavar="RESULTS_DIR", nargs="?", help="a results folder")
     report.add_argument("--from", dest="t_from", metavar="T", help="range start: seconds after the run's start, or ISO-8601")
     report.add_argument("--to", dest="t_to", metavar="T", help="range end: seconds after the run's start, or ISO-8601")
     report.add_argument("--workers", dest="range_workers", metavar="W,...", help="only these workers (requests.csv's ids)")
     report.add_argument("--json", action="store_true", dest="as_json", help="with a range: print JSON")
+    report.add_argument(
+        "--influx-url",
+        help="read the range's window histograms from this InfluxDB (v1 /query; INFLUX_TOKEN or INFLUX_USER/"
+        "INFLUX_PASSWORD from the environment) instead of RESULTS_DIR",
+    )
+    report.add_argument("--influx-db", help="with --influx-url: the database (default inferload)")
+    report.add_argument("--run-id", help="with --influx-url: the run (default: RESULTS_DIR's summary.json run_id)")
 
     worker = sub.add_parser(
         "worker",
@@ -143,7 +157,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--state-dir", type=Path, default=None, help="where pids, logs and state.json live (default .inferload/servers)"
     )
     servers.add_argument("--ports", default=None, help="comma list name=port, e.g. triton_grpc=9001,ts_inference=9080")
-    servers.add_argument("--only", choices=["triton", "torchserve"], help="start only this server")
+    servers.add_argument("--only", choices=["triton", "torchserve", "bentoml", "kserve"], help="start only this server")
+    servers.add_argument(
+        "--servers",
+        default=None,
+        metavar="LIST",
+        help="comma list of the servers `up` starts: triton, torchserve, kserve, bentoml (default triton,torchserve;"
+        " kserve and bentoml make their own virtual environment on first use)",
+    )
     servers.add_argument(
         "--host",
         default="127.0.0.1",
@@ -182,6 +203,12 @@ def main(argv: list[str] | None = None) -> int:
 
             return main_compare(args.a, args.b, args.as_json, args.fail_on)
         if args.command == "report":
+            if args.influx_url is not None:
+                from inferload.observe.influx_range import cmd_report_influx
+
+                return cmd_report_influx(args)
+            if args.results_dir is None:
+                parser.error("report: give RESULTS_DIR, or --influx-url with --run-id")
             if args.t_from or args.t_to or args.range_workers:
                 from inferload.results.histograms import main_range
 
@@ -191,8 +218,16 @@ def main(argv: list[str] | None = None) -> int:
             return main_report(args.results_dir)
         if args.command == "demo":
             from inferload.local.demo import DemoSettings, run_demo
+            from inferload.local.demo_servers import demo_server
             from inferload.local.models.build import ensure_models
 
+            try:
+                compared = parse_servers(args.servers, "--servers")
+                for name in compared:
+                    demo_server(name)
+            except (InferloadError, ValueError) as exc:
+                print(f"inferload: {exc}", file=sys.stderr)
+                return EXIT_USAGE
             ensure_models((args.model,))  # first use: build the sample model
             return run_demo(
                 DemoSettings(
@@ -203,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
                     warmup_s=args.warmup,
                     model=args.model,
                     capacity_p99_ms=args.capacity_p99 if args.capacity_p99 > 0 else None,
+                    servers=compared,
                 )
             )
     except InferloadError as exc:
@@ -344,6 +380,21 @@ def parse_ports(text: str | None) -> dict[str, int]:
     return ports
 
 
+def parse_servers(text: str | None, flag: str) -> tuple[str, ...]:
+    """``triton,kserve`` → ('triton', 'kserve'); None → the default pair; an unknown name is an InferloadError."""
+    from inferload.local.servers.manager import KNOWN_SERVERS, SERVERS
+
+    if text is None:
+        return SERVERS
+    names = tuple(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
+    unknown = [name for name in names if name not in KNOWN_SERVERS]
+    if unknown or not names:
+        raise InferloadError(
+            f"{flag}: unknown server(s) {unknown or [text]}; expected a comma list of {', '.join(KNOWN_SERVERS)}"
+        )
+    return names
+
+
 def cmd_servers(args: argparse.Namespace) -> int:
     from inferload.local.servers.manager import LocalServers, state_dir_problem
     from inferload.local.servers.ports import ServerPorts
@@ -361,7 +412,11 @@ def cmd_servers(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     servers = LocalServers(state_dir, ServerPorts.from_dict({**defaults, **overrides}), host=args.host)
     if args.action == "up":
-        which = (args.only,) if args.only else ("triton", "torchserve")
+        try:
+            which = (args.only,) if args.only else parse_servers(args.servers, "--servers")
+        except InferloadError as exc:
+            print(f"inferload: {exc}", file=sys.stderr)
+            return EXIT_USAGE
         from inferload.local.models.build import ensure_models
 
         ensure_models(servers.models)  # first use: build the sample models

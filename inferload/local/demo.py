@@ -1,6 +1,7 @@
 """`inferload demo`: the seeds' Triton-vs-TorchServe comparison on the embedded default.
 
-Both real servers start locally on loopback with the sample model; each server then gets the
+`--servers` picks the servers compared (default Triton and TorchServe; KServe too, see
+`demo_servers.py` and docs/comparing-servers.md). They all start locally on loopback with the sample model; each server then gets the
 same payload at the same concurrency, one at a time (on a small machine, two servers loaded
 at once would measure each other): a steady phase and a bursty phase, each after its own
 warm-up, which is excluded. Every phase is a plain `locust --headless` run of a generated
@@ -28,7 +29,8 @@ from typing import Any
 import yaml
 
 from inferload.errors import InferloadError
-from inferload.local.demo_capacity import Capacity, capacity_pass
+from inferload.local.demo_capacity import START_RPS, Capacity, capacity_pass
+from inferload.local.demo_servers import DEFAULT_DEMO_SERVERS, demo_server, server_of_kind
 from inferload.local.models.specs import SPECS as MODEL_SPECS
 from inferload.local.servers.manager import LocalServers
 from inferload.local.servers.ports import ServerPorts
@@ -53,11 +55,13 @@ class DemoSettings:
     model: str = "cnn"
     #: the closing capacity pass: each server's capacity under p99 <= this (ms); None skips it
     capacity_p99_ms: float | None = 100.0
+    #: the servers compared, one at a time, in this order (names in ``demo_servers.DEMO_SERVERS``)
+    servers: tuple[str, ...] = DEFAULT_DEMO_SERVERS
 
 
 @dataclass(frozen=True)
 class Phase:
-    target: str  # "triton-grpc" | "torchserve-rest"
+    target: str  # the server's demo target kind: "triton-grpc", "torchserve-rest", "kserve-v2-grpc", ...
     name: str  # "steady" | "burst"
 
     @property
@@ -82,13 +86,7 @@ def demo_target(kind: str, name: str, model: str, ports: ServerPorts) -> dict[st
         ],
         "timeout": "10s",
     }
-    if kind == "triton-grpc":
-        target["address"] = f"127.0.0.1:{ports.triton_grpc}"
-        target["outputs"] = [spec.output_name]
-    else:
-        target["address"] = f"http://127.0.0.1:{ports.ts_inference}"
-        target["content_type"] = "octet-stream"
-        target["metrics_url"] = f"http://127.0.0.1:{ports.ts_metrics}/metrics"
+    target.update(server_of_kind(kind).keys(spec, ports))  # address, metrics page, body form
     return target
 
 
@@ -208,29 +206,27 @@ def run_demo(settings: DemoSettings) -> int:
     out.mkdir(parents=True, exist_ok=True)
     ports = ServerPorts.free()
     servers = LocalServers(out / "servers", ports, models=(settings.model,))
+    compared = [demo_server(name) for name in settings.servers]
+    labels = ", ".join(server.label for server in compared)
+    phases = [Phase(server.kind, n) for n in ("steady", "burst") for server in compared]
+    steps = 1 + len(phases) + (0 if settings.capacity_p99_ms is None else 1)
     print(f"inferload demo: model '{settings.model}', {settings.users} users, results in {out}", flush=True)
-    print(
-        f"[1/{5 if settings.capacity_p99_ms is None else 6}] starting the real Triton and TorchServe on 127.0.0.1 ...", flush=True
-    )
+    print(f"[1/{steps}] starting the real {labels} on 127.0.0.1 ...", flush=True)
     summaries: dict[str, RunSummary] = {}
-    cold: dict[str, float | None] = {"triton": None, "torchserve": None}
-    steps = 5 if settings.capacity_p99_ms is None else 6
+    cold: dict[str, float | None] = {server.name: None for server in compared}
     capacities: list[Capacity] = []
     signalled: int | None = None
     # from here on a signal goes to the phase that runs (its own session), not to this process
     with ChildProcesses() as children:
         try:
-            started = servers.up()
-            cold = {
-                "triton": started["servers"]["triton"]["cold_start_s"],
-                "torchserve": started["servers"]["torchserve"]["cold_start_s"],
-            }
-            print(f"      ready: cold start Triton {cold['triton']:.1f} s, TorchServe {cold['torchserve']:.1f} s", flush=True)
-            phases = [Phase(t, n) for n in ("steady", "burst") for t in ("triton-grpc", "torchserve-rest")]
-            cold_path = out / "cold_starts.json"
-            cold_path.write_text(
-                json.dumps({p.target_name: cold["triton" if p.target.startswith("triton") else "torchserve"] for p in phases})
+            started = servers.up(which=settings.servers)
+            cold = {server.name: started["servers"][server.name]["cold_start_s"] for server in compared}
+            print(
+                "      ready: cold start " + ", ".join(f"{server.label} {cold[server.name] or 0:.1f} s" for server in compared),
+                flush=True,
             )
+            cold_path = out / "cold_starts.json"
+            cold_path.write_text(json.dumps({p.target_name: cold[server_of_kind(p.target).name] for p in phases}))
             for number, phase in enumerate(phases, start=2):
                 if children.signals:
                     print(f"interrupted (signal {children.signals[0]}): the remaining phases are not run", flush=True)
@@ -243,10 +239,13 @@ def run_demo(settings: DemoSettings) -> int:
                     phase, path, out, cold_path, scenario.duration, f"[{number}/{steps}]", children
                 )
             if settings.capacity_p99_ms is not None and summaries and not children.signals:
-                print(f"[6/6] capacity under p99 <= {settings.capacity_p99_ms:g} ms, each server as configured ...", flush=True)
-                for kind, server in (("triton-grpc", "triton"), ("torchserve-rest", "torchserve")):
-                    target = demo_target(kind, f"{kind}.capacity", settings.model, ports)
-                    capacities.append(capacity_pass(out, target, server, ports, settings.capacity_p99_ms))
+                print(
+                    f"[{steps}/{steps}] capacity under p99 <= {settings.capacity_p99_ms:g} ms, each server as configured ...",
+                    flush=True,
+                )
+                for server in (s for s in compared if s.name in START_RPS):  # the servers whose settings it can read
+                    target = demo_target(server.kind, f"{server.kind}.capacity", settings.model, ports)
+                    capacities.append(capacity_pass(out, target, server.name, ports, settings.capacity_p99_ms))
                     if capacities[-1].signalled is not None:
                         signalled = capacities[-1].signalled
                         break
@@ -269,7 +268,9 @@ def run_demo(settings: DemoSettings) -> int:
     except (InferloadError, OSError) as exc:
         report = None
         print(f"report.html not written: {exc}", file=sys.stderr)
-    print(f"\nTriton (gRPC) vs TorchServe (REST), model '{settings.model}', same payload, {settings.users} users;")
+    print(
+        f"\n{' vs '.join(server.label for server in compared)}, model '{settings.model}', same payload, {settings.users} users;"
+    )
     print(f"steady state after a {settings.warmup_s:g} s warm-up; batch sizes, queue and compute time from the servers:\n")
     print(format_table(summary.targets))
     print(

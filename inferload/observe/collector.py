@@ -27,10 +27,20 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from inferload.errors import InferloadError, Problem, ScenarioError, ScrapeError
 from inferload.observe.sink import BackgroundWriter, Point, SinkSettings, open_sink, seconds_to_ns, settings_from_mapping
 from inferload.observe.sink.secrets import mask_secrets
-from inferload.observe.sources import NvmlSource, ServerSource, Source, TorchServeSource, TritonSource
+from inferload.observe.sources import (
+    BentoMLSource,
+    KServeSource,
+    NvmlSource,
+    ServerSource,
+    Source,
+    TorchServeSource,
+    TritonSource,
+)
 from inferload.scenario.durations import DURATION_HINT, parse_duration
 from inferload.scenario.model import Scenario
+from inferload.servermetrics.bentoml import bentoml_metrics_url
 from inferload.servermetrics.http_client import HttpClient
+from inferload.servermetrics.kserve import kserve_metrics_url
 from inferload.servermetrics.triton import TritonStatisticsReader
 
 logger = logging.getLogger(__name__)
@@ -78,12 +88,29 @@ class TorchServeSourceConfig(_Model):
     metrics_url: str
 
 
+class KServeSourceConfig(_Model):
+    kind: Literal["kserve"]
+    target: str
+    model: str
+    metrics_url: str  # KServe's /metrics, on its REST port
+
+
+class BentoMLSourceConfig(_Model):
+    kind: Literal["bentoml"]
+    target: str
+    model: str  # the API's name
+    metrics_url: str  # BentoML's /metrics, on the service's own port
+
+
 class NvmlSourceConfig(_Model):
     kind: Literal["nvml"]
     host: str | None = None
 
 
-SourceConfig = Annotated[TritonSourceConfig | TorchServeSourceConfig | NvmlSourceConfig, Field(discriminator="kind")]
+SourceConfig = Annotated[
+    TritonSourceConfig | TorchServeSourceConfig | KServeSourceConfig | BentoMLSourceConfig | NvmlSourceConfig,
+    Field(discriminator="kind"),
+]
 
 
 class CollectorConfig(_Model):
@@ -120,6 +147,14 @@ def sources_from_scenario(scenario: Scenario, gpu: bool = True) -> tuple[SourceC
     """A source per scenario target that has a `metrics_url`, and NVML."""
     configs: list[SourceConfig] = []
     for target in scenario.targets:
+        kserve_url = kserve_metrics_url(target.kind, target.address, target.metrics_url) if target.server == "kserve" else None
+        if kserve_url is not None:  # KServe's page is on its REST address unless metrics_url says otherwise
+            configs.append(KServeSourceConfig(kind="kserve", target=target.name, model=target.model, metrics_url=kserve_url))
+            continue
+        if target.server == "bentoml":  # BentoML's page is on the service's own address unless metrics_url says otherwise
+            url = bentoml_metrics_url(target.address, target.metrics_url)
+            configs.append(BentoMLSourceConfig(kind="bentoml", target=target.name, model=target.model, metrics_url=url))
+            continue
         if target.metrics_url is None:
             logger.warning("target %r has no metrics_url: no server metrics for it", target.name)
             continue
@@ -151,6 +186,10 @@ def build_source(config: SourceConfig, timeout_s: float) -> Source:
         return TritonSource(config.target, config.model, config.metrics_url, statistics, timeout_s, http)
     if isinstance(config, TorchServeSourceConfig):
         return TorchServeSource(config.target, config.model, config.metrics_url, timeout_s)
+    if isinstance(config, KServeSourceConfig):
+        return KServeSource(config.target, config.model, config.metrics_url, timeout_s)
+    if isinstance(config, BentoMLSourceConfig):
+        return BentoMLSource(config.target, config.model, config.metrics_url, timeout_s)
     return NvmlSource(config.host)
 
 

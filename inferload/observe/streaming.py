@@ -8,7 +8,9 @@ which nothing finished is written too: count 0, no latency fields, so a stall sh
 rather than a gap): a request never waits on InfluxDB, and a dead or slow InfluxDB costs
 points (counted), never load. On the master, windows close a Locust report interval later (the
 workers' figures arrive with their reports), and a window that receives late figures is written
-again with its merged totals (same series and time: InfluxDB keeps the last). Run start and stop,
+again with its merged totals (same series and time: InfluxDB keeps the last). Each window's HDR
+histogram goes with it (`latency_histograms`, observe/histogram_points.py), and each target's exact
+figures since the end of the warm-up (`requests_cumulative`, observe/cumulative.py). Run start and stop,
 the end of the warm-up and every change of the shape's user count go to `events`.
 
 Hook-in (InferloadRun):
@@ -34,6 +36,8 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from inferload.measure.hdr import WindowStats
 from inferload.measure.run_record import RunRecord
+from inferload.observe.cumulative import CumulativeLatency, cumulative_point, first_steady_index
+from inferload.observe.histogram_points import histogram_point
 from inferload.observe.sink import BackgroundWriter, Point, SinkSettings, Writer, open_sink, seconds_to_ns, settings_from_mapping
 from inferload.observe.stream_points import stream_point
 from inferload.results.run_id import default_run_id  # the same id the results use
@@ -172,6 +176,7 @@ class StreamingListener:
             t.name: {"target": t.name, "server": t.server, "protocol": t.protocol, "model": t.model} for t in scenario.targets
         }
         self._emitted: dict[tuple, int] = {}
+        self._cumulative = CumulativeLatency()  # requests_cumulative: exact figures since the warm-up
         self._loop: gevent.Greenlet | None = None
         self._last_shape_tick: Any = None
         self._warmup_announced = False
@@ -198,6 +203,7 @@ class StreamingListener:
     # -- Locust events ----------------------------------------------------------------------
     def _on_test_start(self, **_: Any) -> None:
         self.run_id = self._run_id_factory()
+        self._cumulative = CumulativeLatency()
         self._last_shape_tick = None
         self._warmup_announced = self.scenario.warmup <= 0
         started = self.record.started_at or time.time()
@@ -255,7 +261,8 @@ class StreamingListener:
         started = self.record.started_at
         first = None if started is None else int(started // window_s)
         closed = None if final else math.floor((now - lag) / window_s) - 1  # (index + 1) * window_s + lag <= now
-        for key, stats in self.record.all_windows(first_index=first, last_index=closed):  # zero-request windows too
+        windows = self.record.all_windows(first_index=first, last_index=closed)  # zero-request windows too
+        for key, stats in windows:
             index, target = key
             count = stats.requests
             if self._emitted.get(key) == count:
@@ -274,6 +281,9 @@ class StreamingListener:
                     self.record.lag_windows.get(key),
                 )
             )
+            histogram = histogram_point(self.run_id, tags, index, window_s, stats, WORKER_TAG_MERGED)
+            if histogram is not None:
+                points.append(histogram)
             streamed = self.record.streams.window(key)  # a streamed target (decoupled model): its `streams` point
             if streamed is not None:
                 points.append(stream_point(self.run_id, tags, index, window_s, streamed))
@@ -286,6 +296,14 @@ class StreamingListener:
             self._emitted[worker_key] = stats.requests
             tags = self._target_tags.get(target, {"target": target})
             points.append(window_point(self.run_id, tags, index, window_s, stats, None, worker=worker))
+            histogram = histogram_point(self.run_id, tags, index, window_s, stats, worker)
+            if histogram is not None:
+                points.append(histogram)
+        ends = self.record.warmup_ends_at
+        if ends is not None:
+            for figures in self._cumulative.update(windows, first_steady_index(ends, window_s)):
+                tags = self._target_tags.get(figures.target, {"target": figures.target})
+                points.append(cumulative_point(self.run_id, tags, window_s, figures))
         self.sink.submit(points)
         return len(points)
 

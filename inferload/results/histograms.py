@@ -16,11 +16,13 @@ import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from inferload.measure.hdr import LatencyStats, WindowStats
-from inferload.measure.run_record import RunRecord
 from inferload.results.summary_file import ResultsError
+
+if TYPE_CHECKING:  # a type only: `inferload report` does not need Locust and gevent
+    from inferload.measure.run_record import RunRecord
 
 HISTOGRAMS_NAME = "histograms.jsonl"
 ALL = "all"
@@ -91,10 +93,18 @@ def read_lines(results_dir: Path) -> Iterable[dict[str, Any]]:
 
 def range_figures(results_dir: Path, t_from: float | None, t_to: float | None, workers: list[str] | None) -> list[RangeFigures]:
     """Per target, the windows wholly inside [t_from, t_to) of the chosen series, merged."""
+    return merge_range(read_lines(results_dir), t_from, t_to, workers, HISTOGRAMS_NAME)
+
+
+def merge_range(
+    lines: Iterable[dict[str, Any]], t_from: float | None, t_to: float | None, workers: list[str] | None, source: str
+) -> list[RangeFigures]:
+    """`range_figures` over histogram lines from any place (`source` names it in errors; the
+    InfluxDB `latency_histograms` points read back as lines: inferload/observe/influx_range.py)."""
     wanted = set(workers) if workers else {ALL}
     found: dict[str, RangeFigures] = {}
     seen_workers: set[str] = set()
-    for line in read_lines(results_dir):
+    for line in lines:
         seen_workers.add(line["worker"])
         start, length = float(line["start"]), float(line["window_s"])
         if line["worker"] not in wanted:
@@ -109,7 +119,7 @@ def range_figures(results_dir: Path, t_from: float | None, t_to: float | None, w
     unknown = wanted - seen_workers
     if unknown:
         raise ResultsError(
-            f"--workers: {', '.join(sorted(unknown))} not in {HISTOGRAMS_NAME}; it has {', '.join(sorted(seen_workers))}"
+            f"--workers: {', '.join(sorted(unknown))} not in {source}; it has {', '.join(sorted(seen_workers)) or 'none'}"
         )
     return list(found.values())
 
@@ -146,6 +156,11 @@ def main_range(results_dir: Path, t_from: str | None, t_to: str | None, workers:
     except ResultsError as error:
         print(f"inferload report: {error}", file=sys.stderr)
         return 2
+    return print_range(results, start, as_json)
+
+
+def print_range(results: list[RangeFigures], start: float, as_json: bool) -> int:
+    """The range's figures per target, as text (times after `start`, the run's start) or JSON."""
     if as_json:
         print(json.dumps([r.as_dict() for r in results], indent=2))
         return 0

@@ -145,7 +145,7 @@ class BurstRecovery(Section):
 class TargetSummary(Section):
     """One target's steady-state figures."""
 
-    omit_when_none = frozenset({"kind", "open_loop", "outages", "streaming", "bursts"})
+    omit_when_none = frozenset({"kind", "open_loop", "outages", "streaming", "bursts", "tail"})
 
     server: str  # "triton" | "torchserve"
     protocol: str  # "grpc" | "http"
@@ -163,6 +163,8 @@ class TargetSummary(Section):
     outages: list[Outage] | None = None  # present when connections to the target were refused
     streaming: StreamFigures | None = None  # present for a target driven over the gRPC stream (decoupled model)
     bursts: list[BurstRecovery] | None = None  # present for burst and rate-bursts shapes: per burst, peak and recovery
+    #: present for traced Triton targets (``trace``) and TorchServe targets: the tail anatomy, or why there is none
+    tail: dict[str, Any] | None = None
 
 
 class SloCheck(Section):

@@ -23,6 +23,7 @@ from inferload.results.model import RunSummary, TargetSummary
 from inferload.results.plots import plot_gpu, plot_server_side, plot_timeline
 from inferload.results.slo import bound
 from inferload.results.summary_file import read_summary
+from inferload.results.tail_report import tail_html
 
 REPORT_NAME = "report.html"
 EXIT_USAGE = 2
@@ -162,6 +163,7 @@ def target_section(
         parts.append('<p class="muted">No server-side figures for this target.</p>')
     if figures.bursts:
         parts.append(bursts_html(figures))
+    parts.append(tail_html(figures.tail))
     return "".join(parts), notes
 
 

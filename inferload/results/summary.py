@@ -27,6 +27,7 @@ from inferload.results.model import (
 from inferload.results.slo import evaluate, slo_section
 from inferload.results.stream_figures import STREAM_WINDOW_COLUMNS, stream_figures, stream_window
 from inferload.results.summary_file import write_summary
+from inferload.results.tail import tail_summary
 from inferload.scenario.model import Scenario, is_open_loop
 from inferload.scenario.targets import Target
 from inferload.traffic.arrivals import RateTimeline, rate_timeline
@@ -131,6 +132,7 @@ class RunFacts:
     rejected_reports: int | None = None  # distributed runs: worker reports refused (not signed with the run key)
     streaming: Mapping[str, Any] | None = None  # the InfluxDB stream's own summary
     interrupted: bool = False
+    tails: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # trace join per target (`run.trace_run`)
 
 
 def build_summary(scenario: Scenario, record: RunRecord, facts: RunFacts) -> RunSummary:
@@ -158,6 +160,10 @@ def build_summary(scenario: Scenario, record: RunRecord, facts: RunFacts) -> Run
         streamed = stream_figures(record.streams, target.name, duration)
         if streamed is not None:
             figures["streaming"] = streamed
+        traced = facts.tails.get(target.name)
+        if traced is not None:
+            latency_ms = figures["latency_ms"]
+            figures["tail"] = tail_summary(dict(traced), latency_ms.p99, latency_ms.p50)
         if spans:
             figures["bursts"] = burst_recovery([r for r in rows if r["target"] == target.name], spans, scenario.duration)
         targets[target.name] = TargetSummary(**figures, cold_start_s=facts.cold_starts.get(target.name))

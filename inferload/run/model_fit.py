@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from inferload.errors import InferloadError, ModelMismatchError, ServerError, StartCheckError
+from inferload.run.bentoml_check import check_bentoml_target
+from inferload.run.kserve_check import fit_kserve_target
 from inferload.run.model_check import (
     check_target_against_triton,
     fetch_triton_model_info,
@@ -121,6 +123,14 @@ def fit_to_models(
                 continue
             fit_user_class(by_target[target.name], info)
             problems.extend(check_target_against_triton(target, *info))
+        elif target.server == "kserve":  # the standard metadata (v2) or model status (v1)
+            problems.extend(fit_kserve_target(by_target[target.name], check))
+        elif target.server == "bentoml":
+            if check:
+                try:
+                    check_bentoml_target(target)
+                except (ServerError, ModelMismatchError, HeadersError) as exc:
+                    problems.append(str(exc))
         elif check:
             try:
                 warning = check_torchserve(target)

@@ -35,12 +35,15 @@ from inferload.run.options import RunOptions, add_arguments, read_cold_starts, s
 from inferload.run.results_dir import check_results_dir
 from inferload.run.server_side import ServerSideReadings
 from inferload.run.stable_stop import StableStop, parse_stop_when_stable
+from inferload.run.trace_run import TraceRun
 from inferload.run.workers import WorkerWatch
 from inferload.scenario.model import Scenario, is_open_loop
 from inferload.scenario.targets import Target
 from inferload.servermetrics.windows import ServerWindowPoller
 from inferload.traffic.shapes import ScenarioShape, shape_class_for
 from inferload.users import InferenceUser, user_class_for
+from inferload.webui.attach import attach_inference_tab
+from inferload.webui.server_view import ServerReadings
 
 # `add_arguments` and `scenario_path_from_argv` live in run.options; locustfiles import them from here too
 __all__ = ["InferloadRun", "add_arguments", "scenario_path_from_argv"]
@@ -69,6 +72,7 @@ class InferloadRun:
         self.results_dir: Path | None = None
         self.workers: WorkerWatch | None = None  # on a distributed run's master
         self.server_side = ServerSideReadings(scenario)
+        self.trace: TraceRun | None = None  # the trace join (targets with ``trace``)
         #: set by the SIGINT/SIGTERM handler: the run was stopped early (summary.json "interrupted")
         self.interrupted: bool = False
 
@@ -102,6 +106,7 @@ class InferloadRun:
             self.workers = WorkerWatch(runner)
             watch = self.workers
             environment.events.test_start.add_listener(lambda **_: watch.start())
+        self.trace = TraceRun(environment, self.scenario, self.user_classes)
         settings = sink_settings_from_options(environment.parsed_options)
         if settings is not None:
             self.streaming = StreamingListener(environment, record, self.scenario, settings)
@@ -115,6 +120,15 @@ class InferloadRun:
             events.test_start.add_listener(self.server_side.on_test_start)
             events.test_stop.add_listener(self.server_side.on_test_stop)
             events.quitting.add_listener(self._on_quitting)
+            side = self.server_side
+            attach_inference_tab(  # the web UI's Inference tab (docs/web-ui.md); nothing without a web UI
+                environment,
+                self.scenario,
+                record,
+                lambda: ServerReadings(side.before, poller.latest, side.figures, side.errors),
+                lambda: self.workers.count() if self.workers is not None else 1,
+                settings,
+            )
             rule = self.stable_stop_rule()
             if rule is not None:
                 assert self.recorder is not None
@@ -172,6 +186,7 @@ class InferloadRun:
             rejected_reports=self._rejected_reports() if self.workers is not None else None,
             streaming=self.streaming.close() if self.streaming is not None else None,
             interrupted=self.interrupted,
+            tails=self.trace.tails() if self.trace is not None else {},
         )
         return finish.finish_run(self.scenario, record, facts, self.results_dir or Path("results") / run_id)
 

@@ -22,6 +22,8 @@ from inferload.scenario.model import Scenario
 from inferload.scenario.targets import Target
 from inferload.scenario.tls import tls_of
 from inferload.servermetrics import snapshots as server_stats
+from inferload.servermetrics.kserve import kserve_metrics_url
+from inferload.servermetrics.kserve import no_metrics_url_reason as kserve_no_metrics_url
 from inferload.servermetrics.sharing import reading_groups
 from inferload.servermetrics.torchserve import no_metrics_url_reason, torchserve_metrics_url
 
@@ -38,6 +40,8 @@ def unreadable_reason(target: Target) -> str | None:
     """Why a target's server cannot be read at all, known before the run (else None)."""
     if target.server == "torchserve" and torchserve_metrics_url(target.address, target.metrics_url) is None:
         return no_metrics_url_reason(target.address)
+    if target.server == "kserve" and kserve_metrics_url(target.kind, target.address, target.metrics_url) is None:
+        return kserve_no_metrics_url(target.address)
     return None
 
 

@@ -61,10 +61,11 @@ def normalise_address(kind: str, address: str) -> str:
 
     triton-grpc → ``host:port``; triton-http → ``host:port`` (tritonclient's form; an
     ``http://`` or ``https://`` prefix is accepted and dropped: TLS is the target's ``tls``);
-    torchserve-rest → ``http://host:port`` (``https://`` kept).
+    torchserve-rest, kserve-v2-http, kserve-v1-http → ``http://host:port`` (``https://`` kept);
+    kserve-v2-grpc → ``host:port`` (as triton-grpc).
     """
     text = address.strip()
-    if kind == "triton-grpc":
+    if kind in ("triton-grpc", "kserve-v2-grpc"):
         if "://" in text:
             raise ValueError(f"expected host:port without a scheme like '127.0.0.1:8001'; got {text!r}")
         host, port = _split_host_port(text, "127.0.0.1:8001")

@@ -101,12 +101,13 @@ def read_expected(path: Path, kind: str) -> ExpectedValues:
     if size > MAX_EXPECTED_BYTES:
         raise ValueError(f"{path} is {size:,} bytes; at most {MAX_EXPECTED_BYTES:,} are read")
     suffix = path.suffix.lower()
-    triton = kind != "torchserve-rest"
+    triton = kind not in ("torchserve-rest", "kserve-v1-http", "bentoml-http")  # v1 answers are JSON, compared as TorchServe's
     if triton and suffix not in TRITON_FORMATS:
         raise ValueError(f"{path}: a Triton target's expected outputs are an .npz or .json file of output name -> values")
     if suffix == ".npz":
         if not triton:
-            raise ValueError(f"{path}: a TorchServe answer is compared as JSON (.json, .jsonl) or as raw bytes, not .npz")
+            server = "TorchServe" if kind == "torchserve-rest" else "KServe v1"
+            raise ValueError(f"{path}: a {server} answer is compared as JSON (.json, .jsonl) or as raw bytes, not .npz")
         return ExpectedValues("arrays", path, arrays=_read_npz(path))
     try:
         data = path.read_bytes()

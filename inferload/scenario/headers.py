@@ -86,10 +86,10 @@ def check_headers(
             for name in names:
                 if name.lower() == "authorization":
                     checks.append(((key, name), "token_file already sends Authorization; give one or the other"))
-    if kind == "triton-grpc":
+    if kind in ("triton-grpc", "kserve-v2-grpc"):
         for key, names in (("headers", headers), ("headers_from_env", from_env)):
             for name in names:
-                problem = _grpc_key_problem(name.lower())
+                problem = _grpc_key_problem(name.lower(), kind)
                 if problem:
                     checks.append(((key, name), problem))
         for name, value in headers.items():
@@ -98,9 +98,9 @@ def check_headers(
     return checks
 
 
-def _grpc_key_problem(key: str) -> str | None:
+def _grpc_key_problem(key: str, kind: str = "triton-grpc") -> str | None:
     if not _GRPC_KEY_RE.fullmatch(key):
-        return "a triton-grpc target sends headers as gRPC metadata, whose keys are letters, digits, '_', '.' and '-'"
+        return f"a {kind} target sends headers as gRPC metadata, whose keys are letters, digits, '_', '.' and '-'"
     if key.startswith("grpc-") or key in GRPC_RESERVED:
         return f"{key!r} is reserved by gRPC itself"
     if key.endswith("-bin"):

@@ -25,6 +25,7 @@ from inferload.scenario.sequence import SequenceSpec
 from inferload.scenario.shapes import Stage
 from inferload.scenario.targets import DataSpec, InputSpec, Slo, Target
 from inferload.scenario.tls import TlsSettings
+from inferload.scenario.trace import TraceSpec
 from inferload.scenario.yaml_file import read_scenario_yaml
 
 _DURATION_KEYS = frozenset({"duration", "warmup", "window", "timeout", "over", "burst_length", "period", "first_burst_at"})
@@ -198,6 +199,7 @@ def _model_at(loc: Loc, raw: Mapping[Any, Any]) -> type[BaseModel] | tuple[type[
         "slo": Slo,
         "stages": Stage,
         "sequence": SequenceSpec,
+        "trace": TraceSpec,
         "tls": TlsSettings,
         "expected": ExpectedSpec,
     }

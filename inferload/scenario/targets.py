@@ -25,6 +25,7 @@ from pydantic import (
 
 from inferload.scenario import bodies, datasets, tensors
 from inferload.scenario.addresses import ManagementUrl, MetricsUrl, normalise_address
+from inferload.scenario.bentoml_keys import bentoml_content_type
 from inferload.scenario.expected import ExpectedField, ExpectedSpec, check_expected
 from inferload.scenario.fields import DTypeField, FrozenModel, Name, Number, Seconds, Token, Version, repeats
 from inferload.scenario.headers import EnvName, HeaderName, HeaderValue, check_headers
@@ -32,13 +33,26 @@ from inferload.scenario.limits import MAX_INPUT_BYTES, MAX_REQUEST_BYTES, mib
 from inferload.scenario.messages import Check, checks_error, custom_error, describe_value
 from inferload.scenario.sequence import SequenceSpec
 from inferload.scenario.tls import TlsSettings, check_tls, tls_from_scheme, tls_shorthand
+from inferload.scenario.trace import TraceSpec
 
-TARGET_KINDS = ("triton-grpc", "triton-http", "torchserve-rest")
+TARGET_KINDS = (
+    "triton-grpc",
+    "triton-http",
+    "torchserve-rest",
+    "kserve-v2-http",
+    "kserve-v2-grpc",
+    "kserve-v1-http",
+    "bentoml-http",
+)
 CONTENT_TYPES = ("octet-stream", "npy", "json", "raw", "text")
 GENERATORS = ("random", "zeros", "constant", "npy")
 RESPONSE_CHECKS = ("none", "status", "shape", "expected")
 
-TargetKind = Literal["triton-grpc", "triton-http", "torchserve-rest"]
+TargetKind = Literal[
+    "triton-grpc", "triton-http", "torchserve-rest", "kserve-v2-http", "kserve-v2-grpc", "kserve-v1-http", "bentoml-http"
+]
+#: the Open Inference Protocol (v2) and KServe v1 kinds (inferload.users.kserve_*)
+KSERVE_KINDS = ("kserve-v2-http", "kserve-v2-grpc", "kserve-v1-http")
 ContentType = Literal["octet-stream", "npy", "json", "raw", "text"]
 Generator = Literal["random", "zeros", "constant", "npy"]
 DatasetFormat = Literal["folder", "npy", "npz", "jsonl", "lines"]
@@ -244,15 +258,22 @@ class Target(FrozenModel):
     token_file: StrictStr | None = None
     #: Triton sequence (stateful) models: requests per sequence and sequences open per user
     sequence: SequenceSpec | None = None
+    #: Triton targets: trace a share of requests and join them with the client's times (the tail anatomy)
+    trace: TraceSpec | None = None
     slo: Slo | None = None
 
     @property
-    def server(self) -> Literal["triton", "torchserve"]:
+    def server(self) -> Literal["triton", "torchserve", "kserve", "bentoml"]:
+        """The server family the kind speaks to ('kserve': any Open Inference Protocol / KServe v1 server)."""
+        if self.kind in KSERVE_KINDS:
+            return "kserve"
+        if self.kind == "bentoml-http":
+            return "bentoml"
         return "torchserve" if self.kind == "torchserve-rest" else "triton"
 
     @property
     def protocol(self) -> Literal["grpc", "http"]:
-        return "grpc" if self.kind == "triton-grpc" else "http"
+        return "grpc" if self.kind in ("triton-grpc", "kserve-v2-grpc") else "http"
 
     _tls_from_scheme = model_validator(mode="before")(tls_from_scheme)
 
@@ -273,6 +294,8 @@ class Target(FrozenModel):
         kind = info.data.get("kind")
         if value is not None and kind in ("triton-grpc", "triton-http") and not value.isdigit():
             raise custom_error(f"expected a Triton model version number like 1; got {value!r}")
+        if value is not None and kind == "kserve-v1-http":
+            raise custom_error("KServe's v1 protocol has no model versions (POST /v1/models/<name>:predict); remove version")
         return value
 
     @field_validator("inputs")
@@ -367,8 +390,16 @@ class Target(FrozenModel):
     @classmethod
     def _sequence_for_triton(cls, value: SequenceSpec | None, info: ValidationInfo) -> SequenceSpec | None:
         kind = info.data.get("kind")
-        if value is not None and kind == "torchserve-rest":
-            raise custom_error("only applies to Triton targets (a model with sequence_batching); this target is torchserve-rest")
+        if value is not None and kind is not None and kind not in ("triton-grpc", "triton-http"):
+            raise custom_error(f"only applies to Triton targets (a model with sequence_batching); this target is {kind}")
+        return value
+
+    @field_validator("trace")
+    @classmethod
+    def _trace_for_triton(cls, value: TraceSpec | None, info: ValidationInfo) -> TraceSpec | None:
+        kind = info.data.get("kind")
+        if value is not None and kind not in ("triton-grpc", "triton-http"):
+            raise custom_error(f"only applies to Triton targets (triton-grpc, triton-http); this target is {kind}")
         return value
 
     @field_validator("management_url")
@@ -390,6 +421,8 @@ class Target(FrozenModel):
             if value == "raw" and info.data.get("batch_size", 1) != 1:
                 raise custom_error(f"raw bodies carry one file each: batch_size must be 1; got {info.data['batch_size']}")
             return value or "octet-stream"
+        if kind == "bentoml-http":
+            return bentoml_content_type(value, info.data.get("inputs", ()), info.data.get("batch_size", 1))
         if value is not None and kind is not None:
             raise custom_error(f"only applies to torchserve-rest targets; this target is {kind}")
         return value
@@ -413,7 +446,7 @@ class Target(FrozenModel):
     @model_validator(mode="after")
     def _check_body_data(self, info: ValidationInfo) -> Target:
         """raw and text bodies need a data source that gives files or text (bodies.body_problems)."""
-        if self.kind == "torchserve-rest" and self.content_type in ("raw", "text") and len(self.inputs) == 1:
+        if self.kind in ("torchserve-rest", "bentoml-http") and self.content_type in ("raw", "text") and len(self.inputs) == 1:
             base_dir = (info.context or {}).get("base_dir")
             checks = bodies.body_problems(self.content_type, self.inputs[0], Path(base_dir) if base_dir else None)
             if checks:
@@ -430,4 +463,4 @@ class Target(FrozenModel):
             return None
         if info.data.get("expected") is not None:
             return "expected"
-        return "status" if kind == "torchserve-rest" else "shape"
+        return "status" if kind in ("torchserve-rest", "bentoml-http") else "shape"

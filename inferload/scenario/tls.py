@@ -22,7 +22,7 @@ from inferload.scenario.fields import FrozenModel, Token
 from inferload.scenario.messages import Check, checks_error, custom_error
 
 #: kinds whose address takes a scheme (``http://`` / ``https://``)
-SCHEME_KINDS = ("triton-http", "torchserve-rest")
+SCHEME_KINDS = ("triton-http", "torchserve-rest", "kserve-v2-http", "kserve-v1-http", "bentoml-http")
 #: a PEM file is read at most this far when it is checked (certificate bundles are a few hundred KiB)
 MAX_PEM_BYTES = 4 * 1024 * 1024
 _CERT_MARK = b"-----BEGIN CERTIFICATE-----"
@@ -132,7 +132,7 @@ def tls_from_scheme(data: Any) -> Any:
         )
     if scheme == "https" and tls is None:
         return {**data, "tls": {}}
-    if scheme is None and data["kind"] == "torchserve-rest" and tls not in (None, False):
+    if scheme is None and data["kind"] != "triton-http" and tls not in (None, False):
         return {**data, "address": "https://" + address.strip()}
     return data
 
@@ -141,7 +141,7 @@ def check_tls(kind: str | None, tls: TlsSettings | None) -> list[Check]:
     """Problems between ``tls`` and the target's kind, at their key paths."""
     if tls is None or kind is None:
         return []
-    if kind == "triton-grpc" and tls.insecure_skip_verify:
+    if kind in ("triton-grpc", "kserve-v2-grpc") and tls.insecure_skip_verify:
         return [
             (
                 ("tls", "insecure_skip_verify"),

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from inferload.errors import ScrapeError
+from inferload.servermetrics.bentoml import NOT_REPORTED as BENTOML_NOT_REPORTED
+from inferload.servermetrics.kserve import NOT_REPORTED as KSERVE_NOT_REPORTED
 from inferload.servermetrics.reading import ServerSnapshot
 from inferload.servermetrics.torchserve import NOT_REPORTED as TORCHSERVE_NOT_REPORTED
 
@@ -41,6 +43,8 @@ _INPUTS = {
 }
 _NOT_REPORTED = {
     "torchserve": TORCHSERVE_NOT_REPORTED,
+    "bentoml": BENTOML_NOT_REPORTED,
+    "kserve": KSERVE_NOT_REPORTED,
     "triton": {"batch_size_histogram": "Triton's metrics page has no batch sizes (its statistics API has)"},
 }
 

@@ -12,6 +12,7 @@ When two targets are taken as one server's model:
                  ``metrics_url`` and the two differ (two Triton servers on one host)
     TorchServe   the same metrics page (``metrics_url``, or the default ``torchserve_metrics_url``
                  derives) and the same model (its counters sum every version)
+    KServe       the same metrics page (``kserve_metrics_url``) and the same model
 A TorchServe target with no metrics page to read is a group of its own (it has no figures).
 """
 
@@ -21,6 +22,8 @@ import urllib.parse
 from collections.abc import Sequence
 
 from inferload.scenario.targets import Target
+from inferload.servermetrics.bentoml import bentoml_metrics_url
+from inferload.servermetrics.kserve import kserve_metrics_url
 from inferload.servermetrics.torchserve import torchserve_metrics_url
 
 _LOOPBACK_NAMES = {"localhost": "127.0.0.1"}
@@ -38,6 +41,11 @@ def reading_key(target: Target) -> tuple[str, ...] | None:
     if target.server == "torchserve":
         url = torchserve_metrics_url(target.address, target.metrics_url)
         return None if url is None else ("torchserve", url, target.model)
+    if target.server == "bentoml":
+        return ("bentoml", bentoml_metrics_url(target.address, target.metrics_url), target.model)
+    if target.server == "kserve":  # KServe counts per model on its metrics page (no versions)
+        url = kserve_metrics_url(target.kind, target.address, target.metrics_url)
+        return None if url is None else ("kserve", url, target.model)
     return ("triton", _host(target.address), target.model, target.version or "")
 
 

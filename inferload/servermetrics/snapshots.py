@@ -14,7 +14,10 @@ from typing import Any
 
 from inferload.errors import ScrapeError
 from inferload.scenario.tls import TlsSettings
+from inferload.servermetrics.bentoml import BentoMLMetricsReader, bentoml_metrics_url
 from inferload.servermetrics.figures import server_figures
+from inferload.servermetrics.kserve import KServeMetricsReader, kserve_metrics_url
+from inferload.servermetrics.kserve import no_metrics_url_reason as kserve_no_metrics_url
 from inferload.servermetrics.reading import ServerSnapshot
 from inferload.servermetrics.torchserve import (
     TorchServeMetricsReader,
@@ -36,6 +39,8 @@ __all__ = [
 
 TRITON_KINDS = ("triton-grpc", "triton-http")
 TORCHSERVE_KINDS = ("torchserve-rest",)
+BENTOML_KINDS = ("bentoml-http",)
+KSERVE_KINDS = ("kserve-v2-http", "kserve-v2-grpc", "kserve-v1-http")
 TIMEOUT_S = 5.0
 
 
@@ -61,6 +66,8 @@ class ServerReader:
         self.version = version
         self._triton: TritonStatisticsReader | None = None
         self._torchserve: TorchServeMetricsReader | None = None
+        self._bentoml: BentoMLMetricsReader | None = None
+        self._kserve: KServeMetricsReader | None = None
         if kind in TRITON_KINDS:
             self._triton = TritonStatisticsReader(address, "grpc" if kind == "triton-grpc" else "http", timeout_s, tls=tls)
         elif kind in TORCHSERVE_KINDS:
@@ -68,6 +75,13 @@ class ServerReader:
             if url is None:
                 raise ScrapeError(no_metrics_url_reason(address))
             self._torchserve = TorchServeMetricsReader(url, timeout_s)
+        elif kind in BENTOML_KINDS:  # the target's model is the API's name
+            self._bentoml = BentoMLMetricsReader(bentoml_metrics_url(address, metrics_url), timeout_s)
+        elif kind in KSERVE_KINDS:  # KServe's /metrics on its REST port
+            kserve_url = kserve_metrics_url(kind, address, metrics_url)
+            if kserve_url is None:
+                raise ScrapeError(kserve_no_metrics_url(address))
+            self._kserve = KServeMetricsReader(kserve_url, timeout_s)
         else:
             raise ScrapeError(f"unknown target kind {kind!r}; expected one of {TRITON_KINDS + TORCHSERVE_KINDS}")
 
@@ -75,11 +89,15 @@ class ServerReader:
         """The counters now; ScrapeError with a clear message on failure."""
         if self._triton is not None:
             return self._triton.read(self.model, self.version, taken_at)
+        if self._bentoml is not None:
+            return self._bentoml.read(self.model, taken_at)
+        if self._kserve is not None:
+            return self._kserve.read(self.model, taken_at)
         assert self._torchserve is not None
         return self._torchserve.read(self.model, taken_at)
 
     def close(self) -> None:
-        for reader in (self._triton, self._torchserve):
+        for reader in (self._triton, self._torchserve, self._bentoml, self._kserve):
             if reader is not None:
                 reader.close()
 

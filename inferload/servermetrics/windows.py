@@ -38,6 +38,8 @@ class ServerWindowPoller:
         self._greenlet: gevent.Greenlet | None = None
         self._warned: set[str] = set()
         self._readers: dict[str, ServerReader] = {}
+        #: the newest reading of each reading group, by the name of the group's first target (the web UI's live figures)
+        self.latest: dict[str, ServerSnapshot] = {}
 
     def start(self) -> None:
         self.stop()
@@ -80,6 +82,8 @@ class ServerWindowPoller:
                 current = self._snapshot(target)
                 before = previous.get(target.name)
                 previous[target.name] = current
+                if current is not None:
+                    self.latest[target.name] = current
                 if before is None or current is None:
                     continue
                 try:

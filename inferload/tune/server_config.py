@@ -1,7 +1,8 @@
 """Applying a candidate to a running server, and reading back what the server really runs.
 
 Triton (explicit model-control mode, as the local server runs): the model's config is read from
-`GET v2/models/<m>/config`, changed (dynamic batching, queue delay, instance count) and loaded again
+`GET v2/models/<m>/config`, changed (dynamic batching, queue delay, preferred batch sizes,
+max_batch_size, instance count) and loaded again
 with `POST v2/repository/models/<m>/load` and the config as an override: no restart. TorchServe:
 the model is unregistered and registered again from its archive with `batch_size`,
 `max_batch_delay` and `initial_workers` (management API; the local server enables it on loopback).
@@ -72,6 +73,14 @@ class TritonConfigurator:
         if candidate.batching:
             if int(config.get("max_batch_size", 0)) <= 0:
                 raise ConfigError(f"model {self.model!r} has max_batch_size 0: Triton cannot batch it")
+            if candidate.max_batch_size is not None:
+                config["max_batch_size"] = candidate.max_batch_size
+            largest = int(config["max_batch_size"])
+            too_big = [n for n in candidate.preferred_batch_sizes if n > largest]
+            if too_big:
+                raise ConfigError(
+                    f"--triton-preferred-batch-sizes: {too_big[0]} is above the max_batch_size {largest} of model {self.model!r}"
+                )
             batching: dict[str, Any] = {"max_queue_delay_microseconds": candidate.max_queue_delay_us}
             if candidate.preferred_batch_sizes:
                 batching["preferred_batch_size"] = list(candidate.preferred_batch_sizes)
@@ -83,7 +92,8 @@ class TritonConfigurator:
         self._load(config)
         applied = self.applied()
         asked = candidate.settings()
-        for key in ("dynamic_batching", "instance_count", "max_queue_delay_microseconds"):
+        checked = ("dynamic_batching", "instance_count", "max_queue_delay_microseconds", "max_batch_size", "preferred_batch_size")
+        for key in checked:
             if asked[key] is not None and applied[key] != asked[key]:
                 raise ConfigError(f"Triton runs {key}={applied[key]!r} for {self.model!r}; {asked[key]!r} was loaded")
         return applied
@@ -95,7 +105,7 @@ class TritonConfigurator:
         return {
             "dynamic_batching": batching is not None,
             "max_queue_delay_microseconds": int(batching.get("max_queue_delay_microseconds", 0)) if batching else None,
-            "preferred_batch_size": list(batching.get("preferred_batch_size", [])) if batching else None,
+            "preferred_batch_size": [int(n) for n in batching.get("preferred_batch_size", [])] if batching else None,
             "instance_count": sum(int(group.get("count", 1)) for group in config.get("instance_group", [])),
             "max_batch_size": int(config.get("max_batch_size", 0)),
         }

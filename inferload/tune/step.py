@@ -4,7 +4,8 @@ what it measured (`StepResult`), read back from its own results folder.
 Each step is a separate headless run of a generated scenario (the user's scenario with its shape
 set to the level) in `<sweep out>/steps/<NN>-<level>/`, with `--stop-when-stable`: the run ends
 once its windows agree, or at its duration (the maximum number of windows). The step's client CPU
-is the busiest load-generating process's CPU use over the steady part (`inferload.tune.cpu_sampler`).
+is the busiest load-generating process's CPU use over the steady part (`inferload.tune.cpu_sampler`);
+the server's memory and the GPU are sampled alongside (`inferload.tune.resources`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from inferload.measure.stability import StabilityRule, WindowFigures, first_stab
 from inferload.results.files import WINDOWS_NAME, read_windows
 from inferload.results.summary_file import SUMMARY_NAME, read_summary
 from inferload.run.child_processes import ChildProcesses
+from inferload.run.command import locust_command
 from inferload.tune.cpu_sampler import CpuSampler
+from inferload.tune.resources import GpuSource, ResourceSampler
 
 #: exit codes of `inferload run` that end a sweep: bad scenario/start checks, and signals
 START_FAILED = 2
@@ -40,6 +43,8 @@ class StepPlan:
     workers: int = 0
     #: open loop: senders per step (max_in_flight)
     max_in_flight: int = 64
+    #: the server's process, whose memory (RSS with its children) each step samples; None: not sampled
+    server_pid: int | None = None
 
     @property
     def max_duration_s(self) -> float:
@@ -74,8 +79,9 @@ class StepResult:
     send_lag_p99_ms: float | None = None
     max_in_flight: int | None = None  # open loop: the senders the step had
     client_cpu_per_worker: float | None = None  # cores busy per load-generating process (1.0 = a full core)
-    gpu_util_pct: float | None = None  # from the collector's gpu.csv when it ran (not in a plain step)
-    gpu_memory_mib: float | None = None
+    gpu_util_pct: float | None = None  # NVML: the busiest GPU's mean utilisation over the steady part (None: no GPU)
+    gpu_memory_mib: float | None = None  # NVML: the peak memory used on one GPU during the step
+    server_memory_mib: float | None = None  # the server process's peak RSS with its children (None: no pid given)
 
     def as_row(self) -> dict[str, Any]:
         return asdict(self)
@@ -98,33 +104,59 @@ def step_scenario(base: dict[str, Any], plan: StepPlan, level: float) -> dict[st
 
 
 def run_step(
-    children: ChildProcesses, base: dict[str, Any], plan: StepPlan, index: int, level: float, out: Path, check_first: bool
+    children: ChildProcesses,
+    base: dict[str, Any],
+    plan: StepPlan,
+    index: int,
+    level: float,
+    out: Path,
+    check_first: bool,
+    gpu: GpuSource | None = None,
 ) -> StepResult:
     """Run one step as a child `inferload run --headless` and read back what it measured."""
     folder = out / "steps" / f"{index:02d}-{level:g}"
     folder.mkdir(parents=True, exist_ok=True)
     scenario_path = folder / "scenario.yaml"
     scenario_path.write_text(yaml.safe_dump(step_scenario(base, plan, level), sort_keys=False))
-    command = [sys.executable, "-m", "inferload.cli", "run", str(scenario_path), "--headless", "--out", str(folder / "results")]
-    command += ["--run-id", f"sweep-{index:02d}"]
-    if plan.workers:
-        command += ["--workers", str(plan.workers)]
-    if not check_first:
-        command.append("--skip-start-checks")
-    command += ["--", "--stop-when-stable", f"{plan.rule.windows},{plan.rule.tolerance_pct:g}", "--only-summary"]
-    command += ["--loglevel", "WARNING"]
+    locust_options = ["--stop-when-stable", f"{plan.rule.windows},{plan.rule.tolerance_pct:g}", "--only-summary"]
+    locust_options += ["--loglevel", "WARNING"] + ([] if check_first else ["--skip-start-checks"])
+    if plan.workers:  # a distributed step: the CLI starts the master and its workers
+        command = [
+            sys.executable,
+            "-m",
+            "inferload.cli",
+            "run",
+            str(scenario_path),
+            "--headless",
+            "--out",
+            str(folder / "results"),
+        ]
+        command += ["--run-id", f"sweep-{index:02d}", "--workers", str(plan.workers), "--", *locust_options]
+    else:  # Locust itself, without the CLI's own start-up in between (about 2 s a step)
+        command = locust_command(scenario_path, True, folder / "results", f"sweep-{index:02d}", locust_options)
     started = time.monotonic()
     with open(folder / "run.log", "wb") as log:
         lead = children.start(command, lead=True, log=log)
         sampler = CpuSampler(lead.pid).start()
+        resources = ResourceSampler(plan.server_pid, gpu).start()
         try:
             code = children.wait()
         finally:
             sampler.stop()
-    return read_step(index, level, folder / "results", plan, code, time.monotonic() - started, sampler)
+            resources.stop()
+    return read_step(index, level, folder / "results", plan, code, time.monotonic() - started, sampler, resources)
 
 
-def read_step(index: int, level: float, results: Path, plan: StepPlan, code: int, wall_s: float, cpu: CpuSampler) -> StepResult:
+def read_step(
+    index: int,
+    level: float,
+    results: Path,
+    plan: StepPlan,
+    code: int,
+    wall_s: float,
+    cpu: CpuSampler,
+    resources: ResourceSampler | None = None,
+) -> StepResult:
     """A step's figures from its results folder (all None when the run wrote none)."""
     measured = StepResult(index, level, code, round(wall_s, 3), str(results))
     if not (results / SUMMARY_NAME).is_file():
@@ -136,6 +168,8 @@ def read_step(index: int, level: float, results: Path, plan: StepPlan, code: int
     server = target.server_side
     open_loop = target.open_loop
     windows = steady_windows(results, plan.target)
+    steady_to = steady_from + float(summary.steady_s or 0.0)
+    used = resources.figures(steady_from, steady_to) if resources else None
     return replace(
         measured,
         achieved_rps=_num(target.throughput_rps),
@@ -155,7 +189,10 @@ def read_step(index: int, level: float, results: Path, plan: StepPlan, code: int
         max_in_flight=plan.max_in_flight if open_loop else None,
         stable=first_stable_run(windows, plan.rule) is not None,
         windows=len(windows),
-        client_cpu_per_worker=cpu.busiest_cores(steady_from, steady_from + float(summary.steady_s or 0.0)),
+        client_cpu_per_worker=cpu.busiest_cores(steady_from, steady_to),
+        gpu_util_pct=used.gpu_util_pct if used else None,
+        gpu_memory_mib=used.gpu_memory_mib if used else None,
+        server_memory_mib=used.server_memory_mib if used else None,
     )
 
 

@@ -1,6 +1,8 @@
 """Why a sweep stops after a step, checked in this order:
 
 1. the step could not run (start checks, a crash);
+   **memory** is the limit: the server's peak RSS (with its children) or one GPU's memory used
+   passed its ceiling (`--max-server-memory`, `--max-gpu-memory`, MiB);
 2. the **load generator** is the limit: one of its processes is near a full core (a gevent process
    runs on one), or, open loop, arrivals were sent late while senders were free by Little's law
    (achieved rate x time in service well below max_in_flight): the rate was not offered;
@@ -40,6 +42,10 @@ class StopRules:
     max_unsent_ratio: float = 0.01
     #: ... or (open loop) the send lag's p99 is above this (ms)
     max_send_lag_p99_ms: float = 20.0
+    #: memory is the limit when the server's peak RSS (MiB, its process and children) passes this ...
+    max_server_memory_mib: float | None = None
+    #: ... or the memory used on one GPU (MiB) does
+    max_gpu_memory_mib: float | None = None
 
 
 def slo_breach(step: StepResult, slo: dict[str, float]) -> str | None:
@@ -51,6 +57,16 @@ def slo_breach(step: StepResult, slo: dict[str, float]) -> str | None:
         if value > limit:
             unit = "" if key == "error_rate" else " ms"
             return f"{key} {value:g}{unit} > {limit:g}{unit}"
+    return None
+
+
+def memory_limit(step: StepResult, rules: StopRules) -> str | None:
+    """Which memory passed its ceiling in this step, in words; None when neither did (or neither is bounded)."""
+    server, gpu = step.server_memory_mib, step.gpu_memory_mib
+    if rules.max_server_memory_mib is not None and server is not None and server > rules.max_server_memory_mib:
+        return f"server memory (RSS) {server:g} MiB > {rules.max_server_memory_mib:g} MiB"
+    if rules.max_gpu_memory_mib is not None and gpu is not None and gpu > rules.max_gpu_memory_mib:
+        return f"GPU memory used {gpu:g} MiB > {rules.max_gpu_memory_mib:g} MiB"
     return None
 
 
@@ -135,6 +151,9 @@ def stop_reason(steps: Sequence[StepResult], rules: StopRules) -> tuple[str, str
     last = steps[-1]
     if last.exit_code == 2 or last.requests is None:
         return "failed", f"the step's run failed (exit {last.exit_code}); see its run.log"
+    memory = memory_limit(last, rules)
+    if memory:
+        return "memory", f"memory is the limit: {memory}"
     limit = generator_limit(last, rules)
     if limit:
         return "generator", f"the load generator is the limit: {limit}"

@@ -23,8 +23,9 @@ from inferload.run.child_processes import ChildProcesses
 from inferload.scenario.loader import load_scenario, scenario_to_dict
 from inferload.scenario.model import Scenario, is_open_loop
 from inferload.tune.capacity import CapacitySearch, Verdict, search_capacity
+from inferload.tune.resources import GpuSource, server_pid_from_state
 from inferload.tune.step import StepPlan, StepResult, run_step
-from inferload.tune.stop_rules import StopRules, cpu_bound, generator_limit, saturation, slo_breach, stop_reason
+from inferload.tune.stop_rules import StopRules, cpu_bound, generator_limit, memory_limit, saturation, slo_breach, stop_reason
 from inferload.tune.sweep_file import VERSION, read_sweep, steps_from, write_sweep
 from inferload.tune.sweep_report import write_sweep_report
 
@@ -47,6 +48,11 @@ class SweepSettings:
     resume: bool = False
     #: total time bound (s): no step starts that could not finish within it
     budget_s: float | None = None
+    #: the server's process for its memory: given, or read from the local servers' state folder
+    server_pid: int | None = None
+    server_state: Path | None = None
+    #: the GPUs' readings (NVML); None or a source that reads nothing: no GPU columns
+    gpu: GpuSource | None = field(default=None, compare=False)
     printer: Callable[[str], None] = field(default=print, compare=False)
 
     def plan_record(self, target: str) -> dict[str, Any]:
@@ -85,6 +91,9 @@ class Sweep:
         self.target = pick_target(scenario, settings.target)
         open_loop = settings.open_loop or settings.capacity is not None
         shape = scenario.shape
+        server_pid = settings.server_pid
+        if server_pid is None and settings.server_state is not None:
+            server_pid = server_pid_from_state(settings.server_state, scenario.target(self.target).server)
         self.plan = StepPlan(
             open_loop=open_loop,
             rule=settings.rule,
@@ -93,6 +102,7 @@ class Sweep:
             target=self.target,
             workers=settings.workers,
             max_in_flight=shape.max_in_flight if is_open_loop(shape) else 64,
+            server_pid=server_pid,
         )
         self.base = scenario_to_dict(scenario)
         self.record = settings.plan_record(self.target)
@@ -140,7 +150,7 @@ class Sweep:
             return False
         if slo_breach(step, rules.slo) is not None:
             return False
-        if step.error_rate is None or step.error_rate > rules.max_error_rate:
+        if step.error_rate is None or step.error_rate > rules.max_error_rate or memory_limit(step, rules):
             return False
         # late arrivals alone are judged by the SLO (the latency counts from the intended send time)
         return cpu_bound(step, rules) is None and saturation(step, rules) is None
@@ -164,7 +174,7 @@ class Sweep:
         self.settings.printer(
             f"[step {index}{of}] {level:g} {unit}: running (at most {self.plan.max_duration_s:g} s){self.eta(total)} ..."
         )
-        step = run_step(children, self.base, self.plan, index, level, self.settings.out, check_first=index == 1)
+        step = run_step(children, self.base, self.plan, index, level, self.settings.out, index == 1, self.settings.gpu)
         self.steps.append(step)
         self.save()
         self.settings.printer("      " + describe(step, self.best(), self.plan.open_loop))
@@ -304,6 +314,10 @@ def describe(step: StepResult, best: StepResult | None, open_loop: bool) -> str:
         parts.append(f"send lag p99 {step.send_lag_p99_ms:.2f} ms")
     if step.client_cpu_per_worker is not None:
         parts.append(f"client {step.client_cpu_per_worker:.2f} cores")
+    if step.server_memory_mib is not None:
+        parts.append(f"server memory {step.server_memory_mib:.0f} MiB")
+    if step.gpu_memory_mib is not None:
+        parts.append(f"GPU {step.gpu_util_pct or 0:.0f} %, {step.gpu_memory_mib:.0f} MiB")
     line = ", ".join(parts)
     if best is not None:
         line += f"; best so far {best.achieved_rps or 0:.1f} req/s at {best.level:g}"

@@ -6,6 +6,9 @@ import argparse
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
+
+import psutil
 
 from inferload.errors import InferloadError, ScenarioError
 from inferload.measure.stability import StabilityRule
@@ -32,6 +35,9 @@ def add_sweep_parser(sub: argparse._SubParsersAction) -> None:
     sweep.add_argument("--target", help="the scenario target to load (needed when it has several)")
     add_search_arguments(sweep)
     sweep.add_argument("--resume", action="store_true", help="carry on an interrupted sweep in --out")
+    sweep.add_argument(
+        "--min-rps", type=float, help="--find-max-rps as a CI gate: exit 1 when the capacity found is below this req/s"
+    )
 
 
 def add_search_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,6 +59,11 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--max-send-lag", type=float, default=20.0, help="generator limit: send-lag p99 ms (default 20)")
     parser.add_argument("--workers", type=int, default=0, help="local worker processes per step (default 0: one process)")
+    parser.add_argument("--server-state", type=Path, help="the local servers' state folder (their pids: server memory per step)")
+    parser.add_argument("--server-pid", type=int, help="the server's process id (its memory, with its children, per step)")
+    parser.add_argument("--max-server-memory", type=float, help="memory limit: the server's peak RSS in MiB")
+    parser.add_argument("--max-gpu-memory", type=float, help="memory limit: the memory used on one GPU in MiB")
+    parser.add_argument("--no-gpu", action="store_true", help="do not read the GPUs (NVML) during steps")
     parser.add_argument("--budget", help="total time bound, e.g. 15m: no step starts that could not end within it")
     parser.add_argument("--out", type=Path, help="folder for sweep.json, sweep.csv, sweep.html (default results/sweep-<UTC>)")
 
@@ -87,6 +98,21 @@ def parse_slo(items: list[str]) -> dict[str, float]:
     return slo
 
 
+def check_memory_options(args: argparse.Namespace) -> None:
+    """The memory options: ceilings above 0, a ceiling on the server's memory only with its process known."""
+    for name, value in (("--max-server-memory", args.max_server_memory), ("--max-gpu-memory", args.max_gpu_memory)):
+        if value is not None and not value > 0:
+            raise InferloadError(f"{name}: expected MiB above 0; got {value:g}")
+    if args.server_pid is not None and args.server_state is not None:
+        raise InferloadError("--server-pid and --server-state: give one of them")
+    if args.server_pid is not None and (args.server_pid <= 0 or not psutil.pid_exists(args.server_pid)):
+        raise InferloadError(f"--server-pid: no running process {args.server_pid}")
+    if args.max_server_memory is not None and args.server_pid is None and args.server_state is None:
+        raise InferloadError("--max-server-memory: needs the server's process: --server-state DIR or --server-pid PID")
+    if args.max_gpu_memory is not None and args.no_gpu:
+        raise InferloadError("--max-gpu-memory: cannot be used with --no-gpu")
+
+
 def settings_from_args(args: argparse.Namespace) -> SweepSettings:
     try:
         rule = StabilityRule(args.stable_windows, args.tolerance, args.max_windows)
@@ -103,6 +129,7 @@ def settings_from_args(args: argparse.Namespace) -> SweepSettings:
     for name, value in (("--precision", args.precision), ("--start-rate", args.start_rate), ("--plateau", args.plateau)):
         if not value > 0:
             raise InferloadError(f"{name}: expected a number above 0; got {value:g}")
+    check_memory_options(args)
     rules = StopRules(
         slo=slo,
         max_error_rate=args.max_error_rate,
@@ -111,6 +138,8 @@ def settings_from_args(args: argparse.Namespace) -> SweepSettings:
         max_client_cpu=args.max_client_cpu,
         max_send_lag_p99_ms=args.max_send_lag,
         max_unsent_ratio=args.max_unsent,
+        max_server_memory_mib=args.max_server_memory,
+        max_gpu_memory_mib=args.max_gpu_memory,
     )
     levels: list[float] = []
     try:
@@ -121,6 +150,10 @@ def settings_from_args(args: argparse.Namespace) -> SweepSettings:
     except LevelsError as error:
         raise InferloadError(f"{'--users' if args.users else '--rate'}: {error}") from None
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    # here, not at import: `inferload run` imports this package before Locust patches ssl, and the sources
+    # package imports requests
+    from inferload.observe.sources.nvml import NvmlSource
+
     return SweepSettings(
         scenario=args.scenario,
         out=(args.out or Path("results") / f"sweep-{stamp}").resolve(),
@@ -135,11 +168,29 @@ def settings_from_args(args: argparse.Namespace) -> SweepSettings:
         workers=args.workers,
         resume=args.resume,
         budget_s=_seconds("--budget", args.budget),
+        server_pid=args.server_pid,
+        server_state=args.server_state,
+        gpu=None if args.no_gpu else NvmlSource(),
     )
+
+
+EXIT_BELOW_FLOOR = 1
+
+
+def capacity_gate(capacity: dict[str, Any] | None, floor: float) -> tuple[int, str]:
+    """`--min-rps`: (exit code, the line that says why) for a capacity search's answer."""
+    found = (capacity or {}).get("max_rps")
+    if found is None:
+        return EXIT_BELOW_FLOOR, f"capacity gate: FAIL: no rate met the SLO (floor {floor:g} req/s)"
+    if found < floor:
+        return EXIT_BELOW_FLOOR, f"capacity gate: FAIL: {found:g} req/s is below the floor of {floor:g} req/s"
+    return 0, f"capacity gate: pass: {found:g} req/s >= {floor:g} req/s"
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     try:
+        if args.min_rps is not None and (not args.find_max_rps or not args.min_rps > 0):
+            raise InferloadError(f"--min-rps: expected req/s above 0, with --find-max-rps; got {args.min_rps:g}")
         settings = settings_from_args(args)
         sweep = Sweep(settings)
     except ScenarioError as error:
@@ -149,4 +200,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     except InferloadError as error:
         print(f"inferload sweep: {error}", file=sys.stderr)
         return EXIT_USAGE
-    return sweep.run()
+    code = sweep.run()
+    if code != 0 or args.min_rps is None:
+        return code
+    gate, line = capacity_gate(sweep.capacity, args.min_rps)
+    print(line)
+    return gate

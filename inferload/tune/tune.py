@@ -2,7 +2,9 @@
 
 For each server (its first target in the scenario): 1. the baseline, no batching and one
 instance/worker; 2. dynamic batching, the conservative delay first; 3. more instances/workers on the
-best so far; a stage ends its line of search when it does not beat the best by `plateau_pct`.
+best so far; a stage ends its line of search when it does not beat the best by `plateau_pct`, and a
+candidate whose server passed a memory ceiling (`--max-server-memory`, `--max-gpu-memory`) ends
+that server's search: memory is the limit.
 Each candidate is applied to the running server (`inferload.tune.server_config`, read back) and
 scored by its **capacity under the SLO** (`inferload sweep --find-max-rps`, one folder per
 candidate). The winner is written as a ready config fragment; the original settings are put back
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -21,6 +23,7 @@ from typing import Any, Protocol
 from inferload.errors import InferloadError
 from inferload.tune.candidates import Candidate, SearchSpace
 from inferload.tune.capacity import CapacitySearch
+from inferload.tune.stop_rules import memory_limit
 from inferload.tune.sweep import Sweep, SweepSettings
 from inferload.tune.tune_report import config_fragment, write_tune_report
 
@@ -69,6 +72,12 @@ class CandidateResult:
     compute_ms: float | None = None
     error: str | None = None
     folder: str = ""
+    #: the peak over the candidate's steps (server RSS with children; one GPU's memory), GPU util at capacity
+    server_memory_mib: float | None = None
+    gpu_util_pct: float | None = None
+    gpu_memory_mib: float | None = None
+    #: why memory was the limit in one of its steps (ends the server's search); None when it was not
+    memory_limit: str | None = None
 
 
 class Tune:
@@ -78,6 +87,8 @@ class Tune:
         self.results: list[CandidateResult] = []
         self.started = time.monotonic()
         self.stopped: str | None = None
+        #: server -> why its search ended early (memory)
+        self.server_stops: dict[str, str] = {}
 
     def within_budget(self) -> bool:
         budget = self.settings.budget_s
@@ -110,6 +121,7 @@ class Tune:
         sweep.run()
         answer = sweep.capacity or {}
         best = next((s for s in sweep.steps if answer.get("max_rps") is not None and s.level == answer["max_rps"]), None)
+        limits = [reason for s in sweep.steps if (reason := memory_limit(s, self.settings.sweep.rules))]
         return CandidateResult(
             tune.server,
             candidate.name,
@@ -123,6 +135,10 @@ class Tune:
             queue_ms=best.queue_ms if best else None,
             compute_ms=best.compute_ms if best else None,
             folder=str(folder),
+            server_memory_mib=_peak(s.server_memory_mib for s in sweep.steps),
+            gpu_util_pct=best.gpu_util_pct if best else None,
+            gpu_memory_mib=_peak(s.gpu_memory_mib for s in sweep.steps),
+            memory_limit=limits[0] if limits else None,
         )
 
     def tune_server(self, tune: ServerTune) -> None:
@@ -130,6 +146,8 @@ class Tune:
         start = self.settings.sweep.capacity.start_rps if self.settings.sweep.capacity else 50.0
         best_candidate = space.baseline(tune.server)
         best = self.record(self.score(tune, best_candidate, start))
+        if self.memory_stop(tune, best):
+            return
         for stage in ("batching", "scale-out"):
             candidates = space.batching(tune.server, best_candidate) if stage == "batching" else space.scale_out(best_candidate)
             improved = False
@@ -140,8 +158,18 @@ class Tune:
                 result = self.record(self.score(tune, candidate, best.capacity_rps or start))
                 if beats(result, best, self.settings.plateau_pct):
                     best, best_candidate, improved = result, candidate, True
+                if self.memory_stop(tune, result):
+                    return
             if not improved:
                 self.settings.printer(f"[{tune.server}] {stage} did not beat the best by {self.settings.plateau_pct:g} %")
+
+    def memory_stop(self, tune: ServerTune, result: CandidateResult) -> bool:
+        """Memory was the limit for this candidate: the server's search ends here (and says why)."""
+        if result.memory_limit is None:
+            return False
+        self.server_stops[tune.server] = f"memory is the limit ({result.name}): {result.memory_limit}"
+        self.settings.printer(f"[{tune.server}] {self.server_stops[tune.server]}; no more candidates")
+        return True
 
     def record(self, result: CandidateResult) -> CandidateResult:
         self.results.append(result)
@@ -165,6 +193,7 @@ class Tune:
             "scenario": str(self.settings.scenario),
             "slo": self.settings.sweep.rules.slo,
             "stopped": self.stopped,
+            "server_stops": self.server_stops,
             "candidates": [r.__dict__ for r in self.results],
             "winners": {
                 server: {**r.__dict__, "fragment": config_fragment(server, r.applied or r.asked, self.model_of(server))}
@@ -206,6 +235,11 @@ class Tune:
             if triton and torchserve and triton.capacity_rps and torchserve.capacity_rps:
                 say(f"Triton vs TorchServe, each at its best: {triton.capacity_rps:g} vs {torchserve.capacity_rps:g} req/s")
         say(f"results: {self.settings.out}/tune.json, tune.html, one folder per candidate")
+
+
+def _peak(values: Iterable[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return max(present) if present else None
 
 
 def beats(result: CandidateResult, best: CandidateResult, margin_pct: float) -> bool:

@@ -23,17 +23,41 @@ from inferload.tune.tune import ServerTune, Tune, TuneSettings
 EXIT_USAGE = 2
 
 
-def _ints(option: str, text: str) -> tuple[int, ...]:
-    """A comma list of whole numbers; an empty string is an empty list (that stage is skipped)."""
+def _ints(option: str, text: str, least: int = 0) -> tuple[int, ...]:
+    """A comma list of whole numbers of at least `least`; an empty string is an empty list (that stage is skipped)."""
     if not text.strip():
         return ()
     try:
         values = tuple(int(part) for part in text.split(","))
     except ValueError:
         raise InferloadError(f"{option}: expected whole numbers separated by commas; got {text!r}") from None
-    if any(v < 0 for v in values):
-        raise InferloadError(f"{option}: expected numbers of 0 or more; got {text!r}")
+    if any(v < least for v in values):
+        raise InferloadError(f"{option}: expected numbers of {least} or more; got {text!r}")
     return values
+
+
+def search_space(args: argparse.Namespace) -> SearchSpace:
+    """The search space from the options, each checked (errors name the option)."""
+    max_sizes = _ints("--triton-max-batch-sizes", args.triton_max_batch_sizes, least=1)
+    preferred = _ints("--triton-preferred-batch-sizes", args.triton_preferred_batch_sizes, least=1)
+    if list(preferred) != sorted(set(preferred)):
+        raise InferloadError(
+            f"--triton-preferred-batch-sizes: expected increasing sizes; got {args.triton_preferred_batch_sizes!r}"
+        )
+    if preferred and max_sizes and max(preferred) > min(max_sizes):
+        raise InferloadError(
+            f"--triton-preferred-batch-sizes: {max(preferred)} is above --triton-max-batch-sizes {min(max_sizes)}"
+            " (a preferred batch size must fit every max_batch_size tried)"
+        )
+    return SearchSpace(
+        triton_delays_us=_ints("--triton-delays-us", args.triton_delays_us),
+        triton_instances=_ints("--triton-instances", args.triton_instances, least=1),
+        triton_preferred=preferred,
+        triton_max_batch_sizes=max_sizes,
+        torchserve_batch_sizes=_ints("--torchserve-batch-sizes", args.torchserve_batch_sizes, least=1),
+        torchserve_delays_ms=_ints("--torchserve-delays-ms", args.torchserve_delays_ms),
+        torchserve_workers=_ints("--torchserve-workers", args.torchserve_workers, least=1),
+    )
 
 
 def add_tune_parser(sub: argparse._SubParsersAction) -> None:
@@ -50,6 +74,12 @@ def add_tune_parser(sub: argparse._SubParsersAction) -> None:
     tune.add_argument("--torchserve-management", help="TorchServe's management API (default: the target's management_url)")
     tune.add_argument("--triton-delays-us", default="100,1000", help="dynamic batching queue delays to try (default 100,1000)")
     tune.add_argument("--triton-instances", default="2", help="instance counts to try after batching (default 2)")
+    tune.add_argument(
+        "--triton-max-batch-sizes", default="", help="max_batch_size values to try with batching (default: the model's own)"
+    )
+    tune.add_argument(
+        "--triton-preferred-batch-sizes", default="", help="dynamic batching preferred_batch_size, e.g. 4,8 (default none)"
+    )
     tune.add_argument("--torchserve-batch-sizes", default="8", help="batch sizes to try (default 8)")
     tune.add_argument("--torchserve-delays-ms", default="5,20", help="batch delays to try (default 5,20)")
     tune.add_argument("--torchserve-workers", default="2", help="worker counts to try after batching (default 2)")
@@ -101,13 +131,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         scenario = load_scenario(args.scenario)
         sweep = settings_from_args(args)
         servers = servers_from_args(args, scenario)
-        space = SearchSpace(
-            triton_delays_us=_ints("--triton-delays-us", args.triton_delays_us),
-            triton_instances=_ints("--triton-instances", args.triton_instances),
-            torchserve_batch_sizes=_ints("--torchserve-batch-sizes", args.torchserve_batch_sizes),
-            torchserve_delays_ms=_ints("--torchserve-delays-ms", args.torchserve_delays_ms),
-            torchserve_workers=_ints("--torchserve-workers", args.torchserve_workers),
-        )
+        space = search_space(args)
     except ScenarioError as error:
         for problem in error.problems:
             print(problem, file=sys.stderr)

@@ -19,6 +19,8 @@ def config_fragment(server: str, settings: dict[str, Any], model: str) -> str:
     """The winner's settings in the server's own configuration syntax."""
     if server == "triton":
         lines = []
+        if settings.get("dynamic_batching") and settings.get("max_batch_size"):
+            lines.append(f"max_batch_size: {settings['max_batch_size']}")
         if settings.get("dynamic_batching"):
             lines.append("dynamic_batching {")
             if settings.get("preferred_batch_size"):
@@ -94,6 +96,9 @@ def write_tune_report(out: Path, document: dict[str, Any]) -> Path:
         "avg_batch",
         "queue_ms",
         "compute_ms",
+        "server_memory_mib",
+        "gpu_util_pct",
+        "gpu_memory_mib",
         "error",
     )
     parts.append("<table><tr>" + "".join(f"<th>{c}</th>" for c in columns) + "</tr>")

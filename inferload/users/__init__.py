@@ -1,44 +1,44 @@
-"""Locust user classes, one module per protocol; `user_class_for` makes one per scenario target."""
+"""Locust user classes, one module per protocol; `user_class_for` makes one per scenario target.
+
+The names below are imported when first used (PEP 562): importing a module of this package for its
+helpers (`inferload.users.tls`, `inferload.users.sequence`) does not import Locust, whose gevent
+monkey-patching would change the process that imported it. The CLI reads models' metadata through
+those helpers and then starts child processes: patched, its `subprocess` forked through gevent,
+and gRPC's poller aborted the child (epoll_wait: Bad file descriptor).
+"""
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
-from inferload.scenario.targets import Target
-from inferload.users.base import InferenceUser
-from inferload.users.torchserve_rest import TorchServeRestUser
-from inferload.users.triton_grpc import TritonGrpcUser
-from inferload.users.triton_http import TritonHttpUser
-from inferload.users.triton_stream import TritonStreamUser
+if TYPE_CHECKING:
+    from inferload.users.base import InferenceUser
+    from inferload.users.bentoml_http import BentoMLHttpUser
+    from inferload.users.classes import user_class_for
+    from inferload.users.kserve_v1_http import KServeV1HttpUser
+    from inferload.users.kserve_v2_grpc import KServeV2GrpcUser
+    from inferload.users.kserve_v2_http import KServeV2HttpUser
+    from inferload.users.torchserve_rest import TorchServeRestUser
+    from inferload.users.triton_grpc import TritonGrpcUser
+    from inferload.users.triton_http import TritonHttpUser
+    from inferload.users.triton_stream import TritonStreamUser
 
-USER_CLASS_BY_KIND: dict[str, type[InferenceUser]] = {
-    # unary ModelInfer, or the gRPC stream once the start check finds a decoupled model
-    "triton-grpc": TritonStreamUser,
-    "triton-http": TritonHttpUser,
-    "torchserve-rest": TorchServeRestUser,
-}
+__all__ = [
+    "BentoMLHttpUser",
+    "InferenceUser",
+    "KServeV1HttpUser",
+    "KServeV2GrpcUser",
+    "KServeV2HttpUser",
+    "TorchServeRestUser",
+    "TritonGrpcUser",
+    "TritonHttpUser",
+    "TritonStreamUser",
+    "user_class_for",
+]
 
-__all__ = ["InferenceUser", "TorchServeRestUser", "TritonGrpcUser", "TritonHttpUser", "TritonStreamUser", "user_class_for"]
 
-
-def user_class_for(
-    target: Target,
-    scenario_dir: Path,
-    expected_outputs: dict[str, tuple[int, ...]] | None = None,
-) -> type[InferenceUser]:
-    """A concrete user class for one target, named after it (Locust shows class names)."""
-    base = USER_CLASS_BY_KIND[target.kind]
-    class_name = "".join(part.capitalize() for part in re.split(r"[^A-Za-z0-9]+", target.name) if part)
-    return type(
-        f"{class_name or 'Target'}User",
-        (base,),
-        {
-            "abstract": False,
-            "target": target,
-            "weight": target.weight,
-            "scenario_dir": scenario_dir,
-            "expected_outputs": dict(expected_outputs or {}),
-            "__module__": base.__module__,
-        },
-    )
+def __getattr__(name: str) -> Any:
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module("inferload.users.classes"), name)

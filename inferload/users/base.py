@@ -29,6 +29,7 @@ import numpy as np
 from locust import User, constant, task
 
 from inferload.errors import ConnectionRefused
+from inferload.measure.trace_records import ClientTraceRecords
 from inferload.scenario.targets import InputSpec, Target
 from inferload.traffic.scheduler import ArrivalQueue
 from inferload.users.failures import classify_exception
@@ -78,6 +79,8 @@ class InferenceUser(User):
     #: a Triton sequence model's correlation IDs and flags (set at start from the model config;
     #: None: the target's ``sequence`` key, if any, decides; see `inferload.users.sequence`)
     sequence_settings: ClassVar[SequenceSettings | None] = None
+    #: a traced Triton target's request ids and client times, this process's (set at start; None: not traced)
+    trace_records: ClassVar[ClientTraceRecords | None] = None
 
     def __init__(self, environment: Any) -> None:
         super().__init__(environment)

@@ -10,12 +10,18 @@ whole request on every call. Failures are raised as tritonclient's `InferenceSer
 gRPC under gevent needs `grpc.experimental.gevent.init_gevent()` before any channel is made;
 the locustfile does that at import. Each user closes its channel in `on_stop`, or a headless
 run prints its summary and then never exits.
+
+Each call blocks its greenlet through gRPC's gevent integration. ``INFERLOAD_GRPC_CALLS=native``
+makes the unary calls on a native thread per user instead, their completions handed to the hub in
+batches (`inferload.users.native_calls`, issue 14; opt-in: docs/benchmarks.md, item 8).
 """
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import grpc
 import numpy as np
@@ -29,9 +35,11 @@ from inferload.scenario.tls import TlsSettings
 from inferload.users.base import InferenceUser
 from inferload.users.expected import expected_check_of, grpc_outputs
 from inferload.users.failures import check_output_shape
+from inferload.users.native_calls import Completions, NativeCaller, calls_mode
 from inferload.users.request_pool import RequestData
 from inferload.users.sequence import user_sequences
 from inferload.users.tls import grpc_credentials
+from inferload.users.trace_ids import grpc_id_field
 
 MAX_GRPC_MESSAGE_SIZE = 2**31 - 1  # what tritonclient.grpc allows both ways
 MODEL_INFER_METHOD = "/inference.GRPCInferenceService/ModelInfer"
@@ -70,6 +78,8 @@ def open_channel(address: str, tls: TlsSettings | None, base_dir: Path, target: 
 class TritonGrpcUser(InferenceUser):
     abstract = True
     request_type = "gRPC"
+    #: this process's completions of the class's native-thread calls (made by the first user)
+    completions_of_class: ClassVar[Completions | None] = None
 
     def connect(self) -> None:
         target = self.target
@@ -82,11 +92,13 @@ class TritonGrpcUser(InferenceUser):
         self.request_pool()
         self._sequences = user_sequences(self.sequence_settings, target.sequence)  # None unless a sequence model
         # request_serializer None: the pool's bytes go on the wire unchanged
-        self._model_infer = self._channel.unary_unary(
+        self._model_infer: Any = self._channel.unary_unary(
             MODEL_INFER_METHOD,
             request_serializer=None,
             response_deserializer=service_pb2.ModelInferResponse.FromString,
         )
+        if calls_mode(os.environ) == "native":  # opt-in: the same call, made on this user's own native thread
+            self._model_infer = NativeCaller(self._model_infer, self.completions())
 
     @classmethod
     def encode_request(cls, data: RequestData) -> bytes:
@@ -98,12 +110,19 @@ class TritonGrpcUser(InferenceUser):
         index, request_bytes = self.next_request()  # a pick from the pre-encoded requests, nothing encoded
         if self._sequences is not None:  # the step's ID and flags: parameters appended (a protobuf merge)
             request_bytes += self._sequences.next_step().grpc_parameters
+        traced = self.trace_records
+        if traced is not None:  # the trace join: an id on the request, its times kept
+            number, request_id = traced.next_id()
+            request_bytes += grpc_id_field(request_id)
+            sent_ns = time.monotonic_ns()
         try:
             response = self._model_infer(request_bytes, timeout=self.target.timeout, metadata=self._metadata)
         except grpc.RpcError as exc:
             if self._sequences is not None:
                 self._sequences.abandon()
             raise get_error_grpc(exc) from None
+        if traced is not None:
+            traced.add(number, sent_ns, time.monotonic_ns())
         if self.expected_outputs and self.target.response_check == "shape":
             for output in response.outputs:
                 expected = self.expected_outputs.get(output.name)
@@ -113,7 +132,19 @@ class TritonGrpcUser(InferenceUser):
             self._expected.arrays(grpc_outputs(response), self.request_pool().samples(index))
         return sum(len(raw) for raw in response.raw_output_contents)
 
+    @classmethod
+    def completions(cls) -> Completions:
+        """This process's native-call completions for the class (one async watcher; made on first use)."""
+        found = cls.__dict__.get("completions_of_class")
+        if found is None:
+            found = Completions()
+            cls.completions_of_class = found
+        return found
+
     def close(self) -> None:
+        model_infer = getattr(self, "_model_infer", None)
+        if isinstance(model_infer, NativeCaller):  # its thread ends before the channel closes
+            model_infer.close(self.target.timeout)
         channel = getattr(self, "_channel", None)
         if channel is not None:
             channel.close()

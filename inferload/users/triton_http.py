@@ -8,6 +8,7 @@ instead of ``infer()``, which rebuilds the body on every call.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from urllib.parse import quote
 
@@ -21,6 +22,7 @@ from inferload.users.failures import check_output_shape
 from inferload.users.request_pool import RequestData
 from inferload.users.sequence import http_body_with_sequence, user_sequences
 from inferload.users.tls import http_tls_options
+from inferload.users.trace_ids import http_body_with_id
 
 
 def _host_port(address: str) -> str:
@@ -101,9 +103,14 @@ class TritonHttpUser(InferenceUser):
         body, json_size = request.body, request.json_size
         if self._sequences is not None:  # the step's ID and flags go in the JSON header (only it is re-encoded)
             body, json_size = http_body_with_sequence(body, json_size, self._sequences.next_step())
+        traced = self.trace_records
+        if traced is not None:  # the trace join: an id in the JSON header, the times kept
+            number, request_id = traced.next_id()
+            body, json_size = http_body_with_id(body, json_size, request_id)
         headers = dict(self._headers) if self._headers else {}
         if json_size is not None:
             headers["Inference-Header-Content-Length"] = str(json_size)
+        sent_ns = time.monotonic_ns()
         try:
             response = self._client._post(self._uri, body, headers, None)
             _raise_if_error(response)
@@ -111,6 +118,8 @@ class TritonHttpUser(InferenceUser):
             if self._sequences is not None:  # no answer, or the server's error: that sequence starts afresh
                 self._sequences.abandon()
             raise
+        if traced is not None:
+            traced.add(number, sent_ns, time.monotonic_ns())
         return httpclient.InferResult(response, False)
 
     def close(self) -> None:

@@ -73,7 +73,21 @@ def test_the_stack_has_every_service(resolved: dict) -> None:
         "locust-master",
         "locust-worker",
         "collector",
+        "bentoml",  # profile bentoml
+        "kserve",  # profile kserve
     }
+
+
+def test_bentoml_and_kserve_are_opt_in_profiles_on_the_same_model_files(resolved: dict) -> None:
+    for name, service_file in (("bentoml", "bentoml_service.py"), ("kserve", "kserve_model.py")):
+        service = resolved["services"][name]
+        assert service["profiles"] == [name]
+        assert Path(mounts(service)["/models"]) == REPO / "model_repository"
+        source = Path(mounts(service)[f"/opt/inferload/service/{service_file}"])
+        assert source == REPO / "inferload" / "local" / "servers" / service_file and source.is_file()
+    published = [p for service in resolved["services"].values() for p in service.get("ports", [])]
+    hosts = [str(p.get("published") if isinstance(p, dict) else str(p).split(":")[0]) for p in published]
+    assert len(hosts) == len(set(hosts)), hosts  # no host port used twice
 
 
 def test_triton_uses_the_libtorch_config_and_a_gpu(resolved: dict) -> None:

@@ -100,6 +100,9 @@ NOT_RUN: dict[str, str] = {
     "inferload sweep SCENARIO (--users LEVELS \\| --rate LEVELS \\| --find-max-rps) [--slo KEY=VALUE] [--target T]"
     " [--stable-windows N] [--tolerance P] [--max-windows M] [--window S] [--warmup S] [--workers N] [--budget S] [--out DIR]"
     " [--resume]": _PLACEHOLDER + "; tests/integration/test_sweep.py runs sweeps and a capacity search",
+    "inferload sweep scenarios/open-loop.yaml --find-max-rps --slo p99_ms=50 --start-rate 100 --precision 10 --min-rps 150"
+    " --budget 10m --out results/capacity": "a capacity search of minutes on the default ports; tests/integration/test_sweep.py"
+    " runs a capacity search and tests/unit/test_sweep_capacity_gate.py the --min-rps gate",
     "inferload tune SCENARIO --slo p99_ms=X [--servers triton,torchserve] [--triton-url URL]"
     " [--torchserve-management URL] [--budget S] [--out DIR]": _PLACEHOLDER + "; tests/integration/test_tune.py runs it",
     "inferload run": "a name, not a complete command (run as `inferload run scenarios/triton-http.yaml --headless`)",

@@ -154,3 +154,19 @@ def test_a_headless_master_gets_the_worker_wait_and_a_web_ui_master_a_loopback_w
     assert headless[headless.index("--worker-wait") + 1] == "30" and "--web-host" not in headless
     web = master_command(distributed_run(False), Path("locustfile.py"), 5557)
     assert web[web.index("--web-host") + 1] == "127.0.0.1" and "--worker-wait" not in web
+
+
+def test_the_cli_starts_its_children_unpatched_by_gevent():
+    # the modules a distributed `inferload run`, a sweep and a tune import before they start Locust:
+    # none may import Locust (gevent's monkey-patching would make `subprocess` fork through gevent,
+    # and a CLI that read models' metadata over gRPC then saw its child abort before exec)
+    code = (
+        "import json, subprocess, sys\n"
+        "import inferload.cli, inferload.run.distributed, inferload.run.embedded_locustfile\n"
+        "import inferload.run.model_check, inferload.users.tls, inferload.users.sequence\n"
+        "import inferload.tune.sweep, inferload.tune.tune, inferload.local.demo\n"
+        "print(json.dumps(['locust' in sys.modules, 'gevent.monkey' in sys.modules, subprocess.Popen.__module__]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == '[false, false, "subprocess"]'

@@ -19,6 +19,7 @@ LAYERS: list[set[str]] = [
     {"users", "servermetrics"},
     {"results"},
     {"observe"},
+    {"webui"},  # the web UI's Inference tab: imported by run/plugin.py only (test below)
     {"run"},
     {"tune"},
     {"local"},
@@ -72,3 +73,13 @@ def test_imports_point_down_the_layers() -> None:
                     f"{module} imports {imported} ({source} is layer {LAYER_OF[source]}, {target} is {LAYER_OF[target]})"
                 )
     assert wrong == []
+
+
+def test_only_the_run_plugin_imports_the_web_ui() -> None:
+    importers = sorted(
+        ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        for path in PACKAGE.rglob("*.py")
+        if concern(".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)) != "webui"
+        and any(concern(name) == "webui" for name in runtime_imports(ast.parse(path.read_text())))
+    )
+    assert importers == ["inferload.run.plugin"]

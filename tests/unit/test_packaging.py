@@ -22,7 +22,12 @@ from inferload.local.models.specs import MODEL_NAMES
 from tests.support.system_tools import REPO
 
 #: modules the code imports that no distribution provides: Triton's Python-backend stub has it
-PROVIDED_AT_RUN_TIME = {"triton_python_backend_utils"}
+PROVIDED_AT_RUN_TIME = {
+    "kserve",  # inferload/local/servers/kserve_model.py runs in KServe's own venv (kserve_local)
+    "uvicorn",  # the same file: KServe's REST server
+    "bentoml",  # inferload/local/servers/bentoml_service.py runs in BentoML's own venv (bentoml_local)
+    "triton_python_backend_utils",
+}
 
 
 def normalise(name: str) -> str:

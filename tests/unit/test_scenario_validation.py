@@ -277,7 +277,8 @@ MALFORMED = [
     pytest.param(
         set_key("targets[0].kind", "triton"),
         "targets[0].kind",
-        "expected one of triton-grpc, triton-http, torchserve-rest; got 'triton'",
+        "expected one of triton-grpc, triton-http, torchserve-rest, kserve-v2-http, kserve-v2-grpc, kserve-v1-http,"
+        " bentoml-http; got 'triton'",
         id="bad-target-kind",
     ),
     pytest.param(

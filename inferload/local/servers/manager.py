@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,8 @@ from typing import Any
 
 from inferload.errors import ServerError
 from inferload.local.models.specs import MODEL_NAMES, get_spec
+from inferload.local.servers.bentoml_local import start_bentoml, stop_bentoml
+from inferload.local.servers.kserve_local import start_kserve, stop_kserve
 from inferload.local.servers.ports import LOOPBACK, ServerPorts, check_free, is_port_open
 from inferload.local.servers.procs import ProcessRecord, is_alive, log_tail
 from inferload.local.servers.readiness import NotReady, probe
@@ -24,6 +27,8 @@ from inferload.local.servers.torchserve_local import start_torchserve, stop_torc
 from inferload.local.servers.triton_local import start_triton, stop_triton
 
 SERVERS: tuple[str, ...] = ("triton", "torchserve")
+#: every server `up` can start; those past SERVERS only when asked for (BentoML makes its own venv first)
+KNOWN_SERVERS: tuple[str, ...] = (*SERVERS, "bentoml", "kserve")
 STATE_FILE = "state.json"
 
 
@@ -46,6 +51,14 @@ def urls(server: str, ports: ServerPorts, host: str = LOOPBACK) -> dict[str, str
             "grpc": f"{host}:{ports.triton_grpc}",
             "metrics_url": f"http://{host}:{ports.triton_metrics}/metrics",
         }
+    if server == "bentoml":
+        return {"http": f"http://{host}:{ports.bentoml_http}", "metrics_url": f"http://{host}:{ports.bentoml_http}/metrics"}
+    if server == "kserve":
+        return {
+            "http": f"http://{host}:{ports.kserve_http}",
+            "grpc": f"{host}:{ports.kserve_grpc}",
+            "metrics_url": f"http://{host}:{ports.kserve_http}/metrics",
+        }
     return {
         "inference": f"http://{host}:{ports.ts_inference}",
         "management": f"http://{LOOPBACK}:{ports.ts_management}",
@@ -64,6 +77,10 @@ def state_dir_problem(state_dir: Path) -> str | None:
 
 
 def _probe_port(server: str, ports: ServerPorts) -> int:
+    if server == "bentoml":
+        return ports.bentoml_http
+    if server == "kserve":
+        return ports.kserve_http
     return ports.triton_http if server == "triton" else ports.ts_inference
 
 
@@ -122,9 +139,9 @@ class LocalServers:
         ``already_running: True``. On failure everything this call started is stopped and a
         ServerError carries the server's log tail.
         """
-        unknown = [w for w in which if w not in SERVERS]
+        unknown = [w for w in which if w not in KNOWN_SERVERS]
         if unknown:
-            raise ServerError(f"unknown server(s) {unknown}; expected some of {list(SERVERS)}")
+            raise ServerError(f"unknown server(s) {unknown}; expected some of {list(KNOWN_SERVERS)}")
         state = self.read_state()
         running = self._running(state)
         if running and state.get("ports") and ServerPorts.from_dict(state["ports"]) != self.ports:
@@ -137,7 +154,13 @@ class LocalServers:
         pending: list[_Pending] = []
         try:
             for server in to_start:
-                start = start_triton if server == "triton" else start_torchserve
+                starters: dict[str, Callable[..., ProcessRecord]] = {
+                    "triton": start_triton,
+                    "torchserve": start_torchserve,
+                    "bentoml": start_bentoml,
+                    "kserve": start_kserve,
+                }
+                start = starters[server]
                 record = start(self.state_dir, self.ports, self.models, host=self.host)
                 pending.append(_Pending(server, record, self.models))
                 servers_state[server] = self._entry(server, record, {}, ready=False)
@@ -204,6 +227,10 @@ class LocalServers:
     def _stop_one(self, server: str, record: ProcessRecord) -> list[int]:
         if server == "triton":
             return stop_triton(record)
+        if server == "bentoml":
+            return stop_bentoml(record)
+        if server == "kserve":
+            return stop_kserve(record)
         return stop_torchserve(record, self.state_dir)
 
     def down(self) -> dict[str, Any]:
@@ -221,7 +248,8 @@ class LocalServers:
         ports = ServerPorts.from_dict(state["ports"]) if state.get("ports") else self.ports
         if state:
             self._write_state({**state, "servers": {}})
-        still_open = [p for p in ports.to_dict().values() if is_port_open(p)]
+        # only the stopped servers' ports: another server's default (BentoML's 3000 is Grafana's too) is none of ours
+        still_open = [p for server in records for p in ports.for_server(server).values() if is_port_open(p)]
         if records and still_open:
             raise ServerError(f"servers stopped but ports {still_open} still accept connections")
         return {"state_dir": str(self.state_dir), "stopped": result}

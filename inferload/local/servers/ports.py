@@ -18,6 +18,9 @@ _SERVICES = {
     "ts_metrics": "TorchServe metrics",
     "ts_grpc_inference": "TorchServe gRPC inference",
     "ts_grpc_management": "TorchServe gRPC management",
+    "bentoml_http": "BentoML HTTP (APIs, /metrics, /readyz)",
+    "kserve_http": "KServe REST (v1, v2, /metrics)",
+    "kserve_grpc": "KServe gRPC (v2)",
 }
 
 
@@ -32,6 +35,9 @@ class ServerPorts:
     # TorchServe always opens its gRPC APIs too (loopback); two servers must not share them
     ts_grpc_inference: int = 7070
     ts_grpc_management: int = 7071
+    bentoml_http: int = 3000
+    kserve_http: int = 8090
+    kserve_grpc: int = 8091
 
     @classmethod
     def free(cls) -> ServerPorts:
@@ -56,7 +62,7 @@ class ServerPorts:
 
     def for_server(self, server: str) -> dict[str, int]:
         """The ports one server ('triton' or 'torchserve') binds."""
-        prefix = {"triton": "triton_", "torchserve": "ts_"}[server]
+        prefix = {"triton": "triton_", "torchserve": "ts_", "bentoml": "bentoml_", "kserve": "kserve_"}[server]
         return {k: v for k, v in self.to_dict().items() if k.startswith(prefix)}
 
 

@@ -71,6 +71,19 @@ def torchserve_infer(
     return result
 
 
+def bentoml_infer(port: int, spec: ModelSpec, data: np.ndarray, host: str = "127.0.0.1", timeout_s: float = 5.0) -> np.ndarray:
+    """Run ``data`` through the BentoML service's API for the model (JSON, the input by name); returns outputs."""
+    url = f"http://{host}:{port}/{spec.name}"
+    body = json.dumps({spec.input_name: data.tolist()}).encode()
+    answer = _post(url, body, "application/json", timeout_s)
+    try:
+        result = np.asarray(json.loads(answer), dtype=np.float32)
+    except ValueError as exc:
+        raise NotReady(f"unexpected answer from {url}: {answer[:300]!r}") from exc
+    _check_shape(result, data.shape[0], spec, url)
+    return result
+
+
 def _check_shape(result: np.ndarray, batch: int, spec: ModelSpec, url: str) -> None:
     expected = (batch, *spec.output_shape)
     if result.shape != expected:
@@ -80,8 +93,10 @@ def _check_shape(result: np.ndarray, batch: int, spec: ModelSpec, url: str) -> N
 def probe(server: str, port: int, spec: ModelSpec, timeout_s: float = 5.0, host: str = "127.0.0.1") -> np.ndarray:
     """One real inference on ``server`` ('triton': HTTP port, 'torchserve': inference port)."""
     data = probe_input(spec)
-    if server == "triton":
+    if server in ("triton", "kserve"):  # both answer the Open Inference Protocol's JSON infer
         return triton_infer(port, spec, data, host=host, timeout_s=timeout_s)
     if server == "torchserve":
         return torchserve_infer(port, spec, data, host=host, timeout_s=timeout_s)
-    raise ValueError(f"unknown server {server!r}; expected 'triton' or 'torchserve'")
+    if server == "bentoml":
+        return bentoml_infer(port, spec, data, host=host, timeout_s=timeout_s)
+    raise ValueError(f"unknown server {server!r}; expected 'triton', 'torchserve', 'kserve' or 'bentoml'")

@@ -72,7 +72,13 @@ def prepare_backend_dir(install: TritonInstall, dest: Path) -> Path:
 
 
 def triton_command(
-    install: TritonInstall, backends: Path, repository: Path, ports: ServerPorts, models: tuple[str, ...], host: str = LOOPBACK
+    install: TritonInstall,
+    backends: Path,
+    repository: Path,
+    ports: ServerPorts,
+    models: tuple[str, ...],
+    host: str = LOOPBACK,
+    trace_file: Path | None = None,
 ) -> list[str]:
     command = [
         str(install.server_bin),
@@ -90,7 +96,14 @@ def triton_command(
         "--model-control-mode=explicit",
     ]
     command += [f"--load-model={m}" for m in models]
+    command += trace_arguments(trace_file) if trace_file is not None else []
     return command
+
+
+def trace_arguments(trace_file: Path) -> list[str]:
+    """Triton's trace file, fixed at start (2.51: the settings API cannot change it), tracing off
+    until a run with ``trace`` turns it on for its model (`inferload.run.trace_run`)."""
+    return [f"--trace-config=triton,file={trace_file}", "--trace-config=level=OFF"]
 
 
 def triton_env(install: TritonInstall, base: dict[str, str] | None = None) -> dict[str, str]:
@@ -119,7 +132,7 @@ def start_triton(
                 f"{repository / model / '1' / 'model.pt'} is missing: build the sample models "
                 f"first (python -m inferload.local.models.build)"
             )
-    command = triton_command(install, backends, repository, ports, models, host)
+    command = triton_command(install, backends, repository, ports, models, host, trace_file=work / "trace.json")
     return spawn(command, work / "triton.log", triton_env(install), cwd=work)
 
 

@@ -3,9 +3,11 @@ inferload.servermetrics: readings → `server`/`batch_sizes` points) and NVML (`
 is one small class with `scrape(now) -> list[Point]` (see `base.Source`)."""
 
 from inferload.observe.sources.base import Source
+from inferload.observe.sources.bentoml import BentoMLSource
+from inferload.observe.sources.kserve import KServeSource
 from inferload.observe.sources.nvml import NvmlSource
 from inferload.observe.sources.server import ServerSource
 from inferload.observe.sources.torchserve import TorchServeSource
 from inferload.observe.sources.triton import TritonSource
 
-__all__ = ["NvmlSource", "ServerSource", "Source", "TorchServeSource", "TritonSource"]
+__all__ = ["BentoMLSource", "KServeSource", "NvmlSource", "ServerSource", "Source", "TorchServeSource", "TritonSource"]

@@ -1,0 +1,139 @@
+"""The per-request join: Triton's trace of a request next to the client's times for it (pure).
+
+A Triton trace (``--trace-config triton,...``, level TIMESTAMPS) gives per request: the frontend's
+receive and send (``HTTP_RECV_START``/``HTTP_SEND_END``, ``GRPC_WAITREAD_END``/``GRPC_SEND_END``),
+``REQUEST_START``/``REQUEST_END``, ``QUEUE_START``, ``COMPUTE_START``, ``COMPUTE_INPUT_END``,
+``COMPUTE_OUTPUT_START``, ``COMPUTE_END``, and the request's id. Joined on that id with the
+client's latency, one request splits into parts that add up to its latency:
+
+    network_client_ms  client latency - the server's span (frontend receive .. send): the wire both
+                       ways, the client library and the load generator's own scheduling
+    frontend_ms        the server's span - queue - compute (HTTP/gRPC handling, request set-up)
+    queue_ms           QUEUE_START .. COMPUTE_START (the scheduler's queue, dynamic batching's wait)
+    compute_input_ms   COMPUTE_START .. COMPUTE_INPUT_END
+    compute_infer_ms   COMPUTE_INPUT_END .. COMPUTE_OUTPUT_START
+    compute_output_ms  COMPUTE_OUTPUT_START .. COMPUTE_END (cut at the span's end: a backend may send
+                       the response before it closes the execution)
+
+Only durations measured on one clock are subtracted, so the join needs no common clock between the
+client and the server machine. The batch a request ran in: requests of a model with the same
+compute span ran in one execution, so its size is the number of traced requests sharing it
+(exact when every request is traced, a lower bound when only a share is).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from inferload.measure.trace_records import ClientTiming
+
+FRONTEND_START = ("HTTP_RECV_START", "GRPC_WAITREAD_END", "REQUEST_START")
+FRONTEND_END = ("HTTP_SEND_END", "GRPC_SEND_END", "REQUEST_END")
+COMPONENTS = ("network_client_ms", "frontend_ms", "queue_ms", "compute_input_ms", "compute_infer_ms", "compute_output_ms")
+
+
+@dataclass(frozen=True)
+class ServerTrace:
+    """One traced request as Triton wrote it: its model, its request id and its timestamps (ns)."""
+
+    model: str
+    request_id: str
+    timestamps: Mapping[str, int]
+
+    def first(self, names: tuple[str, ...]) -> int | None:
+        for name in names:
+            if name in self.timestamps:
+                return self.timestamps[name]
+        return None
+
+
+@dataclass(frozen=True)
+class JoinedRequest:
+    """One request's latency split into parts (milliseconds) and the size of the batch it ran in."""
+
+    request_id: str
+    latency_ms: float
+    network_client_ms: float
+    frontend_ms: float
+    queue_ms: float
+    compute_input_ms: float
+    compute_infer_ms: float
+    compute_output_ms: float
+    batch_size: int
+
+    @property
+    def compute_ms(self) -> float:
+        return self.compute_input_ms + self.compute_infer_ms + self.compute_output_ms
+
+    def component(self, name: str) -> float:
+        return float(getattr(self, name))
+
+
+_NEEDED = ("QUEUE_START", "COMPUTE_START", "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START", "COMPUTE_END")
+
+
+def complete(trace: ServerTrace) -> bool:
+    """The trace has every timestamp the split needs (a failed or cancelled request has not)."""
+    return (
+        bool(trace.request_id)
+        and all(name in trace.timestamps for name in _NEEDED)
+        and trace.first(FRONTEND_START) is not None
+        and trace.first(FRONTEND_END) is not None
+    )
+
+
+def _ms(ns: int) -> float:
+    return max(0, ns) / 1e6
+
+
+def split(trace: ServerTrace, client: ClientTiming, batch_size: int) -> JoinedRequest:
+    """One complete trace and the client's times for the same request, as parts of its latency."""
+    ts = trace.timestamps
+    start = trace.first(FRONTEND_START)
+    end = trace.first(FRONTEND_END)
+    assert start is not None and end is not None  # complete(trace)
+    span = max(0, end - start)
+    queue = max(0, ts["COMPUTE_START"] - ts["QUEUE_START"])
+    compute_input = max(0, ts["COMPUTE_INPUT_END"] - ts["COMPUTE_START"])
+    compute_infer = max(0, ts["COMPUTE_OUTPUT_START"] - ts["COMPUTE_INPUT_END"])
+    compute_output = max(0, min(ts["COMPUTE_END"], end) - ts["COMPUTE_OUTPUT_START"])
+    inside = queue + compute_input + compute_infer + compute_output
+    if inside > span:  # timestamps out of order by a few ns: the span is at least what it holds
+        span = inside
+    latency_ns = client.received_ns - client.sent_ns
+    return JoinedRequest(
+        request_id=trace.request_id,
+        latency_ms=_ms(latency_ns),
+        network_client_ms=_ms(latency_ns - span),
+        frontend_ms=_ms(span - inside),
+        queue_ms=_ms(queue),
+        compute_input_ms=_ms(compute_input),
+        compute_infer_ms=_ms(compute_infer),
+        compute_output_ms=_ms(compute_output),
+        batch_size=batch_size,
+    )
+
+
+@dataclass(frozen=True)
+class JoinResult:
+    """What the join found: the joined requests, and what did not join (for the summary)."""
+
+    joined: tuple[JoinedRequest, ...]
+    server_traces: int  # complete traces of the model read from the trace file
+    unmatched_traces: int  # complete traces whose id no client kept (warm-up, another client, failed)
+
+
+def join(traces: Iterable[ServerTrace], clients: Mapping[str, ClientTiming], model: str) -> JoinResult:
+    """Join ``model``'s complete traces with the client's timings on the request id."""
+    usable = [t for t in traces if t.model == model and complete(t)]
+    sizes = Counter((t.timestamps["COMPUTE_START"], t.timestamps["COMPUTE_END"]) for t in usable)
+    joined = []
+    for trace in usable:
+        client = clients.get(trace.request_id)
+        if client is None:
+            continue
+        size = sizes[(trace.timestamps["COMPUTE_START"], trace.timestamps["COMPUTE_END"])]
+        joined.append(split(trace, client, size))
+    return JoinResult(tuple(joined), len(usable), len(usable) - len(joined))

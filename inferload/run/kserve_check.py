@@ -1,0 +1,227 @@
+"""Start checks of the KServe kinds: the server reachable, the model served, the tensors as the model says.
+
+kserve-v2-http reads the standard model metadata ``GET /v2/models/<m>[/versions/<v>]``,
+kserve-v2-grpc the standard ``ModelMetadata`` call (``inference.GRPCInferenceService``), both
+answering ``{name, versions, platform, inputs: [{name, datatype, shape}], outputs: [...]}``;
+kserve-v1-http reads ``GET /v1/models/<m>`` (``{"name", "ready"}``) and, when the model is not
+there, the list ``GET /v1/models``. A model the server does not serve is a ``ModelMismatchError``;
+a server that cannot be reached or does not answer the protocol a ``ServerError`` (each one line
+naming the target). ``check_target_against_v2`` is pure: it compares the scenario's inputs with
+the metadata, where the model's first dimension -1 is the batch.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import grpc
+import requests
+from tritonclient.grpc import service_pb2
+
+from inferload.errors import InferloadError, ModelMismatchError, ServerError
+from inferload.scenario.headers import HeadersError, request_headers
+from inferload.scenario.targets import Target
+from inferload.scenario.tls import requests_tls
+from inferload.servermetrics.http_client import connection_problem
+from inferload.users.base import InferenceUser
+from inferload.users.triton_grpc import open_channel
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT_S = 5.0
+MODEL_METADATA_METHOD = "/inference.GRPCInferenceService/ModelMetadata"
+#: gRPC codes a server answers for a model it does not serve (KServe: NOT_FOUND; Triton: UNAVAILABLE/INVALID_ARGUMENT)
+_NOT_SERVED_CODES = (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.INVALID_ARGUMENT)
+
+
+def _asked(target: Target) -> str:
+    return f"model {target.model!r}" + (f" version {target.version!r}" if target.version else "")
+
+
+def _headers(target: Target) -> dict[str, str]:
+    try:
+        return request_headers(target.name, target.headers, target.headers_from_env, target.token_file, Path("."))
+    except HeadersError as exc:
+        raise ServerError(str(exc)) from None
+
+
+def v2_metadata_path(target: Target) -> str:
+    path = f"/v2/models/{quote(target.model, safe='')}"
+    return path + f"/versions/{quote(target.version, safe='')}" if target.version else path
+
+
+def _get(target: Target, path: str, timeout_s: float) -> requests.Response:
+    where = f"target {target.name!r}"
+    try:
+        return requests.get(target.address + path, headers=_headers(target), timeout=timeout_s, **requests_tls(target.tls))
+    except requests.Timeout:
+        raise ServerError(f"{where}: cannot reach {target.address}: no answer within {timeout_s:g} s") from None
+    except requests.RequestException as exc:
+        raise ServerError(f"{where}: cannot reach {target.address}: {connection_problem(exc)}") from None
+
+
+def _error_text(response: requests.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict):
+        text = str(body.get("error") or body.get("detail") or body.get("message") or "")
+    else:
+        text = response.text
+    lines = text.strip().splitlines()
+    return lines[0][:200] if lines else ""
+
+
+def read_v2_metadata_http(target: Target, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:
+    path = v2_metadata_path(target)
+    response = _get(target, path, timeout_s)
+    answer = f"GET {path} answered HTTP {response.status_code}: {_error_text(response)}"
+    if response.status_code in (400, 404):
+        raise ModelMismatchError(
+            f"target {target.name!r}: the server at {target.address} does not serve {_asked(target)} ({answer})"
+        )
+    if response.status_code != 200:
+        raise ServerError(f"target {target.name!r}: {target.address} did not answer the v2 model metadata ({answer})")
+    try:
+        metadata = response.json()
+    except ValueError:
+        metadata = None
+    if not isinstance(metadata, dict) or "inputs" not in metadata:
+        raise ServerError(
+            f"target {target.name!r}: {target.address} did not answer as an Open Inference Protocol server ({path})"
+        )
+    return metadata
+
+
+def read_v2_metadata_grpc(target: Target, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:
+    where = f"target {target.name!r}"
+    metadata = tuple((name.lower(), value) for name, value in _headers(target).items()) or None
+    channel = open_channel(target.address, target.tls, Path("."), target.name)
+    try:
+        call = channel.unary_unary(
+            MODEL_METADATA_METHOD,
+            request_serializer=service_pb2.ModelMetadataRequest.SerializeToString,
+            response_deserializer=service_pb2.ModelMetadataResponse.FromString,
+        )
+        request = service_pb2.ModelMetadataRequest(name=target.model, version=target.version or "")
+        response = call(request, timeout=timeout_s, metadata=metadata)
+    except grpc.RpcError as exc:
+        code, details = exc.code(), (exc.details() or "").strip().splitlines()
+        detail = details[0][:200] if details else ""
+        if code in _NOT_SERVED_CODES and "connect" not in detail.lower():
+            raise ModelMismatchError(
+                f"{where}: the server at {target.address} does not serve {_asked(target)} (ModelMetadata answered {code.name}: {detail})"
+            ) from None
+        raise ServerError(
+            f"{where}: cannot read the v2 model metadata at {target.address} over gRPC ({code.name}: {detail})"
+        ) from None
+    finally:
+        channel.close()
+    return {
+        "name": response.name,
+        "versions": list(response.versions),
+        "platform": response.platform,
+        **{
+            section: [{"name": t.name, "datatype": t.datatype, "shape": [int(d) for d in t.shape]} for t in tensors]
+            for section, tensors in (("inputs", response.inputs), ("outputs", response.outputs))
+        },
+    }
+
+
+def read_v1_model(target: Target, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:
+    path = f"/v1/models/{quote(target.model, safe='')}"
+    response = _get(target, path, timeout_s)
+    if response.status_code == 404:
+        listed = _get(target, "/v1/models", timeout_s)
+        served = ""
+        if listed.status_code == 200:
+            try:
+                served = f"; it serves: {', '.join(str(m) for m in listed.json().get('models', [])) or 'no model'}"
+            except (ValueError, AttributeError):
+                served = ""
+        raise ModelMismatchError(
+            f"target {target.name!r}: the server at {target.address} does not serve {_asked(target)}"
+            f" (GET {path} answered HTTP 404: {_error_text(response)}){served}"
+        )
+    if response.status_code != 200:
+        raise ServerError(
+            f"target {target.name!r}: {target.address} did not answer as a KServe v1 server"
+            f" (GET {path} answered HTTP {response.status_code}: {_error_text(response)})"
+        )
+    try:
+        answer = response.json()
+    except ValueError:
+        answer = None
+    return answer if isinstance(answer, dict) else {}
+
+
+def read_kserve_model(target: Target, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:
+    """The model's metadata (v2) or status (v1), by the target's kind."""
+    if target.kind == "kserve-v2-http":
+        return read_v2_metadata_http(target, timeout_s)
+    if target.kind == "kserve-v2-grpc":
+        return read_v2_metadata_grpc(target, timeout_s)
+    if target.kind == "kserve-v1-http":
+        return read_v1_model(target, timeout_s)
+    raise ValueError(f"target {target.name!r} is a {target.kind} target, not a KServe one")
+
+
+def check_target_against_v2(target: Target, metadata: Mapping[str, Any]) -> list[str]:
+    """Every way the scenario's inputs do not fit the v2 metadata (pure; empty when they fit)."""
+    where, model = f"target {target.name!r}", f"model {target.model!r}"
+    inputs = {str(entry.get("name")): entry for entry in metadata.get("inputs", ()) or () if isinstance(entry, Mapping)}
+    problems: list[str] = []
+    for spec in target.inputs:
+        entry = inputs.get(spec.name)
+        if entry is None:
+            problems.append(
+                f"{where}: input {spec.name!r} is not an input of the {model} (it has: {', '.join(inputs) or 'none'})"
+            )
+            continue
+        datatype = str(entry.get("datatype", ""))
+        if datatype and datatype != spec.dtype:
+            problems.append(f"{where}: input {spec.name!r} dtype {spec.dtype} does not match the model's {datatype}")
+        shape = [int(d) for d in entry.get("shape", ()) or ()]
+        item = shape[1:] if len(shape) == len(spec.shape) + 1 else shape
+        if shape and (len(item) != len(spec.shape) or any(m != -1 and m != s for s, m in zip(spec.shape, item, strict=False))):
+            problems.append(
+                f"{where}: input {spec.name!r} shape {list(spec.shape)} (per item) does not match the {model}'s {shape}"
+            )
+    return problems
+
+
+def v2_output_shapes(target: Target, metadata: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
+    """The shapes answers must have: the metadata's, its leading -1 (the batch) as the target's batch_size."""
+    wanted = set(target.outputs)
+    shapes: dict[str, tuple[int, ...]] = {}
+    for entry in metadata.get("outputs", ()) or ():
+        if not isinstance(entry, Mapping) or (wanted and entry.get("name") not in wanted):
+            continue
+        dims = tuple(int(d) for d in entry.get("shape", ()) or ())
+        if dims and dims[0] == -1:
+            dims = (target.batch_size, *dims[1:])
+        if dims:
+            shapes[str(entry.get("name"))] = dims
+    return shapes
+
+
+def fit_kserve_target(cls: type[InferenceUser], check: bool, timeout_s: float = DEFAULT_TIMEOUT_S) -> list[str]:
+    """Read the target's model at start: v2 output shapes fitted to the user class; with ``check``,
+    the problems (unreachable, not served, tensors that differ), else a warning when unreadable."""
+    target = cls.target
+    try:
+        info = read_kserve_model(target, timeout_s)
+    except InferloadError as exc:
+        if check:
+            return [str(exc)]
+        logger.warning("target %r: cannot read the model's metadata (%s); going on", target.name, exc)
+        return []
+    if target.kind == "kserve-v1-http":
+        return []
+    cls.expected_outputs = v2_output_shapes(target, info)
+    return check_target_against_v2(target, info) if check else []

@@ -1,0 +1,194 @@
+"""The trace join of a run (``trace`` on Triton targets): Triton's tracing turned on for the run and
+restored after, the client's request ids and times gathered, joined with the trace file, and the
+tail anatomy handed to the summary (``targets.<t>.tail``).
+
+Every process with users tags its requests (`inferload.measure.trace_records`); workers send what
+they kept with their reports to the master, signed with the run key, so the join is done once, on
+the master, with each worker's records (durations only: no clock is compared across machines).
+The master (or a local run) changes and restores the settings and reads the trace file: Triton
+writes it on its own machine, so a remote Triton's file is read only when ``trace.file`` points at
+a copy this machine can read; otherwise the summary says why there is no anatomy.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from locust.env import Environment
+from locust.runners import MasterRunner, WorkerRunner
+
+from inferload.errors import ScrapeError
+from inferload.measure.report_auth import SignedReports
+from inferload.measure.trace_join import join
+from inferload.measure.trace_records import ClientTiming, ClientTraceRecords, drain, merge_message
+from inferload.scenario.model import Scenario
+from inferload.scenario.targets import Target
+from inferload.servermetrics.triton_trace import TraceSettingsClient, read_traces, restorable, run_settings, trace_files
+from inferload.users import InferenceUser
+
+logger = logging.getLogger(__name__)
+
+REPORT_KEY = "inferload_trace"
+#: how long the end of a run waits for Triton to finish writing its trace files
+SETTLE_S = 3.0
+TORCHSERVE_REASON = (
+    "TorchServe gives no per-request timings with a request id: its queue and handler times are "
+    "per-model counters (ts_queue_latency_microseconds, ts_inference_latency_microseconds) and "
+    "gauges; its access log has no request id nor queue time, so no request's time can be split"
+)
+
+
+class TraceRun:
+    """One run's trace join: settings, records, join, anatomy."""
+
+    def __init__(self, environment: Environment, scenario: Scenario, user_classes: Mapping[str, type[InferenceUser]]) -> None:
+        self.environment = environment
+        self.scenario = scenario
+        self.targets = {t.name: t for t in scenario.targets if t.trace is not None}
+        self.records: dict[str, ClientTraceRecords] = {}
+        for cls in user_classes.values():
+            if cls.target.name in self.targets:
+                records = ClientTraceRecords()
+                cls.trace_records = records
+                self.records[cls.target.name] = records
+        self.from_workers: dict[tuple[str, str], ClientTraceRecords] = {}  # (worker, target) -> records
+        self.previous: dict[str, dict[str, Any]] = {}
+        self.trace_file: dict[str, Path | None] = {}
+        self.problems: dict[str, str] = {}
+        self.started_at = 0.0
+        runner = environment.runner
+        self.is_worker = isinstance(runner, WorkerRunner)
+        role = "worker" if self.is_worker else "master" if isinstance(runner, MasterRunner) else None
+        self.reports = SignedReports.for_role(REPORT_KEY, role) if self.targets else None
+        if not self.targets:
+            return
+        events = environment.events
+        events.test_start.add_listener(self._on_test_start)
+        if self.is_worker:
+            events.report_to_master.add_listener(self._on_report_to_master)
+        else:
+            events.test_stop.add_listener(self._on_test_stop)
+            if role == "master":
+                events.worker_report.add_listener(self._on_worker_report)
+
+    # -- every process with users ---------------------------------------------------------
+    def _on_test_start(self, **_: Any) -> None:
+        for records in self.records.values():
+            records.start(self.scenario.warmup)
+        if not self.is_worker:
+            self.started_at = time.time() - 1.0  # file times have a coarse grain
+            for target in self.targets.values():
+                self._turn_on(target)
+
+    def _on_report_to_master(self, client_id: str, data: dict[str, Any]) -> None:
+        assert self.reports is not None
+        batch = {name: message for name, records in self.records.items() if (message := drain(records)) is not None}
+        if batch:
+            data[REPORT_KEY] = self.reports.seal(client_id, batch)
+
+    def _on_worker_report(self, client_id: str, data: dict[str, Any]) -> None:
+        sealed = data.get(REPORT_KEY)
+        if not sealed or self.reports is None:
+            return
+        batch = self.reports.open(client_id, sealed)
+        if not isinstance(batch, dict):
+            return
+        for name, message in batch.items():
+            if name in self.targets and isinstance(message, dict):
+                merge_message(self.from_workers.setdefault((client_id, name), ClientTraceRecords()), message)
+
+    # -- the master or a local run --------------------------------------------------------
+    def _client(self, target: Target) -> TraceSettingsClient:
+        return TraceSettingsClient(target.address, target.protocol, min(target.timeout, 10.0), target.tls)
+
+    def _turn_on(self, target: Target) -> None:
+        assert target.trace is not None
+        try:
+            previous = self._client(target).get(target.model)
+            self._client(target).update(target.model, run_settings(target.trace.every_nth))
+        except ScrapeError as exc:
+            self.problems[target.name] = f"tracing could not be turned on: {exc}"
+            logger.warning("target %r: %s", target.name, self.problems[target.name])
+            return
+        self.previous[target.name] = previous
+        reported = str(previous.get("trace_file") or "")
+        path = target.trace.file or reported
+        self.trace_file[target.name] = Path(path) if path else None
+        if not path:
+            self.problems[target.name] = (
+                "Triton has no trace file: start it with --trace-config triton,file=PATH (and level=OFF), or set trace.file"
+            )
+
+    def _on_test_stop(self, **_: Any) -> None:
+        # in reverse order: two targets on one model, the second saw the first's settings as "previous"
+        for name, previous in reversed(list(self.previous.items())):
+            target = self.targets[name]
+            try:  # restoring also makes Triton write the traces it holds
+                self._client(target).update(target.model, restorable(previous))
+            except ScrapeError as exc:
+                logger.warning("target %r: Triton's trace settings not restored: %s", name, exc)
+            del self.previous[name]
+
+    def _client_timings(self, name: str) -> tuple[dict[str, ClientTiming], int]:
+        timings: dict[str, ClientTiming] = {}
+        dropped = 0
+        stores = [self.records[name]] if name in self.records and not isinstance(self.environment.runner, MasterRunner) else []
+        stores += [records for (_, target), records in self.from_workers.items() if target == name]
+        for records in stores:
+            timings.update(records.timings())
+            dropped += records.dropped
+        return timings, dropped
+
+    def tails(self) -> dict[str, dict[str, Any]]:
+        """``targets.<t>.tail`` of every traced target, and of TorchServe targets in such a run (why there is
+        none), for the summary; empty when no target has ``trace``."""
+        if not self.targets:
+            return {}
+        self._on_test_stop()
+        out: dict[str, dict[str, Any]] = {}
+        for target in self.scenario.targets:  # a run that asks for the anatomy: say what TorchServe cannot give
+            if target.server == "torchserve":
+                out[target.name] = {"available": False, "reason": TORCHSERVE_REASON}
+        for name, target in self.targets.items():
+            out[name] = self._tail(name, target)
+        return out
+
+    def _tail(self, name: str, target: Target) -> dict[str, Any]:
+        assert target.trace is not None
+        head: dict[str, Any] = {"rate": 1.0 / target.trace.every_nth, "every_nth": target.trace.every_nth}
+        timings, dropped = self._client_timings(name)
+        head.update(client_requests=len(timings), client_dropped=dropped)
+        if name in self.problems:
+            return {"available": False, "reason": self.problems[name], **head}
+        path = self.trace_file.get(name)
+        if path is None:
+            return {"available": False, "reason": "tracing was not turned on (the run did not start)", **head}
+        try:
+            traces = self._read(path)
+        except ScrapeError as exc:
+            return {"available": False, "reason": f"the trace file cannot be read here: {exc}", **head}
+        result = join(traces, timings, target.model)
+        head.update(trace_file=str(path), server_traces=result.server_traces, unmatched_traces=result.unmatched_traces)
+        head["batch_size_exact"] = target.trace.every_nth == 1
+        if not result.joined:
+            return {"available": False, "reason": "no traced request of this run joined a client request", **head}
+        # the anatomy needs the run's p99 and p50: `results.tail.tail_summary` adds it with the summary
+        return {"available": True, "reason": None, **head, "requests": list(result.joined)}
+
+    def _read(self, path: Path) -> list[Any]:
+        """The run's traces, once Triton has written them: it writes the traces it held when the settings
+        were restored a moment later, so wait (up to 3 s) until the files stop changing."""
+        deadline = time.monotonic() + SETTLE_S
+        seen: list[tuple[str, int]] | None = None
+        while time.monotonic() < deadline:
+            files = trace_files(path, self.started_at)
+            now = [(str(f), f.stat().st_size) for f in files if f.exists()]
+            if now and now == seen:
+                break
+            seen = now
+            time.sleep(0.3)
+        return read_traces(path, self.started_at)

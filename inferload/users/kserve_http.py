@@ -1,0 +1,81 @@
+"""What the two KServe REST users share: one geventhttpclient client per user, a JSON POST of a
+pre-encoded body, the HTTP status turned into a failure class, and the JSON answer.
+
+The bodies are JSON (``kserve_bodies``), encoded once per process and target up front; a call
+picks the next one (``next_request()``), posts it and reads the whole answer, whose length is the
+reported response size. KServe, MLServer and Triton put the reason of a refusal in ``error``
+(v2) or ``detail`` (FastAPI); its first line goes in the failure message.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from geventhttpclient import HTTPClient
+from geventhttpclient.url import URL
+
+from inferload.errors import HttpStatusError
+from inferload.scenario.headers import request_headers
+from inferload.users.base import InferenceUser
+from inferload.users.expected import expected_check_of
+from inferload.users.tls import http_tls_options
+
+
+class KServeHttpUser(InferenceUser):
+    """Abstract: a KServe REST protocol; subclasses give ``path()`` and check the answer in ``send()``."""
+
+    abstract = True
+    request_type = "REST"
+
+    def path(self) -> str:
+        raise NotImplementedError
+
+    def connect(self) -> None:
+        target = self.target
+        url = URL(target.address if "://" in target.address else f"http://{target.address}")
+        tls = http_tls_options(target.tls, self.scenario_dir, target.name) if target.tls is not None else {}
+        self._client = HTTPClient.from_url(
+            url, concurrency=1, connection_timeout=target.timeout, network_timeout=target.timeout, **tls
+        )
+        self._expected = expected_check_of(type(self))  # response_check: expected (file read once per process)
+        self._path = self.path()
+        self.request_pool()  # the first user of the target in this process encodes every request here
+        self._headers = {
+            "Content-Type": "application/json",
+            **request_headers(target.name, target.headers, target.headers_from_env, target.token_file, self.scenario_dir),
+        }
+
+    def post_next(self) -> tuple[int, bytes]:
+        """(request index, answer body) of the next pre-encoded request; HttpStatusError unless accepted."""
+        index, body = self.next_request()
+        response = self._client.post(self._path, body=body, headers=self._headers)
+        try:
+            answer = response.read()
+        finally:
+            response.release()
+        status = response.status_code
+        accepted = 200 <= status < 300 if self.target.response_check == "none" else status == 200
+        if not accepted:
+            raise HttpStatusError(status, error_detail(answer))
+        return index, answer
+
+    def close(self) -> None:
+        client: HTTPClient | None = getattr(self, "_client", None)
+        if client is not None:
+            client.close()
+            del self._client
+
+
+def error_detail(body: bytes) -> str:
+    """The first line of a KServe/MLServer/Triton error answer (``error`` or ``detail``), at most 120 characters."""
+    try:
+        answer: Any = json.loads(body)
+    except ValueError:
+        answer = None
+    message = ""
+    if isinstance(answer, dict):
+        message = str(answer.get("error") or answer.get("detail") or answer.get("message") or "")
+    elif body:
+        message = body[:120].decode("utf-8", "replace")
+    return message.strip().splitlines()[0][:120] if message.strip() else ""

@@ -1,0 +1,169 @@
+"""What the Inference tab shows, from the run's own record: one pure function, `inference_stats`.
+
+Per target: the exact steady-state percentiles merged over every worker (the record's HDR
+histograms, not Locust's rounded stats), throughput, errors by class, the server's figures
+(`server_view.py`), the client-server residual, the open loop's intended and achieved rate, send
+lag and unsent arrivals; per run: the GPUs (`gpu.py`) and each SLO check's state: ``pending``
+while its figure is not known yet (warm-up, no server reading yet) or the run has no steady
+state, else ``pass``/``fail`` on the figures so far. Once the run stopped, every figure is the
+one summary.json gets (the same functions compute both: `inferload.results.summary`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from inferload.measure.hdr import LatencyStats
+from inferload.results.model import ServerSide, SloCheck, TargetSummary
+from inferload.results.slo import bound, evaluate
+from inferload.results.summary import open_loop_figures, target_figures
+from inferload.scenario.model import Scenario, is_open_loop
+from inferload.traffic.arrivals import rate_timeline
+from inferload.webui.series import MAX_WINDOWS, window_series
+from inferload.webui.server_view import ServerView
+
+if TYPE_CHECKING:  # the recorder imports Locust; reading a record does not
+    from inferload.measure.run_record import RunRecord
+
+#: "ConnectionRefused('refused: ...')" (Locust's repr of a failure) -> "ConnectionRefused"
+_ERROR_CLASS = re.compile(r"^([A-Za-z_][A-Za-z0-9_.]*)\(")
+
+
+@dataclass(frozen=True)
+class LocustError:
+    """One row of Locust's error table (merged over workers by Locust): target, message, count."""
+
+    target: str
+    error: str
+    occurrences: int
+
+
+@dataclass(frozen=True)
+class LiveInputs:
+    """Everything `inference_stats` reads: the run's record and what the run knows around it."""
+
+    scenario: Scenario
+    record: RunRecord
+    now: float
+    state: str  # Locust's runner state: ready, spawning, running, stopping, stopped
+    workers: int = 1
+    servers: Mapping[str, ServerView] = field(default_factory=dict)
+    errors: Sequence[LocustError] = ()
+    gpu: Mapping[str, Any] = field(default_factory=lambda: {"devices": None, "why": "not read"})
+    max_windows: int = MAX_WINDOWS
+
+
+def phase_of(record: RunRecord, now: float) -> str:
+    """not started, warmup, steady or stopped."""
+    if record.started_at is None:
+        return "not started"
+    if record.stopped_at is not None:
+        return "stopped"
+    ends = record.warmup_ends_at
+    return "warmup" if ends is not None and now < ends else "steady"
+
+
+def steady_seconds(record: RunRecord, now: float) -> float:
+    """The steady state's length so far (summary.json's `steady_s` once the run stopped)."""
+    if record.stopped_at is not None:
+        return record.steady_duration_s
+    ends = record.warmup_ends_at
+    return 0.0 if ends is None else max(0.0, now - ends)
+
+
+def errors_by_class(errors: Sequence[LocustError]) -> dict[str, list[dict[str, Any]]]:
+    """target -> its failures grouped by class (the exception's name), most frequent first, each
+    with its count and one message as an example."""
+    grouped: dict[str, dict[str, dict[str, Any]]] = {}
+    for row in errors:
+        match = _ERROR_CLASS.match(row.error)
+        name = match.group(1) if match else "error"
+        entry = grouped.setdefault(row.target, {}).setdefault(name, {"class": name, "count": 0, "example": row.error})
+        entry["count"] += row.occurrences
+    return {target: sorted(classes.values(), key=lambda e: (-e["count"], e["class"])) for target, classes in grouped.items()}
+
+
+def _target_summaries(inputs: LiveInputs, steady_s: float) -> dict[str, TargetSummary]:
+    scenario, record = inputs.scenario, inputs.record
+    summaries: dict[str, TargetSummary] = {}
+    for target in scenario.targets:
+        stats = record.steady.get(target.name) or LatencyStats()
+        view = inputs.servers.get(target.name)
+        side = None if view is None or view.figures is None else ServerSide.model_validate(dict(view.figures))
+        figures = target_figures(target, stats, steady_s, side)
+        shape: Any = scenario.shape
+        if is_open_loop(shape) and record.started_at is not None:
+            share = target.weight / sum(t.weight for t in scenario.targets)
+            scheduled_s = min(steady_s, scenario.duration - scenario.warmup)  # as build_summary
+            timeline = rate_timeline(shape, scenario.duration)
+            figures["open_loop"] = open_loop_figures(record, target.name, timeline, share, scenario.warmup, scheduled_s)
+        summaries[target.name] = TargetSummary(**figures, cold_start_s=None)
+    return summaries
+
+
+def check_state(check: SloCheck, phase: str) -> str:
+    """pass, fail or pending (a figure not known yet while the run goes, or no steady state yet)."""
+    if phase in ("not started", "warmup"):
+        return "pending"
+    if check.value is None and phase != "stopped":
+        return "pending"
+    return "pass" if check.passed else "fail"
+
+
+def inference_stats(inputs: LiveInputs) -> dict[str, Any]:
+    """The JSON the Inference tab reads (`/inference/stats`); see the module's docstring."""
+    record = inputs.record
+    phase = phase_of(record, inputs.now)
+    steady_s = steady_seconds(record, inputs.now)
+    summaries = _target_summaries(inputs, steady_s)
+    series = window_series(record, inputs.now, inputs.max_windows)
+    failures = errors_by_class(inputs.errors)
+    targets = []
+    for target in inputs.scenario.targets:
+        summary = summaries[target.name].model_dump(mode="json")
+        view = inputs.servers.get(target.name)
+        summary.update(
+            name=target.name,
+            errors=failures.get(target.name, []),
+            server_why=None if view is None else view.why,
+            residual_why=_residual_why(summary, view),
+            windows=series.get(target.name, []),
+        )
+        summary.pop("cold_start_s", None)
+        targets.append(summary)
+    checks = evaluate(inputs.scenario, summaries)
+    slo_checks = [
+        {**check.model_dump(mode="json"), "bound": bound(check.metric), "state": check_state(check, phase)} for check in checks
+    ]
+    states = {c["state"] for c in slo_checks}
+    verdict = None if not slo_checks else "fail" if "fail" in states else "pending" if "pending" in states else "pass"
+    return {
+        "run": {
+            "scenario": inputs.scenario.name,
+            "state": inputs.state,
+            "phase": phase,
+            "final": phase == "stopped",
+            "elapsed_s": None if record.started_at is None else round((record.stopped_at or inputs.now) - record.started_at, 3),
+            "warmup_s": inputs.scenario.warmup,
+            "steady_s": round(steady_s, 3),
+            "window_s": record.window_s,
+            "workers": inputs.workers,
+            "open_loop": is_open_loop(inputs.scenario.shape),
+        },
+        "targets": targets,
+        "gpu": dict(inputs.gpu),
+        "slo": {"state": verdict, "checks": slo_checks},
+    }
+
+
+def _residual_why(summary: Mapping[str, Any], view: ServerView | None) -> str | None:
+    if summary.get("residual_ms") is not None:
+        return None
+    if summary.get("latency_ms", {}).get("mean") is None:
+        return "no successful request in the steady state yet"
+    if view is None or view.figures is None:
+        return view.why if view is not None and view.why else "no server figures"
+    return "the server does not report its request time"

@@ -1,0 +1,155 @@
+"""The Inference tab, wired into Locust's web UI through its own extension points.
+
+- `extended_tabs` / `extended_tables` in the web UI's template args: Locust's stock page gets an
+  "Inference" tab whose table (one row per target) Locust fills from `extended_stats`, which this
+  module adds to every `/stats/requests` answer (the page polls it every 2 s).
+- `GET /inference/stats`: the whole figure set as JSON (`live.inference_stats`); the tab's charts
+  and panels read it, and so can anything else (a test, a script).
+- `GET /inference/tab.js`: a small script (no CDN, no build step) that draws the charts as inline
+  SVG under the table; `/` gets one `<script>` tag for it. Without the script the table still works.
+- `extended_csv_files`: the per-window figures so far as CSV (`/inference/windows.csv`).
+
+Every route sits behind Locust's `--web-login` when that is on, and under `--web-base-path`.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Callable
+from importlib import resources
+from typing import Any
+
+from flask import Blueprint, Response, jsonify, request
+from locust.env import Environment
+
+from inferload.webui.live import LiveInputs, inference_stats
+
+TAB_KEY = "inference"
+SCRIPT_TAG = '<script src="./inference/tab.js" defer></script>'
+
+#: the stock table's columns: key in a row of `table_rows`, title
+TABLE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("name", "Target"),
+    ("requests", "# requests"),
+    ("p50", "p50 (ms, exact)"),
+    ("p95", "p95 (ms, exact)"),
+    ("p99", "p99 (ms, exact)"),
+    ("throughput", "Throughput (req/s)"),
+    ("errors", "Errors"),
+    ("batch", "Avg batch (server)"),
+    ("queue_compute", "Queue / compute (ms, server)"),
+    ("residual", "Client − server (ms)"),
+    ("open_loop", "Target / achieved (req/s)"),
+    ("send_lag", "Send lag p99 (ms) / unsent"),
+    ("slo", "SLO"),
+)
+DASH = "—"
+
+
+def fmt(value: Any, digits: int = 2) -> str:
+    """A figure for a table cell: rounded, or "—" when not known."""
+    if value is None:
+        return DASH
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def table_rows(stats: dict[str, Any]) -> list[dict[str, str]]:
+    """One row per target of the stock table, from `/inference/stats`' JSON (strings, "—" for unknown)."""
+    checks = stats["slo"]["checks"]
+    rows = []
+    for target in stats["targets"]:
+        latency = target["latency_ms"]
+        side = target.get("server_side") or {}
+        loop = target.get("open_loop")
+        mine = [c["state"] for c in checks if c["target"] == target["name"]]
+        errors = ", ".join(f"{e['class']} {e['count']}" for e in target["errors"]) or ("0" if target["failures"] == 0 else DASH)
+        rows.append(
+            {
+                "name": target["name"],
+                "requests": fmt(target["requests"]),
+                "p50": fmt(latency["p50"]),
+                "p95": fmt(latency["p95"]),
+                "p99": fmt(latency["p99"]),
+                "throughput": fmt(target["throughput_rps"], 1),
+                "errors": errors,
+                "batch": fmt(side.get("avg_batch_size")),
+                "queue_compute": f"{fmt(side.get('queue_ms_avg'), 3)} / {fmt(side.get('compute_ms_avg'), 3)}",
+                "residual": fmt(target.get("residual_ms"), 3),
+                "open_loop": DASH if loop is None else f"{fmt(loop['configured_rps'], 1)} / {fmt(loop['achieved_rps'], 1)}",
+                "send_lag": DASH if loop is None else f"{fmt(loop['send_lag_ms']['p99'])} / {fmt(loop['unsent'])}",
+                "slo": "no SLO" if not mine else "fail" if "fail" in mine else "pending" if "pending" in mine else "pass",
+            }
+        )
+    return rows
+
+
+def windows_csv(stats: dict[str, Any]) -> str:
+    """The charts' data as CSV: target, elapsed_s, phase, requests, rps, p99_ms, target_rps, unsent."""
+    out = io.StringIO()
+    columns = ["target", "elapsed_s", "phase", "requests", "rps", "p99_ms", "target_rps", "unsent"]
+    writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore")
+    writer.writeheader()
+    for target in stats["targets"]:
+        for point in target["windows"]:
+            writer.writerow({"target": target["name"], "elapsed_s": point["t"], **point})
+    return out.getvalue()
+
+
+def script_text() -> str:
+    return resources.files("inferload.webui").joinpath("static/inference.js").read_text(encoding="utf-8")
+
+
+class InferenceTab:
+    """The tab on one Locust web UI; `inputs` gathers the run's figures each time they are asked for."""
+
+    def __init__(self, environment: Environment, inputs: Callable[[], LiveInputs]) -> None:
+        self.environment = environment
+        self.inputs = inputs
+
+    def stats(self) -> dict[str, Any]:
+        return inference_stats(self.inputs())
+
+    def install(self) -> None:
+        web_ui = self.environment.web_ui
+        if web_ui is None or web_ui.app is None:
+            return
+        base = getattr(self.environment.parsed_options, "web_base_path", None) or None
+        blueprint = Blueprint("inferload_inference", __name__, url_prefix=base)
+        guard = web_ui.auth_required_if_enabled
+        blueprint.add_url_rule("/inference/stats", "stats", guard(lambda: jsonify(self.stats())))
+        blueprint.add_url_rule("/inference/tab.js", "script", guard(self._script))
+        blueprint.add_url_rule("/inference/windows.csv", "windows_csv", guard(self._windows_csv))
+        web_ui.app.register_blueprint(blueprint)
+        web_ui.app.after_request(self._after_request)
+        web_ui.template_args.update(
+            extended_tabs=[{"title": "Inference", "key": TAB_KEY}],
+            extended_tables=[{"key": TAB_KEY, "structure": [{"key": k, "title": t} for k, t in TABLE_COLUMNS]}],
+            extended_csv_files=[{"href": "./inference/windows.csv", "title": "Download inference per-window figures CSV"}],
+        )
+
+    def _script(self) -> Response:
+        return Response(script_text(), mimetype="application/javascript")
+
+    def _windows_csv(self) -> Response:
+        response = Response(windows_csv(self.stats()), mimetype="text/csv")
+        response.headers["Content-Disposition"] = "attachment;filename=inference_windows.csv"
+        return response
+
+    def _after_request(self, response: Response) -> Response:
+        """The table's rows into `/stats/requests`; the chart script into `/`."""
+        endpoint = request.endpoint or ""
+        if endpoint == "locust.request_stats" and response.status_code == 200 and response.is_json:
+            data = response.get_json()
+            data["extended_stats"] = [{"key": TAB_KEY, "data": table_rows(self.stats())}]
+            response.set_data(json.dumps(data))
+        elif endpoint == "locust.index" and response.status_code == 200 and response.mimetype == "text/html":
+            page = response.get_data(as_text=True)
+            if SCRIPT_TAG not in page and "</body>" in page:
+                response.set_data(page.replace("</body>", f"{SCRIPT_TAG}\n</body>", 1))
+        return response
