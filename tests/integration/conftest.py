@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +17,32 @@ from inferload.local.servers.manager import LocalServers
 from inferload.local.servers.ports import ServerPorts
 from inferload.local.servers.procs import processes_mentioning
 from tests.support.torchserve_handler import BARE_NUMBER_HANDLER, serving_handler
+
+#: fixtures whose servers run in virtual environments of their own, made on first use
+OWN_VENV_FIXTURES = {"kserve": "KSERVE_VENV", "bentoml_service": "BENTOML_VENV"}
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The tests of servers with venvs of their own run last, and their venvs are made meanwhile.
+
+    On a new machine making KServe's and BentoML's venvs is mostly downloads (minutes); started here
+    in the background, they overlap the rest of the suite. `ensure_venv` locks each venv, so a
+    fixture that needs one before it is ready waits for it (and sees the install's error, if any)."""
+    needed = {name for item in items for name in OWN_VENV_FIXTURES if name in getattr(item, "fixturenames", ())}
+    if not needed:
+        return
+    items.sort(key=lambda item: any(name in getattr(item, "fixturenames", ()) for name in needed))  # stable
+    from inferload.local.servers import bentoml_local, kserve_local
+    from inferload.local.servers.server_venv import ensure_venv
+
+    specs = {"KSERVE_VENV": kserve_local.KSERVE_VENV, "BENTOML_VENV": bentoml_local.BENTOML_VENV}
+
+    def make_venvs() -> None:
+        for name in sorted(needed):
+            with contextlib.suppress(Exception):  # the fixture's own call reports it
+                ensure_venv(specs[OWN_VENV_FIXTURES[name]])
+
+    threading.Thread(target=make_venvs, name="own-venvs", daemon=True).start()
 
 
 @dataclass(frozen=True)

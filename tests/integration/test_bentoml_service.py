@@ -23,7 +23,7 @@ from tests.support.scenario_factory import tiny_target, write_scenario
 def bentoml_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalServers, dict[str, Any]]]:
     servers = LocalServers(tmp_path_factory.mktemp("bentoml-state"), ServerPorts.free(), models=("tiny", "cnn"))
     try:
-        started = servers.up(which=("bentoml",), timeout_s=180.0)
+        started = servers.up(which=("bentoml",), timeout_s=600.0)  # the first use makes its venv
         yield servers, started
     finally:
         servers.down()

@@ -62,7 +62,8 @@ INFERLOAD_RUN = (
 #: instances of a synopsis otherwise; A, B and DIR are the results the Locust runs wrote)
 RUN: dict[str, tuple[str, ...]] = {
     "inferload servers up": ("inferload servers up",),
-    r"inferload servers up\|down\|status [--state-dir DIR] [--ports name=port,...] [--only triton\|torchserve]": (
+    r"inferload servers up\|down\|status [--state-dir DIR] [--ports name=port,...] [--only triton\|torchserve]"
+    " [--servers LIST]": (
         "inferload servers up",
         "inferload servers status",
         "inferload servers down",
@@ -96,7 +97,10 @@ NOT_RUN: dict[str, str] = {
     "pip install inferload": "installs from a registry; tests/integration/test_wheel.py installs the built wheel",
     "pip install -c constraints.txt ...": _PLACEHOLDER + " (`...`); the Makefile runs it",
     "inferload demo": _DEMO,
-    "inferload demo [--users N] [--steady S] [--burst S] [--warmup S] [--model cnn\\|tiny] [--capacity-p99 MS] [--out DIR]": _DEMO,
+    "inferload demo [--users N] [--steady S] [--burst S] [--warmup S] [--model cnn\\|tiny] [--capacity-p99 MS]"
+    " [--servers LIST] [--out DIR]": _DEMO,
+    "inferload demo --servers triton,torchserve,kserve": "makes KServe's venv and runs three servers (minutes);"
+    " tests/integration/test_kserve_server.py runs the local KServe and its kinds, test_cli.py the demo",
     "inferload sweep SCENARIO (--users LEVELS \\| --rate LEVELS \\| --find-max-rps) [--slo KEY=VALUE] [--target T]"
     " [--stable-windows N] [--tolerance P] [--max-windows M] [--window S] [--warmup S] [--workers N] [--budget S] [--out DIR]"
     " [--resume]": _PLACEHOLDER + "; tests/integration/test_sweep.py runs sweeps and a capacity search",
@@ -118,6 +122,7 @@ NOT_RUN: dict[str, str] = {
     "locust -f <the locustfile inside the package> ARGS": _PLACEHOLDER,
     "locust -f": "a fragment of a sentence",
     "python -m collectors": "needs --scenario or --config and runs until stopped; tests/integration/test_collector.py runs it",
+    "locust": "a name in a sentence (the web UI of a plain Locust run), not a command",
     "docker stop": "named in a sentence (what sends SIGTERM); docker is not on the test machine",
 }
 
