@@ -34,12 +34,13 @@ def write_with_fallback(results_dir: Path, summary: RunSummary, record: RunRecor
     return results_dir
 
 
-def finish_run(scenario: Scenario, record: RunRecord, facts: RunFacts, results_dir: Path) -> RunSummary:
-    """Build, write and print a run's results; the summary."""
+def finish_run(scenario: Scenario, record: RunRecord, facts: RunFacts, results_dir: Path, report: bool = True) -> RunSummary:
+    """Build, write and print a run's results (`report`: report.html too); the summary."""
     summary = build_summary(scenario, record, facts)
     results_dir = write_with_fallback(results_dir, summary, record)
     try:
-        print(f"report: {write_report(results_dir)}")
+        if report:
+            print(f"report: {write_report(results_dir)}")
     except (InferloadError, OSError) as exc:
         logger.warning("report.html not written: %s", exc)
     print(f"\ninferload results ({summary.run_id}, steady state, warm-up of {scenario.warmup:g} s excluded):")

@@ -77,6 +77,12 @@ def add_arguments(parser: Any) -> None:
         help="end the run once WINDOWS consecutive steady windows of every target agree within ±PERCENT on"
         " throughput and p99 (e.g. 3,10); the scenario's duration stays the upper bound",
     )
+    group.add_argument(
+        "--no-report",
+        action="store_true",
+        default=False,
+        help="write summary.json and windows.csv but not report.html (sweep steps: the sweep draws its own)",
+    )
     add_streaming_arguments(parser)
 
 
@@ -91,6 +97,8 @@ class RunOptions:
     skip_start_checks: bool = False
     #: ``--stop-when-stable``: the rule as given (WINDOWS,PERCENT), checked by `run.stable_stop`
     stop_when_stable: str | None = None
+    #: ``--no-report``: no report.html (its plots are most of the time a run takes to finish)
+    no_report: bool = False
 
     @classmethod
     def from_parsed(cls, options: Any) -> RunOptions:
@@ -104,6 +112,7 @@ class RunOptions:
             requests_csv=bool(getattr(options, "requests_csv", False)),
             skip_start_checks=bool(getattr(options, "skip_start_checks", False)),
             stop_when_stable=getattr(options, "stop_when_stable", None) or None,
+            no_report=bool(getattr(options, "no_report", False)),
         )
 
 

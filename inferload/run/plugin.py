@@ -188,7 +188,8 @@ class InferloadRun:
             interrupted=self.interrupted,
             tails=self.trace.tails() if self.trace is not None else {},
         )
-        return finish.finish_run(self.scenario, record, facts, self.results_dir or Path("results") / run_id)
+        results_dir = self.results_dir or Path("results") / run_id
+        return finish.finish_run(self.scenario, record, facts, results_dir, report=not self.options.no_report)
 
     def _rejected_reports(self) -> int:
         """Worker reports refused on a master (unsigned, wrong key, replayed): figures and rows."""

@@ -119,7 +119,11 @@ def run_step(
     scenario_path = folder / "scenario.yaml"
     scenario_path.write_text(yaml.safe_dump(step_scenario(base, plan, level), sort_keys=False))
     locust_options = ["--stop-when-stable", f"{plan.rule.windows},{plan.rule.tolerance_pct:g}", "--only-summary"]
-    locust_options += ["--loglevel", "WARNING"] + ([] if check_first else ["--skip-start-checks"])
+    locust_options += [
+        "--no-report",
+        "--loglevel",
+        "WARNING",
+    ]  # sweep.html shows the steps + ([] if check_first else ["--skip-start-checks"])
     if plan.workers:  # a distributed step: the CLI starts the master and its workers
         command = [
             sys.executable,

@@ -55,7 +55,7 @@ def fake_user(latency_ms: float, fail_every: int) -> type[User]:
 
 
 def run_in_process(
-    tmp_path: Path, user: type[User], slo: dict[str, Any] | None = None, interrupted: bool = False
+    tmp_path: Path, user: type[User], slo: dict[str, Any] | None = None, interrupted: bool = False, no_report: bool = False
 ) -> tuple[InferloadRun, Environment, dict[str, Any]]:
     target = tiny_target(TARGET, "torchserve-rest", f"http://127.0.0.1:{closed_port()}", slo=slo)
     run = InferloadRun(scenario({"kind": "steady", "users": 2}, duration="10s", targets=[target], window="1s"))
@@ -65,6 +65,7 @@ def run_in_process(
         cold_starts=None,
         requests_csv=False,
         skip_start_checks=True,  # no server behind the target: the fake user answers
+        no_report=no_report,
     )
     environment = Environment(user_classes=[user], parsed_options=options)
     runner = environment.create_local_runner()
@@ -135,6 +136,13 @@ def test_an_interrupted_run_says_so(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert summary["interrupted"] is True
     assert "the run was interrupted" in capsys.readouterr().out
     assert "stopped early" in (tmp_path / "results" / "report.html").read_text()
+
+
+def test_no_report_writes_the_summary_and_windows_but_no_report_html(tmp_path: Path) -> None:
+    _, _, summary = run_in_process(tmp_path, fake_user(latency_ms=5.0, fail_every=0), no_report=True)
+    results = tmp_path / "results"
+    assert summary["targets"][TARGET]["requests"] > 0
+    assert (results / "windows.csv").is_file() and not (results / "report.html").exists()
 
 
 @pytest.fixture()
