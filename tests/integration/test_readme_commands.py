@@ -99,8 +99,8 @@ NOT_RUN: dict[str, str] = {
     "inferload demo": _DEMO,
     "inferload demo [--users N] [--steady S] [--burst S] [--warmup S] [--model cnn\\|tiny] [--capacity-p99 MS]"
     " [--servers LIST] [--out DIR]": _DEMO,
-    "inferload demo --servers triton,torchserve,kserve": "makes KServe's venv and runs three servers (minutes);"
-    " tests/integration/test_kserve_server.py runs the local KServe and its kinds, test_cli.py the demo",
+    "inferload demo --servers triton,torchserve,kserve,bentoml": "makes two venvs and runs four servers (minutes);"
+    " test_kserve_server.py and test_bentoml_service.py run those servers and their kinds, test_cli.py the demo",
     "inferload sweep SCENARIO (--users LEVELS \\| --rate LEVELS \\| --find-max-rps) [--slo KEY=VALUE] [--target T]"
     " [--stable-windows N] [--tolerance P] [--max-windows M] [--window S] [--warmup S] [--workers N] [--budget S] [--out DIR]"
     " [--resume]": _PLACEHOLDER + "; tests/integration/test_sweep.py runs sweeps and a capacity search",
