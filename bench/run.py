@@ -5,7 +5,8 @@
 Starts Triton and TorchServe (identity model, free loopback ports, a temporary state dir),
 measures every client variant in its own process, side by side and interleaved round by round,
 and writes `results/bench-<UTC time>/results.json` and `results.md`. Everything it starts is
-stopped before it returns. Runs in about 11 minutes on two cores (item 7, the data-set cost, about 3).
+stopped before it returns. Runs in about 15 minutes on two cores (item 7, the data-set cost, about 3;
+item 8, the gRPC send path and scale-out, about 4).
 """
 
 from __future__ import annotations
