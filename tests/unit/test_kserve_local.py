@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from inferload.cli import main, parse_servers
-from inferload.errors import InferloadError
+from inferload.errors import InferloadError, ServerError
 from inferload.local.demo import demo_target
 from inferload.local.demo_servers import DEMO_SERVERS, demo_server
+from inferload.local.servers import kserve_local
 from inferload.local.servers.kserve_local import KSERVE_VENV, REQUIREMENTS, kserve_command
 from inferload.local.servers.manager import urls
 from inferload.local.servers.ports import ServerPorts
@@ -36,7 +37,10 @@ def test_torch_is_linked_from_the_main_environment_not_installed(tmp_path: Path)
     assert (site / "zz_inferload_linked.pth").read_text().strip() == str(tmp_path / "venv" / "linked")
 
 
-def test_the_command_serves_the_models_on_the_given_host_and_ports(tmp_path: Path) -> None:
+def test_the_command_serves_the_models_on_the_given_host_and_ports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    built = tmp_path / "model.pt"  # the fast layer builds no models: a file where the built one would be
+    built.write_bytes(b"")
+    monkeypatch.setattr(kserve_local, "torchscript_path", lambda model: built)
     ports = ServerPorts(kserve_http=18090, kserve_grpc=18091)
     command = kserve_command(tmp_path, ports, ("tiny",), host="127.0.0.1")
     assert command[0] == str(tmp_path / "bin" / "python") and command[1].endswith("kserve_model.py")
@@ -74,3 +78,9 @@ def test_the_demo_target_of_each_server_is_a_valid_scenario_target() -> None:
     assert (kserve.address, kserve.metrics_url) == ("127.0.0.1:8091", "http://127.0.0.1:8090/metrics")
     with pytest.raises(ValueError, match="the demo cannot compare 'bentoml-x'"):
         demo_server("bentoml-x")
+
+
+def test_a_model_not_built_yet_is_named_with_the_command_that_builds_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kserve_local, "torchscript_path", lambda model: tmp_path / "missing" / "model.pt")
+    with pytest.raises(ServerError, match=r"missing/model.pt is missing: build the sample models first"):
+        kserve_command(tmp_path, ServerPorts(), ("tiny",))
