@@ -36,7 +36,9 @@ class TritonCandidate:
         return {
             "dynamic_batching": self.batching,
             "max_queue_delay_microseconds": self.max_queue_delay_us if self.batching else None,
-            "preferred_batch_size": list(self.preferred_batch_sizes) if self.batching else None,
+            "preferred_batch_size": list(self.preferred_batch_sizes)
+            if self.batching and self.preferred_batch_sizes
+            else None,  # none asked: the server picks
             "instance_count": self.instances,
             "max_batch_size": self.max_batch_size if self.batching else None,
         }

@@ -1,10 +1,11 @@
 """The load generator's own CPU during a step: per load-generating process, over the steady part.
 
-A thread samples the CPU time of every process under the step's `inferload run` twice a second
-(psutil). Afterwards `busiest_cores(t0, t1)` gives the busiest load-generating process's CPU use
+A thread samples the CPU time of the step's process and every process under it twice a second
+(psutil): the Locust process of a local step, or `inferload run --workers` with its master and workers. Afterwards `busiest_cores(t0, t1)` gives the busiest load-generating process's CPU use
 between two wall-clock times, in cores (1.0 = one full core): a Locust process (gevent) cannot use
 more than one core, so near 1.0 the generator, not the server, bounds the step. Load-generating
-processes are the workers of a distributed step, or the single Locust process of a local one.
+processes are the workers of a distributed step (found by `--worker` in their command line), or
+else the busiest process sampled: the single Locust process of a local one.
 """
 
 from __future__ import annotations
@@ -46,11 +47,11 @@ class CpuSampler:
     def sample(self) -> None:
         try:
             lead = psutil.Process(self.pid)
-            children = lead.children(recursive=True)
+            processes = [lead, *lead.children(recursive=True)]
         except psutil.Error:
             return
         now = time.time()
-        for process in children:
+        for process in processes:
             try:
                 times = process.cpu_times()
                 if process.pid not in self.samples and "--worker" in process.cmdline():
