@@ -50,7 +50,9 @@ def test_a_headless_run_has_no_failures_and_bentomls_own_figures(
     assert target["requests"] > 10 and target["failures"] == 0, target
     side = target["server_side"]
     assert side["request_ms_avg"] is not None and side["request_ms_avg"] > 0, side
-    assert side["avg_batch_size"] is not None and side["avg_batch_size"] >= 2, side  # 2 items per request at least
+    # 2 items per request, batched by BentoML with other requests' items; its batches may split a
+    # request's items (CI once: 1.998), so more than one item per batch on average is the check
+    assert side["avg_batch_size"] is not None and side["avg_batch_size"] > 1.5, side
     assert side["queue_ms_avg"] is None and "queue time" in side["unknown"]["queue_ms_avg"], side
     assert run.stats_json and run.stats_json[0]["total_content_length"] > 0  # the answers' real sizes
 
