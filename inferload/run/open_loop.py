@@ -63,4 +63,7 @@ def setup_open_loop(
     else:
         scheduler.set_process_share(1, 0)
     environment.events.test_start.add_listener(lambda **_: scheduler.start(record.started_at or time.time()))
+    # stop drawing arrivals before Locust stops the users (test_stopping), not after (test_stop):
+    # arrivals drawn while the senders are being stopped could only be counted unsent
+    environment.events.test_stopping.add_listener(lambda **_: scheduler.stop())
     environment.events.test_stop.add_listener(lambda **_: scheduler.stop())
