@@ -41,7 +41,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-# benchmarks of the load generator itself (not tests): results/bench-<UTC time>/, about 10 min on 2 cores
+# benchmarks of the load generator itself (not tests): results/bench-<UTC time>/, about 21 min on 2 cores
 bench: build
 	bash scripts/install-system-deps.sh bench
 	$(PY) -m pip install --quiet -r bench/requirements.txt

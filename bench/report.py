@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.trace_cost import markdown as trace_cost_markdown
+
 
 def _mark(ok: bool | None) -> str:
     return "n/a" if ok is None else ("met" if ok else "**missed**")
@@ -250,6 +252,8 @@ def render_markdown(results: dict[str, Any]) -> str:
         lines += [*data_set_section(results["data_set"], targets), ""]
     if "grpc_engine" in results:
         lines += [*grpc_engine_section(results["grpc_engine"], targets.get("grpc_saturation_us_per_request", 80.0)), ""]
+    if "trace_cost" in results:
+        lines += [*trace_cost_markdown(results["trace_cost"], targets["trace_cost"]), ""]
     if "profiles" in results:
         lines += [*profile_section(results["profiles"]), ""]
     if "elapsed_s" in results:

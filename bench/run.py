@@ -1,12 +1,12 @@
 """`make bench`: benchmarks of the load generator itself, against the real local servers.
 
-    python -m bench.run [--out DIR] [--rounds N] [--profile] [--items 1,2,3,4,5,7,8]
+    python -m bench.run [--out DIR] [--rounds N] [--profile] [--items 1,2,3,4,5,7,8,9]
 
 Starts Triton and TorchServe (identity model, free loopback ports, a temporary state dir),
 measures every client variant in its own process, side by side and interleaved round by round,
 and writes `results/bench-<UTC time>/results.json` and `results.md`. Everything it starts is
 stopped before it returns. Runs in about 15 minutes on two cores (item 7, the data-set cost, about 3;
-item 8, the gRPC send path and scale-out, about 4).
+item 8, the gRPC send path and scale-out, about 4; item 9, the trace join cost, about 6).
 """
 
 from __future__ import annotations
@@ -30,8 +30,10 @@ from bench.grpc_engine import scale_out, send_path
 from bench.open_loop import open_loop_accuracy
 from bench.profiles import profile_variant
 from bench.report import render_markdown
+from bench.trace_cost import measure_trace_cost
 from bench.wrk import ensure_wrk, lua_post_script, run_wrk
 from inferload.paths import REPO_ROOT
+from inferload.scenario.trace import DEFAULT_TRACE_RATE
 
 MODEL = "identity"
 CPU_RATE_RPS = 250.0  # item 1: the fixed load every variant is measured at
@@ -53,7 +55,9 @@ TARGETS = {
     "streaming_cost": 0.03,
     "data_set_cpu_cost": 0.10,
     "grpc_saturation_us_per_request": 80.0,
+    "trace_cost": 0.03,
 }
+TRACE_COST_ROUNDS = 4  # item 9: interleaved rounds of plain / traced / traced-all (~30 s a run)
 DATA_SET_SAMPLES = 10_000  # item 7: samples in the data set the rotating variant sends
 DATA_SET_VARIANTS = ("grpc-inferload", "http-inferload")
 
@@ -336,7 +340,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of item 1 (default 3)")
     parser.add_argument("--profile", action="store_true", help="also record py-spy profiles of the gRPC and REST users")
     parser.add_argument(
-        "--items", default="1,2,3,4,5,7,8", help="comma-separated items to run (default all; 3 and 4 need 2, which then runs too)"
+        "--items",
+        default="1,2,3,4,5,7,8,9",
+        help="comma-separated items to run (default all; 3 and 4 need 2, which then runs too)",
     )
     args = parser.parse_args(argv)
     items = {int(x) for x in args.items.split(",") if x.strip()}
@@ -383,6 +389,18 @@ def main(argv: list[str] | None = None) -> int:
                     bench.measure, bench.spec, bench.addresses["triton_grpc"], MODEL, args.rounds, log
                 )
                 results["grpc_engine"]["scale_out"] = scale_out(bench.spec, log)
+            if 9 in items:
+                results["trace_cost"] = measure_trace_cost(
+                    bench.work_dir,
+                    bench.addresses["triton_grpc"],
+                    bench.addresses["triton_http"],
+                    bench.server_pids["triton"],
+                    TRACE_COST_ROUNDS,
+                    8.0,
+                    MAX_USERS,
+                    DEFAULT_TRACE_RATE,
+                    log,
+                )
             if args.profile:
                 results["profiles"] = {
                     v: profile_variant(
