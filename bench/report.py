@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.goals import goals_section
 from bench.trace_cost import markdown as trace_cost_markdown
 
 
@@ -236,6 +237,8 @@ def render_markdown(results: dict[str, Any]) -> str:
         *machine_section(results["machine"]),
         "",
         f"Model `{results['model']}` on the real local Triton and TorchServe (loopback).",
+        "",
+        *goals_section(results, results.get("soak")),
         "",
     ]
     if "client_cpu" in results:

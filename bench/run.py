@@ -344,6 +344,9 @@ def main(argv: list[str] | None = None) -> int:
         default="1,2,3,4,5,7,8,9",
         help="comma-separated items to run (default all; 3 and 4 need 2, which then runs too)",
     )
+    parser.add_argument(
+        "--soak-result", type=Path, help="a soak.json of `make soak` (bench/soak.py): goal 4's figure in the goals table"
+    )
     args = parser.parse_args(argv)
     items = {int(x) for x in args.items.split(",") if x.strip()}
     if items & {3, 4}:
@@ -353,6 +356,8 @@ def main(argv: list[str] | None = None) -> int:
     out_dir = args.out or REPO_ROOT / "results" / f"bench-{stamp}"
     out_dir.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {"started_at": stamp, "machine": machine.describe(), "model": MODEL, "targets": TARGETS}
+    if args.soak_result is not None:
+        results["soak"] = json.loads(args.soak_result.read_text())
     log(f"inferload bench -> {out_dir}\nmachine: {json.dumps(results['machine'])}")
 
     from inferload.local.models.build import build_models
