@@ -39,7 +39,7 @@ def _cpu_rows(results: dict[str, Any], target_us: float) -> list[tuple[str, str,
             _mark(None if default is None else default <= target_us),
         ),
     ]
-    if best_name is not None and best_name != "grpc-inferload":
+    if best_name is not None and best is not None and best_name != "grpc-inferload":
         rows.append(
             (
                 f"1. same, best opt-in engine (`{best_name}`)",
