@@ -13,6 +13,9 @@ it ignored. `RunStopper` handles both signals in gevent's hub from the `init` ev
 - headless master still waiting for its workers: the joined workers are told to quit, the process exits.
 - web UI: SIGINT quits the runner (a master its workers first) and stops the UI, which ends Locust's main
   path the same way; SIGTERM is Locust's own handler (installed in this mode), the run is only marked.
+  With `--autostart --autoquit S`, Locust's main greenlet sleeps S seconds after the run before it
+  quits: SIGINT sets the wait to 0 and, if the main greenlet is already in it, wakes it with the
+  KeyboardInterrupt Locust's main path handles (report.html, `quitting`, exit).
 - worker: sends its last report and quits, as when its master tells it to.
 
 A second signal ends the process at once (no results): after the first, both signals go to a plain
@@ -41,6 +44,8 @@ logger = logging.getLogger(__name__)
 STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM)
 #: how long a stopping master waits for its workers' last reports
 WORKER_QUIT_WAIT_S = 10.0
+#: the function of Locust's main (locust/main.py) whose greenlet sleeps --autoquit seconds after a run
+LOCUST_AUTOQUIT_WAIT = "stop_and_optionally_quit"
 
 
 class Interruptible(Protocol):
@@ -159,6 +164,25 @@ class RunStopper:
         web_ui = self.environment.web_ui
         if web_ui is not None:
             web_ui.stop()  # Locust's main greenlet (the web UI's) ends: it shuts down and fires `quitting`
+        self._end_autoquit_wait()
+
+    def _end_autoquit_wait(self) -> None:
+        """`--autostart --autoquit S`: Locust's main greenlet waits S s after the run, not the web UI's end.
+
+        A run still going ends through Locust's own quit path at once (the wait set to 0); a main
+        greenlet already in the wait gets the KeyboardInterrupt that Locust's main catches to
+        write report.html and shut down (the `quitting` event: our results)."""
+        options = self.environment.parsed_options
+        if options is None or not getattr(options, "autostart", False):
+            return
+        options.autoquit = 0
+        main = gevent.get_hub().parent
+        frame = main.gr_frame if main is not None else None
+        while frame is not None:
+            if frame.f_code.co_name == LOCUST_AUTOQUIT_WAIT:
+                gevent.get_hub().loop.run_callback(main.throw, KeyboardInterrupt)
+                return
+            frame = frame.f_back
 
     def _stop_worker(self, runner: WorkerRunner, signum: int, name: str) -> None:
         if runner.worker_state in (STATE_RUNNING, STATE_SPAWNING):

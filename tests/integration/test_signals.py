@@ -166,3 +166,38 @@ def test_a_second_signal_ends_the_process_at_once(local_servers, scenario, tmp_p
     assert time.monotonic() - sent < SECOND_SIGNAL_DEADLINE_S, started.output()
     assert code == 143
     assert "SIGTERM again: exiting at once" in started.output()
+
+
+#: longer than any test here waits: a run that waited for it would fail the stop deadline
+AUTOQUIT_S = "600"
+
+
+def web_ui_autostart(scenario: Path, tmp_path: Path) -> list[str]:
+    """A web UI run that starts itself and would quit only `AUTOQUIT_S` after it ends (Locust's options)."""
+    return locust_command(
+        scenario,
+        *("--web-host", "127.0.0.1", "--web-port", str(free_port()), "--autostart", "--autoquit", AUTOQUIT_S),
+        *("--results-dir", str(tmp_path / "results")),
+    )
+
+
+def test_sigint_to_a_self_starting_web_ui_run_writes_interrupted_results_without_waiting_for_autoquit(
+    local_servers, scenario, tmp_path
+):
+    started = start(web_ui_autostart(scenario, tmp_path), tmp_path, local_servers.ports.triton_http)
+    code, _ = stop(started, signal.SIGINT)  # within STOP_DEADLINE_S, not AUTOQUIT_S
+
+    assert code == 130, started.output()
+    assert_interrupted_results(started, triton_successes(local_servers.ports.triton_http), exact=True)
+
+
+def test_sigint_after_a_self_starting_web_ui_run_ended_quits_without_waiting_for_autoquit(local_servers, tmp_path):
+    target = tiny_target("t", "triton-grpc", f"127.0.0.1:{local_servers.ports.triton_grpc}")
+    data = {"name": "ended", "duration": "2s", "targets": [target], "shape": {"kind": "steady", "users": 2}}
+    started = start(web_ui_autostart(write_scenario(tmp_path, data), tmp_path), tmp_path, local_servers.ports.triton_http)
+    wait_until(lambda: "Shape test completed" in started.output(), 30, "the run to end (the web UI stays up)")
+    code, _ = stop(started, signal.SIGINT)
+
+    assert code == 0, started.output()  # the run was complete: Locust's own exit code
+    summary = json.loads((started.results / "summary.json").read_text())
+    assert summary["interrupted"] is False and summary["targets"]["t"]["requests"] > 0
