@@ -10,39 +10,23 @@ else the busiest process sampled: the single Locust process of a local one.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import psutil
 
-SAMPLE_EVERY_S = 0.5
+from inferload.tune.sampler_thread import SamplerThread
 
 
 @dataclass
-class CpuSampler:
+class CpuSampler(SamplerThread):
+    thread_name: ClassVar[str] = "inferload-cpu-sampler"
     pid: int
     #: pid -> [(wall time, cpu seconds)]
     samples: dict[int, list[tuple[float, float]]] = field(default_factory=lambda: defaultdict(list))
     workers: set[int] = field(default_factory=set)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
-
-    def start(self) -> CpuSampler:
-        self._thread = threading.Thread(target=self._loop, name="inferload-cpu-sampler", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            self.sample()
-            self._stop.wait(SAMPLE_EVERY_S)
 
     def sample(self) -> None:
         try:

@@ -17,20 +17,19 @@ busiest GPU and the peak memory used on one GPU, between two wall-clock times.
 from __future__ import annotations
 
 import json
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import psutil
 
 from inferload.errors import InferloadError
+from inferload.tune.sampler_thread import SamplerThread
 
 if TYPE_CHECKING:  # the sources package imports every server's reader (requests): not at import time
     from inferload.observe.sources.nvml import GpuReading
 
-SAMPLE_EVERY_S = 0.5
 MIB = 1024 * 1024
 STATE_FILE = "state.json"
 
@@ -81,31 +80,17 @@ def server_pid_from_state(state_dir: Path, server: str) -> int:
 
 
 @dataclass
-class ResourceSampler:
+class ResourceSampler(SamplerThread):
+    thread_name: ClassVar[str] = "inferload-resource-sampler"
     server_pid: int | None = None
     gpu: GpuSource | None = None
     #: (wall time, server RSS MiB)
     memory: list[tuple[float, float]] = field(default_factory=list)
     #: (wall time, busiest GPU's util %, largest GPU memory used MiB)
     gpus: list[tuple[float, float | None, float | None]] = field(default_factory=list)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
 
-    def start(self) -> ResourceSampler:
-        if self.server_pid is not None or self.gpu is not None:
-            self._thread = threading.Thread(target=self._loop, name="inferload-resource-sampler", daemon=True)
-            self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            self.sample()
-            self._stop.wait(SAMPLE_EVERY_S)
+    def wants_thread(self) -> bool:
+        return self.server_pid is not None or self.gpu is not None
 
     def sample(self) -> None:
         now = time.time()

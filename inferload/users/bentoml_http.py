@@ -12,14 +12,12 @@ batching expects to miss the API's ``max_latency_ms``: that is a failure (HTTP 5
 
 from __future__ import annotations
 
-import json
 from pathlib import Path, PurePath
 from typing import ClassVar
 
 from geventhttpclient import HTTPClient
 from geventhttpclient.url import URL
 
-from inferload.errors import HttpStatusError
 from inferload.scenario.bodies import guess_media_type
 from inferload.scenario.datasets import dataset_path
 from inferload.scenario.headers import request_headers
@@ -27,7 +25,7 @@ from inferload.scenario.targets import Target
 from inferload.users.base import InferenceUser
 from inferload.users.bentoml_body import BentoMLBody, encode_bentoml_body
 from inferload.users.expected import expected_check_of
-from inferload.users.failures import check_json_list
+from inferload.users.http_answer import check_list_answer, close_client, json_error_detail, post_for_answer
 from inferload.users.request_pool import RequestData
 from inferload.users.tls import http_tls_options
 from inferload.users.torchserve_body import BodyError
@@ -84,26 +82,12 @@ class BentoMLHttpUser(InferenceUser):
     def send(self) -> int:
         index, request = self.next_request()
         headers = {"Content-Type": request.content_type, **self._own_headers}
-        response = self._client.post(self._path, body=request.body, headers=headers)
-        try:
-            body = response.read()
-        finally:
-            response.release()
-        check = self.target.response_check
-        accepted = 200 <= response.status_code < 300 if check == "none" else response.status_code == 200
-        if not accepted:
-            raise HttpStatusError(response.status_code, error_detail(body))
-        if check == "shape":
-            check_json_list(body, self.target.batch_size)
-        elif self._expected is not None:
-            self._expected.body(body, self.request_pool().samples(index))
+        body = post_for_answer(self._client, self._path, request.body, headers, self.target.response_check, error_detail)
+        check_list_answer(body, self.target, self._expected, self.request_pool(), index)
         return len(body)
 
     def close(self) -> None:
-        client: HTTPClient | None = getattr(self, "_client", None)
-        if client is not None:
-            client.close()
-            del self._client
+        close_client(self)
 
 
 def api_path(target: Target) -> str:
@@ -125,8 +109,4 @@ def raw_file_part(target: Target, scenario_dir: Path) -> tuple[str, str]:
 
 def error_detail(body: bytes) -> str:
     """BentoML's error JSON has an 'error'; keep its first line."""
-    try:
-        message = json.loads(body).get("error", "")
-    except (ValueError, AttributeError):
-        message = body[:120].decode("utf-8", "replace")
-    return str(message).splitlines()[0][:120] if message else ""
+    return json_error_detail(body, "error")

@@ -1,4 +1,7 @@
-"""The user class of each target kind, and `user_class_for`, which makes one per scenario target."""
+"""The user class of each target kind, and `user_class_for`, which makes one per scenario target.
+
+`inferload.users` takes its public names (its one ``__all__``) from here when they are first used.
+"""
 
 from __future__ import annotations
 
@@ -12,23 +15,9 @@ from inferload.users.kserve_v1_http import KServeV1HttpUser
 from inferload.users.kserve_v2_grpc import KServeV2GrpcUser
 from inferload.users.kserve_v2_http import KServeV2HttpUser
 from inferload.users.torchserve_rest import TorchServeRestUser
-from inferload.users.triton_grpc import TritonGrpcUser
+from inferload.users.triton_grpc import TritonGrpcUser as TritonGrpcUser  # not a kind's class: for `inferload.users`
 from inferload.users.triton_http import TritonHttpUser
 from inferload.users.triton_stream import TritonStreamUser
-
-__all__ = [
-    "USER_CLASS_BY_KIND",
-    "BentoMLHttpUser",
-    "InferenceUser",
-    "KServeV1HttpUser",
-    "KServeV2GrpcUser",
-    "KServeV2HttpUser",
-    "TorchServeRestUser",
-    "TritonGrpcUser",
-    "TritonHttpUser",
-    "TritonStreamUser",
-    "user_class_for",
-]
 
 USER_CLASS_BY_KIND: dict[str, type[InferenceUser]] = {
     # unary ModelInfer, or the gRPC stream once the start check finds a decoupled model

@@ -15,10 +15,10 @@ from typing import Any
 from geventhttpclient import HTTPClient
 from geventhttpclient.url import URL
 
-from inferload.errors import HttpStatusError
 from inferload.scenario.headers import request_headers
 from inferload.users.base import InferenceUser
 from inferload.users.expected import expected_check_of
+from inferload.users.http_answer import close_client, post_for_answer
 from inferload.users.tls import http_tls_options
 
 
@@ -49,22 +49,11 @@ class KServeHttpUser(InferenceUser):
     def post_next(self) -> tuple[int, bytes]:
         """(request index, answer body) of the next pre-encoded request; HttpStatusError unless accepted."""
         index, body = self.next_request()
-        response = self._client.post(self._path, body=body, headers=self._headers)
-        try:
-            answer = response.read()
-        finally:
-            response.release()
-        status = response.status_code
-        accepted = 200 <= status < 300 if self.target.response_check == "none" else status == 200
-        if not accepted:
-            raise HttpStatusError(status, error_detail(answer))
+        answer = post_for_answer(self._client, self._path, body, self._headers, self.target.response_check, error_detail)
         return index, answer
 
     def close(self) -> None:
-        client: HTTPClient | None = getattr(self, "_client", None)
-        if client is not None:
-            client.close()
-            del self._client
+        close_client(self)
 
 
 def error_detail(body: bytes) -> str:

@@ -12,20 +12,18 @@ failure then says what came instead; ``expected`` compares the answer with its s
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import ClassVar
 
 from geventhttpclient import HTTPClient
 from geventhttpclient.url import URL
 
-from inferload.errors import HttpStatusError
 from inferload.scenario.datasets import dataset_path
 from inferload.scenario.headers import request_headers
 from inferload.scenario.targets import Target
 from inferload.users.base import InferenceUser
 from inferload.users.expected import expected_check_of
-from inferload.users.failures import check_json_list
+from inferload.users.http_answer import check_list_answer, close_client, json_error_detail, post_for_answer
 from inferload.users.request_pool import RequestData
 from inferload.users.tls import http_tls_options
 from inferload.users.torchserve_body import BodyError, encode_body, header_media_type
@@ -79,26 +77,12 @@ class TorchServeRestUser(InferenceUser):
 
     def send(self) -> int:
         index, request_body = self.next_request()  # a pick: encoded up front (the index names its samples)
-        response = self._client.post(self._path, body=request_body, headers=self._headers)
-        try:
-            body = response.read()
-        finally:
-            response.release()
-        check = self.target.response_check
-        accepted = 200 <= response.status_code < 300 if check == "none" else response.status_code == 200
-        if not accepted:
-            raise HttpStatusError(response.status_code, _detail(body))
-        if check == "shape":
-            check_json_list(body, self.target.batch_size)
-        elif self._expected is not None:
-            self._expected.body(body, self.request_pool().samples(index))
+        body = post_for_answer(self._client, self._path, request_body, self._headers, self.target.response_check, _detail)
+        check_list_answer(body, self.target, self._expected, self.request_pool(), index)
         return len(body)
 
     def close(self) -> None:
-        client: HTTPClient | None = getattr(self, "_client", None)
-        if client is not None:
-            client.close()
-            del self._client
+        close_client(self)
 
 
 def content_type_header(target: Target, scenario_dir: Path) -> str:
@@ -115,8 +99,4 @@ def content_type_header(target: Target, scenario_dir: Path) -> str:
 
 def _detail(body: bytes) -> str:
     """TorchServe's error JSON has a 'message'; keep the first line, no per-request ids."""
-    try:
-        message = json.loads(body).get("message", "")
-    except (ValueError, AttributeError):
-        message = body[:120].decode("utf-8", "replace")
-    return str(message).splitlines()[0][:120] if message else ""
+    return json_error_detail(body, "message")

@@ -18,6 +18,7 @@ import pytest
 from inferload.results.files import ResultsError, TargetSeries, read_summary
 from inferload.results.plots import stage_changes, warmup_span
 from inferload.results.report import main_report, write_report
+from tests.support.system_tools import HEADLESS_CHROMIUM
 
 WINDOW_COLUMNS = [
     "window_start",
@@ -312,14 +313,7 @@ def test_chromium_renders_the_report_with_its_plots_and_the_failed_check(two_tar
     report = two_target_run / "report.html"
     shot = tmp_path / "report.png"
     command = [
-        "chromium",
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
+        *HEADLESS_CHROMIUM,
         f"--user-data-dir={tmp_path / 'profile'}",
         f"--screenshot={shot}",
         "--window-size=1280,2000",

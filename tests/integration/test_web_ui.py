@@ -13,7 +13,7 @@ import pytest
 from tests.support.locust_runner import locust_command, python_env
 from tests.support.ports import free_port
 from tests.support.scenario_factory import tiny_target, write_scenario
-from tests.support.system_tools import REPO
+from tests.support.system_tools import HEADLESS_CHROMIUM, REPO
 from tests.support.waiting import wait_until
 
 
@@ -55,14 +55,7 @@ def rendered_page(url: str, tmp_path) -> str:
     """The page as headless Chromium renders it (after its scripts ran)."""
     done = subprocess.run(
         [
-            "chromium",
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--no-first-run",
+            *HEADLESS_CHROMIUM,
             f"--user-data-dir={tmp_path / 'chromium'}",
             "--virtual-time-budget=8000",
             "--dump-dom",

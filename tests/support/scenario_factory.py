@@ -1,13 +1,16 @@
-"""Small scenarios built in code for tests (validated by the same models as YAML files), and the
-one helper that writes a scenario file."""
+"""Small scenarios built in code for tests (validated by the same models as YAML files), the one
+helper that writes a scenario file, and the problems loading one raises."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
+from inferload.errors import Problem, ScenarioError
+from inferload.scenario.loader import load_scenario
 from inferload.scenario.model import Scenario
 
 
@@ -16,6 +19,49 @@ def write_scenario(folder: Path, data: Any, name: str = "scenario.yaml") -> Path
     path = folder / name
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
+
+
+def bare_target(
+    name: str,
+    kind: str,
+    address: str,
+    model: str = "cnn",
+    input_name: str = "INPUT__0",
+    shape: tuple[int, ...] = (4,),
+    dtype: str = "FP32",
+    **extra: Any,
+) -> dict[str, Any]:
+    """A target with its required keys only (one input, no data), then ``extra``: what key tests start from."""
+    target: dict[str, Any] = {
+        "name": name,
+        "kind": kind,
+        "address": address,
+        "model": model,
+        "inputs": [{"name": input_name, "shape": list(shape), "dtype": dtype}],
+    }
+    target.update(extra)
+    return target
+
+
+def steady_one_user(*targets: dict[str, Any], name: str = "unit", duration: str = "10s") -> dict[str, Any]:
+    """A scenario's data: ``targets`` under one steady user."""
+    return {"name": name, "duration": duration, "targets": list(targets), "shape": {"kind": "steady", "users": 1}}
+
+
+def load_problems(folder: Path, data: Any) -> list[Problem]:
+    """The problems that loading ``data``, written as ``folder/scenario.yaml``, raises (the test fails if it loads)."""
+    path = write_scenario(folder, data)
+    with pytest.raises(ScenarioError) as caught:
+        load_scenario(path)
+    return caught.value.problems
+
+
+def key_problems(folder: Path, data: Any) -> list[tuple[str, str]]:
+    """(key path, message) of each problem ``load_problems`` finds, each checked to read ``file: key.path: message``."""
+    problems = load_problems(folder, data)
+    for problem in problems:
+        assert str(problem) == f"{folder / 'scenario.yaml'}: {problem.key_path}: {problem.message}"
+    return [(problem.key_path, problem.message) for problem in problems]
 
 
 def cnn_target(name: str, kind: str, address: str, **extra: Any) -> dict[str, Any]:

@@ -7,6 +7,17 @@ import subprocess
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent.parent
+#: headless Chromium as every test starts it (root in CI: no sandbox; no GPU, no background traffic)
+HEADLESS_CHROMIUM = (
+    "chromium",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+)
 
 
 def require_tool(command: str) -> str:

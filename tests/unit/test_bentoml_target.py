@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from inferload.errors import ScenarioError, ScrapeError
+from inferload.errors import ScrapeError
 from inferload.scenario.loader import load_scenario
 from inferload.scenario.model import Scenario
 from inferload.servermetrics.bentoml import bentoml_metrics_url, parse_bentoml_metrics
@@ -19,7 +19,7 @@ from inferload.servermetrics.figures import server_figures
 from inferload.users.bentoml_body import encode_bentoml_body
 from inferload.users.bentoml_http import BentoMLHttpUser, api_path
 from inferload.users.request_pool import RequestPool, RequestSource
-from tests.support.scenario_factory import tiny_target, write_scenario
+from tests.support.scenario_factory import key_problems, steady_one_user, tiny_target, write_scenario
 
 CAPTURES = Path(__file__).resolve().parents[1] / "captures"
 
@@ -31,16 +31,11 @@ def bento(**keys: Any) -> dict[str, Any]:
 
 
 def load(folder: Path, target: dict[str, Any]) -> Scenario:
-    data = {"name": "bento", "duration": "5s", "targets": [target], "shape": {"kind": "steady", "users": 1}}
-    return load_scenario(write_scenario(folder, data))
+    return load_scenario(write_scenario(folder, steady_one_user(target, name="bento", duration="5s")))
 
 
 def problems(folder: Path, target: dict[str, Any]) -> list[tuple[str, str]]:
-    with pytest.raises(ScenarioError) as caught:
-        load(folder, target)
-    for problem in caught.value.problems:
-        assert str(problem).startswith(f"{folder / 'scenario.yaml'}: {problem.key_path}: ")
-    return [(problem.key_path, problem.message) for problem in caught.value.problems]
+    return key_problems(folder, steady_one_user(target, name="bento", duration="5s"))
 
 
 # --- the scenario keys --------------------------------------------------------------------------

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import yaml
 
-from inferload.errors import Problem, ScenarioError
 from inferload.scenario.loader import load_scenario, scenario_from_dict, scenario_to_dict
+from tests.support.scenario_factory import key_problems
 
 
 def scenario(inputs: list[dict[str, Any]], **target: Any) -> dict[str, Any]:
@@ -28,14 +28,7 @@ def lines_input(**data: Any) -> dict[str, Any]:
 
 
 def problems(tmp_path: Path, data: dict[str, Any]) -> list[tuple[str, str]]:
-    path = tmp_path / "scenario.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    with pytest.raises(ScenarioError) as caught:
-        load_scenario(path)
-    found: list[Problem] = caught.value.problems
-    for problem in found:
-        assert str(problem).startswith(f"{path}: {problem.key_path}: ")
-    return [(p.key_path, p.message) for p in found]
+    return key_problems(tmp_path, data)
 
 
 @pytest.fixture

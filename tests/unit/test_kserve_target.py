@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from inferload.errors import BadOutputShape, ScenarioError, ScrapeError
+from inferload.errors import BadOutputShape, ScrapeError
 from inferload.run.kserve_check import check_target_against_v2, v2_output_shapes
 from inferload.scenario.loader import load_scenario
 from inferload.scenario.model import Scenario
@@ -22,7 +22,7 @@ from inferload.users.kserve_bodies import v1_predictions, v1_request_body, v2_an
 from inferload.users.kserve_v1_http import v1_predict_path
 from inferload.users.kserve_v2_grpc import response_size
 from inferload.users.kserve_v2_http import v2_infer_path
-from tests.support.scenario_factory import tiny_target, write_scenario
+from tests.support.scenario_factory import key_problems, steady_one_user, tiny_target, write_scenario
 
 CAPTURES = Path(__file__).resolve().parents[1] / "captures"
 #: what the real KServe model server answers for the tiny sample model (GET /v2/models/tiny)
@@ -36,16 +36,11 @@ TINY_METADATA = {
 
 
 def load(folder: Path, *targets: dict[str, Any]) -> Scenario:
-    data = {"name": "kserve", "duration": "5s", "targets": list(targets), "shape": {"kind": "steady", "users": 1}}
-    return load_scenario(write_scenario(folder, data))
+    return load_scenario(write_scenario(folder, steady_one_user(*targets, name="kserve", duration="5s")))
 
 
 def problems(folder: Path, target: dict[str, Any]) -> list[tuple[str, str]]:
-    with pytest.raises(ScenarioError) as caught:
-        load(folder, target)
-    for problem in caught.value.problems:
-        assert str(problem).startswith(f"{folder / 'scenario.yaml'}: {problem.key_path}: ")
-    return [(problem.key_path, problem.message) for problem in caught.value.problems]
+    return key_problems(folder, steady_one_user(target, name="kserve", duration="5s"))
 
 
 # --- the scenario keys --------------------------------------------------------------------------

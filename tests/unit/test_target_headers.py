@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 import yaml
 
-from inferload.errors import Problem, ScenarioError
 from inferload.run.embedded_locustfile import embedded_locustfile
 from inferload.scenario.headers import HeadersError, masked_headers, read_inference_key, request_headers
 from inferload.scenario.loader import load_scenario, scenario_to_dict
+from tests.support.scenario_factory import bare_target, load_problems, steady_one_user
 
 KEY_FILE = {
     "management": {"key": "mgmt-key", "expiration time": "2026-11-30T16:02:06.113841471Z"},
@@ -24,32 +24,16 @@ KEY_FILE = {
 def scenario(**extra: Any) -> dict[str, Any]:
     """A grpc and a TorchServe target; ``extra`` adds keys to the target of that kind."""
     targets = [
-        {
-            "name": "grpc",
-            "kind": "triton-grpc",
-            "address": "127.0.0.1:8001",
-            "model": "cnn",
-            "inputs": [{"name": "INPUT__0", "shape": [4], "dtype": "FP32"}],
-        },
-        {
-            "name": "ts",
-            "kind": "torchserve-rest",
-            "address": "http://127.0.0.1:8080",
-            "model": "cnn",
-            "inputs": [{"name": "INPUT__0", "shape": [4], "dtype": "FP32"}],
-        },
+        bare_target("grpc", "triton-grpc", "127.0.0.1:8001"),
+        bare_target("ts", "torchserve-rest", "http://127.0.0.1:8080"),
     ]
     for target in targets:
         target.update(extra.get(str(target["kind"]), {}))
-    return {"name": "unit", "duration": "10s", "targets": targets, "shape": {"kind": "steady", "users": 1}}
+    return steady_one_user(*targets)
 
 
 def problems(tmp_path: Path, data: dict[str, Any]) -> list[str]:
-    path = tmp_path / "scenario.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    with pytest.raises(ScenarioError) as caught:
-        load_scenario(path)
-    return [str(p) for p in caught.value.problems if isinstance(p, Problem)]
+    return [str(p) for p in load_problems(tmp_path, data)]
 
 
 def test_valid_headers_load_and_token_file_is_made_absolute(tmp_path: Path) -> None:

@@ -8,12 +8,11 @@ from typing import Any
 
 import pytest
 
-from inferload.errors import ScenarioError
 from inferload.scenario.loader import load_scenario
 from inferload.scenario.model import Scenario
 from inferload.users.request_pool import RequestPool, RequestSource
 from inferload.users.torchserve_rest import TorchServeRestUser, content_type_header
-from tests.support.scenario_factory import write_scenario
+from tests.support.scenario_factory import key_problems, steady_one_user, write_scenario
 
 
 def ts_target(**keys: Any) -> dict[str, Any]:
@@ -48,19 +47,11 @@ def folder(tmp_path: Path) -> Path:
 
 
 def load(folder: Path, *targets: dict[str, Any]) -> Scenario:
-    data = {"name": "bodies", "duration": "5s", "targets": list(targets), "shape": {"kind": "steady", "users": 1}}
-    return load_scenario(write_scenario(folder, data))
+    return load_scenario(write_scenario(folder, steady_one_user(*targets, name="bodies", duration="5s")))
 
 
 def problems(folder: Path, target: dict[str, Any]) -> list[tuple[str, str]]:
-    path = write_scenario(
-        folder, {"name": "bodies", "duration": "5s", "targets": [target], "shape": {"kind": "steady", "users": 1}}
-    )
-    with pytest.raises(ScenarioError) as caught:
-        load_scenario(path)
-    for problem in caught.value.problems:
-        assert str(problem) == f"{path}: {problem.key_path}: {problem.message}"
-    return [(problem.key_path, problem.message) for problem in caught.value.problems]
+    return key_problems(folder, steady_one_user(target, name="bodies", duration="5s"))
 
 
 def test_the_new_keys_load_with_their_values(folder: Path) -> None:

@@ -8,41 +8,25 @@ from typing import Any
 import pytest
 import yaml
 
-from inferload.errors import Problem, ScenarioError
 from inferload.scenario.loader import load_scenario, scenario_from_dict, scenario_to_dict
 from inferload.scenario.trace import DEFAULT_TRACE_RATE, TraceSpec
+from tests.support.scenario_factory import bare_target, load_problems, steady_one_user
 
 
 def scenario(triton_trace: Any = None, torchserve_trace: Any = None) -> dict[str, Any]:
-    targets: list[dict[str, Any]] = [
-        {
-            "name": "tr",
-            "kind": "triton-grpc",
-            "address": "127.0.0.1:8001",
-            "model": "m",
-            "inputs": [{"name": "X", "shape": [4], "dtype": "FP32"}],
-        },
-        {
-            "name": "ts",
-            "kind": "torchserve-rest",
-            "address": "http://127.0.0.1:8080",
-            "model": "cnn",
-            "inputs": [{"name": "X", "shape": [4], "dtype": "FP32"}],
-        },
+    targets = [
+        bare_target("tr", "triton-grpc", "127.0.0.1:8001", model="m", input_name="X"),
+        bare_target("ts", "torchserve-rest", "http://127.0.0.1:8080", input_name="X"),
     ]
     if triton_trace is not None:
         targets[0]["trace"] = triton_trace
     if torchserve_trace is not None:
         targets[1]["trace"] = torchserve_trace
-    return {"name": "unit", "duration": "10s", "targets": targets, "shape": {"kind": "steady", "users": 1}}
+    return steady_one_user(*targets)
 
 
 def problems(tmp_path: Path, data: dict[str, Any]) -> list[str]:
-    path = tmp_path / "scenario.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    with pytest.raises(ScenarioError) as caught:
-        load_scenario(path)
-    return [str(p) for p in caught.value.problems if isinstance(p, Problem)]
+    return [str(p) for p in load_problems(tmp_path, data)]
 
 
 def test_a_trace_key_loads_with_defaults_and_round_trips(tmp_path: Path) -> None:

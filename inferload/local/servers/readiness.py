@@ -62,25 +62,24 @@ def torchserve_infer(
     """Run ``data`` through TorchServe as raw float32 bytes (octet-stream); returns outputs."""
     url = f"http://{host}:{inference_port}/predictions/{spec.name}"
     raw = np.ascontiguousarray(data, dtype="<f4").tobytes()
-    answer = _post(url, raw, "application/octet-stream", timeout_s)
-    try:
-        result = np.asarray(json.loads(answer), dtype=np.float32)
-    except ValueError as exc:
-        raise NotReady(f"unexpected answer from {url}: {answer[:300]!r}") from exc
-    _check_shape(result, data.shape[0], spec, url)
-    return result
+    return _json_list_answer(url, raw, "application/octet-stream", timeout_s, data.shape[0], spec)
 
 
 def bentoml_infer(port: int, spec: ModelSpec, data: np.ndarray, host: str = "127.0.0.1", timeout_s: float = 5.0) -> np.ndarray:
     """Run ``data`` through the BentoML service's API for the model (JSON, the input by name); returns outputs."""
     url = f"http://{host}:{port}/{spec.name}"
     body = json.dumps({spec.input_name: data.tolist()}).encode()
-    answer = _post(url, body, "application/json", timeout_s)
+    return _json_list_answer(url, body, "application/json", timeout_s, data.shape[0], spec)
+
+
+def _json_list_answer(url: str, body: bytes, content_type: str, timeout_s: float, batch: int, spec: ModelSpec) -> np.ndarray:
+    """The outputs a server answers ``body`` with as one JSON (nested) list (TorchServe, BentoML)."""
+    answer = _post(url, body, content_type, timeout_s)
     try:
         result = np.asarray(json.loads(answer), dtype=np.float32)
     except ValueError as exc:
         raise NotReady(f"unexpected answer from {url}: {answer[:300]!r}") from exc
-    _check_shape(result, data.shape[0], spec, url)
+    _check_shape(result, batch, spec, url)
     return result
 
 

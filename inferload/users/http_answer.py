@@ -1,0 +1,88 @@
+"""What the REST users of TorchServe, BentoML and KServe share: one POST read whole, its status judged.
+
+``post_for_answer`` sends one pre-encoded body and reads the whole answer (its length is the
+reported response size); the target's ``response_check`` decides which statuses count: ``none``
+takes any 2xx, every other check wants 200. A refused status becomes an ``HttpStatusError`` whose
+message is the first line of the server's own reason (``detail(answer)``; ``json_error_detail``
+reads it from one key of an error JSON). ``check_list_answer`` is the answer check of the users
+whose ``shape`` is a JSON list of one entry per item (TorchServe, BentoML): ``shape`` counts the
+list, ``expected`` compares the answer with its samples' own. ``close_client`` closes a user's client.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from geventhttpclient import HTTPClient
+
+from inferload.errors import HttpStatusError
+from inferload.scenario.targets import Target
+from inferload.users.expected import ExpectedCheck
+from inferload.users.failures import check_json_list
+from inferload.users.request_pool import RequestPool
+
+#: at most this many characters of a server's reason go in a failure message
+DETAIL_CHARS = 120
+
+
+class Answer(Protocol):
+    """What ``post_for_answer`` uses of an HTTP response (geventhttpclient's)."""
+
+    @property
+    def status_code(self) -> int: ...
+    def read(self) -> bytes: ...
+    def release(self) -> None: ...
+
+
+class PostClient(Protocol):
+    """What ``post_for_answer`` uses of an HTTP client (geventhttpclient's ``HTTPClient``)."""
+
+    def post(self, request_uri: str, body: bytes, headers: Mapping[str, str]) -> Answer: ...
+
+
+def post_for_answer(
+    client: PostClient,
+    path: str,
+    body: bytes,
+    headers: Mapping[str, str],
+    response_check: str | None,
+    detail: Callable[[bytes], str],
+) -> bytes:
+    """The whole answer to ``POST path``; HttpStatusError(status, detail(answer)) unless its status is accepted."""
+    response = client.post(path, body=body, headers=headers)
+    try:
+        answer = response.read()
+    finally:
+        response.release()
+    status = response.status_code
+    accepted = 200 <= status < 300 if response_check == "none" else status == 200
+    if not accepted:
+        raise HttpStatusError(status, detail(answer))
+    return answer
+
+
+def close_client(user: object) -> None:
+    """Close a user's HTTP client (its ``_client``), if ``connect()`` made one and no earlier call closed it."""
+    client: HTTPClient | None = getattr(user, "_client", None)
+    if client is not None:
+        client.close()
+        delattr(user, "_client")
+
+
+def check_list_answer(answer: bytes, target: Target, expected: ExpectedCheck | None, pool: RequestPool[Any], index: int) -> None:
+    """``response_check: shape``: a JSON list of ``batch_size`` items; ``expected``: request ``index``'s samples' answers."""
+    if target.response_check == "shape":
+        check_json_list(answer, target.batch_size)
+    elif expected is not None:
+        expected.body(answer, pool.samples(index))
+
+
+def json_error_detail(body: bytes, key: str) -> str:
+    """The first line of an error JSON's ``key`` (of the body itself when it is no JSON object), at most 120 characters."""
+    try:
+        message = json.loads(body).get(key, "")
+    except (ValueError, AttributeError):
+        message = body[:DETAIL_CHARS].decode("utf-8", "replace")
+    return str(message).splitlines()[0][:DETAIL_CHARS] if message else ""
