@@ -31,6 +31,11 @@ from inferload.measure.trace_records import ClientTiming
 
 FRONTEND_START = ("HTTP_RECV_START", "GRPC_WAITREAD_END", "REQUEST_START")
 FRONTEND_END = ("HTTP_SEND_END", "GRPC_SEND_END", "REQUEST_END")
+#: the end of Triton's request span for the per-request residual: the response's send start (the last,
+#: a streamed request's final response), else REQUEST_END. REQUEST_END and *_SEND_END can come after
+#: the client already has the answer: the Python backend ends its execution after sending the
+#: response, and a busy server notes the send's end late (measured here: 1 ms after the client's receive)
+RESPONSE_LEFT = ("GRPC_SEND_START", "HTTP_SEND_START", "REQUEST_END")
 COMPONENTS = ("network_client_ms", "frontend_ms", "queue_ms", "compute_input_ms", "compute_infer_ms", "compute_output_ms")
 
 
@@ -62,6 +67,16 @@ class JoinedRequest:
     compute_infer_ms: float
     compute_output_ms: float
     batch_size: int
+    #: Triton's own span of the request: REQUEST_START .. its (final) response's send start, or
+    #: REQUEST_END without one (the frontend span without either); see `RESPONSE_LEFT`
+    request_ms: float = 0.0
+
+    @property
+    def residual_ms(self) -> float:
+        """What the server did not see of this request: client latency - Triton's request span
+        (`request_ms`): the client, the wire both ways, the frontend before REQUEST_START and the
+        response's delivery; the per-request form of the summary's ``residual_ms``. Not clamped."""
+        return self.latency_ms - self.request_ms
 
     @property
     def compute_ms(self) -> float:
@@ -103,6 +118,8 @@ def split(trace: ServerTrace, client: ClientTiming, batch_size: int) -> JoinedRe
     if inside > span:  # timestamps out of order by a few ns: the span is at least what it holds
         span = inside
     latency_ns = client.received_ns - client.sent_ns
+    request_start, request_end = ts.get("REQUEST_START"), trace.first(RESPONSE_LEFT)
+    request_span = request_end - request_start if request_start is not None and request_end is not None else span
     return JoinedRequest(
         request_id=trace.request_id,
         latency_ms=_ms(latency_ns),
@@ -113,6 +130,7 @@ def split(trace: ServerTrace, client: ClientTiming, batch_size: int) -> JoinedRe
         compute_infer_ms=_ms(compute_infer),
         compute_output_ms=_ms(compute_output),
         batch_size=batch_size,
+        request_ms=max(0, request_span) / 1e6,
     )
 
 

@@ -36,6 +36,7 @@ from inferload.observe.sources import (
     TorchServeSource,
     TritonSource,
 )
+from inferload.observe.sources.triton_trace_config import TritonTraceSourceConfig, build_trace_source, trace_sources
 from inferload.scenario.durations import DURATION_HINT, parse_duration
 from inferload.scenario.model import Scenario
 from inferload.servermetrics.bentoml import bentoml_metrics_url
@@ -108,7 +109,12 @@ class NvmlSourceConfig(_Model):
 
 
 SourceConfig = Annotated[
-    TritonSourceConfig | TorchServeSourceConfig | KServeSourceConfig | BentoMLSourceConfig | NvmlSourceConfig,
+    TritonSourceConfig
+    | TorchServeSourceConfig
+    | KServeSourceConfig
+    | BentoMLSourceConfig
+    | NvmlSourceConfig
+    | TritonTraceSourceConfig,
     Field(discriminator="kind"),
 ]
 
@@ -144,7 +150,8 @@ def load_collector_config(path: Path) -> CollectorConfig:
 
 
 def sources_from_scenario(scenario: Scenario, gpu: bool = True) -> tuple[SourceConfig, ...]:
-    """A source per scenario target that has a `metrics_url`, and NVML."""
+    """A source per scenario target that has a `metrics_url`, a trace-file source per Triton server
+    whose traced targets take their traces from InfluxDB (``trace.source: influxdb``), and NVML."""
     configs: list[SourceConfig] = []
     for target in scenario.targets:
         kserve_url = kserve_metrics_url(target.kind, target.address, target.metrics_url) if target.server == "kserve" else None
@@ -172,6 +179,7 @@ def sources_from_scenario(scenario: Scenario, gpu: bool = True) -> tuple[SourceC
             configs.append(
                 TorchServeSourceConfig(kind="torchserve", target=target.name, model=target.model, metrics_url=target.metrics_url)
             )
+    configs.extend(trace_sources(scenario))
     if gpu:
         configs.append(NvmlSourceConfig(kind="nvml"))
     return tuple(configs)
@@ -190,6 +198,8 @@ def build_source(config: SourceConfig, timeout_s: float) -> Source:
         return KServeSource(config.target, config.model, config.metrics_url, timeout_s)
     if isinstance(config, BentoMLSourceConfig):
         return BentoMLSource(config.target, config.model, config.metrics_url, timeout_s)
+    if isinstance(config, TritonTraceSourceConfig):
+        return build_trace_source(config, timeout_s)
     return NvmlSource(config.host)
 
 

@@ -10,6 +10,9 @@ largest median share above the p99, in four kinds:
     compute            compute_input_ms + compute_infer_ms + compute_output_ms
     batching           compute, when the slow requests ran in larger batches than the typical ones
     network or client  network_client_ms + frontend_ms (the wire, the server's frontend, the client)
+
+With the anatomy, ``residual_ms``: the distribution of each joined request's client latency minus
+Triton's own span of it (`inferload.results.residual`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from inferload.measure.trace_join import COMPONENTS, JoinedRequest
+from inferload.results.residual import residual_distribution
 
 #: the verdict's kinds and the parts each adds up
 KINDS: dict[str, tuple[str, ...]] = {
@@ -130,4 +134,5 @@ def tail_summary(tail: dict[str, Any], p99_ms: float | None, p50_ms: float | Non
     joined = tail.get("requests")
     if joined:
         out.update(tail_anatomy(joined, p99_ms, p50_ms))
+        out["residual_ms"] = residual_distribution(joined)  # per request: client latency - Triton's span
     return out

@@ -1,6 +1,6 @@
 """report.html's tail anatomy of a traced target: the verdict, a stacked bar per group (median
-milliseconds of each part above the p99 and around the p50), and the table of medians and shares
-(`inferload.results.tail`)."""
+milliseconds of each part above the p99 and around the p50), the table of medians and shares
+(`inferload.results.tail`), and the per-request residual (`inferload.results.residual_report`)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 
 from inferload.measure.trace_join import COMPONENTS
 from inferload.results.plots import _new_figure, _png
+from inferload.results.residual_report import residual_html
 
 COLOURS = ("#9e9e9e", "#bdbdbd", "#e6550d", "#9ecae1", "#3182bd", "#08519c")
 
@@ -35,7 +36,8 @@ def tail_html(tail: Mapping[str, Any] | None) -> str:
     rows.append(f"<tr><td>requests</td>{count}</tr>")
     line = html.escape(str(tail.get("verdict_line", "")))
     image = f'<img alt="tail anatomy: median ms of each part" src="data:image/png;base64,{plot_tail(groups)}">'
-    return f"<h3>Tail anatomy</h3><p><b>{line}</b></p>{image}<table>{head}{''.join(rows)}</table>"
+    residual = residual_html(tail.get("residual_ms"))
+    return f"<h3>Tail anatomy</h3><p><b>{line}</b></p>{image}<table>{head}{''.join(rows)}</table>{residual}"
 
 
 def plot_tail(groups: list[tuple[str, Mapping[str, Any]]]) -> str:

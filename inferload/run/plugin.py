@@ -106,8 +106,8 @@ class InferloadRun:
             self.workers = WorkerWatch(runner)
             watch = self.workers
             environment.events.test_start.add_listener(lambda **_: watch.start())
-        self.trace = TraceRun(environment, self.scenario, self.user_classes)
         settings = sink_settings_from_options(environment.parsed_options)
+        self.trace = TraceRun(environment, self.scenario, self.user_classes, settings, self.run_id)
         if settings is not None:
             self.streaming = StreamingListener(environment, record, self.scenario, settings)
         if is_open_loop(self.scenario.shape):

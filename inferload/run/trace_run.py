@@ -7,7 +7,10 @@ they kept with their reports to the master, signed with the run key, so the join
 the master, with each worker's records (durations only: no clock is compared across machines).
 The master (or a local run) changes and restores the settings and reads the trace file: Triton
 writes it on its own machine, so a remote Triton's file is read only when ``trace.file`` points at
-a copy this machine can read; otherwise the summary says why there is no anatomy.
+a copy this machine can read; otherwise the summary says why there is no anatomy. With
+``trace.source: influxdb`` the records come instead from the `triton_traces` points the collector
+sidecar next to that Triton wrote under the run's id (`run.trace_from_influx`), read back once the
+settings are restored; the summary's ``trace_source`` says which.
 """
 
 from __future__ import annotations
@@ -23,8 +26,12 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from inferload.errors import ScrapeError
 from inferload.measure.report_auth import SignedReports
-from inferload.measure.trace_join import join
+from inferload.measure.trace_join import ServerTrace, join
 from inferload.measure.trace_records import ClientTiming, ClientTraceRecords, drain, merge_message
+from inferload.observe.sink import SinkSettings
+from inferload.observe.trace_points import MEASUREMENT
+from inferload.results.summary_file import ResultsError
+from inferload.run.trace_from_influx import influx_traces
 from inferload.scenario.model import Scenario
 from inferload.scenario.targets import Target
 from inferload.servermetrics.triton_trace import TraceSettingsClient, read_traces, restorable, run_settings, trace_files
@@ -45,9 +52,18 @@ TORCHSERVE_REASON = (
 class TraceRun:
     """One run's trace join: settings, records, join, anatomy."""
 
-    def __init__(self, environment: Environment, scenario: Scenario, user_classes: Mapping[str, type[InferenceUser]]) -> None:
+    def __init__(
+        self,
+        environment: Environment,
+        scenario: Scenario,
+        user_classes: Mapping[str, type[InferenceUser]],
+        influx: SinkSettings | None = None,
+        run_id: str | None = None,
+    ) -> None:
         self.environment = environment
         self.scenario = scenario
+        self.influx = influx  # where the run streams: `trace.source: influxdb` reads the collector's points there
+        self.run_id = run_id
         self.targets = {t.name: t for t in scenario.targets if t.trace is not None}
         self.records: dict[str, ClientTraceRecords] = {}
         for cls in user_classes.values():
@@ -58,6 +74,7 @@ class TraceRun:
         self.from_workers: dict[tuple[str, str], ClientTraceRecords] = {}  # (worker, target) -> records
         self.previous: dict[str, dict[str, Any]] = {}
         self.trace_file: dict[str, Path | None] = {}
+        self.turned_on: set[str] = set()
         self.problems: dict[str, str] = {}
         self.started_at = 0.0
         runner = environment.runner
@@ -115,6 +132,9 @@ class TraceRun:
             logger.warning("target %r: %s", target.name, self.problems[target.name])
             return
         self.previous[target.name] = previous
+        self.turned_on.add(target.name)
+        if target.trace.source == "influxdb":  # the collector next to Triton reads the file
+            return
         reported = str(previous.get("trace_file") or "")
         path = target.trace.file or reported
         self.trace_file[target.name] = Path(path) if path else None
@@ -161,23 +181,48 @@ class TraceRun:
         assert target.trace is not None
         head: dict[str, Any] = {"rate": 1.0 / target.trace.every_nth, "every_nth": target.trace.every_nth}
         timings, dropped = self._client_timings(name)
-        head.update(client_requests=len(timings), client_dropped=dropped)
+        head.update(client_requests=len(timings), client_dropped=dropped, trace_source=target.trace.source)
         if name in self.problems:
             return {"available": False, "reason": self.problems[name], **head}
-        path = self.trace_file.get(name)
-        if path is None:
+        if name not in self.turned_on:
             return {"available": False, "reason": "tracing was not turned on (the run did not start)", **head}
-        try:
-            traces = self._read(path)
-        except ScrapeError as exc:
-            return {"available": False, "reason": f"the trace file cannot be read here: {exc}", **head}
+        traces = self._from_influx(target) if target.trace.source == "influxdb" else self._from_file(name, head)
+        if isinstance(traces, str):
+            return {"available": False, "reason": traces, **head}
         result = join(traces, timings, target.model)
-        head.update(trace_file=str(path), server_traces=result.server_traces, unmatched_traces=result.unmatched_traces)
+        head.update(server_traces=result.server_traces, unmatched_traces=result.unmatched_traces)
         head["batch_size_exact"] = target.trace.every_nth == 1
         if not result.joined:
             return {"available": False, "reason": "no traced request of this run joined a client request", **head}
         # the anatomy needs the run's p99 and p50: `results.tail.tail_summary` adds it with the summary
         return {"available": True, "reason": None, **head, "requests": list(result.joined)}
+
+    def _from_file(self, name: str, head: dict[str, Any]) -> list[ServerTrace] | str:
+        """The run's traces from Triton's trace file here, or why there are none."""
+        path = self.trace_file.get(name)
+        if path is None:
+            return "tracing was not turned on (the run did not start)"
+        head["trace_file"] = str(path)
+        try:
+            return self._read(path)
+        except ScrapeError as exc:
+            return f"the trace file cannot be read here: {exc}"
+
+    def _from_influx(self, target: Target) -> list[ServerTrace] | str:
+        """The run's traces from the collector's `triton_traces` points in InfluxDB, or why there are none."""
+        if self.influx is None or self.run_id is None:
+            return "trace.source is influxdb but the run does not stream to InfluxDB: give --influx-url (or INFLUX_URL)"
+        try:
+            traces = influx_traces(self.influx, self.run_id, target.model)
+        except ResultsError as exc:
+            return f"the trace records cannot be read from InfluxDB: {exc}"
+        if not traces:
+            return (
+                f"no {MEASUREMENT} points of run {self.run_id!r} and model {target.model!r} in "
+                f"{self.influx.describe()}: run the collector next to Triton with its trace file "
+                f"(python -m collectors --scenario ... --run-id {self.run_id}, or a triton-trace source)"
+            )
+        return traces
 
     def _read(self, path: Path) -> list[Any]:
         """The run's traces, once Triton has written them: it writes the traces it held when the settings

@@ -30,6 +30,8 @@ from inferload.servermetrics.triton import _grpc_tls
 SETTING_KEYS = ("trace_level", "trace_rate", "trace_count", "log_frequency")
 #: traces per file while a run traces
 LOG_FREQUENCY = 1000
+#: timestamps a request has once per response (a decoupled model's over the gRPC stream): the last is kept
+LAST_OF_MANY = frozenset({"GRPC_SEND_START", "GRPC_SEND_END", "INFER_RESPONSE_COMPLETE"})
 
 
 def run_settings(every_nth: int) -> dict[str, Any]:
@@ -141,7 +143,10 @@ def json_entries(text: str) -> Iterator[dict[str, Any]]:
 
 
 def parse_traces(entries: Iterator[dict[str, Any]] | list[dict[str, Any]]) -> list[ServerTrace]:
-    """Entries grouped by trace id into one record per request (child traces of ensembles included)."""
+    """Entries grouped by trace id into one record per request (child traces of ensembles included).
+    A name seen twice keeps its first time, except those of `LAST_OF_MANY`: a streamed request of a
+    decoupled model has a ``GRPC_SEND_START``/``GRPC_SEND_END`` per response, and its span ends at
+    the last (its final response, the one the client's time ends at)."""
     models: dict[Any, str] = {}
     request_ids: dict[Any, str] = {}
     stamps: dict[Any, dict[str, int]] = {}
@@ -153,7 +158,11 @@ def parse_traces(entries: Iterator[dict[str, Any]] | list[dict[str, Any]]) -> li
         for stamp in entry.get("timestamps", []) or []:
             name, ns = stamp.get("name"), stamp.get("ns")
             if isinstance(name, str) and isinstance(ns, int):
-                stamps.setdefault(key, {}).setdefault(name, ns)
+                mine = stamps.setdefault(key, {})
+                if name in LAST_OF_MANY and name in mine:  # a streamed request's responses: its final send
+                    mine[name] = max(mine[name], ns)
+                else:
+                    mine.setdefault(name, ns)
     return [ServerTrace(models[key], request_ids.get(key, ""), stamps.get(key, {})) for key in models]
 
 

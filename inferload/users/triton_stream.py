@@ -25,6 +25,13 @@ A response with an error fails its request (the rest of its responses are still 
 final one); an error response without ``triton_final_response`` (Triton refused the request
 before the model saw it) is final. A call that times out cancels the stream: late responses
 cannot be counted for the next request.
+
+A traced target (``trace``, the per-request join with Triton's trace) puts the request id on each
+streamed request as the unary user does (`inferload.users.trace_ids`, appended to the pre-encoded
+bytes) and keeps its times from the send to the arrival of its final response (the complete
+request; `time.monotonic_ns`, the clock of Triton's trace); failed requests are not kept. Triton
+traces a streamed request once, with a ``GRPC_SEND_START``/``GRPC_SEND_END`` pair per response
+(docs/observability.md).
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ from inferload.errors import RequestError, RequestTimeout
 from inferload.measure.stream_record import STREAM_CONTEXT_KEY, StreamTiming
 from inferload.users.expected import grpc_outputs
 from inferload.users.failures import check_output_shape
+from inferload.users.trace_ids import grpc_id_field
 from inferload.users.triton_grpc import TritonGrpcUser
 
 MODEL_STREAM_INFER_METHOD = "/inference.GRPCInferenceService/ModelStreamInfer"
@@ -122,12 +130,16 @@ class TritonStreamUser(TritonGrpcUser):
         request_bytes += self._final_parameter  # parameters appended: a protobuf merge
         if self._sequences is not None:  # a decoupled sequence model: the step's ID and flags too
             request_bytes += self._sequences.next_step().grpc_parameters
+        traced = self.trace_records
+        if traced is not None:  # the trace join: an id on the request (as the unary user puts it)
+            number, request_id = traced.next_id()
+            request_bytes += grpc_id_field(request_id)
         if self._stream is None:
             self._stream = RequestStream(self._model_stream_infer, self._metadata)
         timeout = RequestTimeout(f"timeout: no final response from {self.target.address} in time")
         try:
             with gevent.Timeout(self.target.timeout, timeout):
-                received, failure = self._stream_one(self._stream, request_bytes)
+                received, failure, sent_ns, final_ns = self._stream_one(self._stream, request_bytes)
         except grpc.RpcError as exc:  # the stream broke (server down, cancelled): a new one next call
             self._drop_stream()
             if self._sequences is not None:
@@ -142,19 +154,22 @@ class TritonStreamUser(TritonGrpcUser):
         if failure is not None:  # every response of the request was read: the stream goes on
             self._timing = None
             raise failure
+        if traced is not None:  # sent -> the final response read (the complete request)
+            traced.add(number, sent_ns, final_ns)
         return received
 
-    def _stream_one(self, stream: RequestStream, request: bytes) -> tuple[int, Exception | None]:
+    def _stream_one(self, stream: RequestStream, request: bytes) -> tuple[int, Exception | None, int, int]:
         """Send the request and read its responses up to the final one: (bytes received, the
-        request's first failure or None); sets `_timing`."""
-        started = time.perf_counter()
+        request's first failure or None, when it was sent, when its final response arrived); sets
+        `_timing`. Times are ``time.monotonic_ns()``: the clock of Triton's trace (the trace join)."""
+        started = time.monotonic_ns()
         stream.send(request)
-        arrivals: list[float] = []
+        arrivals: list[int] = []
         received = 0
         failure: Exception | None = None
         while True:
             response = stream.next_response()
-            now = time.perf_counter()
+            now = time.monotonic_ns()
             if response.error_message:
                 failure = failure or InferenceServerException(msg=response.error_message)
             else:
@@ -165,10 +180,10 @@ class TritonStreamUser(TritonGrpcUser):
                     failure = failure or self._answer_failure(answer)
             if is_final(response):
                 break
-        gaps = tuple((b - a) * 1000.0 for a, b in itertools.pairwise(arrivals))
-        first = (arrivals[0] - started) * 1000.0 if arrivals else None
+        gaps = tuple((b - a) / 1e6 for a, b in itertools.pairwise(arrivals))
+        first = (arrivals[0] - started) / 1e6 if arrivals else None
         self._timing = StreamTiming(responses=len(arrivals), first_response_ms=first, gaps_ms=gaps)
-        return received, failure
+        return received, failure, started, now
 
     def _answer_failure(self, answer: Any) -> Exception | None:
         """The target's response check on one response that carries outputs (as the unary user checks an answer)."""

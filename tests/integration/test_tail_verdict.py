@@ -36,6 +36,8 @@ from tests.support.example_triton import ExampleTriton, example_triton
 from tests.support.locust_runner import run_locust
 from tests.support.scenario_factory import write_scenario
 
+#: the client's and Triton's times come from one monotonic clock, read in two processes
+CLOCK_PRECISION_MS = 0.05
 PARTS = ("network_client_ms", "frontend_ms", "queue_ms", "compute_input_ms", "compute_infer_ms", "compute_output_ms")
 
 
@@ -90,12 +92,18 @@ def _tail(folder: Path, kind: str, address: str, model: str, users: int, blocker
     run = run_locust(_scenario(folder, kind, address, model, users, blocker), folder)
     assert run.returncode == 0, run.output
     tail = run.summary["targets"]["t"]["tail"]
-    assert f"the p99 is {tail['verdict']}" in (run.results_dir / "report.html").read_text()
+    report = (run.results_dir / "report.html").read_text()
+    assert f"the p99 is {tail['verdict']}" in report and "Per-request residual" in report
     assert tail["available"] is True, tail
     assert tail["joined"] > 20 and tail["joined"] <= tail["client_requests"], tail
     assert tail["batch_size_exact"] is True
     for group in ("above_p99", "around_p50"):
         assert tail[group]["count"] > 0 and set(tail[group]["median_share"]) == set(PARTS), tail
+    residual = tail["residual_ms"]  # per joined request: client latency - Triton's REQUEST_START..response sent
+    assert residual["n"] == tail["joined"], residual
+    assert residual["min"] <= residual["p50"] <= residual["p90"] <= residual["p99"] <= residual["max"], residual
+    assert residual["min"] >= -CLOCK_PRECISION_MS, residual
+    assert sum(residual["histogram"]["counts"]) + residual["histogram"]["above"] == residual["n"], residual
     return tail
 
 
@@ -133,3 +141,4 @@ def test_the_master_joins_every_workers_requests(tail_triton: ExampleTriton, tmp
     assert tail["client_requests"] >= tail["joined"] >= 0.97 * tail["client_requests"], (tail, figures["requests"])
     assert tail["client_requests"] >= 0.9 * figures["requests"] > 0, (tail, figures["requests"])
     assert tail["verdict"] == "queueing", tail
+    assert tail["residual_ms"]["n"] == tail["joined"], tail  # both workers' requests in the distribution

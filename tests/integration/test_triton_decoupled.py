@@ -28,7 +28,7 @@ import requests
 
 from inferload.local.servers.ports import ServerPorts
 from inferload.local.servers.procs import spawn, stop_group
-from inferload.local.servers.triton_local import find_triton, prepare_backend_dir, triton_command, triton_env
+from inferload.local.servers.triton_local import find_triton, prepare_backend_dir, trace_arguments, triton_command, triton_env
 from tests.support.grafana import DASHBOARDS, query_panels, selected_fields, substitute
 from tests.support.influx_fixture import InfluxServer
 from tests.support.locust_runner import python_env, run_locust
@@ -56,6 +56,7 @@ def decoupled_triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Decou
     ports = ServerPorts.free()
     install = find_triton()
     command = triton_command(install, prepare_backend_dir(install, work / "backends"), repository, ports, (MODEL,))
+    command += trace_arguments(work / "trace.json")  # tracing off until a run with `trace` turns it on
     record = spawn(command, work / "triton.log", triton_env(install), cwd=work)
     try:
         deadline = time.monotonic() + READY_DEADLINE_S
@@ -86,14 +87,14 @@ def _target(kind: str, address: str) -> dict[str, Any]:
     }
 
 
-def _scenario(folder: Path, target: dict[str, Any]) -> Path:
+def _scenario(folder: Path, target: dict[str, Any], users: int = 3, duration: str = "4s") -> Path:
     data = {
         "name": "decoupled",
-        "duration": "4s",
+        "duration": duration,
         "warmup": "1s",
         "window": "1s",
         "targets": [target],
-        "shape": {"kind": "steady", "users": 3},
+        "shape": {"kind": "steady", "users": users},
     }
     folder.mkdir(parents=True, exist_ok=True)
     return write_scenario(folder, data)
@@ -173,3 +174,20 @@ def test_two_workers_stream_and_the_master_merges_their_stream_figures(decoupled
     streaming = target["streaming"]  # the workers' decoupled users streamed; the master merged their figures
     assert streaming["requests"] == target["requests"] and streaming["responses"] == RESPONSES * target["requests"]
     assert streaming["first_response_ms"]["p99"] <= streaming["first_response_ms"]["max"] <= target["latency_ms"]["max"]
+
+
+def test_a_traced_streamed_request_joins_triton_s_trace_of_it(decoupled_triton: DecoupledTriton, tmp_path: Path) -> None:
+    """Each streamed request carries its trace id; its client time ends at its final response. One
+    user: Triton 2.51 has crashed (SIGSEGV) with tracing on under concurrent streams (docs/observability.md)."""
+    scenario = _scenario(
+        tmp_path, {**_target("triton-grpc", decoupled_triton.grpc), "trace": {"rate": 1}}, users=1, duration="3s"
+    )
+    run = run_locust(scenario, tmp_path)
+    assert run.returncode == 0, run.output[-4000:]
+    target = run.summary["targets"]["square"]
+    assert target["failures"] == 0 and target["streaming"]["responses"] == RESPONSES * target["requests"], target
+    tail = target["tail"]
+    assert tail["available"] is True, tail
+    assert 0 < tail["joined"] <= tail["client_requests"] <= target["requests"], tail
+    residual = tail["residual_ms"]  # the span ends at the final response's send: the client saw all of it
+    assert residual["n"] == tail["joined"] and residual["min"] >= -0.05, residual
