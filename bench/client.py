@@ -6,7 +6,8 @@ SPEC_JSON holds a `MeasureSpec` (variant, addresses, users, rate or closed loop,
 requests to warm up and to measure, server pids to watch, Triton statistics, InfluxDB). The
 process runs Locust as a library (LocalRunner, the same greenlets as `locust --headless`),
 waits out the warm-up, and then reads its own CPU accounting (`getrusage(RUSAGE_SELF)`: all
-threads, gRPC's C threads included), the servers' CPU (psutil, process trees), the machine's
+threads, gRPC's C threads included) plus its child processes' (psutil: the gRPC call process of
+``INFERLOAD_GRPC_CALLS=process`` is the client's cost), the servers' CPU (psutil, process trees), the machine's
 idle time and Locust's request totals at the start and at the end of the measured span.
 A request counter is polled, never hooked, so measuring adds no per-request cost.
 """
@@ -20,7 +21,6 @@ grpc_gevent.init_gevent()  # before any gRPC channel
 
 import json  # noqa: E402
 import os  # noqa: E402
-import resource  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from dataclasses import asdict, dataclass, field  # noqa: E402
@@ -33,11 +33,13 @@ import psutil  # noqa: E402
 from locust import constant, constant_throughput  # noqa: E402
 from locust.env import Environment  # noqa: E402
 
+from bench.cpu_accounting import children_cpu, self_cpu, tree_cpu_s  # noqa: E402
 from bench.plain_users import PlainFastHttpUser, PlainTritonGrpcUser, triton_infer_request  # noqa: E402
 
 VARIANTS = (
     "grpc-inferload",
     "grpc-inferload-native",  # the same user with native-thread calls (INFERLOAD_GRPC_CALLS=native)
+    "grpc-inferload-process",  # the same user with a call process (INFERLOAD_GRPC_CALLS=process)
     "grpc-plain",
     "http-inferload",
     "http-plain",
@@ -92,6 +94,9 @@ class Measurement:
     server_avg_batch_size: float | None = None
     streaming: dict[str, Any] | None = None
     errors: list[str] = field(default_factory=list)
+    #: the part of client_cpu_us_per_request spent in child processes (the gRPC call process)
+    client_children_cpu_us_per_request: float = 0.0
+    call_process_batching: dict[str, Any] | None = None
 
 
 def _input_array(spec: MeasureSpec) -> np.ndarray:
@@ -199,28 +204,6 @@ def plain_user_class(spec: MeasureSpec) -> type:
     raise ValueError(f"unknown variant {spec.variant!r}; expected one of {VARIANTS}")
 
 
-def _tree_cpu_s(pids: list[int]) -> float:
-    total = 0.0
-    for pid in pids:
-        try:
-            root = psutil.Process(pid)
-            procs = [root, *root.children(recursive=True)]
-        except psutil.Error:
-            continue
-        for proc in procs:
-            try:
-                times = proc.cpu_times()
-            except psutil.Error:
-                continue
-            total += times.user + times.system
-    return total
-
-
-def _self_cpu() -> tuple[float, float]:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime, usage.ru_stime
-
-
 @dataclass
 class _Mark:
     at: float
@@ -232,6 +215,7 @@ class _Mark:
     failures: int
     total_ms: float
     triton: Any = None
+    children_cpu: float = 0.0
 
 
 def _mark(env: Environment, spec: MeasureSpec) -> _Mark:
@@ -241,17 +225,19 @@ def _mark(env: Environment, spec: MeasureSpec) -> _Mark:
     if spec.triton_stats:
         triton = server_stats.snapshot("triton-grpc", spec.triton_grpc, spec.model)
     total = env.stats.total
-    user, system = _self_cpu()
+    user, system = self_cpu()
+    children = sum(children_cpu())
     return _Mark(
         time.perf_counter(),
         user,
         system,
-        _tree_cpu_s(spec.server_pids),
+        tree_cpu_s(spec.server_pids),
         psutil.cpu_times(),
         total.num_requests,
         total.num_failures,
         total.total_response_time,
         triton,
+        children,
     )
 
 
@@ -263,10 +249,10 @@ def _measured_enough(env: Environment, spec: MeasureSpec, start: _Mark) -> bool:
 
 def measure(spec: MeasureSpec) -> Measurement:
     streaming = None
-    if spec.variant == "grpc-inferload-native":
+    if spec.variant in ("grpc-inferload-native", "grpc-inferload-process"):
         from inferload.users.native_calls import CALLS_ENV
 
-        os.environ[CALLS_ENV] = "native"
+        os.environ[CALLS_ENV] = spec.variant.rsplit("-", 1)[1]
     if "-inferload" in spec.variant:
         from inferload.measure.run_record import RunRecorder
 
@@ -291,9 +277,24 @@ def measure(spec: MeasureSpec) -> Measurement:
     while not _measured_enough(env, spec, start) and time.perf_counter() < deadline:
         gevent.sleep(POLL_S)
     end = _mark(env, spec)
+    batching = _call_process_batching(env.user_classes[0])
     runner.quit()
     stream_stats = streaming.close() if streaming is not None else None
-    return _summarise(spec, start, end, stream_stats)
+    result = _summarise(spec, start, end, stream_stats)
+    result.call_process_batching = batching
+    return result
+
+
+def _call_process_batching(cls: type) -> dict[str, Any] | None:
+    """Requests per write and replies per read of the call process, warm-up included (process variant)."""
+    process = getattr(cls, "call_process_of_class", None)
+    if process is None or not process.writes or not process.batches_read:
+        return None
+    return {
+        "calls": process.calls,
+        "requests_per_write": round(process.calls / process.writes, 2),
+        "replies_per_read": round(process.calls / process.batches_read, 2),
+    }
 
 
 def _summarise(spec: MeasureSpec, start: _Mark, end: _Mark, stream_stats: dict[str, Any] | None) -> Measurement:
@@ -323,6 +324,9 @@ def _summarise(spec: MeasureSpec, start: _Mark, end: _Mark, stream_stats: dict[s
         machine_idle_frac=round(idle / (idle + busy), 3) if idle + busy > 0 else 0.0,
         client_mean_ms=round((end.total_ms - start.total_ms) / requests, 4) if requests else None,
         streaming=stream_stats,
+        client_children_cpu_us_per_request=round((end.children_cpu - start.children_cpu) / requests * 1e6, 1)
+        if requests
+        else 0.0,
     )
     if failures:
         result.errors.append(f"{failures} of {requests} requests failed")

@@ -7,6 +7,9 @@ In interleaved rounds, at a paced load (250 req/s, 4 users) and at saturation (c
   gRPC's own gevent integration, the default);
 - ``grpc-inferload-native``: the same user with ``INFERLOAD_GRPC_CALLS=native`` (a native thread
   per user, completions handed to the hub in batches: `inferload.users.native_calls`);
+- ``grpc-inferload-process``: the same user with ``INFERLOAD_GRPC_CALLS=process`` (its calls made
+  by one `grpc.aio` call process outside gevent, requests and replies in batches over a
+  socketpair: `inferload.users.call_process`); the call process's CPU is charged to the client;
 - ``grpc-plain``: Locust's documented gRPC user (interceptor + raw stub);
 - ``grpc-aio-ceiling``: `bench.grpc_ceiling`, a `grpc.aio` client with the same pre-built request
   and concurrency, no Locust, no gevent.
@@ -29,7 +32,7 @@ from typing import Any
 from bench.client import MeasureSpec
 from inferload.paths import REPO_ROOT
 
-VARIANTS = ("grpc-inferload", "grpc-inferload-native", "grpc-plain", "grpc-aio-ceiling")
+VARIANTS = ("grpc-inferload", "grpc-inferload-native", "grpc-inferload-process", "grpc-plain", "grpc-aio-ceiling")
 LOADS: dict[str, dict[str, Any]] = {
     "paced": {"users": 4, "rate_rps": 250.0, "requests": 2000},
     "saturation": {"users": 16, "rate_rps": None, "requests": 6000},
@@ -86,6 +89,11 @@ def send_path(
                     runs[load][variant].append(result)
     us = {load: {v: _median([r["client_cpu_us_per_request"] for r in rs]) for v, rs in by.items()} for load, by in runs.items()}
     rps = {load: {v: _median([r["rps"] for r in rs]) for v, rs in by.items()} for load, by in runs.items()}
+    # the call process's share of grpc-inferload-process's CPU per request
+    children_us = {
+        load: _median([r.get("client_children_cpu_us_per_request", 0.0) for r in by["grpc-inferload-process"]])
+        for load, by in runs.items()
+    }
 
     def ratio(load: str, a: str, b: str) -> float | None:
         x, y = us[load].get(a), us[load].get(b)
@@ -96,13 +104,24 @@ def send_path(
             "native_vs_gevent_path": ratio(load, "grpc-inferload-native", "grpc-inferload"),
             "native_vs_plain": ratio(load, "grpc-inferload-native", "grpc-plain"),
             "native_vs_aio_ceiling": ratio(load, "grpc-inferload-native", "grpc-aio-ceiling"),
+            "process_vs_gevent_path": ratio(load, "grpc-inferload-process", "grpc-inferload"),
+            "process_vs_plain": ratio(load, "grpc-inferload-process", "grpc-plain"),
+            "process_vs_aio_ceiling": ratio(load, "grpc-inferload-process", "grpc-aio-ceiling"),
             "inferload_vs_plain": ratio(load, "grpc-inferload", "grpc-plain"),
             "inferload_vs_aio_ceiling": ratio(load, "grpc-inferload", "grpc-aio-ceiling"),
             "plain_vs_aio_ceiling": ratio(load, "grpc-plain", "grpc-aio-ceiling"),
         }
         for load in LOADS
     }
-    return {"loads": LOADS, "rounds": rounds, "us_per_request_median": us, "rps_median": rps, "ratios": ratios, "runs": runs}
+    return {
+        "loads": LOADS,
+        "rounds": rounds,
+        "us_per_request_median": us,
+        "rps_median": rps,
+        "call_process_us_per_request_median": children_us,
+        "ratios": ratios,
+        "runs": runs,
+    }
 
 
 def scale_out(spec: Callable[..., MeasureSpec], log: Callable[[str], None]) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from typing import Any
 
 from bench import machine
 from bench.client import MeasureSpec
+from bench.fidelity_trace import traced_residual
 from bench.grpc_engine import scale_out, send_path
 from bench.open_loop import open_loop_accuracy
 from bench.profiles import profile_variant
@@ -232,6 +233,10 @@ def fidelity(bench: Bench, grpc_max_rps: float) -> dict[str, Any]:
                 "gap_ms": gap,
             }
             log(f"    gap {gap} ms (client {r['client_mean_ms']} ms, Triton {r['server_request_ms_avg']} ms)")
+        if fraction == 0.5:  # the per-request residual: a traced `inferload run` at the same rate
+            row["traced_residual"] = traced_residual(
+                bench.work_dir, bench.addresses["triton_grpc"], rate, FIDELITY_USERS, FIDELITY_SECONDS, log
+            )
         loads.append(row)
     return {"users": FIDELITY_USERS, "seconds": FIDELITY_SECONDS, "loads": loads}
 

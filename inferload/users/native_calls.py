@@ -38,7 +38,7 @@ from gevent.hub import Waiter
 #: gevent integration) or ``native`` (this module; opt-in: item 8 of `make bench` measured no CPU
 #: gain over the gevent path on a shared 2-core machine, and a lower maximum req/s per process)
 CALLS_ENV = "INFERLOAD_GRPC_CALLS"
-CALLS_MODES = ("gevent", "native")
+CALLS_MODES = ("gevent", "native", "process")  # process: `inferload.users.call_process`
 #: how long `NativeCaller.close` waits for its thread past the call timeout
 CLOSE_GRACE_S = 2.0
 
@@ -47,7 +47,7 @@ _STOP = ("stop",)  # the request of the job that ends a caller's thread
 
 
 def calls_mode(environ: dict[str, str] | Any) -> str:
-    """The gRPC call path chosen by ``INFERLOAD_GRPC_CALLS`` (``gevent`` unless set to ``native``)."""
+    """The gRPC call path chosen by ``INFERLOAD_GRPC_CALLS`` (``gevent`` unless set to ``native`` or ``process``)."""
     value = str(environ.get(CALLS_ENV, "gevent") or "gevent").strip().lower()
     if value not in CALLS_MODES:
         raise ValueError(f"{CALLS_ENV}={value!r}: expected one of {', '.join(CALLS_MODES)}")

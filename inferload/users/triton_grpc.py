@@ -14,6 +14,8 @@ run prints its summary and then never exits.
 Each call blocks its greenlet through gRPC's gevent integration. ``INFERLOAD_GRPC_CALLS=native``
 makes the unary calls on a native thread per user instead, their completions handed to the hub in
 batches (`inferload.users.native_calls`, issue 14; opt-in: docs/benchmarks.md, item 8).
+``INFERLOAD_GRPC_CALLS=process`` (a prototype) has them made by one `grpc.aio` call process per
+Locust process and class, outside gevent (`inferload.users.call_process`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from inferload.scenario.headers import request_headers
 from inferload.scenario.targets import InputSpec
 from inferload.scenario.tls import TlsSettings
 from inferload.users.base import InferenceUser
+from inferload.users.call_process import CallProcess, ProcessInfer
 from inferload.users.expected import expected_check_of, grpc_outputs
 from inferload.users.failures import check_output_shape
 from inferload.users.native_calls import Completions, NativeCaller, calls_mode
@@ -80,6 +83,8 @@ class TritonGrpcUser(InferenceUser):
     request_type = "gRPC"
     #: this process's completions of the class's native-thread calls (made by the first user)
     completions_of_class: ClassVar[Completions | None] = None
+    #: this process's gRPC call process for the class (``INFERLOAD_GRPC_CALLS=process``; made by the first user)
+    call_process_of_class: ClassVar[CallProcess | None] = None
 
     def connect(self) -> None:
         target = self.target
@@ -97,8 +102,11 @@ class TritonGrpcUser(InferenceUser):
             request_serializer=None,
             response_deserializer=service_pb2.ModelInferResponse.FromString,
         )
-        if calls_mode(os.environ) == "native":  # opt-in: the same call, made on this user's own native thread
+        mode = calls_mode(os.environ)
+        if mode == "native":  # opt-in: the same call, made on this user's own native thread
             self._model_infer = NativeCaller(self._model_infer, self.completions())
+        elif mode == "process":  # opt-in prototype: made by the class's call process, outside gevent
+            self._model_infer = ProcessInfer(self.call_process(), service_pb2.ModelInferResponse.FromString)
 
     @classmethod
     def encode_request(cls, data: RequestData) -> bytes:
@@ -141,8 +149,24 @@ class TritonGrpcUser(InferenceUser):
             cls.completions_of_class = found
         return found
 
+    def call_process(self) -> CallProcess:
+        """This process's call process for the class (started by the first user that needs one)."""
+        cls = type(self)
+        found = cls.__dict__.get("call_process_of_class")
+        if found is None or found.closed:
+            target = self.target
+            if target.tls is not None:
+                raise ValueError(
+                    f"target {target.name}: INFERLOAD_GRPC_CALLS=process does not support tls (insecure channels only)"
+                )
+            found = CallProcess(target.address, target.timeout, self._metadata, CHANNEL_OPTIONS)
+            cls.call_process_of_class = found
+        return found
+
     def close(self) -> None:
         model_infer = getattr(self, "_model_infer", None)
+        if isinstance(model_infer, ProcessInfer):
+            model_infer.close()
         if isinstance(model_infer, NativeCaller):  # its thread ends before the channel closes
             model_infer.close(self.target.timeout)
         channel = getattr(self, "_channel", None)
