@@ -94,6 +94,19 @@ def fidelity_section(f: dict[str, Any], target_ms: float) -> list[str]:
                 f"| {label} | {_fmt(r['rps'], 0)} | {_fmt(r['client_mean_ms'], 3)} | "
                 f"{_fmt(r['server_request_ms_avg'], 3)} | {_fmt(r['gap_ms'], 3)} | {target} |"
             )
+    for row in f["loads"]:
+        traced = row.get("traced_residual")
+        if traced and traced.get("measured"):
+            r = traced["residual_ms"]
+            lines += [
+                "",
+                f"Per-request residual (client latency − Triton's span to its response send), a traced "
+                f"`inferload run` at {traced['rate_rps']:g} req/s ({row['fraction'] * 100:.0f} %): n {r['n']}, "
+                f"min {r['min']:.3f}, p50 {r['p50']:.3f}, p90 {r['p90']:.3f}, p99 {r['p99']:.3f}, max {r['max']:.3f}, "
+                f"mean {r['mean']:.3f} ms (the run's summary `residual_ms`: {_fmt(traced.get('summary_residual_ms'), 3)} ms).",
+            ]
+        elif traced:
+            lines += ["", f"Per-request residual: not measured ({traced.get('note')})."]
     return lines
 
 
