@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test unit integration lint build bench clean
+.PHONY: demo test unit integration lint build bench soak clean
 
 # pyproject.toml declares ranges; constraints.txt pins the tested set installed here
 $(STAMP): pyproject.toml setup.py constraints.txt
@@ -46,6 +46,12 @@ bench: build
 	bash scripts/install-system-deps.sh bench
 	$(PY) -m pip install --quiet -r bench/requirements.txt
 	$(PY) -m bench.run $(BENCH_ARGS)
+
+# memory soak of a real distributed run (issue 14, goal 4): results/soak-<UTC time>/, 30 min + start-up
+soak: build
+	bash scripts/install-system-deps.sh bench
+	$(PY) -m pip install --quiet -r bench/requirements.txt
+	$(PY) -m bench.soak $(SOAK_ARGS)
 
 clean:
 	rm -rf $(VENV) results .inferload model_repository/*/1/model.pt model_store/*.mar

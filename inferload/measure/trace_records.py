@@ -91,12 +91,18 @@ class ClientTraceRecords:
 
 
 def merge_message(into: ClientTraceRecords, data: dict[str, Any]) -> None:
-    """Add a worker's drained records (``as_message``) to the master's store of that worker."""
+    """Add a worker's drained records (``as_message``) to the master's store of that worker.
+
+    A worker drains its store at every report, so its own cap never binds there: the master's store
+    of each worker and target keeps at most ``MAX_RECORDS`` too and counts the rest in ``dropped``.
+    """
     into.prefix = str(data["prefix"])
-    into.numbers.extend(int(n) for n in data["numbers"])
-    into.sent.extend(int(n) for n in data["sent"])
-    into.received.extend(int(n) for n in data["received"])
-    into.dropped += int(data.get("dropped", 0))
+    room = max(0, MAX_RECORDS - len(into.numbers))
+    numbers = data["numbers"]
+    into.numbers.extend(int(n) for n in numbers[:room])
+    into.sent.extend(int(n) for n in data["sent"][:room])
+    into.received.extend(int(n) for n in data["received"][:room])
+    into.dropped += int(data.get("dropped", 0)) + max(0, len(numbers) - room)
 
 
 def drain(records: ClientTraceRecords) -> dict[str, Any] | None:
