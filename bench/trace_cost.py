@@ -173,29 +173,47 @@ def measure_trace_cost(
     rate: float,
     log: Callable[[str], None],
 ) -> dict[str, Any]:
-    """Interleaved rounds of the three variants against a running Triton; medians and ratios."""
+    """Interleaved rounds of the three variants against a running Triton; medians and ratios.
+
+    A run that fails (Triton 2.51 has crashed tracing every request, docs/observability.md) ends the
+    measurement: the rounds completed before it are summarized and the failure is in ``error``."""
     variants = [(name, rate if name == "traced" else r) for name, r in VARIANTS]
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name, _ in variants}
+    error: str | None = None
     for round_no in range(rounds):
         shift = round_no % len(variants)
         for variant, variant_rate in variants[shift:] + variants[:shift]:
-            result = run_one(
-                work_dir / f"trace-cost-{variant}-{round_no}",
-                scenario(grpc_address, users, seconds, variant_rate),
-                triton_pid,
-                http_url,
-            )
+            try:
+                result = run_one(
+                    work_dir / f"trace-cost-{variant}-{round_no}",
+                    scenario(grpc_address, users, seconds, variant_rate),
+                    triton_pid,
+                    http_url,
+                )
+            except (OSError, RuntimeError) as failure:
+                error = f"round {round_no + 1}, {variant}: {type(failure).__name__}: {failure}"
+                log(f"trace cost {error}")
+                break
             runs[variant].append(result)
             log(
                 f"trace cost round {round_no + 1} {variant:10s} {result['throughput_rps']:8.1f} req/s  "
                 f"server {result['server_cpu_us']:6.1f} µs  client {result['client_cpu_us']:6.1f} µs  "
                 f"p99 {result['p99_ms']:.2f} ms  joined {result['joined']}"
             )
-    return {"users": users, "seconds": seconds, "rounds": rounds, **summarize(runs, rate), "runs": runs}
+        if error is not None:
+            break
+    complete = min(len(r) for r in runs.values())
+    runs = {name: r[:complete] for name, r in runs.items()}
+    summary: dict[str, Any] = {"users": users, "seconds": seconds, "rounds": complete, "error": error, "runs": runs}
+    if complete:
+        summary.update(summarize(runs, rate))
+    return summary
 
 
 def markdown(result: dict[str, Any], max_cost: float) -> list[str]:
     """The bench report's section: throughput and CPU per variant, the cost against ``max_cost``."""
+    if "medians" not in result:
+        return ["### 9. Trace join cost (issue 15)", "", f"Not measured: {result.get('error')}."]
     med = result["medians"]
     traced = result["traced"]
     drop = 1 - traced["throughput_ratio_median"]
@@ -221,6 +239,8 @@ def markdown(result: dict[str, Any], max_cost: float) -> list[str]:
         f"CPU per inference grows {traced['added_cpu_share']:.1%}; bound {max_cost:.0%}: {verdict}. Every request traced "
         f"(`rate: 1`): {1 - result['traced-all']['throughput_ratio_median']:.1%} and {result['traced-all']['added_cpu_share']:.1%}.",
     ]
+    if result.get("error"):
+        lines += ["", f"Ended early, after {result['rounds']} complete round(s): {result['error']}."]
     return lines
 
 
