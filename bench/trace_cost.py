@@ -235,9 +235,10 @@ def markdown(result: dict[str, Any], max_cost: float) -> list[str]:
         )
     lines += [
         "",
-        f"At the default rate ({result['rate']:g}) throughput drops {drop:.1%} (paired median) and the client + server "
-        f"CPU per inference grows {traced['added_cpu_share']:.1%}; bound {max_cost:.0%}: {verdict}. Every request traced "
-        f"(`rate: 1`): {1 - result['traced-all']['throughput_ratio_median']:.1%} and {result['traced-all']['added_cpu_share']:.1%}.",
+        f"At the default rate ({result['rate']:g}) throughput changes by {-drop:+.1%} (paired median) and the client + "
+        f"server CPU per inference by {traced['added_cpu_share']:+.1%}; bound: a cost of at most {max_cost:.0%}: {verdict}. "
+        f"Every request traced (`rate: 1`): {result['traced-all']['throughput_ratio_median'] - 1:+.1%} and "
+        f"{result['traced-all']['added_cpu_share']:+.1%}.",
     ]
     if result.get("error"):
         lines += ["", f"Ended early, after {result['rounds']} complete round(s): {result['error']}."]
