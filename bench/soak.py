@@ -35,6 +35,7 @@ import psutil
 import yaml
 
 from bench import machine
+from bench.trace_cost import identity_target
 from inferload.paths import REPO_ROOT
 
 MODEL = "identity"
@@ -48,16 +49,7 @@ def scenario(address: str, rate: float, minutes: float) -> dict[str, Any]:
         "name": "soak",
         "duration": f"{minutes * 60:g}s",
         "warmup": "10s",
-        "targets": [
-            {
-                "name": "t",
-                "kind": "triton-grpc",
-                "address": address,
-                "model": MODEL,
-                "inputs": [{"name": "INPUT__0", "shape": [16], "dtype": "FP32", "data": {"generator": "random", "seed": 1}}],
-                "timeout": "5s",
-            }
-        ],
+        "targets": [identity_target(address)],
         "shape": {"kind": "constant-rate", "rate": rate, "max_in_flight": 32},
     }
 

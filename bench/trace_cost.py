@@ -31,16 +31,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import psutil
 import yaml
+
+from bench.cpu_accounting import tree_cpu_s
 
 MODEL = "identity"
 WARMUP_S = 2
 VARIANTS: tuple[tuple[str, float | None], ...] = (("plain", None), ("traced", 0.01), ("traced-all", 1.0))
 
 
-def scenario(address: str, users: int, seconds: float, rate: float | None) -> dict[str, Any]:
-    target: dict[str, Any] = {
+def identity_target(address: str) -> dict[str, Any]:
+    """A gRPC target on the local Triton's ``identity`` model (the trace cost's and the soak's)."""
+    return {
         "name": "t",
         "kind": "triton-grpc",
         "address": address,
@@ -48,6 +50,10 @@ def scenario(address: str, users: int, seconds: float, rate: float | None) -> di
         "inputs": [{"name": "INPUT__0", "shape": [16], "dtype": "FP32", "data": {"generator": "random", "seed": 1}}],
         "timeout": "5s",
     }
+
+
+def scenario(address: str, users: int, seconds: float, rate: float | None) -> dict[str, Any]:
+    target = identity_target(address)
     if rate is not None:
         target["trace"] = {"rate": rate}
     return {
@@ -57,19 +63,6 @@ def scenario(address: str, users: int, seconds: float, rate: float | None) -> di
         "targets": [target],
         "shape": {"kind": "steady", "users": users},
     }
-
-
-def _tree_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a process and its children (psutil)."""
-    root = psutil.Process(pid)
-    total = 0.0
-    for proc in [root, *root.children(recursive=True)]:
-        try:
-            times = proc.cpu_times()
-        except psutil.Error:
-            continue
-        total += times.user + times.system
-    return total
 
 
 def _inference_count(http_url: str) -> int:
@@ -112,11 +105,10 @@ def run_one(folder: Path, data: dict[str, Any], triton_pid: int, http_url: str) 
         )
         samples: list[tuple[float, int, float, float]] = []
         while proc.poll() is None:
-            try:
-                client_cpu = _tree_cpu_s(proc.pid)
-            except psutil.Error:
+            client_cpu = tree_cpu_s([proc.pid])
+            if proc.poll() is not None:  # it ended while sampled: its tree is gone, not idle
                 break
-            samples.append((time.monotonic(), _inference_count(http_url), client_cpu, _tree_cpu_s(triton_pid)))
+            samples.append((time.monotonic(), _inference_count(http_url), client_cpu, tree_cpu_s([triton_pid])))
             time.sleep(0.25)
         returncode = proc.wait(timeout=300)
     if returncode != 0:
