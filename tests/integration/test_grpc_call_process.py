@@ -10,7 +10,7 @@ import threading
 import psutil
 import pytest
 
-from tests.support.locust_runner import run_locust
+from tests.support.locust_runner import assert_tiny_grpc_run_succeeded, run_locust
 from tests.support.scenario_factory import tiny_target, write_scenario
 from tests.support.waiting import wait_until
 
@@ -46,12 +46,7 @@ def test_a_run_on_a_call_process_sends_real_inferences_and_ends(local_servers, t
     address = f"127.0.0.1:{local_servers.ports.triton_grpc}"
     run = run_locust(_scenario(tmp_path, address, "4s"), tmp_path)
 
-    assert run.returncode == 0, run.output
-    target = run.summary["targets"]["triton-grpc"]
-    assert target["requests"] > 20 and target["failures"] == 0, target
-    (entry,) = [e for e in run.stats_json if e["name"] == "triton-grpc"]
-    assert entry["method"] == "gRPC"
-    assert entry["total_content_length"] / entry["num_requests"] == 4 * 4  # the tiny model answers FP32 [1, 4]
+    assert_tiny_grpc_run_succeeded(run)
     assert _call_processes(address) == []  # it exited with its Locust process
 
 

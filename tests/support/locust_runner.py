@@ -88,3 +88,13 @@ def run_locust(
     failures_path = folder / "locust_failures.csv"
     failures = list(csv.DictReader(failures_path.open())) if failures_path.exists() else []
     return LocustRun(done.returncode, done.stdout, done.stderr, elapsed, results, stats, failures)
+
+
+def assert_tiny_grpc_run_succeeded(run: LocustRun, target: str = "triton-grpc") -> None:
+    """A run of the `tiny` model over gRPC: exit 0, requests and no failures, each answer FP32 [1, 4]."""
+    assert run.returncode == 0, run.output
+    figures = run.summary["targets"][target]
+    assert figures["requests"] > 20 and figures["failures"] == 0, figures
+    (entry,) = [e for e in run.stats_json if e["name"] == target]
+    assert entry["method"] == "gRPC"
+    assert entry["total_content_length"] / entry["num_requests"] == 4 * 4  # the tiny model answers FP32 [1, 4]
