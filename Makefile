@@ -4,7 +4,13 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test unit integration lint build bench soak clean
+.PHONY: demo test unit integration fallback lint build native bench soak clean
+
+# the native extension (native/, Rust + PyO3, built by maturin): only where cargo is
+CARGO       ?= cargo
+HAVE_CARGO  := $(shell command -v $(CARGO) >/dev/null 2>&1 && echo yes)
+NATIVE_SO   := inferload/_native.abi3.so
+NATIVE_SRC  := $(shell find native/src -name '*.rs' 2>/dev/null) native/Cargo.toml native/Cargo.lock native/pyproject.toml
 
 # pyproject.toml declares ranges; constraints.txt pins the tested set installed here
 $(STAMP): pyproject.toml setup.py constraints.txt
@@ -12,19 +18,32 @@ $(STAMP): pyproject.toml setup.py constraints.txt
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[servers,test,lint]'
 	touch $(STAMP)
 
-build: $(STAMP)
+build: $(STAMP) native
 	bash scripts/install-system-deps.sh servers
 	$(PY) -m inferload.local.models.build
+
+# rebuilt only when a file of native/ changed since the module was made
+ifeq ($(HAVE_CARGO),yes)
+native: $(NATIVE_SO)
+$(NATIVE_SO): $(NATIVE_SRC) | $(STAMP)
+	bash scripts/build-native.sh $(PY)
+else
+native:
+	@echo "inferload: cargo not found: the native extension is not built, inferload runs its Python path"
+endif
 
 demo: build
 	$(VENV)/bin/inferload demo
 
 # the README's test command (and CI's): linters, then the fast layer, then the real servers
-test: lint unit integration
+test: lint unit integration fallback
 
 # fast layer: no torch, no servers (under a minute)
 unit: $(STAMP)
 	$(PY) -m pytest tests/unit
+ifeq ($(HAVE_CARGO),yes)
+	cd native && $(CARGO) test --locked --quiet
+endif
 
 # BentoML's and KServe's own venvs (made on first use, keyed by a hash of their requirements) are kept
 # out of the clone, so a fresh clone on the same machine reuses them (tests/integration/test_bentoml_service.py,
@@ -34,14 +53,31 @@ export INFERLOAD_VENVS
 
 integration: build
 	bash scripts/install-system-deps.sh test
-	$(PY) -m pytest tests/integration
+	$(PY) -m pytest --durations=15 tests/integration
+
+# the Python transport (the fallback where the native module cannot load) on a representative subset:
+# every target kind, open loop, distributed (the full suite above runs on the engine when it is built)
+FALLBACK_TESTS := \
+	tests/integration/test_locust_runs.py::test_each_user_class_sends_real_inferences_and_the_run_ends_on_time \
+	tests/integration/test_kserve_server.py \
+	tests/integration/test_bentoml_service.py::test_a_headless_run_has_no_failures_and_bentomls_own_figures \
+	tests/integration/test_open_loop.py::test_a_poisson_run_achieves_its_rate_and_sends_every_arrival \
+	tests/integration/test_distributed.py::test_two_workers_on_other_hosts_give_exact_percentiles_and_summed_totals \
+	tests/integration/test_tls.py \
+	tests/integration/test_replay.py::test_a_distributed_replay_keeps_the_global_schedule
+fallback: build
+	INFERLOAD_TRANSPORT=python $(PY) -m pytest $(FALLBACK_TESTS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+ifeq ($(HAVE_CARGO),yes)
+	cd native && $(CARGO) fmt --check
+	cd native && $(CARGO) clippy --locked --all-targets --quiet -- -D warnings
+endif
 
-# benchmarks of the load generator itself (not tests): results/bench-<UTC time>/, about 21 min on 2 cores
+# benchmarks of the load generator itself (not tests): the peers side by side, issue 20's goals; results/bench-<UTC time>/ (BENCH_ARGS=--quick: one short round)
 bench: build
 	bash scripts/install-system-deps.sh bench
 	$(PY) -m pip install --quiet -r bench/requirements.txt
@@ -54,4 +90,4 @@ soak: build
 	$(PY) -m bench.soak $(SOAK_ARGS)
 
 clean:
-	rm -rf $(VENV) results .inferload model_repository/*/1/model.pt model_store/*.mar
+	rm -rf $(VENV) results .inferload model_repository/*/1/model.pt model_store/*.mar $(NATIVE_SO)

@@ -6,7 +6,7 @@
 #                                      docker-compose.yml, headless Chromium to check report.html,
 #                                      iproute2 for the network-namespace test hosts, openssl for
 #                                      the TLS tests' throwaway certificates
-#   install-system-deps.sh bench     + wrk, the HTTP ceiling in the benchmarks
+#   install-system-deps.sh bench     + the peers `make bench` compares: wrk, hey, h2load (nghttp2-client)
 set -euo pipefail
 
 purpose=${1:-servers}
@@ -26,6 +26,8 @@ if [ "$purpose" = test ]; then
 fi
 if [ "$purpose" = bench ]; then
   need wrk wrk
+  need hey hey
+  need h2load nghttp2-client
   need influxd influxdb
 fi
 

@@ -1,0 +1,247 @@
+//! HTTP/1.1: one hyper client connection per slot (keep-alive; a new one after a failure, a
+//! timeout or a `Connection: close`), TLS through the engine's rustls; the whole answer is read.
+//!
+//! Failures are named as the Python path (geventhttpclient + `classify_exception`) names them:
+//! a refused connect `refused: ...`; no answer in time `timeout: ...`; a closed connection before
+//! any answer byte `client error: HTTPConnectionClosed: connection closed.`, after some
+//! `client error: HTTPParseError: Incomplete response.`; an unparsable answer
+//! `client error: HTTPParseError: <hyper's reason>` (hyper's words, not geventhttpclient's);
+//! another socket or TLS error `connection error to ADDR: <OSError subclass | SSLError |
+//! SSLCertVerificationError>`; a host that does not resolve `connection error to ADDR: gaierror`.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::header::{CONNECTION, HOST};
+use http::{HeaderMap, HeaderValue, Method, Request, Uri};
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1::{Builder, SendRequest};
+use hyper_util::rt::TokioIo;
+
+use super::call::{CallInput, Outcome};
+use super::checks::{self, Failure};
+use super::clock::monotonic_ns;
+use super::debug;
+use super::net::{self, ConnectError, Stamps};
+use super::target::{HttpRequest, Target};
+use super::tls::tls_error_kind;
+
+/// One slot's HTTP/1.1 connection; dropping it closes the socket.
+pub struct HttpConn {
+    sender: SendRequest<Full<Bytes>>,
+    stamps: Arc<Stamps>,
+    driver: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for HttpConn {
+    fn drop(&mut self) {
+        self.driver.abort();
+    }
+}
+
+/// What an I/O error is called where the Python path meets it.
+fn io_failure(error: &std::io::Error, address: &str) -> Failure {
+    if let Some(kind) = tls_error_kind(error) {
+        return Failure::connection_error(address, kind);
+    }
+    if error.kind() == std::io::ErrorKind::TimedOut {
+        return Failure::timeout(address);
+    }
+    if net::is_refused_errno(error) {
+        return Failure::refused(address);
+    }
+    Failure::connection_error(address, net::os_error_name(error))
+}
+
+fn connect_failure(error: &ConnectError, address: &str) -> Failure {
+    let (ConnectError::Resolve(io) | ConnectError::Tcp(io) | ConnectError::Tls(io)) = error;
+    debug::note("http connect", io);
+    match error {
+        ConnectError::Resolve(_) => Failure::connection_error(address, "gaierror"),
+        ConnectError::Tcp(e) | ConnectError::Tls(e) => io_failure(e, address),
+    }
+}
+
+fn closed() -> Failure {
+    Failure::client_error("HTTPConnectionClosed", "connection closed.")
+}
+
+/// A hyper error of a call whose request may have gone out.
+fn hyper_failure(error: &hyper::Error, stamps: &Stamps, address: &str) -> Failure {
+    debug::note("http call", error);
+    let io_error =
+        std::error::Error::source(error).and_then(|source| source.downcast_ref::<std::io::Error>());
+    if let Some(io_error) = io_error {
+        if tls_error_kind(io_error).is_some() {
+            return io_failure(io_error, address);
+        }
+        return match io_error.kind() {
+            std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::UnexpectedEof => closed(),
+            _ => io_failure(io_error, address),
+        };
+    }
+    if error.is_incomplete_message() || error.is_closed() || error.is_canceled() {
+        return if stamps.read_bytes() == 0 {
+            closed()
+        } else {
+            Failure::client_error("HTTPParseError", "Incomplete response.")
+        };
+    }
+    if error.is_parse() || error.is_parse_status() || error.is_parse_too_large() {
+        return Failure::client_error("HTTPParseError", &error.to_string());
+    }
+    Failure::client_error("HTTPException", &error.to_string())
+}
+
+impl HttpConn {
+    async fn connect(target: &Target) -> Result<HttpConn, Failure> {
+        let stamps = Arc::new(Stamps::default());
+        let address = &target.display_address;
+        let stream = target
+            .peer
+            .connect(&stamps)
+            .await
+            .map_err(|e| connect_failure(&e, address))?;
+        let (sender, connection) = Builder::new()
+            .handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| hyper_failure(&e, &stamps, address))?;
+        let driver = tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        Ok(HttpConn {
+            sender,
+            stamps,
+            driver,
+        })
+    }
+}
+
+/// The headers every request of a target carries, with one request's own: Host first, then the
+/// target's, then the request's (which replace the target's of the same name).
+pub fn request_headers(
+    authority: &str,
+    target_headers: &HeaderMap,
+    own: &HeaderMap,
+) -> Result<HeaderMap, String> {
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        HOST,
+        HeaderValue::from_str(authority)
+            .map_err(|_| format!("address {authority:?}: not a valid Host"))?,
+    );
+    for (name, value) in target_headers {
+        headers.append(name.clone(), value.clone());
+    }
+    let mut replaced = std::collections::HashSet::new();
+    for (name, value) in own {
+        if replaced.insert(name.clone()) {
+            headers.remove(name);
+        }
+        headers.append(name.clone(), value.clone());
+    }
+    Ok(headers)
+}
+
+/// One POST of a pre-encoded request (per-call: its body or headers changed) on the slot's connection.
+pub async fn call(
+    target: &Target,
+    conn: &mut Option<HttpConn>,
+    request: &HttpRequest,
+    input: &CallInput,
+) -> Outcome {
+    let started = monotonic_ns();
+    let address = &target.display_address;
+    let mut outgoing = Request::new(Full::new(
+        input.body.clone().unwrap_or_else(|| request.body.clone()),
+    ));
+    *outgoing.method_mut() = Method::POST;
+    *outgoing.uri_mut() = Uri::from(request.path.clone());
+    *outgoing.headers_mut() = request.headers.clone();
+    if let Some(extra) = &input.headers {
+        let mut replaced = std::collections::HashSet::new();
+        for (name, value) in extra {
+            if replaced.insert(name.clone()) {
+                outgoing.headers_mut().remove(name);
+            }
+            outgoing.headers_mut().append(name.clone(), value.clone());
+        }
+    }
+    let attempt = async {
+        // a kept connection the server has closed meanwhile is replaced before anything is sent
+        if let Some(live) = conn.as_mut() {
+            if live.sender.ready().await.is_err() {
+                *conn = None;
+            }
+        }
+        if conn.is_none() {
+            *conn = Some(HttpConn::connect(target).await?);
+        }
+        let live = conn.as_mut().expect("connected");
+        live.sender.ready().await.map_err(|_| closed())?;
+        live.stamps.arm();
+        let response = live
+            .sender
+            .send_request(outgoing)
+            .await
+            .map_err(|e| hyper_failure(&e, &live.stamps, address))?;
+        let (parts, body) = response.into_parts();
+        let body = body
+            .collect()
+            .await
+            .map_err(|e| hyper_failure(&e, &live.stamps, address))?
+            .to_bytes();
+        Ok::<_, Failure>((parts, body, live.stamps.clone()))
+    };
+    let finished = tokio::time::timeout(target.timeout, attempt).await;
+    let now = monotonic_ns();
+    let stamps = conn.as_ref().map(|c| c.stamps.clone());
+    let sent_ns = stamps.as_ref().and_then(|s| s.sent_ns()).unwrap_or(started);
+    match finished {
+        Err(_elapsed) => {
+            *conn = None;
+            Outcome {
+                sent_ns,
+                received_ns: now,
+                ..Outcome::failed(Failure::timeout(address))
+            }
+        }
+        Ok(Err(failure)) => {
+            *conn = None;
+            Outcome {
+                sent_ns,
+                received_ns: now,
+                ..Outcome::failed(failure)
+            }
+        }
+        Ok(Ok((parts, body, stamps))) => {
+            let received_ns = stamps.read_ns().filter(|r| *r >= sent_ns).unwrap_or(now);
+            let closes = parts
+                .headers
+                .get_all(CONNECTION)
+                .iter()
+                .any(|v| v.as_bytes().eq_ignore_ascii_case(b"close"));
+            if closes {
+                *conn = None;
+            }
+            let status = parts.status.as_u16();
+            let header = |name: &str| {
+                parts
+                    .headers
+                    .get(name)
+                    .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+            };
+            let judged = checks::judge_http(&target.check, status, &header, &body);
+            Outcome {
+                failure: judged.as_ref().err().cloned(),
+                sent_ns,
+                received_ns,
+                response_length: *judged.as_ref().unwrap_or(&0),
+                answer: input.want_answer.then_some(body),
+                status: i32::from(status),
+                answered: !matches!(&judged, Err(f) if f.class == checks::HTTP_STATUS_ERROR),
+                stream: None,
+            }
+        }
+    }
+}

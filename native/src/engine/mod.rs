@@ -1,0 +1,33 @@
+//! The native engine: sends, times, paces and records inference calls for the Locust users
+//! (docs/engine.md). One `Engine` per Python process owns a tokio runtime (its worker threads)
+//! and a pacer thread; Python registers targets, opens slots (one connection each) and runs each
+//! slot as a closed loop, an open-loop sender or one call at a time; what loops and senders do is
+//! recorded here and drained by Python in batches.
+//!
+//! Modules by role: `core` (targets, slots, modes, recording), `call` (one call), `grpc`, `http1`,
+//! `net` (connections, wire timestamps), `tls`, `pacer` (open loop), `record` (the wire format of
+//! `RunRecord.merge_wire` and Locust's statistics), `checks` (answers judged as the Python path
+//! judges them), `pyjson` (JSON read as Python reads it), `clock`, `target`, `python` (the API).
+
+pub mod call;
+pub mod checks;
+pub mod clock;
+pub mod core;
+pub mod debug;
+pub mod grpc;
+pub mod http1;
+pub mod net;
+pub mod pacer;
+pub mod pyjson;
+pub mod python;
+pub mod record;
+pub mod sequence;
+pub mod stream;
+pub mod target;
+pub mod tls;
+
+use pyo3::prelude::*;
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    python::register(m)
+}

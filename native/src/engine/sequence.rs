@@ -1,0 +1,371 @@
+//! Triton sequence models natively (`users/sequence.py`): each slot keeps `concurrent` sequences
+//! open and takes them in turn; a sequence is `length` calls, START on its first and END on its
+//! last, and the next one on that place starts with a new correlation ID. IDs count up from a
+//! random start in 1 .. 2^63 - 1 per slot (as strings for a model whose correlation ID control is
+//! `TYPE_STRING`). A call that failed before its answer was judged (no answer, or the server's
+//! error) abandons its sequence: the place starts a new one at its next call.
+//!
+//! On the wire, as the Python users send it: gRPC, the request's bytes with the step's
+//! `parameters` map entries appended (a protobuf merge); HTTP, the step's members spliced into the
+//! JSON header's `parameters` (`_header_with_sequence`), `Inference-Header-Content-Length` updated.
+
+use bytes::{Bytes, BytesMut};
+use prost::Message;
+
+use super::pyjson::{self, Value};
+use crate::proto::{InferParameter, ModelInferRequest, ParameterChoice};
+
+/// Correlation IDs go in gRPC's `int64_param`: 1 to 2^63 - 1 (0 means "no sequence" to Triton).
+pub const MAX_CORRELATION_ID: u64 = (1 << 63) - 1;
+
+/// A target's sequence settings (resolved by Python from the scenario and the model's config).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SequenceSpec {
+    pub length: u32,
+    pub concurrent: u32,
+    pub string_ids: bool,
+}
+
+/// What one call carries: its sequence's ID and flags, encoded for each protocol.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Step {
+    /// `ModelInferRequest.parameters` map entries, serialized (appended to a serialized request)
+    pub grpc: Bytes,
+    /// the members of the HTTP JSON header's `parameters`, without braces (`json.dumps` spacing)
+    pub http: Bytes,
+}
+
+fn step(correlation_id: u64, string_ids: bool, start: bool, end: bool) -> Step {
+    let mut request = ModelInferRequest::default();
+    let id = if string_ids {
+        ParameterChoice::StringParam(correlation_id.to_string())
+    } else {
+        ParameterChoice::Int64Param(correlation_id as i64)
+    };
+    request.parameters.insert(
+        "sequence_id".into(),
+        InferParameter {
+            parameter_choice: Some(id),
+        },
+    );
+    for (name, flag) in [("sequence_start", start), ("sequence_end", end)] {
+        if flag {
+            request.parameters.insert(
+                name.into(),
+                InferParameter {
+                    parameter_choice: Some(ParameterChoice::BoolParam(true)),
+                },
+            );
+        }
+    }
+    let id_json = if string_ids {
+        format!("\"{correlation_id}\"")
+    } else {
+        correlation_id.to_string()
+    };
+    let http =
+        format!("\"sequence_id\": {id_json}, \"sequence_start\": {start}, \"sequence_end\": {end}");
+    Step {
+        grpc: request.encode_to_vec().into(),
+        http: http.into(),
+    }
+}
+
+#[derive(Default)]
+struct Place {
+    position: u32,
+    steps: Option<[Step; 3]>,
+}
+
+/// One slot's open sequences.
+pub struct Sequences {
+    spec: SequenceSpec,
+    next_id: u64,
+    places: Vec<Place>,
+    turn: usize,
+    last: Option<usize>,
+}
+
+impl Sequences {
+    /// A slot's sequences, its IDs counting from `first_id` (a random one when None).
+    pub fn new(spec: SequenceSpec, first_id: Option<u64>) -> Sequences {
+        let first = first_id.unwrap_or_else(|| rand::random::<u64>() % MAX_CORRELATION_ID + 1);
+        let places = (0..spec.concurrent.max(1))
+            .map(|_| Place::default())
+            .collect();
+        Sequences {
+            spec,
+            next_id: first.clamp(1, MAX_CORRELATION_ID),
+            places,
+            turn: 0,
+            last: None,
+        }
+    }
+
+    fn take_id(&mut self) -> u64 {
+        let id = self.next_id;
+        self.next_id = if id < MAX_CORRELATION_ID { id + 1 } else { 1 };
+        id
+    }
+
+    /// The next call's step (`UserSequences.next_step`).
+    pub fn next_step(&mut self) -> &Step {
+        let index = self.turn;
+        self.turn = (self.turn + 1) % self.places.len();
+        let length = self.spec.length.max(1);
+        if self.places[index].position == 0 || self.places[index].steps.is_none() {
+            let id = self.take_id();
+            let string_ids = self.spec.string_ids;
+            let steps = if length == 1 {
+                let only = step(id, string_ids, true, true);
+                [only.clone(), only.clone(), only]
+            } else {
+                [
+                    step(id, string_ids, true, false),
+                    step(id, string_ids, false, false),
+                    step(id, string_ids, false, true),
+                ]
+            };
+            let place = &mut self.places[index];
+            place.steps = Some(steps);
+            place.position = 0;
+        }
+        let place = &mut self.places[index];
+        let position = place.position;
+        place.position = (position + 1) % length;
+        self.last = Some(index);
+        let steps = place.steps.as_ref().expect("set above");
+        if position == 0 {
+            &steps[0]
+        } else if position == length - 1 {
+            &steps[2]
+        } else {
+            &steps[1]
+        }
+    }
+
+    /// The last call failed before its answer was judged: its place starts a new sequence.
+    pub fn abandon(&mut self) {
+        if let Some(index) = self.last {
+            self.places[index].position = 0;
+        }
+    }
+}
+
+/// Python's `json.dumps(value)` (default separators, `ensure_ascii`).
+fn dumps(value: &Value, out: &mut String) {
+    match value {
+        Value::Null => out.push_str("null"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Int(digits) => out.push_str(digits),
+        Value::Float(x) if x.is_nan() => out.push_str("NaN"),
+        Value::Float(x) if x.is_infinite() => {
+            out.push_str(if *x > 0.0 { "Infinity" } else { "-Infinity" })
+        }
+        Value::Float(x) => out.push_str(&pyjson::float_repr(*x)),
+        Value::Str(text) => dumps_str(text, out),
+        Value::List(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                dumps(item, out);
+            }
+            out.push(']');
+        }
+        Value::Object(members) => {
+            out.push('{');
+            for (i, (key, item)) in members.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                dumps_str(key, out);
+                out.push_str(": ");
+                dumps(item, out);
+            }
+            out.push('}');
+        }
+    }
+}
+
+fn dumps_str(text: &str, out: &mut String) {
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            c if (c as u32) < 0x20 || (c as u32) > 0x7e => {
+                let mut units = [0u16; 2];
+                for unit in c.encode_utf16(&mut units) {
+                    out.push_str(&format!("\\u{unit:04x}"));
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// `_header_with_sequence`: the JSON header with the step's members in its `parameters`.
+pub fn header_with_step(header: &[u8], step: &Step) -> Bytes {
+    if header.ends_with(b"}}") && !header.ends_with(b"{}}") {
+        return [&header[..header.len() - 2], b",", &step.http, b"}}"]
+            .concat()
+            .into();
+    }
+    if header.ends_with(b"]}") {
+        return [
+            &header[..header.len() - 1],
+            b",\"parameters\":{",
+            &step.http,
+            b"}}",
+        ]
+        .concat()
+        .into();
+    }
+    let members = [b"{".as_slice(), &step.http, b"}"].concat();
+    match (pyjson::parse_stdlib(header), pyjson::parse_stdlib(&members)) {
+        (Some(Value::Object(mut fields)), Some(Value::Object(added))) => {
+            match fields.iter_mut().find(|(k, _)| k == "parameters") {
+                Some((_, Value::Object(parameters))) => {
+                    for (key, value) in added {
+                        match parameters.iter_mut().find(|(k, _)| *k == key) {
+                            Some(entry) => entry.1 = value,
+                            None => parameters.push((key, value)),
+                        }
+                    }
+                }
+                _ => fields.push(("parameters".into(), Value::Object(added))),
+            }
+            let mut out = String::new();
+            dumps(&Value::Object(fields), &mut out);
+            out.into()
+        }
+        _ => [header, b""].concat().into(), // not a JSON object: sent as it is (the server will say why)
+    }
+}
+
+/// An HTTP body (JSON header, then tensors after `json_size` bytes; all JSON when None) with the
+/// step in its header: (body, the new json_size).
+pub fn http_body_with_step(
+    body: &Bytes,
+    json_size: Option<usize>,
+    step: &Step,
+) -> (Bytes, Option<usize>) {
+    match json_size {
+        None => (header_with_step(body, step), None),
+        Some(size) => {
+            let size = size.min(body.len());
+            let header = header_with_step(&body[..size], step);
+            let mut joined = BytesMut::with_capacity(header.len() + body.len() - size);
+            joined.extend_from_slice(&header);
+            joined.extend_from_slice(&body[size..]);
+            let length = header.len();
+            (joined.freeze(), Some(length))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids_and_flags(sequences: &mut Sequences, calls: usize) -> Vec<(String, bool, bool)> {
+        (0..calls)
+            .map(|_| {
+                let step = sequences.next_step();
+                let decoded = ModelInferRequest::decode(step.grpc.as_ref()).unwrap();
+                let id = match decoded.parameters["sequence_id"]
+                    .parameter_choice
+                    .clone()
+                    .unwrap()
+                {
+                    ParameterChoice::Int64Param(i) => i.to_string(),
+                    ParameterChoice::StringParam(s) => format!("'{s}'"),
+                    other => panic!("{other:?}"),
+                };
+                let flag = |name: &str| decoded.parameters.contains_key(name);
+                (id, flag("sequence_start"), flag("sequence_end"))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn sequences_take_turns_and_start_and_end_on_their_flags() {
+        let spec = SequenceSpec {
+            length: 3,
+            concurrent: 2,
+            string_ids: false,
+        };
+        let mut sequences = Sequences::new(spec, Some(10));
+        let steps = ids_and_flags(&mut sequences, 8);
+        let expected: Vec<(String, bool, bool)> = [
+            ("10", true, false),
+            ("11", true, false),
+            ("10", false, false),
+            ("11", false, false),
+            ("10", false, true),
+            ("11", false, true),
+            ("12", true, false),
+            ("13", true, false),
+        ]
+        .iter()
+        .map(|(id, s, e)| (id.to_string(), *s, *e))
+        .collect();
+        assert_eq!(steps, expected);
+    }
+
+    #[test]
+    fn an_abandoned_sequence_starts_anew_with_a_new_id_and_ids_can_be_strings() {
+        let spec = SequenceSpec {
+            length: 4,
+            concurrent: 1,
+            string_ids: true,
+        };
+        let mut sequences = Sequences::new(spec, Some(MAX_CORRELATION_ID));
+        sequences.next_step();
+        sequences.abandon();
+        let steps = ids_and_flags(&mut sequences, 1);
+        assert_eq!(steps, vec![("'1'".to_string(), true, false)]); // the IDs wrap to 1
+        let one = SequenceSpec {
+            length: 1,
+            concurrent: 1,
+            string_ids: false,
+        };
+        assert_eq!(
+            ids_and_flags(&mut Sequences::new(one, Some(5)), 2),
+            vec![("5".into(), true, true), ("6".into(), true, true)]
+        );
+    }
+
+    #[test]
+    fn http_headers_get_the_steps_members_as_tritonclients_bodies_are_spliced() {
+        let first = step(7, false, true, false);
+        assert_eq!(
+            &first.http[..],
+            b"\"sequence_id\": 7, \"sequence_start\": true, \"sequence_end\": false"
+        );
+        assert_eq!(
+            &header_with_step(br#"{"inputs":[{"name":"I"}],"parameters":{"binary_data_output":true}}"#, &first)[..],
+            br#"{"inputs":[{"name":"I"}],"parameters":{"binary_data_output":true,"sequence_id": 7, "sequence_start": true, "sequence_end": false}}"#
+        );
+        assert_eq!(
+            &header_with_step(br#"{"inputs":[{"name":"I"}]}"#, &first)[..],
+            br#"{"inputs":[{"name":"I"}],"parameters":{"sequence_id": 7, "sequence_start": true, "sequence_end": false}}"#
+        );
+        assert_eq!(
+            &header_with_step(br#"{"id": "x\u00e9", "parameters": {}}"#, &first)[..],
+            br#"{"id": "x\u00e9", "parameters": {"sequence_id": 7, "sequence_start": true, "sequence_end": false}}"#
+        );
+        let body = Bytes::from_static(b"{\"inputs\":[]}TENSOR");
+        let (joined, size) = http_body_with_step(&body, Some(13), &first);
+        assert_eq!(size, Some(joined.len() - 6));
+        assert!(joined.ends_with(b"}}TENSOR"));
+    }
+}
