@@ -1,18 +1,29 @@
-"""inferload: load testing for ML inference servers (Triton, TorchServe) on Locust.
+"""inferload: load testing for ML inference servers (Triton, TorchServe, KServe, BentoML) on Locust.
 
 The public API, for hand-written locustfiles and scripts (docs/python-api.md):
 
-    from inferload import InputSpec, Target, TritonGrpcUser
+    from locust import task
+    from inferload import TritonGrpcUser
 
     class Tiny(TritonGrpcUser):
-        target = Target(name="tiny", kind="triton-grpc", address="127.0.0.1:8001", model="tiny",
-                        inputs=[InputSpec(name="INPUT__0", shape=(16,), dtype="FP32")])
+        target = {"name": "tiny", "address": "127.0.0.1:8001", "model": "tiny",
+                  "inputs": [{"name": "INPUT__0", "shape": [16], "dtype": "FP32"}]}
 
-- users, one per protocol on one base: ``InferenceUser``, ``TritonGrpcUser``, ``TritonHttpUser``,
-  ``TorchServeRestUser`` (give a subclass a ``target``);
-- the scenario model and its readers: ``Target``, ``InputSpec``, ``DataSpec``, ``Scenario``,
+        @task
+        def first_request(self):
+            self.client.infer(request_index=0)  # timed and reported like the default task's calls
+
+- users, one per target kind on one base (``InferenceUser``): ``TritonGrpcUser`` (and
+  ``TritonStreamUser`` for decoupled models), ``TritonHttpUser``, ``TorchServeRestUser``,
+  ``KServeV2HttpUser``, ``KServeV2GrpcUser``, ``KServeV1HttpUser``, ``BentoMLHttpUser``: give a
+  subclass a ``target``; ``self.client`` (an ``InferenceClient``: ``infer() -> InferResult``) and
+  the default task ``inference_task``;
+- ``attach(environment, ...)``: inferload's exact percentiles, summary.json, SLO exit codes and
+  InfluxDB streaming for any locustfile's own users (``AttachedRun``);
+- the scenario model and its readers: ``Target``, ``InputSpec``, ``DataSpec``, ``Slo``, ``Scenario``,
   ``load_scenario`` (a YAML file), ``scenario_from_dict`` (a dict as YAML would give);
-- ``install``: what inferload's own locustfile does (a scenario's users, shape, options and results);
+- ``scenario_classes`` (``ScenarioClasses``) and ``install``: what inferload's own locustfile does
+  (a scenario's users, shape, options and results);
 - the errors of ``inferload.errors`` (the tree is drawn there).
 
 ``import inferload`` stays cheap and changes nothing: the names above that need Locust (and so
@@ -26,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from inferload.errors import (
     BadOutputShape,
+    ConfigFileError,
     ConnectionRefused,
     GrpcStatusError,
     HttpStatusError,
@@ -39,45 +51,75 @@ from inferload.errors import (
     RunKeyError,
     ScenarioError,
     ScrapeError,
+    ServerChangeError,
     ServerError,
     StartCheckError,
+    UsageError,
 )
 
 if TYPE_CHECKING:
-    from inferload.run.install import install
+    from inferload.run.attached_run import AttachedRun, attach
+    from inferload.run.install import ScenarioClasses, install, scenario_classes
     from inferload.scenario.loader import load_scenario, scenario_from_dict
     from inferload.scenario.model import Scenario
-    from inferload.scenario.targets import DataSpec, InputSpec, Target
+    from inferload.scenario.targets import DataSpec, InputSpec, Slo, Target
     from inferload.users.base import InferenceUser
+    from inferload.users.bentoml_http import BentoMLHttpUser
+    from inferload.users.client import InferenceClient, InferResult, inference_task
+    from inferload.users.kserve_v1_http import KServeV1HttpUser
+    from inferload.users.kserve_v2_grpc import KServeV2GrpcUser
+    from inferload.users.kserve_v2_http import KServeV2HttpUser
     from inferload.users.torchserve_rest import TorchServeRestUser
     from inferload.users.triton_grpc import TritonGrpcUser
     from inferload.users.triton_http import TritonHttpUser
+    from inferload.users.triton_stream import TritonStreamUser
 
 #: name -> the module it is imported from on first use
 _LAZY = {
     "InferenceUser": "inferload.users.base",
+    "InferenceClient": "inferload.users.client",
+    "InferResult": "inferload.users.client",
+    "inference_task": "inferload.users.client",
     "TritonGrpcUser": "inferload.users.triton_grpc",
+    "TritonStreamUser": "inferload.users.triton_stream",
     "TritonHttpUser": "inferload.users.triton_http",
     "TorchServeRestUser": "inferload.users.torchserve_rest",
+    "KServeV2HttpUser": "inferload.users.kserve_v2_http",
+    "KServeV2GrpcUser": "inferload.users.kserve_v2_grpc",
+    "KServeV1HttpUser": "inferload.users.kserve_v1_http",
+    "BentoMLHttpUser": "inferload.users.bentoml_http",
     "Target": "inferload.scenario.targets",
     "InputSpec": "inferload.scenario.targets",
     "DataSpec": "inferload.scenario.targets",
+    "Slo": "inferload.scenario.targets",
     "Scenario": "inferload.scenario.model",
     "load_scenario": "inferload.scenario.loader",
     "scenario_from_dict": "inferload.scenario.loader",
+    "attach": "inferload.run.attached_run",
+    "AttachedRun": "inferload.run.attached_run",
     "install": "inferload.run.install",
+    "scenario_classes": "inferload.run.install",
+    "ScenarioClasses": "inferload.run.install",
 }
 
 __all__ = [
+    "AttachedRun",
     "BadOutputShape",
+    "BentoMLHttpUser",
+    "ConfigFileError",
     "ConnectionRefused",
     "DataSpec",
     "GrpcStatusError",
     "HttpStatusError",
+    "InferResult",
+    "InferenceClient",
     "InferenceUser",
     "InferloadError",
     "InputSpec",
     "JavaMissingError",
+    "KServeV1HttpUser",
+    "KServeV2GrpcUser",
+    "KServeV2HttpUser",
     "ModelMismatchError",
     "PortInUseError",
     "Problem",
@@ -85,16 +127,24 @@ __all__ = [
     "RequestTimeout",
     "RunKeyError",
     "Scenario",
+    "ScenarioClasses",
     "ScenarioError",
     "ScrapeError",
+    "ServerChangeError",
     "ServerError",
+    "Slo",
     "StartCheckError",
     "Target",
     "TorchServeRestUser",
     "TritonGrpcUser",
     "TritonHttpUser",
+    "TritonStreamUser",
+    "UsageError",
+    "attach",
+    "inference_task",
     "install",
     "load_scenario",
+    "scenario_classes",
     "scenario_from_dict",
 ]
 

@@ -1,24 +1,60 @@
-"""The `inferload` command: demo, run, validate, servers."""
+"""The `inferload` command: demo, run, validate, servers, sweep, tune, trace-to-replay, ...
+
+Exit codes (docs/operations.md): 0 passed; 1 an SLO breach, failed requests or another error;
+2 every usage error (a bad option, argument or input file, found before anything starts: argparse's
+own errors, and every `inferload.errors.UsageError`); 128 + N when signal N cut the command short.
+`main` is the one place an error becomes an exit code: each error class carries its own
+(`InferloadError.exit_code`).
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from inferload.errors import InferloadError, ScenarioError
+from inferload.errors import EXIT_USAGE, InferloadError, ScenarioError, UsageError
+from inferload.run import cli_values
 from inferload.run.child_processes import ChildProcesses
 from inferload.run.command import locust_command
+from inferload.scenario.limits import MAX_REMOTE_WORKERS, MAX_USERS, max_local_workers
 
-EXIT_USAGE = 2
 #: `inferload run --worker-wait`: how long a headless master waits for all its workers to join
 DEFAULT_WORKER_WAIT_S = 120.0
+#: `inferload run --repeat`: the most repetitions
+MAX_REPEAT = 1_000
+#: Locust options after `--` that the scenario or the CLI decides: Locust would ignore them, or
+#: they would break the run (option -> where its setting lives)
+REFUSED_LOCUST_OPTIONS = {
+    "-u": "the scenario's shape (shape.users, ...)",
+    "--users": "the scenario's shape (shape.users, ...)",
+    "-r": "the scenario's shape (spawn_rate)",
+    "--spawn-rate": "the scenario's shape (spawn_rate)",
+    "-t": "the scenario's duration",
+    "--run-time": "the scenario's duration",
+    "-i": "the scenario's duration",
+    "--iterations": "the scenario's duration",
+    "-f": "inferload run (its own locustfile)",
+    "--locustfile": "inferload run (its own locustfile)",
+    "--scenario": "inferload run's SCENARIO argument",
+    "--master": "inferload run --workers / --remote-workers",
+    "--worker": "inferload worker",
+    "--results-dir": "inferload run --out",
+}
+
+
+class CommandParser(argparse.ArgumentParser):
+    """argparse that answers a mistake with one line naming it, and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="inferload",
         description="Load testing for ML inference servers (Triton, TorchServe) on Locust.",
     )
@@ -26,14 +62,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="compare Triton and TorchServe on the sample model, on local servers, offline")
     demo.add_argument("--out", type=Path, help="results folder (default results/demo-<UTC time>)")
-    demo.add_argument("--users", type=int, default=8, help="concurrent users in the steady phase (default 8)")
-    demo.add_argument("--steady", type=float, default=20.0, help="seconds of steady load per server (default 20)")
-    demo.add_argument("--burst", type=float, default=20.0, help="seconds of bursty load per server (default 20)")
-    demo.add_argument("--warmup", type=float, default=5.0, help="seconds of warm-up before each phase, excluded (default 5)")
+    demo.add_argument(
+        "--users", type=cli_values.whole_number(1, MAX_USERS), default=8, help="concurrent users in the steady phase (default 8)"
+    )
+    seconds = cli_values.finite_number(0.0, above=True, high=cli_values.MAX_WAIT_S)
+    demo.add_argument("--steady", type=seconds, default=20.0, help="seconds of steady load per server (default 20)")
+    demo.add_argument("--burst", type=seconds, default=20.0, help="seconds of bursty load per server (default 20)")
+    demo.add_argument(
+        "--warmup",
+        type=cli_values.wait_seconds,
+        default=5.0,
+        help="seconds of warm-up before each phase, excluded (default 5)",
+    )
     demo.add_argument("--model", default="cnn", choices=["cnn", "tiny"], help="sample model (default cnn)")
     demo.add_argument(
         "--capacity-p99",
-        type=float,
+        type=cli_values.finite_number(0.0),
         default=100.0,
         metavar="MS",
         help="close with each server's capacity under p99 <= MS, as configured (default 100; 0 skips it)",
@@ -53,25 +97,29 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--run-id", help="run identifier (default <scenario>-<UTC time>)")
     run.add_argument(
         "--workers",
-        type=int,
+        type=cli_values.whole_number(0, max_local_workers(), " (4 per CPU core of this machine)"),
         default=0,
         metavar="N",
-        help="run Locust's master and N local worker processes (default 0: one process)",
+        help="run Locust's master and N local worker processes (default 0: one process; at most 4 per CPU core)",
     )
     run.add_argument(
         "--remote-workers",
-        type=int,
+        type=cli_values.whole_number(0, MAX_REMOTE_WORKERS),
         default=0,
         metavar="M",
         help="also wait for M workers started on other machines with `inferload worker`",
     )
     run.add_argument(
         "--master-bind-host",
+        type=cli_values.listen_host,
         default="127.0.0.1",
         help="address the master listens on for workers (default 127.0.0.1; 0.0.0.0 for other machines)",
     )
     run.add_argument(
-        "--master-port", type=int, default=None, help="master port for workers (default: a free port; 5557 is Locust's)"
+        "--master-port",
+        type=cli_values.port,
+        default=None,
+        help="master port for workers (default: a free port; 5557 is Locust's)",
     )
     run.add_argument("--requests-csv", action="store_true", help="also write every request to requests.csv")
     run.add_argument(
@@ -82,24 +130,31 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--web-host",
+        type=cli_values.listen_host,
         default="127.0.0.1",
         help="address Locust's web UI listens on (default 127.0.0.1, this machine only; 0.0.0.0 exposes it: "
         "add Locust's --web-login after --)",
     )
     run.add_argument(
         "--worker-wait",
-        type=float,
+        type=cli_values.wait_seconds,
         default=DEFAULT_WORKER_WAIT_S,
         metavar="SECONDS",
         help=f"headless master: exit 2 when not every worker joined after SECONDS (default {DEFAULT_WORKER_WAIT_S:g})",
     )
     run.add_argument(
         "--repeat",
-        type=int,
+        type=cli_values.whole_number(1, MAX_REPEAT),
         default=1,
         metavar="N",
         help="headless: run N times (repeat-01/ ...) and write repeat.json, each figure's mean with its 95 %% interval;"
         " `inferload compare A B --fail-on p99:+10%%` then tells a change from the noise",
+    )
+    run.add_argument(
+        "--calibration",
+        metavar="FILE",
+        help="the calibration certificate to apply (default: the latest `inferload calibrate` wrote, if any; `none`: no"
+        " certificate); a load above its roofline is warned about at start (docs/calibration.md)",
     )
     run.epilog = "Options after -- go to Locust unchanged, e.g. inferload run s.yaml --headless -- --loglevel WARNING"
 
@@ -109,11 +164,17 @@ def build_parser() -> argparse.ArgumentParser:
     from inferload.tune.tune_cli import add_tune_parser
 
     add_tune_parser(sub)
+    from inferload.observe.recording_cli import add_trace_to_replay_parser
+
+    add_trace_to_replay_parser(sub)
+    from inferload.calibrate.command import add_calibrate_parser
+
+    add_calibrate_parser(sub)
 
     validate = sub.add_parser("validate", help="check scenario files; exit 2 with one line per problem")
     validate.add_argument("scenarios", type=Path, nargs="+", metavar="SCENARIO")
 
-    compare = sub.add_parser("compare", help="two runs side by side: each figure in A and B, B - A and the change in %")
+    compare = sub.add_parser("compare", help="two runs side by side: each figure in A and B, B - A and the change in %%")
     compare.add_argument("a", type=Path, metavar="A", help="results folder or summary.json (before)")
     compare.add_argument("b", type=Path, metavar="B", help="results folder or summary.json (after)")
     compare.add_argument("--json", action="store_true", dest="as_json", help="print JSON instead of a table")
@@ -123,7 +184,15 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="FIGURE:±P%",
         help="exit 1 when FIGURE changed by more than P %% beyond the noise (its whole 95 %% interval), e.g."
-        " p99:+10%% or throughput:-5%%; figures p50 p90 p95 p99 p999 mean throughput error_rate",
+        " p99:+10%% or throughput:-5%%; figures p50 p90 p95 p99 p999 mean throughput error_rate (exit 2 when the"
+        " runs have no target in common: nothing would be gated)",
+    )
+    compare.add_argument(
+        "--rename",
+        action="append",
+        default=[],
+        metavar="A_NAME=B_NAME",
+        help="compare (and gate) target A_NAME of run A with target B_NAME of run B (a renamed target); repeatable",
     )
 
     report = sub.add_parser(
@@ -148,8 +217,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="a Locust worker for a master started with `inferload run --remote-workers`; needs INFERLOAD_RUN_KEY "
         "(the master's run key) and runs the master's locustfile only when it is signed with it",
     )
-    worker.add_argument("--master-host", required=True, help="the master's address")
-    worker.add_argument("--master-port", type=int, default=5557, help="the master's port (default 5557)")
+    worker.add_argument("--master-host", required=True, type=cli_values.connect_host, help="the master's address")
+    worker.add_argument("--master-port", type=cli_values.port, default=5557, help="the master's port (default 5557)")
+
+    restore = sub.add_parser(
+        "restore",
+        help="put back what an inferload that was killed left changed on a server (tune's model configs, a run's Triton"
+        " trace settings), from the journal of server changes",
+    )
+    restore.add_argument(
+        "--journal",
+        type=Path,
+        help="the journal's folder (default $INFERLOAD_JOURNAL_DIR, else $XDG_STATE_HOME/inferload/server-changes,"
+        " else ~/.local/state/inferload/server-changes)",
+    )
+    restore.add_argument("--list", action="store_true", dest="list_only", help="list the journal's entries, change nothing")
 
     servers = sub.add_parser("servers", help="the local Triton and TorchServe of the embedded default")
     servers.add_argument("action", choices=["up", "down", "status"])
@@ -167,6 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     servers.add_argument(
         "--host",
+        type=cli_values.listen_host,
         default="127.0.0.1",
         help="address to bind (default 127.0.0.1; anything else exposes the servers beyond this machine)",
     )
@@ -179,76 +262,107 @@ def main(argv: list[str] | None = None) -> int:
     locust_args: list[str] = []
     if "--" in argv:  # everything after -- is for Locust
         argv, locust_args = argv[: argv.index("--")], argv[argv.index("--") + 1 :]
-    args = parser.parse_args(argv)
+    args = parser.parse_args(argv)  # a bad option: one line and exit 2 (CommandParser.error)
     args.locust_args = locust_args
     try:
-        if args.command == "validate":
-            return cmd_validate(args.scenarios)
-        if args.command == "run":
-            return cmd_run(args)
-        if args.command == "sweep":
-            from inferload.tune.sweep_cli import cmd_sweep
-
-            return cmd_sweep(args)
-        if args.command == "tune":
-            from inferload.tune.tune_cli import cmd_tune
-
-            return cmd_tune(args)
-        if args.command == "servers":
-            return cmd_servers(args)
-        if args.command == "worker":
-            return cmd_worker(args)
-        if args.command == "compare":
-            from inferload.results.compare import main_compare
-
-            return main_compare(args.a, args.b, args.as_json, args.fail_on)
-        if args.command == "report":
-            if args.influx_url is not None:
-                from inferload.observe.influx_range import cmd_report_influx
-
-                return cmd_report_influx(args)
-            if args.results_dir is None:
-                parser.error("report: give RESULTS_DIR, or --influx-url with --run-id")
-            if args.t_from or args.t_to or args.range_workers:
-                from inferload.results.histograms import main_range
-
-                return main_range(args.results_dir, args.t_from, args.t_to, args.range_workers, args.as_json)
-            from inferload.results.report import main_report
-
-            return main_report(args.results_dir)
-        if args.command == "demo":
-            from inferload.local.demo import DemoSettings, run_demo
-            from inferload.local.demo_servers import demo_server
-            from inferload.local.models.build import ensure_models
-
-            try:
-                compared = parse_servers(args.servers, "--servers")
-                for name in compared:
-                    demo_server(name)
-            except (InferloadError, ValueError) as exc:
-                print(f"inferload: {exc}", file=sys.stderr)
-                return EXIT_USAGE
-            ensure_models((args.model,))  # first use: build the sample model
-            return run_demo(
-                DemoSettings(
-                    out=args.out,
-                    users=args.users,
-                    steady_s=args.steady,
-                    burst_s=args.burst,
-                    warmup_s=args.warmup,
-                    model=args.model,
-                    capacity_p99_ms=args.capacity_p99 if args.capacity_p99 > 0 else None,
-                    servers=compared,
-                )
-            )
-    except InferloadError as exc:
-        print(f"inferload: {exc}", file=sys.stderr)
-        return 1
+        return run_command(parser, args)
+    except ScenarioError as exc:  # one line per problem, each naming the file and the key path
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        return exc.exit_code
+    except InferloadError as exc:  # the one place an error becomes an exit code
+        print(f"{error_prefix(args.command)}: {exc}", file=sys.stderr)
+        return exc.exit_code
     except KeyboardInterrupt:
         print("inferload: interrupted", file=sys.stderr)
         return 130
+
+
+def error_prefix(command: str) -> str:
+    """How an error line starts: ``inferload sweep:`` for the commands that run long, else ``inferload:``."""
+    return f"inferload {command}" if command in ("sweep", "tune", "worker", "restore") else "inferload"
+
+
+def run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """Run the parsed command; errors are raised (`main` turns them into exit codes)."""
+    if args.command != "run" and args.locust_args:
+        raise UsageError(f"options after -- go to Locust and only `inferload run` takes them; got {args.locust_args}")
+    if args.command == "validate":
+        return cmd_validate(args.scenarios)
+    if args.command == "run":
+        return cmd_run(args)
+    if args.command == "sweep":
+        from inferload.tune.sweep_cli import cmd_sweep
+
+        return cmd_sweep(args)
+    if args.command == "tune":
+        from inferload.tune.tune_cli import cmd_tune
+
+        return cmd_tune(args)
+    if args.command == "trace-to-replay":
+        from inferload.observe.recording_cli import cmd_trace_to_replay
+
+        return cmd_trace_to_replay(args)
+    if args.command == "calibrate":
+        from inferload.calibrate.command import cmd_calibrate
+
+        return cmd_calibrate(args)
+    if args.command == "servers":
+        return cmd_servers(args)
+    if args.command == "worker":
+        return cmd_worker(args)
+    if args.command == "restore":
+        return cmd_restore(args.journal, args.list_only)
+    if args.command == "compare":
+        from inferload.results.compare import main_compare
+
+        return main_compare(args.a, args.b, args.as_json, args.fail_on, args.rename)
+    if args.command == "report":
+        if args.influx_url is not None:
+            from inferload.observe.influx_range import cmd_report_influx
+
+            return cmd_report_influx(args)
+        if args.results_dir is None:
+            parser.error("report: give RESULTS_DIR, or --influx-url with --run-id")
+        if args.t_from or args.t_to or args.range_workers:
+            from inferload.results.histograms import main_range
+
+            return main_range(args.results_dir, args.t_from, args.t_to, args.range_workers, args.as_json)
+        from inferload.results.report import main_report
+
+        return main_report(args.results_dir)
+    if args.command == "demo":
+        return cmd_demo(args)
     parser.error(f"unknown command {args.command!r}")
-    return EXIT_USAGE
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from inferload.local.demo import DemoSettings, run_demo
+    from inferload.local.demo_servers import demo_server
+    from inferload.local.models.build import ensure_models
+    from inferload.run.results_dir import unwritable_problem
+
+    try:
+        compared = parse_servers(args.servers, "--servers")
+        for name in compared:
+            demo_server(name)
+    except ValueError as exc:
+        raise UsageError(f"--servers: {exc}") from None
+    if args.out is not None and (problem := unwritable_problem(args.out)):
+        raise UsageError(f"--out: {problem}")
+    ensure_models((args.model,))  # first use: build the sample model
+    return run_demo(
+        DemoSettings(
+            out=args.out,
+            users=args.users,
+            steady_s=args.steady,
+            burst_s=args.burst,
+            warmup_s=args.warmup,
+            model=args.model,
+            capacity_p99_ms=args.capacity_p99 if args.capacity_p99 > 0 else None,
+            servers=compared,
+        )
+    )
 
 
 def cmd_validate(paths: list[Path]) -> int:
@@ -267,23 +381,38 @@ def cmd_validate(paths: list[Path]) -> int:
     return EXIT_USAGE if failed else 0
 
 
+def refused_locust_option(locust_args: list[str]) -> str | None:
+    """Why a Locust option after `--` is refused (the scenario or the CLI sets it), or None."""
+    for arg in locust_args:
+        name = arg.split("=", 1)[0]
+        short = name[:2] if len(name) > 2 and name.startswith("-") and not name.startswith("--") else name
+        where = REFUSED_LOCUST_OPTIONS.get(name) or REFUSED_LOCUST_OPTIONS.get(short)
+        if where is not None:
+            return f"{name} after --: inferload sets it from {where}; Locust's own would be ignored or break the run"
+    return None
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from inferload.scenario.loader import load_scenario
 
-    try:
-        scenario = load_scenario(args.scenario)
-    except ScenarioError as exc:
-        for problem in exc.problems:
-            print(problem, file=sys.stderr)
-        return EXIT_USAGE
-    if args.workers < 0 or args.remote_workers < 0:
-        raise InferloadError("--workers and --remote-workers: expected 0 or more")
-    if args.worker_wait < 0:
-        raise InferloadError(f"--worker-wait: expected 0 or more seconds; got {args.worker_wait:g}")
+    refused_option = refused_locust_option(args.locust_args)
+    if refused_option:
+        raise UsageError(refused_option)
+    if args.master_port is not None and not (args.workers or args.remote_workers):
+        raise UsageError("--master-port: only with --workers or --remote-workers (a distributed run)")
+    scenario = load_scenario(args.scenario)
+    if args.calibration:
+        from inferload.results.calibration import CALIBRATION_ENV, NO_CALIBRATION
+
+        if args.calibration != NO_CALIBRATION and not Path(args.calibration).is_file():
+            raise UsageError(f"--calibration {args.calibration}: no such file")
+        # the run's Locust processes read it (`inferload.results.calibration.latest_calibration`)
+        os.environ[CALIBRATION_ENV] = (
+            NO_CALIBRATION if args.calibration == NO_CALIBRATION else str(Path(args.calibration).resolve())
+        )
     refused = results_problem(args, scenario.name)
     if refused:
-        print(f"inferload: {refused}", file=sys.stderr)
-        return EXIT_USAGE
+        raise UsageError(refused)
     if args.repeat != 1:
         from inferload.tune.repeat_cli import cmd_run_repeated
 
@@ -297,7 +426,8 @@ def run_once(args: argparse.Namespace, scenario: Any) -> int:
     extra += ["--skip-start-checks"] if args.skip_start_checks else []
     if not args.workers and not args.remote_workers:
         web = [] if args.headless else ["--web-host", args.web_host]  # before `extra`: a --web-host after -- wins
-        with ChildProcesses() as children:  # signals go to Locust, which writes the results before it exits
+        # signals go to Locust, which writes the results before it exits (a web UI run's at its end: Ctrl-C quits)
+        with ChildProcesses(signal_is_quit=not args.headless) as children:
             children.start(locust_command(args.scenario, args.headless, args.out, args.run_id, web + extra), lead=True)
             return children.wait()
 
@@ -306,52 +436,65 @@ def run_once(args: argparse.Namespace, scenario: Any) -> int:
     from inferload.run.distributed import DistributedRun, run_distributed
 
     run_id = args.run_id or f"{scenario.name}-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
-    from inferload.errors import RunKeyError
-
-    try:
-        return run_distributed(
-            DistributedRun(
-                scenario=scenario,
-                results_dir=args.out or Path("results") / run_id,
-                run_id=run_id,
-                local_workers=args.workers,
-                remote_workers=args.remote_workers,
-                headless=args.headless,
-                master_bind_host=args.master_bind_host,
-                master_port=args.master_port,
-                locust_args=extra,
-                worker_wait_s=args.worker_wait,
-                web_host=args.web_host,
-            )
+    return run_distributed(  # RunKeyError (exit 2): workers on other machines and no key to give them
+        DistributedRun(
+            scenario=scenario,
+            results_dir=args.out or Path("results") / run_id,
+            run_id=run_id,
+            local_workers=args.workers,
+            remote_workers=args.remote_workers,
+            headless=args.headless,
+            master_bind_host=args.master_bind_host,
+            master_port=args.master_port,
+            locust_args=extra,
+            worker_wait_s=args.worker_wait,
+            web_host=args.web_host,
         )
-    except RunKeyError as exc:  # workers on other machines and no key to give them
-        print(f"inferload: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+    )
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
     """Download the master's locustfile, run it only when it is signed with this machine's run key."""
     import tempfile
 
-    from inferload.errors import RunKeyError
     from inferload.run.distributed import worker_command
     from inferload.run.locustfile_fetch import fetch_verified_locustfile
-    from inferload.run.run_key import LocustfileNotTrusted, require_run_key
+    from inferload.run.run_key import require_run_key
 
-    try:
-        key = require_run_key("inferload worker")
-    except RunKeyError as exc:
-        print(f"inferload: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+    key = require_run_key("inferload worker")  # RunKeyError: exit 2
     with tempfile.TemporaryDirectory(prefix="inferload-worker-") as folder:
-        try:
-            locustfile = fetch_verified_locustfile(args.master_host, args.master_port, key, Path(folder))
-        except LocustfileNotTrusted as exc:
-            print(f"inferload worker: {exc}", file=sys.stderr)
-            return EXIT_USAGE
+        # LocustfileNotTrusted (exit 2): the master's locustfile is not signed with this machine's key
+        locustfile = fetch_verified_locustfile(args.master_host, args.master_port, key, Path(folder))
         with ChildProcesses() as children:  # Ctrl-C: the worker sends its last report, then quits
             children.start(worker_command(args.master_host, args.master_port, str(locustfile)), lead=True)
             return children.wait()
+
+
+def cmd_restore(folder: Path | None, list_only: bool) -> int:
+    """Put back every change the journal holds whose process is gone (newest first); 1 when one could not be."""
+    from inferload.run.server_changes import JournalEntry, ServerJournal
+
+    if folder is not None and folder.exists() and not folder.is_dir():
+        raise UsageError(f"--journal: expected the journal's folder; got a file: {folder}")
+    journal = ServerJournal(folder.absolute() if folder is not None else None)
+    entries = journal.entries()
+    if not entries:
+        print(f"inferload restore: nothing to put back (journal: {journal.folder})")
+        return 0
+    failed = 0
+    for entry in entries:
+        if not isinstance(entry, JournalEntry):
+            failed += 1
+            print(f"inferload restore: {entry}", file=sys.stderr)
+        elif entry.owner.state() == "running":
+            print(f"inferload restore: {entry.describe()}: in use by `{entry.owner.command}` (pid {entry.owner.pid}); left alone")
+        elif entry.owner.state() == "elsewhere":
+            print(f"inferload restore: {entry.describe()}: changed from host {entry.owner.host}; run `inferload restore` there")
+        elif list_only:
+            print(f"inferload restore: {entry.describe()}: {entry.left_by()}; to put back")
+    if not list_only:
+        failed += journal.restore_leftovers(None, print)
+    return 1 if failed else 0
 
 
 def results_problem(args: argparse.Namespace, scenario_name: str) -> str | None:
@@ -375,7 +518,7 @@ def parse_ports(text: str | None) -> dict[str, int]:
     for item in text.split(","):
         name, _, value = item.partition("=")
         if not value.isdigit() or not 0 < int(value) < 65536:
-            raise InferloadError(f"--ports: expected name=port with a port in 1..65535; got {item!r}")
+            raise UsageError(f"--ports: expected name=port with a port in 1..65535; got {item!r}")
         ports[name.strip()] = int(value)
     return ports
 
@@ -389,9 +532,7 @@ def parse_servers(text: str | None, flag: str) -> tuple[str, ...]:
     names = tuple(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
     unknown = [name for name in names if name not in KNOWN_SERVERS]
     if unknown or not names:
-        raise InferloadError(
-            f"{flag}: unknown server(s) {unknown or [text]}; expected a comma list of {', '.join(KNOWN_SERVERS)}"
-        )
+        raise UsageError(f"{flag}: unknown server(s) {unknown or [text]}; expected a comma list of {', '.join(KNOWN_SERVERS)}")
     return names
 
 
@@ -404,19 +545,18 @@ def cmd_servers(args: argparse.Namespace) -> int:
     overrides = parse_ports(args.ports)
     unknown = sorted(set(overrides) - set(defaults))
     if unknown:
-        raise InferloadError(f"--ports: unknown name(s) {unknown}; expected some of {sorted(defaults)}")
+        raise UsageError(f"--ports: unknown name(s) {unknown}; expected some of {sorted(defaults)}")
     state_dir = (args.state_dir or DEFAULT_STATE_DIR).absolute()  # the servers start in other folders
     problem = state_dir_problem(state_dir)
+    if problem is None and args.action == "up":  # `up` writes there: pids, logs, state.json
+        from inferload.run.results_dir import unwritable_problem
+
+        problem = unwritable_problem(state_dir, "the servers' state")
     if problem:
-        print(f"inferload: --state-dir: {problem}", file=sys.stderr)
-        return EXIT_USAGE
+        raise UsageError(f"--state-dir: {problem}")
     servers = LocalServers(state_dir, ServerPorts.from_dict({**defaults, **overrides}), host=args.host)
     if args.action == "up":
-        try:
-            which = (args.only,) if args.only else parse_servers(args.servers, "--servers")
-        except InferloadError as exc:
-            print(f"inferload: {exc}", file=sys.stderr)
-            return EXIT_USAGE
+        which = (args.only,) if args.only else parse_servers(args.servers, "--servers")
         from inferload.local.models.build import ensure_models
 
         ensure_models(servers.models)  # first use: build the sample models

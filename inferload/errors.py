@@ -1,10 +1,13 @@
 """The exception tree of inferload.
 
-    InferloadError                  every error inferload raises on purpose
-    ├── ScenarioError               a scenario file is invalid (.problems: one line each)
-    ├── ModelMismatchError          the scenario's tensors do not match the served model
-    ├── StartCheckError             the start checks found problems before any load (.problems)
-    ├── RunKeyError                 a distributed run has no usable run key (INFERLOAD_RUN_KEY)
+    InferloadError                  every error inferload raises on purpose (exit code 1)
+    ├── UsageError                  a bad option, argument or input: nothing was started (exit code 2)
+    │   ├── ScenarioError           a scenario file is invalid (.problems: one line each)
+    │   ├── ConfigFileError         another configuration file is invalid (the reference server's; .problems)
+    │   ├── ModelMismatchError      the scenario's tensors do not match the served model
+    │   ├── StartCheckError         the start checks found problems before any load (.problems)
+    │   └── RunKeyError             a distributed run has no usable run key (INFERLOAD_RUN_KEY)
+    ├── ServerChangeError           a server's settings could not be changed, journaled or put back
     ├── ServerError                 a local server could not be started, reached or stopped
     │   ├── PortInUseError          a configured port is already taken
     │   └── JavaMissingError        TorchServe needs a JDK 11+ and none was found
@@ -17,15 +20,35 @@
         └── BadOutputShape
 
 Request errors have stable messages (no per-request numbers) so Locust groups them.
+
+**Exit codes.** Each class carries the exit code of the `inferload` command it ends
+(``exit_code``): 2 for every usage error (an option, argument, scenario or input file that is
+wrong, a server that cannot be used as asked: found before anything starts), 1 for everything
+else (SLO breaches and failed requests are 1 too, but they are verdicts, not errors). Only
+``inferload.cli.main`` turns an error into an exit code; library code raises.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+#: the exit code of a usage error (shells and CI read 2 as "the command was used wrongly")
+EXIT_USAGE = 2
+#: the exit code of an SLO breach, failed requests, or any other error
+EXIT_FAILED = 1
+
 
 class InferloadError(Exception):
     """Base of every error inferload raises on purpose."""
+
+    #: the `inferload` command's exit code when this error ends it (mapped in `inferload.cli.main` only)
+    exit_code: int = EXIT_FAILED
+
+
+class UsageError(InferloadError):
+    """A bad option, argument or input (file, address, bound): found before anything started."""
+
+    exit_code = EXIT_USAGE
 
 
 @dataclass(frozen=True)
@@ -41,17 +64,26 @@ class Problem:
         return f"{where}: {self.message}"
 
 
-class ScenarioError(InferloadError):
+class ScenarioError(UsageError):
     def __init__(self, problems: list[Problem]) -> None:
         self.problems = list(problems)
         super().__init__("\n".join(str(p) for p in self.problems))
 
 
-class ModelMismatchError(InferloadError):
+class ConfigFileError(UsageError):
+    """A configuration file other than a scenario (the reference server's) is invalid; ``.problems``
+    are ``Problem`` lines (file, key path, what was expected)."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = list(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+class ModelMismatchError(UsageError):
     """The scenario's tensors do not match what the server says the model takes."""
 
 
-class StartCheckError(InferloadError):
+class StartCheckError(UsageError):
     """The start checks found problems (``.problems``: one line each); no load was sent.
 
     Raised by ``inferload.run.model_fit.fit_to_models`` (servers and models) and
@@ -65,8 +97,12 @@ class StartCheckError(InferloadError):
         super().__init__("\n".join(self.problems))
 
 
-class RunKeyError(InferloadError):
+class RunKeyError(UsageError):
     """No usable run key where a distributed run needs one."""
+
+
+class ServerChangeError(InferloadError):
+    """A server's settings could not be changed, recorded in the journal of server changes, or put back."""
 
 
 class ServerError(InferloadError):

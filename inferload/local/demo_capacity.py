@@ -1,8 +1,8 @@
 """The demo's short tuning pass: each server's capacity under a p99 target, as it is configured, and
 the configuration that reached it, read back from the server (issue 10, item 7).
 
-For each server the demo's target gets an open-loop capacity search (`inferload.tune.sweep`,
-bracketing then bisection, coarse: ±50 %, 1 s windows, a few steps) into `<out>/capacity/<server>/`;
+For each server the demo's target gets an open-loop capacity search (`inferload.tune.sweep`, coarse:
+precision 50 %, 1 s windows, at most 5 runs, no verification runs) into `<out>/capacity/<server>/`;
 the server's batching and instance/worker settings are read from its own APIs (Triton's model
 config, TorchServe's describe-model), so the line printed says what ran. A full search over settings
 is `inferload tune`.
@@ -10,7 +10,7 @@ is `inferload tune`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,15 +35,46 @@ class Capacity:
     first_failing_rps: float | None
     config: str  # the server's settings as it ran, in words
     signalled: int | None = None  # the signal that cut the search short
+    #: the search's answer (sweep.json's capacity): estimate, interval, binding constraint, verification, levels
+    answer: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self, p99_ms: float) -> dict[str, Any]:
-        return {"p99_ms": p99_ms, "max_rps": self.max_rps, "first_failing_rps": self.first_failing_rps, "config": self.config}
+        answer = self.answer
+        binding = answer.get("binding") or {}
+        verification = answer.get("verification") or {}
+        curve = [
+            {
+                "rate": level["rate"],
+                "p99_ms": level.get("p99_ms"),
+                "p99_low_ms": level.get("p99_ms_low"),
+                "p99_high_ms": level.get("p99_ms_high"),
+                "fitted_p99_ms": level.get("fitted_p99_ms"),
+                "verdict": level["verdict"],
+            }
+            for level in answer.get("levels") or []
+        ]
+        return {
+            "p99_ms": p99_ms,
+            "max_rps": self.max_rps,
+            "first_failing_rps": self.first_failing_rps,
+            "config": self.config,
+            "estimate_rps": answer.get("estimate_rps"),
+            "interval_rps": answer.get("interval_rps"),
+            "binding": binding.get("words"),
+            "verification": verification.get("words"),
+            "curve": curve or None,
+        }
 
     def line(self, p99_ms: float) -> str:
+        low, high = (self.answer.get("interval_rps") or [None, None])[:2]
+        estimate = self.answer.get("estimate_rps")
+        if estimate is not None and low is not None:
+            span = f"[{low:g}, {'∞' if high is None else f'{high:g}'}]"
+            return f"{self.server}: {estimate:g} req/s {span} under p99 <= {p99_ms:g} ms ({self.config})"
         if self.max_rps is None:
             return f"{self.server}: no rate met p99 <= {p99_ms:g} ms ({self.config})"
-        bound = f", fails at {self.first_failing_rps:g}" if self.first_failing_rps else ""
-        return f"{self.server}: {self.max_rps:g} req/s under p99 <= {p99_ms:g} ms{bound} ({self.config})"
+        bound = f", over it at {self.first_failing_rps:g}" if self.first_failing_rps else ""
+        return f"{self.server}: at least {self.max_rps:g} req/s under p99 <= {p99_ms:g} ms{bound} ({self.config})"
 
 
 def triton_config_words(applied: dict[str, Any]) -> str:
@@ -87,9 +118,9 @@ def capacity_pass(out: Path, target: dict[str, Any], server: str, ports: ServerP
         SweepSettings(
             scenario=scenario,
             out=folder,
-            rule=StabilityRule(windows=2, tolerance_pct=30.0, max_windows=3),
+            rule=StabilityRule(windows=2, tolerance_pct=30.0, max_windows=5),
             rules=StopRules(slo={"p99_ms": p99_ms}, max_unsent_ratio=0.05),
-            capacity=CapacitySearch(START_RPS[server], precision_pct=50.0, max_steps=5),
+            capacity=CapacitySearch(START_RPS[server], precision_pct=50.0, max_steps=5, verify=False),
             window_s=1.0,
             warmup_s=1.0,
             printer=lambda line: print("      " + line, flush=True),
@@ -98,4 +129,4 @@ def capacity_pass(out: Path, target: dict[str, Any], server: str, ports: ServerP
     sweep.run()
     answer = sweep.capacity or {}
     config = read_config(server, ports, target["model"])
-    return Capacity(server, answer.get("max_rps"), answer.get("first_failing_rps"), config, sweep.signalled)
+    return Capacity(server, answer.get("max_rps"), answer.get("first_failing_rps"), config, sweep.signalled, answer)

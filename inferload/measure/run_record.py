@@ -16,25 +16,19 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-import gevent
-from locust.env import Environment
-from locust.runners import MasterRunner, WorkerRunner
-
-from inferload.errors import ConnectionRefused
+from inferload.measure.gaps import GapStats
 from inferload.measure.hdr import ClosedStats, LatencyStats, WindowStats
 from inferload.measure.outages import Outage, RefusedWindow, find_outages
-from inferload.measure.report_auth import SignedReports
-from inferload.measure.stream_record import STREAM_CONTEXT_KEY, StreamRecord, StreamTiming
+from inferload.measure.send_times import SendTimes
+from inferload.measure.stream_record import StreamRecord, StreamTiming
 from inferload.measure.windows import WindowStore
 
 logger = logging.getLogger(__name__)
 
-REPORT_KEY = "inferload_latency"
 CLOSE_AFTER_S = 6.0  # two worker report intervals: later figures still merge, only slower
 
 WindowKey = tuple[int, str]
@@ -57,6 +51,11 @@ class RunRecord:
     lag_steady: dict[str, LatencyStats] = field(default_factory=lambda: defaultdict(LatencyStats))
     arrival_windows: dict[WindowKey, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
     arrivals_steady: dict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
+    #: open loop: the requests' actual send times, merged over processes into each target's sent gaps
+    send_times: SendTimes = field(default_factory=SendTimes)
+    #: open loop: the gaps of the whole run's schedule per target over the steady state, as the arrival
+    #: law drew it (every process draws the whole schedule: a worker's figures are the run's)
+    schedule_gaps: dict[str, GapStats] = field(default_factory=lambda: defaultdict(GapStats))
     # on the master: each worker's own windows too, by worker id (for the per-worker stream)
     worker_windows: WindowStore[tuple[int, str, str]] = field(default_factory=WindowStore)
     # the server's own mean request duration per window (master or local only)
@@ -111,10 +110,41 @@ class RunRecord:
         if self._in_steady(intended):
             self.arrivals_steady[target][0] += 1
 
+    def record_send(self, target: str, sent: float) -> None:
+        """An open-loop request's actual send time (wall clock), for the burstiness sent."""
+        self.send_times.add(int(sent // self.window_s), target, sent)
+
+    def record_scheduled(self, target: str, intended: float) -> None:
+        """An arrival of the whole run's schedule (before the split over processes), in time order."""
+        if self._in_steady(intended):
+            self.schedule_gaps[target].add(intended)
+
     def record_unsent(self, target: str, intended: float) -> None:
         self.arrival_windows[(int(intended // self.window_s), target)][1] += 1
         if self._in_steady(intended):
             self.arrivals_steady[target][1] += 1
+
+    def record_undrawn(self, target: str, start: float, end: float, count: int) -> None:
+        """`count` arrivals that were due in [start, end) (epoch s) but that a scheduler behind the clock
+        never drew: arrivals, and unsent, spread over their windows evenly in time."""
+        if count <= 0 or end <= start:
+            return
+        span = end - start
+        first, last = int(start // self.window_s), int(end // self.window_s)
+        placed = 0
+        for index in range(first, last + 1):
+            low, high = max(start, index * self.window_s), min(end, (index + 1) * self.window_s)
+            part = count - placed if index == last else round(count * max(high - low, 0.0) / span)
+            part = min(part, count - placed)
+            if part <= 0:
+                continue
+            placed += part
+            window = self.arrival_windows[(index, target)]
+            window[0] += part
+            window[1] += part
+            if self._in_steady(low):
+                self.arrivals_steady[target][0] += part
+                self.arrivals_steady[target][1] += part
 
     def _add_refused(self, index: int, target: str, count: int, first: float, last: float) -> None:
         window = self.refused_windows.get((index, target))
@@ -133,6 +163,7 @@ class RunRecord:
         for store in (self.windows, self.lag_windows, self.worker_windows):
             store.close_before(before)
         self.streams.close_before(before)
+        self.send_times.fold_before(before, self.warmup_ends_at)
 
     @property
     def open_histograms(self) -> int:
@@ -185,6 +216,8 @@ class RunRecord:
             "arrivals_steady": dict(self.arrivals_steady),
             "refused_windows": [[index, target, *window.to_wire()] for (index, target), window in self.refused_windows.items()],
             "streams": self.streams.drain_to_wire(),
+            "send_times": self.send_times.drain_to_wire(),
+            "schedule_gaps": {target: stats.to_wire() for target, stats in self.schedule_gaps.items()},
         }
         for totals in (self.steady, self.warmup, self.lag_steady):
             for stats in totals.values():
@@ -230,6 +263,11 @@ class RunRecord:
         for index, target, count, first, last in wire.get("refused_windows", []):
             self._add_refused(int(index), target, int(count), float(first), float(last))
         self.streams.merge_wire(wire.get("streams", {}))
+        self.send_times.merge_wire(wire.get("send_times", []))
+        for target, data in wire.get("schedule_gaps", {}).items():  # every worker draws the whole schedule
+            stats = GapStats.from_wire(data)
+            if stats.gaps > self.schedule_gaps[target].gaps:
+                self.schedule_gaps[target] = stats
         self._newest_index = newest
         self._close_old_windows()  # late figures reopened a window: closed again at once
 
@@ -245,81 +283,3 @@ def _merge_from_wire(data: dict[str, Any], *into: LatencyStats) -> None:
     for part in into:
         part.merge(stats)
     stats.release()  # a report's histograms go at once, not at the next cyclic collection
-
-
-class RunRecorder:
-    """Subscribes a RunRecord to a Locust environment's events (a listener class, no globals)."""
-
-    def __init__(self, environment: Environment, warmup_s: float, window_s: float, targets: tuple[str, ...] = ()) -> None:
-        self.environment = environment
-        self.record = RunRecord(window_s=window_s, warmup_s=warmup_s, targets=targets)
-        self._sampler: gevent.Greenlet | None = None
-        #: reports signed with the run key (see inferload.measure.report_auth); RunKeyError on a master or worker without one
-        self.reports = SignedReports.for_role(REPORT_KEY, "worker" if self.is_worker else "master" if self.is_master else None)
-        events = environment.events
-        events.request.add_listener(self._on_request)
-        events.test_start.add_listener(self._on_test_start)
-        events.test_stop.add_listener(self._on_test_stop)
-        events.report_to_master.add_listener(self._on_report_to_master)
-        events.worker_report.add_listener(self._on_worker_report)
-
-    @property
-    def is_worker(self) -> bool:
-        return isinstance(self.environment.runner, WorkerRunner)
-
-    @property
-    def is_master(self) -> bool:
-        return isinstance(self.environment.runner, MasterRunner)
-
-    def _on_request(
-        self,
-        name: str,
-        response_time: float,
-        exception: BaseException | None = None,
-        context: dict[str, Any] | None = None,
-        **_: Any,
-    ) -> None:
-        now = time.time()
-        self.record.record(name, response_time, exception is not None, now, refused=isinstance(exception, ConnectionRefused))
-        if context:
-            lag = context.get("send_lag_ms")
-            if lag is not None:
-                self.record.record_send_lag(name, lag, now)
-            timing = context.get(STREAM_CONTEXT_KEY)
-            if timing is not None and exception is None:
-                self.record.record_stream(name, timing, now)
-
-    def _on_test_start(self, **_: Any) -> None:
-        self.record.started_at = time.time()
-        self.record.stopped_at = None
-        if not self.is_worker and self._sampler is None:
-            self._sampler = gevent.spawn(self._sample_users)
-
-    def _on_test_stop(self, **_: Any) -> None:
-        self.record.stopped_at = time.time()
-        if self._sampler is not None:
-            self._sampler.kill(block=False)
-            self._sampler = None
-
-    def _sample_users(self) -> None:
-        window = self.record.window_s
-        while True:
-            runner = self.environment.runner
-            if runner is not None:
-                self.record.users_by_window[int(time.time() // window)] = runner.user_count
-            gevent.sleep(window / 2)
-
-    @property
-    def rejected_reports(self) -> int:
-        """Worker reports refused on the master: unsigned, wrongly signed or replayed (their figures left out)."""
-        return self.reports.rejected
-
-    def _on_report_to_master(self, client_id: str, data: dict[str, Any]) -> None:
-        data[REPORT_KEY] = self.reports.seal(client_id, self.record.drain_to_wire())
-
-    def _on_worker_report(self, client_id: str, data: dict[str, Any]) -> None:
-        sealed = data.get(REPORT_KEY)
-        if sealed:
-            wire = self.reports.open(client_id, sealed)
-            if wire is not None:
-                self.record.merge_wire(wire, worker=client_id)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import signal
 import threading
 import time
@@ -45,6 +46,12 @@ from inferload.servermetrics.kserve import kserve_metrics_url
 from inferload.servermetrics.triton import TritonStatisticsReader
 
 logger = logging.getLogger(__name__)
+
+#: the shortest scrape interval: shorter only loads the servers (0 would scrape in a busy loop)
+MIN_INTERVAL_S = 0.1
+#: the longest: a day
+MAX_INTERVAL_S = 86_400.0
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 class CollectorConfigError(InferloadError):
@@ -124,7 +131,7 @@ class CollectorConfig(_Model):
     INFLUX_* environment variables or command-line flags give (the token, typically)."""
 
     run_id: str = "collector"
-    interval: Annotated[Seconds, Field(gt=0)] = 1.0
+    interval: Annotated[Seconds, Field(ge=MIN_INTERVAL_S, le=MAX_INTERVAL_S)] = 1.0
     timeout: Annotated[Seconds, Field(gt=0)] = 2.0
     influx: dict[str, Any] = Field(default_factory=dict)
     sources: tuple[SourceConfig, ...] = Field(min_length=1)
@@ -297,7 +304,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--influx-token", help="API token (env INFLUX_TOKEN; prefer the variable: flags show in ps)")
     parser.add_argument("--influx-user", help="v1 user (env INFLUX_USER)")
     parser.add_argument("--influx-password", help="v1 password (env INFLUX_PASSWORD)")
-    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    parser.add_argument(
+        "--log-level",
+        default="INFO",
+        type=str.upper,
+        choices=LOG_LEVELS,
+        help=f"logging level: {', '.join(LOG_LEVELS)} (default INFO)",
+    )
     return parser
 
 
@@ -320,6 +333,20 @@ def _settings(args: argparse.Namespace, file_values: dict[str, Any]) -> SinkSett
     return settings
 
 
+def _option_seconds(option: str, text: str | None, low: float, high: float) -> float | None:
+    """A duration option in [low, high] seconds (None: not given); ValueError naming the option."""
+    if text is None:
+        return None
+    try:
+        value = parse_duration(text)
+    except ValueError as error:
+        raise ValueError(f"{option}: {error}; got {text!r}") from None
+    if not low <= value <= high:
+        upper = "" if math.isinf(high) else f" and at most {high:g} s"
+        raise ValueError(f"{option}: expected at least {low:g} s{upper}; got {text!r}")
+    return value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -332,8 +359,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             scenario = load_scenario(args.scenario)
             config = CollectorConfig(sources=sources_from_scenario(scenario, gpu=not args.no_gpu))
         settings = _settings(args, dict(config.influx))
-        interval_s = parse_duration(args.interval) if args.interval else config.interval
-        duration_s = parse_duration(args.duration) if args.duration else None
+        interval_s = _option_seconds("--interval", args.interval, MIN_INTERVAL_S, MAX_INTERVAL_S) or config.interval
+        duration_s = _option_seconds("--duration", args.duration, MIN_INTERVAL_S, math.inf)
     except (InferloadError, ValidationError, ValueError) as exc:
         print(f"collector: {mask_secrets(str(exc), _secret_flags(args))}", flush=True)
         return 2

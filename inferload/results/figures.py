@@ -88,6 +88,15 @@ FIGURES: tuple[Figure, ...] = (
     Figure("open_loop.achieved_rps", "achieved rate", "req/s", "higher", ".1f", ".1f"),
     Figure("open_loop.unsent", "unsent arrivals", None, "lower", ".0f", ".0f"),
     Figure("open_loop.send_lag_ms.p99", "send lag p99", "ms", "lower", ".3f", ".3f"),
+    # streamed targets only (decoupled Triton models over the gRPC stream): summary.json's `streaming`
+    Figure("streaming.responses_per_request", "responses / request", None, None, ".2f", ".3f"),
+    Figure("streaming.responses_per_s", "responses", "resp/s", "higher", ".1f", ".1f"),
+    Figure("streaming.first_response_ms.p50", "first response p50", "ms", "lower", ".2f", ".3f"),
+    Figure("streaming.first_response_ms.p99", "first response p99", "ms", "lower", ".2f", ".3f"),
+    Figure("streaming.inter_response_ms.p50", "between responses p50", "ms", "lower", ".2f", ".3f"),
+    Figure("streaming.inter_response_ms.p99", "between responses p99", "ms", "lower", ".2f", ".3f"),
+    Figure("open_loop.burstiness.sent_cv", "burstiness sent (CV)", None, None, ".2f", ".3f"),
+    Figure("open_loop.burstiness.scheduled_cv", "burstiness scheduled (CV)", None, None, ".2f", ".3f"),
 )
 
 BY_NAME: dict[str, Figure] = {f.name: f for f in FIGURES}
@@ -126,7 +135,23 @@ REPORT = figures(
     "residual_ms",
     "cold_start_s",
 )
-REPORT_OPEN_LOOP = figures("open_loop.configured_rps", "open_loop.achieved_rps", "open_loop.unsent", "open_loop.send_lag_ms.p99")
+REPORT_OPEN_LOOP = figures(
+    "open_loop.configured_rps",
+    "open_loop.achieved_rps",
+    "open_loop.unsent",
+    "open_loop.send_lag_ms.p99",
+    "open_loop.burstiness.sent_cv",
+    "open_loop.burstiness.scheduled_cv",
+)
+#: added to the console table, the report and compare when a target streamed (a decoupled model)
+STREAMING = figures(
+    "streaming.responses_per_request",
+    "streaming.responses_per_s",
+    "streaming.first_response_ms.p50",
+    "streaming.first_response_ms.p99",
+    "streaming.inter_response_ms.p50",
+    "streaming.inter_response_ms.p99",
+)
 COMPARE = figures(
     "requests",
     "failures",
@@ -163,12 +188,20 @@ def server_side_notes(name: str, target: Any) -> list[str]:
     return notes
 
 
-def format_table(targets: Mapping[str, Any], shown: tuple[Figure, ...] = TABLE) -> str:
+def streamed(*targets: Any) -> bool:
+    """Whether any of these targets has stream figures (summary.json's `streaming`)."""
+    return any(value_at(target, ("streaming",)) is not None for target in targets)
+
+
+def format_table(targets: Mapping[str, Any], shown: tuple[Figure, ...] | None = None) -> str:
     """Side-by-side figures for the console, one column per target, and the notes on server
-    figures below it (shared by targets of one model, not reported by the server)."""
+    figures below it (shared by targets of one model, not reported by the server). By default the
+    `TABLE` figures, and the `STREAMING` ones when a target streamed."""
     names = list(targets)
     if not names:
         return "(no targets)"
+    if shown is None:
+        shown = TABLE + (STREAMING if streamed(*targets.values()) else ())
     rows: list[tuple[str, ...]] = [("", *names)]
     rows += [(figure.heading(), *(figure.cell(targets[n]) for n in names)) for figure in shown]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -178,3 +211,22 @@ def format_table(targets: Mapping[str, Any], shown: tuple[Figure, ...] = TABLE) 
     ]
     notes = [note for n in names for note in server_side_notes(n, targets[n])]
     return "\n".join(lines + [f"  {note}" for note in notes])
+
+
+def format_burstiness(targets: Mapping[str, Any]) -> str | None:
+    """The open-loop line on burstiness: each target's CV of the gaps between sends, next to the
+    schedule's; None when no target ran open loop."""
+    parts = []
+    for name, target in targets.items():
+        sent = value_at(target, ("open_loop", "burstiness", "sent_cv"))
+        scheduled = value_at(target, ("open_loop", "burstiness", "scheduled_cv"))
+        if value_at(target, ("open_loop",)) is None:
+            continue
+        sent_text = "n/a" if not is_number(sent) else f"{sent:.2f}"
+        scheduled_text = "n/a" if not is_number(scheduled) else f"{scheduled:.2f}"
+        parts.append(f"{name} {sent_text} (scheduled {scheduled_text})")
+    if not parts:
+        return None
+    return (
+        "burstiness sent (CV of the gaps between sends, all workers; Poisson 1, evenly spaced 0): " + ", ".join(parts)
+    )

@@ -31,7 +31,23 @@ __all__ = [
 WINDOWS_NAME = "windows.csv"
 GPU_NAME = "gpu.csv"
 
-WINDOW_NUMBER_COLUMNS = ("elapsed_s", "requests", "failures", "rps", "p50_ms", "p95_ms", "p99_ms", "users", "target_rps")
+WINDOW_NUMBER_COLUMNS = (
+    "elapsed_s",
+    "requests",
+    "failures",
+    "rps",
+    "p50_ms",
+    "p95_ms",
+    "p99_ms",
+    "users",
+    "target_rps",
+    # streamed targets only (empty otherwise; absent from files written before they existed)
+    "responses_per_s",
+    "first_response_p50_ms",
+    "first_response_p99_ms",
+    "inter_response_p50_ms",
+    "inter_response_p99_ms",
+)
 GPU_NUMBER_COLUMNS = ("util_pct", "mem_used_bytes", "power_w")
 MAX_ROW_NOTES = 5  # bad rows of a CSV reported one by one, then counted
 
@@ -59,6 +75,17 @@ class TargetSeries:
     p99_ms: list[float | None] = field(default_factory=list)
     users: list[float | None] = field(default_factory=list)
     target_rps: list[float | None] = field(default_factory=list)  # open loop only: intended arrivals/s
+    # streamed targets only (decoupled models): responses per second, send -> first response, between responses
+    responses_per_s: list[float | None] = field(default_factory=list)
+    first_response_p50_ms: list[float | None] = field(default_factory=list)
+    first_response_p99_ms: list[float | None] = field(default_factory=list)
+    inter_response_p50_ms: list[float | None] = field(default_factory=list)
+    inter_response_p99_ms: list[float | None] = field(default_factory=list)
+
+    @property
+    def streamed(self) -> bool:
+        """Whether any window has a stream figure."""
+        return any(v is not None for v in self.responses_per_s + self.first_response_p99_ms)
 
 
 @dataclass

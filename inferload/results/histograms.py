@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from inferload.files import replacing
 from inferload.measure.hdr import LatencyStats, WindowStats
 from inferload.results.summary_file import ResultsError
 
@@ -46,7 +47,7 @@ def histogram_lines(record: RunRecord) -> Iterator[dict[str, Any]]:
 
 def write_histograms(results_dir: Path, record: RunRecord) -> Path:
     path = results_dir / HISTOGRAMS_NAME
-    with open(path, "w") as handle:
+    with replacing(path) as handle:  # whole or not at all
         for line in histogram_lines(record):
             handle.write(json.dumps(line, separators=(",", ":")) + "\n")
     return path

@@ -1,4 +1,4 @@
-"""summary.json as typed models (contract: README "Results" and docs/results.md).
+"""summary.json as typed models (contract: docs/results.md).
 
 `RunSummary` is what a run (or the demo) writes and what `inferload report`, `inferload compare`
 and the demo read back; `inferload.results.summary_file` holds the one writer and the one reader.
@@ -95,8 +95,24 @@ class SendLag(Section):
     max: Number | None
 
 
+class Burstiness(Section):
+    """Open loop: the coefficient of variation (sd / mean) of the gaps between arrivals over the
+    steady state (Poisson 1, evenly spaced 0, bursty above 1)."""
+
+    #: between the requests' actual send times, all workers merged (None: fewer than 3 sent)
+    sent_cv: Number | None
+    #: between the intended times of the whole run's schedule, as the arrival law drew it
+    scheduled_cv: Number | None
+    #: gaps measured between sent requests
+    sent_gaps: Count
+    #: send times that reached the master after their window was folded (left out of sent_cv)
+    late: Count = 0
+
+
 class OpenLoop(Section):
     """Open-loop figures of one target over the steady state."""
+
+    omit_when_none = frozenset({"burstiness"})
 
     configured_rps: Number
     arrivals: Count
@@ -104,6 +120,7 @@ class OpenLoop(Section):
     achieved_rps: Number
     achieved_ratio: Number | None
     send_lag_ms: SendLag
+    burstiness: Burstiness | None = None  # added with issue 26: older summaries have none
 
 
 class Outage(Section):
@@ -130,7 +147,7 @@ class StreamFigures(Section):
 
 class BurstRecovery(Section):
     """One burst of a burst/rate-bursts shape: the tail's peak and the time back to the pre-burst p99
-    (`inferload.results.bursts`; null: not measured, or not back before the next burst)."""
+    (`inferload.results.summary`; null: not measured, or not back before the next burst)."""
 
     start_s: Number
     end_s: Number
@@ -200,19 +217,45 @@ class StreamingStats(Section):
 class WorkerLoss(Section):
     """A worker of a distributed run that went missing, and how long its load was not carried."""
 
+    omit_when_none: ClassVar[frozenset[str]] = frozenset({"returned_after_s"})
+
     worker: str
     lost_at: str  # ISO-8601, when the master declared it missing (about 4-5 s after its last heartbeat)
     respread_after_s: Number | None  # until the live workers carried its users (and arrival share); null: never
+    #: it came back this long after it was declared missing (a stall, not a death) and was told to quit:
+    #: its users were already on the live workers (left out: it did not come back)
+    returned_after_s: Number | None = None
+
+
+class CapacityPoint(Section):
+    """One rate of a capacity search: its p99 with the 95 % interval (high None: open), the fitted curve
+    there, and the rate's verdict (pass, fail, unsure)."""
+
+    rate: Number
+    p99_ms: Number | None
+    p99_low_ms: Number | None
+    p99_high_ms: Number | None
+    fitted_p99_ms: Number | None
+    verdict: str
 
 
 class DemoCapacity(Section):
-    """The demo's capacity pass for one server: the highest open-loop rate meeting p99 <= p99_ms, the
-    first that failed, and the server's settings as read back from it."""
+    """The demo's capacity pass for one server: the highest open-loop rate that met p99 <= p99_ms, the
+    first over it, and the server's settings as read back from it; then (issue 22) the capacity's
+    estimate and 95 % interval (high None: open), the binding constraint and the verification in words,
+    and the curve (every rate measured)."""
+
+    omit_when_none = frozenset({"estimate_rps", "interval_rps", "binding", "verification", "curve"})
 
     p99_ms: Number
     max_rps: Number | None
     first_failing_rps: Number | None
     config: str
+    estimate_rps: Number | None = None
+    interval_rps: list[Number | None] | None = None
+    binding: str | None = None
+    verification: str | None = None
+    curve: list[CapacityPoint] | None = None
 
 
 class RunSummary(Section):
@@ -230,6 +273,7 @@ class RunSummary(Section):
             "rejected_reports",
             "streaming",
             "capacity",
+            "calibration",
         }
     )
 
@@ -253,3 +297,5 @@ class RunSummary(Section):
     rejected_reports: Count | None = None  # distributed runs: worker reports refused (not signed with the run key)
     streaming: StreamingStats | None = None
     interrupted: bool = False  # stopped early by SIGINT/SIGTERM: figures cover the part that ran
+    #: the calibration certificate that applied (`inferload.results.calibration`); absent: none did
+    calibration: dict[str, Any] | None = None

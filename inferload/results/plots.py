@@ -116,6 +116,36 @@ def plot_timeline(name: str, series: TargetSeries, warmup_s: float | None) -> st
     return _png(figure)
 
 
+def plot_stream(name: str, series: TargetSeries, warmup_s: float | None) -> str | None:
+    """A streamed target's windows: time to the first response and between responses (p50, p99),
+    and responses per second; None when no window has a stream figure."""
+    if not series.streamed:
+        return None
+    figure = _new_figure(10, 5)
+    gaps, rate = figure.subplots(2, 1, sharex=True)
+    span = warmup_span(series, warmup_s)
+    changes = stage_changes(series)
+    x = series.elapsed_s
+    lines = (
+        ("first_response_p50_ms", "first response p50", "#1f77b4", "-"),
+        ("first_response_p99_ms", "first response p99", "#d62728", "-"),
+        ("inter_response_p50_ms", "between responses p50", "#1f77b4", ":"),
+        ("inter_response_p99_ms", "between responses p99", "#d62728", ":"),
+    )
+    for key, label, colour, style in lines:
+        gaps.plot(x, _nan(getattr(series, key)), marker=".", markersize=3, color=colour, linestyle=style, label=label)
+    gaps.set_ylabel("ms")
+    gaps.set_title(f"{name}: streamed responses per window (successful requests)", loc="left")
+    gaps.legend(loc="upper left", fontsize=8)
+    rate.plot(x, _nan(series.responses_per_s), color="#2ca02c", label="responses/s")
+    rate.set_ylabel("responses/s")
+    rate.set_xlabel("seconds since the run started")
+    rate.legend(loc="upper left", fontsize=8)
+    for axes in (gaps, rate):
+        _decorate(axes, span, changes)
+    return _png(figure)
+
+
 def plot_server_side(name: str, server_side: ServerSide) -> str | None:
     """Batch sizes the server formed (bars) and queue vs compute time (bars); None if neither."""
     histogram = server_side.batch_size_histogram or {}

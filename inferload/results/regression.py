@@ -5,11 +5,16 @@ beyond P % in the rule's direction: ``p99:+10%`` fails when even the interval's 
 10 % above A; ``throughput:-5%`` when even its high end is more than 5 % below. A change whose
 interval still reaches the threshold is reported as "within the noise" and passes. Figures:
 ``p50, p90, p95, p99, p999, mean, throughput, error_rate``. Samples: `inferload.results.noise`.
+
+Targets are paired by name, or by ``renames`` (A's name -> B's: ``--rename OLD=NEW``). A gate that
+would judge nothing (no target in both runs: a renamed target) is a usage error, never a pass:
+``gate`` raises ``InferloadError`` (exit 2); a target found in one run only is named, not gated.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -102,26 +107,56 @@ class GateResult:
     verdict: str
 
 
-def judge(rule: GateRule, target: str, a: RunFigures, b: RunFigures) -> GateResult:
-    value_a, value_b = a.values[target].get(rule.figure), b.values[target].get(rule.figure)
+def judge(rule: GateRule, target: str, a: RunFigures, b: RunFigures, b_target: str | None = None) -> GateResult:
+    """One rule on A's ``target`` against B's ``b_target`` (default: the same name)."""
+    other = b_target or target
+    label = target if other == target else f"{target} (B: {other})"
+    value_a, value_b = a.values[target].get(rule.figure), b.values[other].get(rule.figure)
     if value_a is None or value_b is None:
-        return GateResult(target, rule, value_a, value_b, None, False, "not measured in both runs: not judged")
-    interval = change_interval(value_a, value_b, a.samples[target].get(rule.figure, []), b.samples[target].get(rule.figure, []))
+        return GateResult(label, rule, value_a, value_b, None, False, "not measured in both runs: not judged")
+    interval = change_interval(value_a, value_b, a.samples[target].get(rule.figure, []), b.samples[other].get(rule.figure, []))
     if interval is None or interval.low_pct is None or interval.high_pct is None:
-        return GateResult(target, rule, value_a, value_b, interval, False, "too few samples for an interval: not judged")
+        return GateResult(label, rule, value_a, value_b, interval, False, "too few samples for an interval: not judged")
     beyond = interval.low_pct > rule.pct if rule.pct > 0 else interval.high_pct < rule.pct
     span = f"{interval.change_pct:+.1f} % (95 % interval {interval.low_pct:+.1f} .. {interval.high_pct:+.1f} %)"
     verdict = f"{span}: beyond {rule.pct:+g} %, FAIL" if beyond else f"{span}: within the noise or the threshold, pass"
-    return GateResult(target, rule, value_a, value_b, interval, beyond, verdict)
+    return GateResult(label, rule, value_a, value_b, interval, beyond, verdict)
 
 
-def gate(a_folder: Path, b_folder: Path, rules: list[GateRule]) -> tuple[list[GateResult], str]:
-    """Every rule for every target in both runs; and a note on where the samples came from."""
+def target_pairs(a_targets: list[str], b_targets: list[str], renames: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(A's name, B's name) of each target in both runs, in A's order; InferloadError when a rename
+    names a target that is not there."""
+    for old, new in renames.items():
+        if old not in a_targets:
+            raise InferloadError(f"--rename {old}={new}: A has no target {old!r} (it has: {', '.join(a_targets) or 'none'})")
+        if new not in b_targets:
+            raise InferloadError(f"--rename {old}={new}: B has no target {new!r} (it has: {', '.join(b_targets) or 'none'})")
+    return [(name, renames.get(name, name)) for name in a_targets if renames.get(name, name) in b_targets]
+
+
+def gate(
+    a_folder: Path, b_folder: Path, rules: list[GateRule], renames: Mapping[str, str] | None = None
+) -> tuple[list[GateResult], str]:
+    """Every rule for every target in both runs; and a note on where the samples came from (and on
+    targets found in one run only). InferloadError when no target is in both: nothing to gate."""
     a, b = read_run_figures(a_folder), read_run_figures(b_folder)
-    results = [judge(rule, target, a, b) for target in a.values if target in b.values for rule in rules]
+    pairs = target_pairs(list(a.values), list(b.values), renames or {})
+    if not pairs:
+        raise InferloadError(
+            f"--fail-on: A and B have no target in common (A: {', '.join(a.values) or 'none'};"
+            f" B: {', '.join(b.values) or 'none'}), so the gate would judge nothing; pair a renamed target"
+            " with --rename A_NAME=B_NAME"
+        )
+    results = [judge(rule, old, a, b, new) for old, new in pairs for rule in rules]
     note = f"noise from A's {a.kind} and B's {b.kind}" + (
         "" if a.kind == b.kind == "repetitions" else " (windows within one run: repetitions, --repeat N, are stronger evidence)"
     )
+    only_a = [name for name in a.values if name not in {old for old, _ in pairs}]
+    only_b = [name for name in b.values if name not in {new for _, new in pairs}]
+    if only_a or only_b:
+        found = "; ".join(part for part in (f"only in A: {', '.join(only_a)}" if only_a else "",
+                                           f"only in B: {', '.join(only_b)}" if only_b else "") if part)
+        note += f"; not gated, {found} (--rename A_NAME=B_NAME pairs a renamed target)"
     return results, note
 
 

@@ -1,6 +1,6 @@
 """report.html: one self-contained page (figures, SLO checks, plots over time) from a results folder.
 
-Reads ``summary.json`` and ``windows.csv`` (contract: README, "Results") and an optional
+Reads ``summary.json`` and ``windows.csv`` (contract: docs/results.md) and an optional
 ``gpu.csv`` (columns ``time, gpu, util_pct, mem_used_bytes, power_w``) through
 ``inferload.results.files``, and writes ``report.html`` next to them. Plots
 (``inferload.results.plots``) are PNGs embedded as ``data:`` URIs, so the file opens offline.
@@ -17,10 +17,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from inferload.results.figures import REPORT, REPORT_OPEN_LOOP, is_number, server_side_notes, value_at
+from inferload.results.curve_plots import Curve, CurvePoint, plot_curves_side_by_side
+from inferload.files import write_atomically
+from inferload.results.figures import REPORT, REPORT_OPEN_LOOP, STREAMING, is_number, server_side_notes, streamed, value_at
 from inferload.results.files import GPU_NAME, WINDOWS_NAME, GpuSeries, ResultsError, TargetSeries, Windows, read_gpu, read_windows
 from inferload.results.model import RunSummary, TargetSummary
-from inferload.results.plots import plot_gpu, plot_server_side, plot_timeline
+from inferload.results.plots import plot_gpu, plot_server_side, plot_stream, plot_timeline
 from inferload.results.slo import bound
 from inferload.results.summary_file import read_summary
 from inferload.results.tail_report import tail_html
@@ -95,6 +97,7 @@ def targets_html(targets: Mapping[str, Any]) -> str:
     if any(value_at(t, ("server_side", "shared_with")) for t in targets.values()):
         text_rows.append(("server figures", [_scope(t) for t in targets.values()]))
     shown = REPORT + (REPORT_OPEN_LOOP if any(value_at(t, ("open_loop",)) for t in targets.values()) else ())
+    shown += STREAMING if streamed(*targets.values()) else ()
     figure_rows = [
         (f.heading(f.name in UNIT_IN_CELL), [f.cell(t, f.name in UNIT_IN_CELL) for t in targets.values()]) for f in shown
     ]
@@ -138,6 +141,47 @@ def _image(png_b64: str, alt: str) -> str:
     return f'<img alt="{_esc(alt)}" src="data:image/png;base64,{png_b64}">'
 
 
+def capacity_html(summary: RunSummary) -> str:
+    """The demo's capacity pass: every server's p99 against the offered rate on one chart (the SLO a
+    line, each boundary's interval a band in its server's colour), and each answer in a table."""
+    capacity = summary.capacity
+    if not capacity:
+        return ""
+    p99_ms = next(iter(capacity.values())).p99_ms
+    curves = []
+    for server, answer in capacity.items():
+        points = [
+            CurvePoint(p.rate, p.p99_ms, None, p.p99_low_ms, p.p99_high_ms, p.fitted_p99_ms, p.verdict)
+            for p in answer.curve or []
+        ]
+        interval = answer.interval_rps or [None, None]
+        band = (float(interval[0]), interval[1]) if interval[0] is not None and (interval[0] or interval[1]) else None
+        curves.append(Curve(server, points, band, answer.estimate_rps))
+    rows = []
+    for server, answer in capacity.items():
+        interval = answer.interval_rps or [None, None]
+        span = "-" if interval[0] is None else f"[{interval[0]:g}, {'∞' if interval[1] is None else f'{interval[1]:g}'}]"
+        rows.append(
+            f"<tr><td>{_esc(server)}</td><td class='num'>{_esc(fmt(answer.estimate_rps, '.4g'))}</td>"
+            f"<td class='num'>{_esc(span)}</td><td class='num'>{_esc(fmt(answer.max_rps, 'g'))}</td>"
+            f"<td>{_esc(answer.binding or '-')}</td><td>{_esc(answer.config)}</td></tr>"
+        )
+    head = (
+        "<tr><th>server</th><th>capacity (req/s)</th><th>95 % interval</th><th>highest rate passed</th>"
+        "<th>binding constraint</th><th>settings</th></tr>"
+    )
+    chart = ""
+    if any(curve.points for curve in curves):
+        png = plot_curves_side_by_side(curves, {"p99_ms": float(p99_ms)}, "offered rate (req/s), open loop")
+        chart = _image(png, "every server's p99 against the offered rate, the SLO and each capacity's interval")
+    return (
+        f"<h2>Capacity under p99 ≤ {_esc(fmt(p99_ms, 'g'))} ms, each server as configured</h2>{chart}"
+        f"<table>{head}{''.join(rows)}</table>"
+        "<p class='muted'>Open loop, one capacity search per server (capacity/&lt;server&gt;/sweep.html has each"
+        " search's own curve, levels and steps). The band is the capacity's 95 % interval.</p>"
+    )
+
+
 def target_section(
     name: str, figures: TargetSummary, series: TargetSeries | None, warmup_s: float | None
 ) -> tuple[str, list[str]]:
@@ -152,6 +196,9 @@ def target_section(
         notes.append(f"{name}: no successful requests in the steady state ({failures:.0f} failed): latency figures are n/a.")
     if series is not None and series.elapsed_s:
         parts.append(_image(plot_timeline(name, series, warmup_s), f"{name}: latency, throughput, users, error rate over time"))
+        stream = plot_stream(name, series, warmup_s) if figures.streaming is not None else None
+        if stream is not None:
+            parts.append(_image(stream, f"{name}: first response, between responses and responses per second over time"))
     else:
         parts.append('<p class="muted">No rows for this target in windows.csv: no plots over time.</p>')
     notes.extend(server_side_notes(name, figures))
@@ -242,6 +289,7 @@ def render_report(summary: RunSummary, windows: Windows, gpu: tuple[dict[str, Gp
         + f'<div class="notes"><ul>{note_list}</ul></div>'
         + targets_html(targets)
         + slo_html(summary)
+        + capacity_html(summary)
         + "".join(sections)
         + "</body></html>\n"
     )
@@ -255,8 +303,7 @@ def write_report(results_dir: Path) -> Path:
     windows = read_windows(folder / WINDOWS_NAME)
     gpu = read_gpu(folder / GPU_NAME, _started_epoch(summary))
     report = folder / REPORT_NAME
-    report.write_text(render_report(summary, windows, gpu), encoding="utf-8")
-    return report
+    return write_atomically(report, render_report(summary, windows, gpu))
 
 
 def main_report(results_dir: Path) -> int:

@@ -15,7 +15,8 @@ from typing import Any
 
 from inferload.results.figures import BY_NAME, Figure, value_at
 from inferload.results.model import SloCheck, SloSection
-from inferload.scenario.model import Scenario
+from inferload.scenario.model import RunOutline, Scenario
+from inferload.scenario.targets import Slo
 
 # scenario slo key -> figure name
 CHECKS: dict[str, str] = {
@@ -72,17 +73,22 @@ def check_note(metric: str, target: Any) -> str | None:
     return None
 
 
-def evaluate(scenario: Scenario, targets: Mapping[str, Any]) -> list[SloCheck]:
+def thresholds(scenario: Scenario | RunOutline) -> list[tuple[str, Slo]]:
+    """(name, thresholds) of every target or request with an ``slo``: a scenario's targets', an outline's own."""
+    if isinstance(scenario, RunOutline):
+        return list(scenario.slo.items())
+    return [(target.name, target.slo) for target in scenario.targets if target.slo is not None]
+
+
+def evaluate(scenario: Scenario | RunOutline, targets: Mapping[str, Any]) -> list[SloCheck]:
     """One check per threshold set in the scenario; a figure that could not be measured fails.
 
     `targets`: target name -> `TargetSummary` (or its JSON form)."""
     checks: list[SloCheck] = []
-    for target in scenario.targets:
-        if target.slo is None:
-            continue
-        figures = targets.get(target.name, {})
+    for name, slo in thresholds(scenario):
+        figures = targets.get(name, {})
         for key in CHECKS:
-            limit = getattr(target.slo, key, None)
+            limit = getattr(slo, key, None)
             if limit is None:
                 continue
             value = checked_figure(key).value(figures)
@@ -91,7 +97,7 @@ def evaluate(scenario: Scenario, targets: Mapping[str, Any]) -> list[SloCheck]:
             else:
                 passed = value >= limit if bound(key) == ">=" else value <= limit
             note = check_note(key, figures)
-            checks.append(SloCheck(target=target.name, metric=key, limit=float(limit), value=value, passed=passed, note=note))
+            checks.append(SloCheck(target=name, metric=key, limit=float(limit), value=value, passed=passed, note=note))
     return checks
 
 

@@ -1,20 +1,19 @@
-"""summary.json (a `RunSummary`) and the per-window CSV, from a run's record (contract: README, "Results")."""
+"""summary.json (a `RunSummary`) and the per-window CSV, from a run's record (contract: docs/results.md)."""
 
 from __future__ import annotations
-
 import csv
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
+from inferload.files import replacing
 from inferload.measure.csv_safe import safe_rows
 from inferload.measure.hdr import LatencyStats
-from inferload.results.bursts import burst_recovery, burst_spans
 from inferload.results.files import WINDOWS_NAME
 from inferload.results.histograms import write_histograms
 from inferload.results.model import (
+    Burstiness,
     LatencyMs,
     OpenLoop,
     RunSummary,
@@ -25,15 +24,173 @@ from inferload.results.model import (
     WorkerLoss,
 )
 from inferload.results.slo import evaluate, slo_section
-from inferload.results.stream_figures import STREAM_WINDOW_COLUMNS, stream_figures, stream_window
 from inferload.results.summary_file import write_summary
 from inferload.results.tail import tail_summary
-from inferload.scenario.model import Scenario, is_open_loop
+from inferload.scenario.model import RunOutline, Scenario, is_open_loop
+from inferload.scenario.shapes import ReplayShape
 from inferload.scenario.targets import Target
 from inferload.traffic.arrivals import RateTimeline, rate_timeline
+from typing import Any
+from inferload.measure.hdr import LatencyStats, WindowStats
+from inferload.measure.stream_record import StreamRecord
+from inferload.results.model import LatencyMs, StreamFigures
+import statistics
+from inferload.scenario.shapes import BurstShape, RateBurstsShape
+
+
+# -- bursts ------------------------------------------------------------
+# Burst recovery: for each burst of a `burst` or `rate-bursts` shape, how bad the tail got and how
+# long it took to come back (issue 10, item 4).
+#
+# Per burst, from the target's windows (windows.csv rows, times relative to the run's start):
+# - `pre_burst_p99_ms`: the median windowed p99 of the steady windows before the burst (since the last
+#   burst's end, at most `PRE_WINDOWS` of them);
+# - `peak_p99_ms`: the highest windowed p99 from the burst's start to its recovery (or the next burst);
+# - `recovery_s`: from the burst's end until the windowed p99 is back within `within_pct` % of the
+#   pre-burst p99 for `SETTLE_WINDOWS` windows in a row (0: it never left; null: not before the next
+#   burst or the run's end);
+# - `server_recovery_s`: the same on the server's own mean request duration per window
+#   (`server_request_ms`, queue included): how long the server's queue took to drain; null when the
+#   server's figures are not read per window;
+# - `failures`, `unsent`: requests failed and (open loop) arrivals not sent from the burst's start
+#   until its recovery.
+# A window counts for a burst when it starts inside [start, end) of the span looked at.
+
+
+PRE_WINDOWS = 10
+SETTLE_WINDOWS = 2
+WITHIN_PCT = 20.0
+
+
+def burst_spans(shape: object, duration_s: float) -> list[tuple[float, float]]:
+    """(start, end) of every burst, seconds from the run's start; [] for shapes without bursts."""
+    if not isinstance(shape, (BurstShape, RateBurstsShape)):
+        return []
+    spans = []
+    start = shape.first_burst_at
+    while start < duration_s:
+        spans.append((start, min(start + shape.burst_length, duration_s)))
+        start += shape.period
+    return spans
+
+
+def _back_within(rows: Sequence[Mapping[str, Any]], key: str, reference: float | None, within_pct: float) -> int | None:
+    """Index of the first of SETTLE_WINDOWS rows in a row whose `key` is within `within_pct` % of `reference`."""
+    if reference is None:
+        return None
+    run = 0
+    for index, row in enumerate(rows):
+        value = row.get(key)
+        run = run + 1 if value is not None and value <= reference * (1 + within_pct / 100.0) else 0
+        if run == SETTLE_WINDOWS:
+            return index - SETTLE_WINDOWS + 1
+    return None
+
+
+def _median(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def burst_recovery(
+    rows: Sequence[Mapping[str, Any]], spans: Sequence[tuple[float, float]], duration_s: float, within_pct: float = WITHIN_PCT
+) -> list[dict[str, Any]]:
+    """One entry per burst (see the module's doc) from one target's window rows, oldest first."""
+    bursts = []
+    for number, (start, end) in enumerate(spans):
+        previous_end = spans[number - 1][1] if number else 0.0
+        next_start = spans[number + 1][0] if number + 1 < len(spans) else duration_s
+        before = [r for r in rows if previous_end <= r["elapsed_s"] < start and r.get("phase") == "steady"][-PRE_WINDOWS:]
+        during = [r for r in rows if start <= r["elapsed_s"] < end]
+        after = [r for r in rows if end <= r["elapsed_s"] < next_start]
+        pre_p99 = _median([r.get("p99_ms") for r in before])
+        pre_server = _median([r.get("server_request_ms") for r in before])
+        back = _back_within(after, "p99_ms", pre_p99, within_pct)
+        server_back = _back_within(after, "server_request_ms", pre_server, within_pct)
+        affected = during + (after[: back + SETTLE_WINDOWS] if back is not None else after)
+        peaks = [r["p99_ms"] for r in affected if r.get("p99_ms") is not None]
+        bursts.append(
+            {
+                "start_s": round(start, 3),
+                "end_s": round(end, 3),
+                "pre_burst_p99_ms": pre_p99,
+                "peak_p99_ms": max(peaks) if peaks else None,
+                "recovery_s": None if back is None else round(max(0.0, after[back]["elapsed_s"] - end), 3),
+                "server_recovery_s": None if server_back is None else round(max(0.0, after[server_back]["elapsed_s"] - end), 3),
+                "failures": sum(int(r.get("failures") or 0) for r in affected),
+                "unsent": sum(int(r.get("unsent") or 0) for r in affected),
+            }
+        )
+    return bursts
+
+
+# -- stream figures ------------------------------------------------------------
+# A streamed target's figures for summary.json (`targets.<t>.streaming`) and windows.csv.
+#
+# Pure functions of a run's `StreamRecord` (see `inferload.measure.stream_record`). A target that
+# had no streamed request gets no `streaming` block and empty stream columns in windows.csv.
+
+
+#: windows.csv columns of streamed targets (appended after the others; empty for other targets)
+STREAM_WINDOW_COLUMNS = [
+    "responses",
+    "responses_per_s",
+    "first_response_p50_ms",
+    "first_response_p99_ms",
+    "inter_response_p50_ms",
+    "inter_response_p99_ms",
+]
+
+
+def stream_figures(streams: StreamRecord, target: str, steady_s: float) -> StreamFigures | None:
+    """The target's `streaming` block over the steady state; None when it streamed nothing."""
+    if target not in streams.targets:
+        return None
+    totals = streams.steady.get(target)
+    first = totals.first_response if totals is not None else LatencyStats()
+    gaps = totals.inter_response if totals is not None else LatencyStats()
+    requests = totals.counts.requests if totals is not None else 0
+    responses = totals.counts.responses if totals is not None else 0
+    return StreamFigures(
+        requests=requests,
+        responses=responses,
+        responses_per_s=responses / steady_s if steady_s > 0 else 0.0,
+        responses_per_request=responses / requests if requests else None,
+        max_responses_per_request=totals.counts.max_responses if totals is not None else 0,
+        first_response_ms=LatencyMs.model_validate(first.latency_ms()),
+        inter_response_ms=LatencyMs.model_validate(gaps.latency_ms()),
+    )
+
+
+def _p(stats: WindowStats, key: str) -> float | None:
+    value = stats.latency_ms()[key]
+    return None if value is None else round(value, 3)
+
+
+def stream_window(streams: StreamRecord, index: int, target: str, window_s: float) -> dict[str, Any]:
+    """The stream columns of one window row: all None for a target that never streamed; 0
+    responses (and no percentiles) for a streamed target's window in which none succeeded."""
+    window = streams.window((index, target))
+    if window is None:
+        columns: dict[str, Any] = dict.fromkeys(STREAM_WINDOW_COLUMNS)
+        if target in streams.targets:
+            columns.update(responses=0, responses_per_s=0.0)
+        return columns
+    return {
+        "responses": window.counts.responses,
+        "responses_per_s": round(window.counts.responses / window_s, 3),
+        "first_response_p50_ms": _p(window.first_response, "p50"),
+        "first_response_p99_ms": _p(window.first_response, "p99"),
+        "inter_response_p50_ms": _p(window.inter_response, "p50"),
+        "inter_response_p99_ms": _p(window.inter_response, "p99"),
+    }
+
 
 if TYPE_CHECKING:  # the recorder imports Locust; reading results must not
     from inferload.measure.run_record import RunRecord
+
+#: the `server` of a summary entry that is no target: a request of Locust's own (`locust_entries`)
+LOCUST_SERVER = "locust"
 
 WINDOW_COLUMNS = [
     "window_start",
@@ -72,21 +229,52 @@ def latency(stats: LatencyStats) -> LatencyMs:
     return LatencyMs.model_validate(stats.latency_ms())
 
 
+def request_figures(stats: LatencyStats, duration_s: float) -> dict[str, Any]:
+    """Counts, rates and latency of a name's steady-state requests (a target's, or a plain Locust request's)."""
+    return {
+        "requests": stats.requests,
+        "failures": stats.failures,
+        "error_rate": stats.failures / stats.requests if stats.requests else 0.0,
+        "throughput_rps": stats.successes / duration_s if duration_s > 0 else 0.0,
+        "latency_ms": latency(stats),
+    }
+
+
 def target_figures(target: Target, stats: LatencyStats, duration_s: float, server_side: ServerSide | None) -> dict[str, Any]:
-    figures = latency(stats)
+    figures = request_figures(stats, duration_s)
     return {
         "server": target.server,
         "protocol": target.protocol,
         "kind": target.kind,
         "model": target.model,
-        "requests": stats.requests,
-        "failures": stats.failures,
-        "error_rate": stats.failures / stats.requests if stats.requests else 0.0,
-        "throughput_rps": stats.successes / duration_s if duration_s > 0 else 0.0,
-        "latency_ms": figures,
+        **figures,
         "server_side": server_side,
-        "residual_ms": residual(figures.mean, None if server_side is None else server_side.request_ms_avg),
+        "residual_ms": residual(figures["latency_ms"].mean, None if server_side is None else server_side.request_ms_avg),
     }
+
+
+def locust_entries(
+    record: RunRecord, known: set[str], request_types: Mapping[str, str], duration_s: float
+) -> dict[str, TargetSummary]:
+    """One entry per request name with steady-state requests that is no target of the run: a request
+    of Locust's own (a plain Locust user's, measured by ``inferload.attach``). Its ``server`` is
+    ``"locust"``, its ``protocol`` the request type Locust reported it with (``GET``, ``grpc``; several
+    joined by ``+``), its ``model`` empty and it has no ``kind`` and no server-side figures: inferload
+    knows of it only what Locust's request event says."""
+    entries: dict[str, TargetSummary] = {}
+    for name in sorted(set(record.steady) - known):
+        stats = record.steady[name]
+        if not stats.requests:
+            continue
+        entries[name] = TargetSummary(
+            server=LOCUST_SERVER,
+            protocol=request_types.get(name, ""),
+            model="",
+            **request_figures(stats, duration_s),
+            server_side=None,
+            cold_start_s=None,
+        )
+    return entries
 
 
 def mean_rate(timeline: RateTimeline, start: float, end: float) -> float:
@@ -101,13 +289,37 @@ def mean_rate(timeline: RateTimeline, start: float, end: float) -> float:
     return total / (end - start)
 
 
-def open_loop_figures(
-    record: RunRecord, target: str, timeline: RateTimeline, share: float, warmup_s: float, steady_s: float
-) -> OpenLoop:
+def configured_rps(scenario: Scenario, record: RunRecord, target: Target, scheduled_s: float) -> float:
+    """The rate the arrival law asked of ``target`` over the steady state: a rate shape's own mean
+    rate there (times the target's weight share); a replay's, the arrivals it scheduled there."""
+    shape: Any = scenario.shape  # an open-loop shape
+    if isinstance(shape, ReplayShape):
+        scheduled = record.schedule_gaps.get(target.name)
+        return scheduled.times / scheduled_s if scheduled is not None and scheduled_s > 0 else 0.0
+    share = target.weight / sum(t.weight for t in scenario.targets)
+    timeline = rate_timeline(shape, scenario.duration)
+    return mean_rate(timeline, scenario.warmup, scenario.warmup + scheduled_s) * share
+
+
+def burstiness(record: RunRecord, target: str) -> Burstiness:
+    sent = record.send_times.figures(target, record.warmup_ends_at)
+    scheduled = record.schedule_gaps.get(target)
+    return Burstiness(
+        sent_cv=_rounded(sent.cv),
+        scheduled_cv=None if scheduled is None else _rounded(scheduled.cv),
+        sent_gaps=sent.gaps,
+        late=record.send_times.late,
+    )
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+def open_loop_figures(record: RunRecord, target: str, configured: float, steady_s: float) -> OpenLoop:
     arrivals, unsent = record.arrivals_steady.get(target, [0, 0])
     lag = record.lag_steady.get(target) or LatencyStats()
     lag_ms = lag.latency_ms()
-    configured = mean_rate(timeline, warmup_s, warmup_s + steady_s) * share
     sent_rps = (arrivals - unsent) / steady_s if steady_s > 0 else 0.0
     return OpenLoop(
         configured_rps=configured,
@@ -116,6 +328,7 @@ def open_loop_figures(
         achieved_rps=sent_rps,
         achieved_ratio=sent_rps / configured if configured else None,
         send_lag_ms=SendLag(p50=lag_ms["p50"], p99=lag_ms["p99"], max=lag_ms["max"]),
+        burstiness=burstiness(record, target),
     )
 
 
@@ -132,28 +345,35 @@ class RunFacts:
     rejected_reports: int | None = None  # distributed runs: worker reports refused (not signed with the run key)
     streaming: Mapping[str, Any] | None = None  # the InfluxDB stream's own summary
     interrupted: bool = False
+    calibration: Mapping[str, Any] | None = None  # the certificate that applied (`inferload.results.calibration`)
     tails: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # trace join per target (`run.trace_run`)
+    #: request name -> the request type(s) Locust reported it with, for the entries that are no target
+    request_types: Mapping[str, str] = field(default_factory=dict)
 
 
-def build_summary(scenario: Scenario, record: RunRecord, facts: RunFacts) -> RunSummary:
-    """summary.json of a run that started (record.started_at and stopped_at set), SLO checks included."""
+def build_summary(scenario: Scenario | RunOutline, record: RunRecord, facts: RunFacts) -> RunSummary:
+    """summary.json of a run that started (record.started_at and stopped_at set), SLO checks included.
+
+    ``scenario``: the run's scenario, or the `RunOutline` of a run no scenario shaped (``inferload.attach``:
+    no open-loop or burst figures, the load was the locustfile's own). Requests under names that
+    are no target get an entry of their own (`locust_entries`)."""
     if record.started_at is None:
         raise ValueError("the run never started: no summary")
     duration = record.steady_duration_s
     targets: dict[str, TargetSummary] = {}
-    spans = burst_spans(scenario.shape, scenario.duration)
+    shaped = scenario if isinstance(scenario, Scenario) else None
+    spans = burst_spans(shaped.shape, shaped.duration) if shaped is not None else []
     rows = window_rows(record) if spans else []
     for target in scenario.targets:
         stats = record.steady.get(target.name) or LatencyStats()
         side = facts.server_side.get(target.name)
         figures = target_figures(target, stats, duration, None if side is None else ServerSide.model_validate(side))
-        shape: Any = scenario.shape  # an open-loop shape when is_open_loop
-        if is_open_loop(shape):
-            share = target.weight / sum(t.weight for t in scenario.targets)
-            timeline = rate_timeline(shape, scenario.duration)
+        shape: Any = shaped.shape if shaped is not None else None  # an open-loop shape when is_open_loop
+        if shaped is not None and is_open_loop(shape):
             # arrivals are only scheduled until `duration`; Locust stops a few ms later
-            scheduled_s = min(duration, scenario.duration - scenario.warmup)
-            figures["open_loop"] = open_loop_figures(record, target.name, timeline, share, scenario.warmup, scheduled_s)
+            scheduled_s = min(duration, shaped.duration - shaped.warmup)
+            configured = configured_rps(shaped, record, target, scheduled_s)
+            figures["open_loop"] = open_loop_figures(record, target.name, configured, scheduled_s)
         outages = [outage.as_dict() for outage in record.outages(target.name)]
         if outages:
             figures["outages"] = outages
@@ -164,9 +384,10 @@ def build_summary(scenario: Scenario, record: RunRecord, facts: RunFacts) -> Run
         if traced is not None:
             latency_ms = figures["latency_ms"]
             figures["tail"] = tail_summary(dict(traced), latency_ms.p99, latency_ms.p50)
-        if spans:
-            figures["bursts"] = burst_recovery([r for r in rows if r["target"] == target.name], spans, scenario.duration)
+        if spans and shaped is not None:
+            figures["bursts"] = burst_recovery([r for r in rows if r["target"] == target.name], spans, shaped.duration)
         targets[target.name] = TargetSummary(**figures, cold_start_s=facts.cold_starts.get(target.name))
+    targets.update(locust_entries(record, set(targets), facts.request_types, duration))
     total = (record.stopped_at - record.started_at) if record.started_at and record.stopped_at else 0.0
     return RunSummary(
         run_id=facts.run_id,
@@ -183,6 +404,7 @@ def build_summary(scenario: Scenario, record: RunRecord, facts: RunFacts) -> Run
         rejected_reports=facts.rejected_reports,
         streaming=None if facts.streaming is None else StreamingStats.model_validate(dict(facts.streaming)),
         interrupted=facts.interrupted,
+        calibration=None if facts.calibration is None else dict(facts.calibration),
     )
 
 
@@ -240,9 +462,8 @@ def open_loop_window(record: RunRecord, index: int, target: str) -> dict[str, An
 
 
 def write_windows(results_dir: Path, record: RunRecord) -> Path:
-    results_dir.mkdir(parents=True, exist_ok=True)
     path = results_dir / WINDOWS_NAME
-    with open(path, "w", newline="") as handle:
+    with replacing(path, newline="") as handle:  # whole or not at all
         writer = csv.DictWriter(handle, fieldnames=WINDOW_COLUMNS)
         writer.writeheader()
         writer.writerows(safe_rows(window_rows(record)))  # text cells never run as spreadsheet formulas

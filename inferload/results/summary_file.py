@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from inferload.errors import InferloadError
+from inferload.files import write_atomically
 from inferload.results.model import Count, Number, RunSummary
 
 SUMMARY_NAME = "summary.json"
@@ -36,11 +37,8 @@ def summary_json(summary: RunSummary) -> str:
 
 
 def write_summary(results_dir: Path, summary: RunSummary) -> Path:
-    """Write `results_dir`/summary.json (the folder is made if needed); its path."""
-    results_dir.mkdir(parents=True, exist_ok=True)
-    path = results_dir / SUMMARY_NAME
-    path.write_text(summary_json(summary), encoding="utf-8")
-    return path
+    """Write `results_dir`/summary.json whole or not at all (the folder is made if needed); its path."""
+    return write_atomically(results_dir / SUMMARY_NAME, summary_json(summary))
 
 
 # -- reading ---------------------------------------------------------------------------------

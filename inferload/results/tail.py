@@ -11,18 +11,24 @@ largest median share above the p99, in four kinds:
     batching           compute, when the slow requests ran in larger batches than the typical ones
     network or client  network_client_ms + frontend_ms (the wire, the server's frontend, the client)
 
-With the anatomy, ``residual_ms``: the distribution of each joined request's client latency minus
-Triton's own span of it (`inferload.results.residual`).
+With the anatomy, ``residual_ms`` (`residual_distribution`, below): for each joined request, its
+client latency minus Triton's own span of it (REQUEST_START .. its response's send start,
+`trace_join.RESPONSE_LEFT`), i.e. what the server did not see (the client library, the load
+generator, the wire both ways, Triton's frontend before the request). The summary's
+``residual_ms`` is a difference of two means; this is nearly the same quantity request by request,
+so its distribution shows whether the gap is a constant cost or a tail. Its percentiles are
+nearest-rank (a value one request had); its histogram has ``BINS`` equal bins from the smallest
+residual to the p99 and counts the requests above the p99 apart, so a few long ones do not flatten
+the rest.
 """
 
 from __future__ import annotations
-
 import statistics
 from collections.abc import Sequence
 from typing import Any
-
 from inferload.measure.trace_join import COMPONENTS, JoinedRequest
-from inferload.results.residual import residual_distribution
+import math
+from inferload.measure.trace_join import JoinedRequest
 
 #: the verdict's kinds and the parts each adds up
 KINDS: dict[str, tuple[str, ...]] = {
@@ -136,3 +142,44 @@ def tail_summary(tail: dict[str, Any], p99_ms: float | None, p50_ms: float | Non
         out.update(tail_anatomy(joined, p99_ms, p50_ms))
         out["residual_ms"] = residual_distribution(joined)  # per request: client latency - Triton's span
     return out
+
+
+BINS = 10
+QUANTILES = (50, 90, 99)
+
+
+def nearest_rank(ordered: Sequence[float], q: float) -> float:
+    """The q-th percentile of sorted values, nearest-rank (ordered must not be empty)."""
+    rank = max(1, math.ceil(q / 100.0 * len(ordered)))
+    return ordered[min(rank, len(ordered)) - 1]
+
+
+def histogram(ordered: Sequence[float], high: float, bins: int = BINS) -> dict[str, Any]:
+    """``bins`` equal bins from the smallest value to ``high`` (the last one closed), and the count above."""
+    low = ordered[0]
+    width = (high - low) / bins if high > low else 0.0
+    counts = [0] * bins
+    above = 0
+    for value in ordered:
+        if value > high:
+            above += 1
+        elif width == 0.0:
+            counts[0] += 1
+        else:
+            counts[min(bins - 1, int((value - low) / width))] += 1
+    edges = [round(low + i * width, 4) for i in range(bins + 1)]
+    return {"edges_ms": edges, "counts": counts, "above": above}
+
+
+def residual_distribution(requests: Sequence[JoinedRequest]) -> dict[str, Any] | None:
+    """n, mean, min, p50, p90, p99, max (ms) and a histogram of the joined requests' residuals; None
+    without joined requests."""
+    if not requests:
+        return None
+    ordered = sorted(r.residual_ms for r in requests)
+    figures: dict[str, Any] = {"n": len(ordered), "mean": round(sum(ordered) / len(ordered), 4), "min": round(ordered[0], 4)}
+    for q in QUANTILES:
+        figures[f"p{q}"] = round(nearest_rank(ordered, q), 4)
+    figures["max"] = round(ordered[-1], 4)
+    figures["histogram"] = histogram(ordered, nearest_rank(ordered, 99))
+    return figures

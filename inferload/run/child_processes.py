@@ -4,9 +4,11 @@ Each child runs in its own session, so a Ctrl-C in the terminal (SIGINT to the w
 process group) reaches only the CLI, which forwards it once to the *lead* process: the single Locust
 process of a local run, or the master of a distributed one (the master stops its workers itself, see
 `inferload.run.signals`). SIGTERM is forwarded the same way and SIGHUP as SIGTERM; a second signal is
-forwarded too, and the lead then exits at once. On Linux a child also gets SIGTERM when the CLI dies
+forwarded too, and the lead then exits at once. On Linux a child also gets SIGHUP when the CLI dies
 (PR_SET_PDEATHSIG, set by `inferload.run.die_with_parent` before it execs the command), so even
-a killed CLI leaves no load running.
+a killed CLI leaves no load running: the child stops on it as on SIGTERM (its results written) and
+ignores the repeats the kernel may send (one per thread the dying CLI had). A CLI started by another
+CLI (a distributed sweep step) forwards the first SIGHUP only, for the same reason.
 
 When the `with` block ends, every child has exited: the lead is waited for (it writes the results
 after a signal), the others get `HELPER_EXIT_WAIT_S` to follow, and whatever is left is killed with
@@ -14,7 +16,9 @@ its process group.
 
 Exit code (`exit_code`): the lead's own code when it is non-zero (130 after SIGINT, 143 after
 SIGTERM: see `inferload.run.signals`); 128 + the signal's number when the lead died of a signal, or
-when the CLI got a signal and the lead still exited 0 (the run had just ended).
+when the CLI got a signal and the lead still exited 0 (the run had just ended) unless a signal is
+how the lead is meant to end (`signal_is_quit`: a web UI run, quit with Ctrl-C after the run
+ended; a run the signal cut short exits 130 by itself).
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ FORWARDED: dict[signal.Signals, signal.Signals] = {
     signal.SIGTERM: signal.SIGTERM,
     signal.SIGHUP: signal.SIGTERM,
 }
+#: what a child gets when the CLI dies (see `inferload.run.die_with_parent`: repeats come, and are ignored)
+PARENT_DEATH_SIGNAL = signal.SIGHUP
 #: how long workers get to exit after their master did (they quit when it tells them to)
 HELPER_EXIT_WAIT_S = 15.0
 #: how long the lead gets to exit once the CLI leaves the block by an error (not a signal)
@@ -46,14 +52,15 @@ def _with_parent_death_signal(command: Sequence[str]) -> list[str]:
     if not sys.platform.startswith("linux"):
         return list(command)
     wrapper = Path(__file__).with_name("die_with_parent.py")  # by path: importable from any cwd and env
-    return [sys.executable, "-I", "-S", str(wrapper), str(os.getpid()), *command]
+    return [sys.executable, "-I", "-S", str(wrapper), f"--signal={PARENT_DEATH_SIGNAL.name}", str(os.getpid()), *command]
 
 
-def exit_code(returncode: int, signals: Sequence[int]) -> int:
-    """The CLI's exit code for a lead that ended with `returncode` after the CLI got `signals`."""
+def exit_code(returncode: int, signals: Sequence[int], signal_is_quit: bool = False) -> int:
+    """The CLI's exit code for a lead that ended with `returncode` after the CLI got `signals`
+    (`signal_is_quit`: the lead's own 0 stands, a signal being how it is quit)."""
     if returncode < 0:  # the lead died of a signal
         return 128 - returncode
-    if returncode == 0 and signals:
+    if returncode == 0 and signals and not signal_is_quit:
         return 128 + int(signals[0])
     return returncode
 
@@ -61,7 +68,9 @@ def exit_code(returncode: int, signals: Sequence[int]) -> int:
 class ChildProcesses:
     """Locust processes of one `inferload` command; use as a context manager around the run."""
 
-    def __init__(self) -> None:
+    def __init__(self, signal_is_quit: bool = False) -> None:
+        """`signal_is_quit`: a signal is how the lead is meant to end (a web UI run): its exit code stands."""
+        self.signal_is_quit = signal_is_quit
         self.lead: subprocess.Popen[bytes] | None = None
         self.helpers: list[subprocess.Popen[bytes]] = []
         #: the signals the CLI received while the block ran
@@ -100,10 +109,12 @@ class ChildProcesses:
         """Wait for the lead to exit (forwarding signals meanwhile); the CLI's exit code."""
         if self.lead is None:
             raise RuntimeError("no lead process was started")
-        return exit_code(self.lead.wait(), self.signals)
+        return exit_code(self.lead.wait(), self.signals, self.signal_is_quit)
 
     # -- signals --------------------------------------------------------------------------
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        if signum == PARENT_DEATH_SIGNAL and signum in self.signals:
+            return  # the repeat of a parent's death (one per thread it had), not a second request to stop
         self.signals.append(signum)
         self._forward(signum)
 
@@ -140,3 +151,43 @@ def _wait_or_kill(process: subprocess.Popen[bytes], timeout_s: float) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)  # not reaped yet, so the group is still its own
     process.wait()
+
+
+class StopSignals:
+    """SIGINT, SIGTERM and SIGHUP noted while a command that runs many children (sweep, tune) is between
+    them: the first says the command is stopping, a second ends the process at once (128 + its number).
+
+    `ChildProcesses` blocks inside it take the signals while they run (forwarded to their lead); the
+    command adds what they got with `note`, so the next signal counts as the second."""
+
+    def __init__(self, command: str, on_second: str = "") -> None:
+        self.command = command
+        self.on_second = on_second
+        self.received: list[int] = []
+        self._previous: dict[signal.Signals, Callable[[int, FrameType | None], Any] | int | None] = {}
+
+    def note(self, signals: Sequence[int]) -> None:
+        """Signals a `ChildProcesses` block received (and forwarded)."""
+        self.received.extend(signals)
+
+    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        if signum == PARENT_DEATH_SIGNAL and signum in self.received:
+            return  # the repeat of a parent's death
+        self.received.append(signum)
+        name = signal.Signals(signum).name
+        if len(self.received) > 1:
+            sys.stderr.write(f"{self.command}: {name} again: exiting at once{self.on_second}\n")
+            sys.stderr.flush()
+            os._exit(128 + int(signum))
+        sys.stderr.write(f"{self.command}: {name}: stopping (send it again to exit at once)\n")
+        sys.stderr.flush()
+
+    def __enter__(self) -> StopSignals:
+        for signum in FORWARDED:
+            self._previous[signum] = signal.signal(signum, self._on_signal)
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous if previous is not None else signal.SIG_DFL)
+        self._previous.clear()

@@ -116,7 +116,7 @@ def run_distributed(run: DistributedRun) -> int:
         ),
         flush=True,
     )
-    with run_key_in_environment(key), ChildProcesses() as children:
+    with run_key_in_environment(key), ChildProcesses(signal_is_quit=not run.headless) as children:
         children.start(master_command(run, locustfile, port), lead=True)
         for index in range(run.local_workers):
             with open(run.results_dir / f"worker-{index}.log", "wb") as log:  # the worker keeps its own copy

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from inferload.errors import InferloadError
-from inferload.run.model_check import fetch_triton_model_info
 from inferload.run.run_key import sign_locustfile
+from inferload.run.triton_check import fetch_triton_model_info
 from inferload.scenario.loader import scenario_from_dict, scenario_to_dict
 from inferload.scenario.model import Scenario
 

@@ -11,19 +11,27 @@ from typing import Any
 
 from inferload.errors import InferloadError
 from inferload.measure.run_record import RunRecord
-from inferload.results.figures import format_table, value_at
+from inferload.results.figures import format_burstiness, format_table, value_at
 from inferload.results.model import RunSummary
 from inferload.results.report import write_report
 from inferload.results.slo import format_checks
 from inferload.results.summary import RunFacts, build_summary, write_results
-from inferload.scenario.model import Scenario
+from inferload.scenario.model import RunOutline, Scenario
 
 logger = logging.getLogger(__name__)
 
 
-def write_with_fallback(results_dir: Path, summary: RunSummary, record: RunRecord) -> Path:
-    """Write the results into `results_dir`, or into a new temporary folder when that fails
-    (what was measured is kept); the folder written."""
+def write_with_fallback(results_dir: Path, summary: RunSummary, record: RunRecord, fallback: Path | None = None) -> Path:
+    """Write the results into `results_dir`, or into a temporary folder when that fails (what was measured
+    is kept); the folder written. `fallback`: the folder requests.csv already went on in after the results
+    folder failed mid-run: the other results join it there. Each file is written whole or not at all
+    (`inferload.files`), so a failed folder holds no partial file."""
+    if fallback is not None:
+        logger.error(
+            "the results folder %s failed during the run; writing the results to %s with requests.csv", results_dir, fallback
+        )
+        write_results(fallback, summary, record)
+        return fallback
     try:
         write_results(results_dir, summary, record)
     except OSError as exc:
@@ -34,10 +42,27 @@ def write_with_fallback(results_dir: Path, summary: RunSummary, record: RunRecor
     return results_dir
 
 
-def finish_run(scenario: Scenario, record: RunRecord, facts: RunFacts, results_dir: Path, report: bool = True) -> RunSummary:
-    """Build, write and print a run's results (`report`: report.html too); the summary."""
+def request_types_by_name(stats: Any) -> dict[str, str]:
+    """Request name -> the request type(s) Locust's statistics hold it under (``GET``; ``GET+POST``),
+    for the summary's entries of requests that are no target (`Locust's RequestStats`)."""
+    types: dict[str, set[str]] = {}
+    for name, method in getattr(stats, "entries", {}):
+        types.setdefault(str(name), set()).add(str(method))
+    return {name: "+".join(sorted(methods)) for name, methods in types.items()}
+
+
+def finish_run(
+    scenario: Scenario | RunOutline,
+    record: RunRecord,
+    facts: RunFacts,
+    results_dir: Path,
+    report: bool = True,
+    fallback: Path | None = None,
+) -> RunSummary:
+    """Build, write and print a run's results (`report`: report.html too; `fallback`: see
+    `write_with_fallback`); the summary."""
     summary = build_summary(scenario, record, facts)
-    results_dir = write_with_fallback(results_dir, summary, record)
+    results_dir = write_with_fallback(results_dir, summary, record, fallback)
     try:
         if report:
             print(f"report: {write_report(results_dir)}")
@@ -47,16 +72,21 @@ def finish_run(scenario: Scenario, record: RunRecord, facts: RunFacts, results_d
     if summary.interrupted:
         print("the run was interrupted: the figures cover the part that ran")
     print(format_table(summary.targets))
+    burstiness = format_burstiness(summary.targets)
+    if burstiness is not None:
+        print(burstiness)
     print(format_checks(summary.slo.checks))
     print(f"results written to {results_dir}", flush=True)
     return summary
 
 
-def exit_code(summary: RunSummary | Mapping[str, Any]) -> int | None:
-    """1 on a breached SLO or a target that never answered; 0 when failures stayed within an
-    error-rate SLO; None leaves Locust's own rule (1 when anything failed).
+def exit_code(summary: RunSummary | Mapping[str, Any]) -> int:
+    """1 on a breached SLO, a target that never answered, or failed requests that no error-rate SLO
+    covers; else 0 (failures within an error-rate SLO included).
 
-    `summary`: a `RunSummary`, or its JSON form (only `targets` and `slo` are read)."""
+    Only the run's own figures decide (summary.json: the master's from signed worker reports), never
+    Locust's statistics, which any peer of the master's port could once send. `summary`: a
+    `RunSummary`, or its JSON form (only `targets` and `slo` are read)."""
     if not value_at(summary, ("slo", "passed")):
         return 1
     targets: Mapping[str, Any] = value_at(summary, ("targets",)) or {}
@@ -70,6 +100,4 @@ def exit_code(summary: RunSummary | Mapping[str, Any]) -> int | None:
     with_failures = {name for name, (_, failures) in counts.items() if failures}
     checks = value_at(summary, ("slo", "checks")) or []
     covered = {value_at(c, ("target",)) for c in checks if value_at(c, ("metric",)) == "error_rate"}
-    if with_failures and with_failures <= covered:
-        return 0
-    return None
+    return 1 if with_failures - covered else 0

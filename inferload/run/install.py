@@ -1,21 +1,28 @@
 """What every inferload locustfile does, in one call: gevent-ready gRPC, inferload's Locust
-options, the scenario's user and shape classes in the locustfile's namespace, and the run hooks
-(among them the SIGINT/SIGTERM handler of `inferload.run.signals` and `--worker-wait`).
+options, the scenario's user and shape classes, and the run hooks (among them the SIGINT/SIGTERM
+handler of `inferload.run.signals` and `--worker-wait`).
+
+`scenario_classes(load)` does it and returns the classes (`ScenarioClasses`), for the locustfile
+to bind as it likes (Locust finds user and shape classes among a locustfile's module globals);
+`install(globals(), load)` does the same and puts them into the namespace it is given (kept for
+the locustfiles written with it).
 
 Two locustfiles use it: `locustfiles/inferload_locustfile.py` (the scenario named by
 `--scenario`) and the self-contained locustfile `inferload run --workers` generates (the scenario
-and its payload files embedded, so workers started with `locust -f - --worker` need nothing
-else: see `inferload.run.embedded_locustfile`). Errors in the scenario or a failed start check (a
+and its payload files embedded, so workers started with `inferload worker` need nothing else:
+see `inferload.run.embedded_locustfile`). Errors in the scenario or a failed start check (a
 server that cannot be reached, a model it does not serve, tensors that do not match, a results
 folder that cannot be written) end the process with exit code 2 and one line per problem: this is
-the edge, where exiting is right.
+the edge, where exiting is right. With a run key in the environment (`INFERLOAD_RUN_KEY`, every
+master and worker has one) the master's port is authenticated before Locust opens it
+(`inferload.run.secure_port`).
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import grpc.experimental.gevent as grpc_gevent
 from locust import events
@@ -23,18 +30,40 @@ from locust import events
 from inferload.errors import ModelMismatchError, ScenarioError
 from inferload.scenario.model import Scenario
 
+if TYPE_CHECKING:
+    from inferload.run.traffic import ScenarioShape
+    from inferload.users.base import InferenceUser
+
 EXIT_INVALID = 2
 
 
+class ScenarioClasses(NamedTuple):
+    """A scenario's Locust classes: one user class per target (by class name) and its load shape."""
+
+    user_classes: dict[str, type[InferenceUser]]
+    shape_class: type[ScenarioShape]
+
+
 def install(namespace: dict[str, Any], load: Callable[[], Scenario], known_models: dict[str, Any] | None = None) -> None:
-    """Fill a locustfile's namespace for the scenario `load()` returns (or exit 2).
+    """Fill a locustfile's namespace for the scenario `load()` returns (or exit 2): `scenario_classes`,
+    its user classes and its shape (as ``ScenarioShape``) put into ``namespace``."""
+    classes = scenario_classes(load, known_models)
+    namespace.update(classes.user_classes)
+    namespace["ScenarioShape"] = classes.shape_class
+
+
+def scenario_classes(load: Callable[[], Scenario] | Scenario, known_models: dict[str, Any] | None = None) -> ScenarioClasses:
+    """inferload's run of the scenario ``load`` (a Scenario, or a function that returns one): its
+    options and run hooks on Locust's events, its user and shape classes returned (or exit 2).
 
     `known_models`: Triton targets' model metadata and config shipped with the locustfile.
     """
     grpc_gevent.init_gevent()  # before any gRPC channel is made
     from inferload.errors import RunKeyError, StartCheckError
+    from inferload.measure.report_auth import run_key_from_environ
     from inferload.run.options import add_arguments
     from inferload.run.plugin import InferloadRun  # after gevent is set up
+    from inferload.run.secure_port import secure_master_port
     from inferload.run.signals import RunStopper
     from inferload.run.worker_wait import add_arguments as add_worker_wait_argument
     from inferload.run.worker_wait import watch_worker_arrival
@@ -42,12 +71,18 @@ def install(namespace: dict[str, Any], load: Callable[[], Scenario], known_model
     events.init_command_line_parser.add_listener(add_arguments)
     events.init_command_line_parser.add_listener(add_worker_wait_argument)
     try:
-        run = InferloadRun(load(), {name: tuple(info) for name, info in (known_models or {}).items()})
+        key = run_key_from_environ()
+    except RunKeyError as error:
+        sys.stderr.write(f"inferload: {error}\n")
+        sys.exit(EXIT_INVALID)
+    if key is not None:  # before Locust makes its runner: a master's and a worker's sockets speak CURVE
+        secure_master_port(key)
+    try:
+        scenario = load if isinstance(load, Scenario) else load()
+        run = InferloadRun(scenario, {name: tuple(info) for name, info in (known_models or {}).items()})
     except ScenarioError as error:
         sys.stderr.write(f"{error}\n")
         sys.exit(EXIT_INVALID)
-    namespace.update(run.user_classes)
-    namespace["ScenarioShape"] = run.shape_class
 
     def on_init(environment: Any, **kwargs: Any) -> None:
         # SIGINT/SIGTERM stop the run and keep its results; installed first, so that its exit code
@@ -68,3 +103,4 @@ def install(namespace: dict[str, Any], load: Callable[[], Scenario], known_model
         watch_worker_arrival(environment)
 
     events.init.add_listener(on_init)
+    return ScenarioClasses(dict(run.user_classes), run.shape_class)

@@ -8,6 +8,11 @@ there, the list ``GET /v1/models``. A model the server does not serve is a ``Mod
 a server that cannot be reached or does not answer the protocol a ``ServerError`` (each one line
 naming the target). ``check_target_against_v2`` is pure: it compares the scenario's inputs with
 the metadata, where the model's first dimension -1 is the batch.
+
+A model whose metadata has no batch dimension (Triton's ``max_batch_size: 0``: add_sub's inputs are
+``[4]``, not ``[-1, 4]``) is told by rank: when every input of the scenario has the metadata's full
+rank, the scenario's ``shape`` is the model's whole shape, the users send it without a batch
+dimension (``model_batches`` False, as for a Triton kind) and ``batch_size`` must be 1.
 """
 
 from __future__ import annotations
@@ -171,11 +176,35 @@ def read_kserve_model(target: Target, timeout_s: float = DEFAULT_TIMEOUT_S) -> d
     raise ValueError(f"target {target.name!r} is a {target.kind} target, not a KServe one")
 
 
+def _metadata_inputs(metadata: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    return {str(entry.get("name")): entry for entry in metadata.get("inputs", ()) or () if isinstance(entry, Mapping)}
+
+
+def _metadata_shape(entry: Mapping[str, Any]) -> list[int]:
+    return [int(d) for d in entry.get("shape", ()) or ()]
+
+
+def v2_model_batches(target: Target, metadata: Mapping[str, Any]) -> bool:
+    """False when the model takes no batch dimension: every scenario input the metadata states has the
+    metadata's full rank (``[4]`` for a scenario shape ``[4]``); True otherwise (one more dimension,
+    the batch, or nothing to tell by)."""
+    inputs = _metadata_inputs(metadata)
+    ranks = [(len(_metadata_shape(inputs[spec.name])), len(spec.shape)) for spec in target.inputs if spec.name in inputs]
+    ranks = [(model, scenario) for model, scenario in ranks if model]
+    return not ranks or any(model != scenario for model, scenario in ranks)
+
+
 def check_target_against_v2(target: Target, metadata: Mapping[str, Any]) -> list[str]:
     """Every way the scenario's inputs do not fit the v2 metadata (pure; empty when they fit)."""
     where, model = f"target {target.name!r}", f"model {target.model!r}"
-    inputs = {str(entry.get("name")): entry for entry in metadata.get("inputs", ()) or () if isinstance(entry, Mapping)}
+    inputs = _metadata_inputs(metadata)
     problems: list[str] = []
+    if target.batch_size != 1 and not v2_model_batches(target, metadata):
+        stated = ", ".join(f"{spec.name!r} {_metadata_shape(inputs[spec.name])}" for spec in target.inputs if spec.name in inputs)
+        problems.append(
+            f"{where}: batch_size {target.batch_size} needs a model that batches, but the {model}'s metadata has no"
+            f" batch dimension ({stated}): use batch_size 1 and give the full shape"
+        )
     for spec in target.inputs:
         entry = inputs.get(spec.name)
         if entry is None:
@@ -186,7 +215,7 @@ def check_target_against_v2(target: Target, metadata: Mapping[str, Any]) -> list
         datatype = str(entry.get("datatype", ""))
         if datatype and datatype != spec.dtype:
             problems.append(f"{where}: input {spec.name!r} dtype {spec.dtype} does not match the model's {datatype}")
-        shape = [int(d) for d in entry.get("shape", ()) or ()]
+        shape = _metadata_shape(entry)
         item = shape[1:] if len(shape) == len(spec.shape) + 1 else shape
         if shape and (len(item) != len(spec.shape) or any(m != -1 and m != s for s, m in zip(spec.shape, item, strict=False))):
             problems.append(
@@ -196,14 +225,16 @@ def check_target_against_v2(target: Target, metadata: Mapping[str, Any]) -> list
 
 
 def v2_output_shapes(target: Target, metadata: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
-    """The shapes answers must have: the metadata's, its leading -1 (the batch) as the target's batch_size."""
+    """The shapes answers must have: the metadata's, its leading -1 (the batch) as the target's batch_size
+    (as stated when the model takes no batch dimension)."""
     wanted = set(target.outputs)
+    batches = v2_model_batches(target, metadata)
     shapes: dict[str, tuple[int, ...]] = {}
     for entry in metadata.get("outputs", ()) or ():
         if not isinstance(entry, Mapping) or (wanted and entry.get("name") not in wanted):
             continue
         dims = tuple(int(d) for d in entry.get("shape", ()) or ())
-        if dims and dims[0] == -1:
+        if batches and dims and dims[0] == -1:
             dims = (target.batch_size, *dims[1:])
         if dims:
             shapes[str(entry.get("name"))] = dims
@@ -211,8 +242,9 @@ def v2_output_shapes(target: Target, metadata: Mapping[str, Any]) -> dict[str, t
 
 
 def fit_kserve_target(cls: type[InferenceUser], check: bool, timeout_s: float = DEFAULT_TIMEOUT_S) -> list[str]:
-    """Read the target's model at start: v2 output shapes fitted to the user class; with ``check``,
-    the problems (unreachable, not served, tensors that differ), else a warning when unreadable."""
+    """Read the target's model at start: the batch dimension (or none) and the v2 output shapes fitted to
+    the user class; with ``check``, the problems (unreachable, not served, tensors that differ), else a
+    warning when unreadable."""
     target = cls.target
     try:
         info = read_kserve_model(target, timeout_s)
@@ -223,5 +255,6 @@ def fit_kserve_target(cls: type[InferenceUser], check: bool, timeout_s: float = 
         return []
     if target.kind == "kserve-v1-http":
         return []
+    cls.model_batches = v2_model_batches(target, info)
     cls.expected_outputs = v2_output_shapes(target, info)
     return check_target_against_v2(target, info) if check else []

@@ -1,7 +1,7 @@
 """`inferload worker`'s first step: download the master's locustfile and check its signature.
 
 Locust's own `locust -f - --worker` downloads the locustfile from the master and runs it, whoever
-the master is. `inferload worker` asks the master for it the same way (Locust's `locustfile`
+the master is (and cannot reach a master whose port speaks CURVE: `inferload.run.secure_port`). `inferload worker` asks the master for it the same way (Locust's `locustfile`
 message over ZeroMQ: msgpack of `(type, data, node id)`), checks that it is signed with this
 machine's run key (`inferload.run.run_key.verify_locustfile`) and only then writes it to a private
 folder, for `locust -f <that file> --worker`. Plain pyzmq and msgpack, without importing Locust:
@@ -23,7 +23,8 @@ import msgpack
 import zmq
 
 from inferload.errors import InferloadError
-from inferload.run.run_key import LocustfileNotTrusted, verify_locustfile
+from inferload.run.run_key import RUN_KEY_ENV, LocustfileNotTrusted, verify_locustfile
+from inferload.run.secure_port import client_options, derive_keys
 
 #: as long as Locust's own worker waits for its master (CONNECT_TIMEOUT x CONNECT_RETRY_COUNT)
 FETCH_TIMEOUT_S = 300.0
@@ -38,8 +39,9 @@ class LocustfileFetchError(InferloadError):
     """The master did not serve one locustfile in time."""
 
 
-def fetch_locustfile(master_host: str, master_port: int, timeout_s: float = FETCH_TIMEOUT_S) -> str:
-    """The text of the one locustfile the master at `master_host:master_port` serves."""
+def fetch_locustfile(master_host: str, master_port: int, key: bytes, timeout_s: float = FETCH_TIMEOUT_S) -> str:
+    """The text of the one locustfile the master at `master_host:master_port` serves (over CURVE with
+    `key`'s keys: a master without this run key never completes the connection, `inferload.run.secure_port`)."""
     client_id = f"{socket.gethostname()}_inferload_fetch_{uuid.uuid4().hex}"
     request = msgpack.packb(("locustfile", {"version": importlib.metadata.version("locust")}, client_id))
     where = f"{master_host}:{master_port}"
@@ -50,6 +52,7 @@ def fetch_locustfile(master_host: str, master_port: int, timeout_s: float = FETC
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.MAXMSGSIZE, MAX_ANSWER_BYTES)
         sock.setsockopt(zmq.IMMEDIATE, 1)  # no request queued before the master is there: one answer, not a pile
+        client_options(sock, derive_keys(key))
         sock.connect(f"tcp://{master_host}:{master_port}")
         started = time.monotonic()
         next_note = started + WAITING_NOTE_EVERY_S
@@ -64,7 +67,10 @@ def fetch_locustfile(master_host: str, master_port: int, timeout_s: float = FETC
     finally:
         sock.close()
         context.term()
-    raise LocustfileFetchError(f"the master at {where} sent no locustfile within {timeout_s:g} s: is it running, and reachable?")
+    raise LocustfileFetchError(
+        f"the master at {where} sent no locustfile within {timeout_s:g} s: is it running, reachable, and started with this"
+        f" machine's {RUN_KEY_ENV}? (a master with another key is never connected to)"
+    )
 
 
 def _locustfile_text(frame: bytes, where: str) -> str:
@@ -90,7 +96,7 @@ def fetch_verified_locustfile(
     master_host: str, master_port: int, key: bytes, folder: Path, timeout_s: float = FETCH_TIMEOUT_S
 ) -> Path:
     """Download the master's locustfile, check its signature with `key`, write it into `folder`."""
-    text = fetch_locustfile(master_host, master_port, timeout_s)
+    text = fetch_locustfile(master_host, master_port, key, timeout_s)
     try:
         verify_locustfile(text, key)
     except LocustfileNotTrusted as error:

@@ -6,7 +6,7 @@ read them once) or are read from the server now. With the start checks (`fit_to_
 check=True)`, the default; `--skip-start-checks` turns them off) every problem, one line per
 target, ends in one `StartCheckError` before any load: a server that cannot be reached or does not
 answer over the target's protocol, a model or version it does not serve (with the models it
-serves), tensors that do not match (`model_check`). TorchServe targets are checked by
+serves), tensors that do not match (`triton_check`). TorchServe targets are checked by
 `torchserve_check`. Without the checks (a distributed run's workers, `--skip-start-checks`), a
 Triton model that cannot be read is only a warning: the run goes on and counts its failures.
 """
@@ -15,20 +15,23 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from inferload.errors import InferloadError, ModelMismatchError, ServerError, StartCheckError
 from inferload.run.bentoml_check import check_bentoml_target
 from inferload.run.kserve_check import fit_kserve_target
-from inferload.run.model_check import (
+from inferload.run.sequence_check import default_sequence_note, sequence_settings_for
+from inferload.run.torchserve_check import check_torchserve_target
+from inferload.run.triton_check import (
     check_target_against_triton,
     fetch_triton_model_info,
     triton_model_batches,
     triton_model_decoupled,
 )
-from inferload.run.sequence_check import default_sequence_note, sequence_settings_for
-from inferload.run.torchserve_check import check_torchserve_target
 from inferload.scenario.headers import HeadersError, request_headers
+from inferload.scenario.kinds import Server
 from inferload.scenario.model import Scenario
 from inferload.scenario.targets import Target
 from inferload.users import InferenceUser
@@ -92,6 +95,73 @@ def fit_user_class(cls: type[InferenceUser], info: ModelInfo) -> None:
             )
 
 
+@dataclass(frozen=True)
+class StartFindings:
+    """What one target's start check found: problems end the run before any load, warnings do not."""
+
+    problems: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class StartContext:
+    infos: ModelInfos
+    base_dir: Path
+    #: run the checks (False: a worker, or --skip-start-checks; the users are still fitted)
+    check: bool
+    check_torchserve: Callable[[Target], str | None]
+
+
+def _triton_start(cls: type[InferenceUser], context: StartContext) -> StartFindings:
+    target = cls.target
+    if not context.check:
+        info = context.infos.get(target)  # a warning when unreadable
+        if info is not None:
+            fit_user_class(cls, info)
+        return StartFindings()
+    try:  # the users would stop at start without them: say so before any load
+        request_headers(target.name, target.headers, target.headers_from_env, target.token_file, context.base_dir)
+        info = context.infos.read(target)
+    except (HeadersError, ServerError, ModelMismatchError) as exc:
+        return StartFindings(problems=(str(exc),))
+    fit_user_class(cls, info)
+    return StartFindings(problems=tuple(check_target_against_triton(target, *info)))
+
+
+def _kserve_start(cls: type[InferenceUser], context: StartContext) -> StartFindings:
+    """The standard metadata (v2) or model status (v1)."""
+    return StartFindings(problems=tuple(fit_kserve_target(cls, context.check)))
+
+
+def _bentoml_start(cls: type[InferenceUser], context: StartContext) -> StartFindings:
+    if not context.check:
+        return StartFindings()
+    try:
+        check_bentoml_target(cls.target)
+    except (ServerError, ModelMismatchError, HeadersError) as exc:
+        return StartFindings(problems=(str(exc),))
+    return StartFindings()
+
+
+def _torchserve_start(cls: type[InferenceUser], context: StartContext) -> StartFindings:
+    if not context.check:
+        return StartFindings()
+    try:
+        warning = context.check_torchserve(cls.target)
+    except (ServerError, ModelMismatchError) as exc:
+        return StartFindings(problems=(str(exc),))
+    return StartFindings(warnings=(warning,) if warning else ())
+
+
+#: each server's start check (fits the target's user class to the model, where there is something to fit)
+START_CHECKS: dict[Server, Callable[[type[InferenceUser], StartContext], StartFindings]] = {
+    "triton": _triton_start,
+    "kserve": _kserve_start,
+    "bentoml": _bentoml_start,
+    "torchserve": _torchserve_start,
+}
+
+
 def fit_to_models(
     scenario: Scenario,
     user_classes: Iterable[type[InferenceUser]],
@@ -99,45 +169,17 @@ def fit_to_models(
     check: bool = True,
     check_torchserve: Callable[[Target], str | None] = check_torchserve_target,
 ) -> None:
-    """Fit every Triton target's users to its model and, with `check`, run the start checks: raise
-    one StartCheckError (a line per problem, in target order) when a server cannot be reached, does
-    not serve the target's model, or the scenario's tensors differ from the model's."""
+    """Fit every target's users to its model and, with `check`, run the start checks: raise one
+    StartCheckError (a line per problem, in target order) when a server cannot be reached, does
+    not serve the target's model, or the scenario's tensors differ from the model's; log each
+    warning."""
     by_target = {cls.target.name: cls for cls in user_classes}
+    context = StartContext(infos, scenario.base_dir, check, check_torchserve)
     problems: list[str] = []
     for target in scenario.targets:
-        if target.server == "triton":
-            if not check:
-                info = infos.get(target)  # a warning when unreadable
-                if info is not None:
-                    fit_user_class(by_target[target.name], info)
-                continue
-            try:  # the users would stop at start without them: say so before any load
-                request_headers(target.name, target.headers, target.headers_from_env, target.token_file, scenario.base_dir)
-            except HeadersError as exc:
-                problems.append(str(exc))
-                continue
-            try:
-                info = infos.read(target)
-            except (ServerError, ModelMismatchError) as exc:
-                problems.append(str(exc))
-                continue
-            fit_user_class(by_target[target.name], info)
-            problems.extend(check_target_against_triton(target, *info))
-        elif target.server == "kserve":  # the standard metadata (v2) or model status (v1)
-            problems.extend(fit_kserve_target(by_target[target.name], check))
-        elif target.server == "bentoml":
-            if check:
-                try:
-                    check_bentoml_target(target)
-                except (ServerError, ModelMismatchError, HeadersError) as exc:
-                    problems.append(str(exc))
-        elif check:
-            try:
-                warning = check_torchserve(target)
-            except (ServerError, ModelMismatchError) as exc:
-                problems.append(str(exc))
-                continue
-            if warning:
-                logger.warning("%s; going on", warning)
+        found = START_CHECKS[target.server](by_target[target.name], context)
+        problems.extend(found.problems)
+        for warning in found.warnings:
+            logger.warning("%s; going on", warning)
     if problems:
         raise StartCheckError(problems)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from inferload.observe.streaming import add_streaming_arguments
+from inferload.observe.influx_export import add_influx_arguments
 
 logger = logging.getLogger(__name__)
 
@@ -25,6 +25,7 @@ RUN_ID_ENV = "INFERLOAD_RUN_ID"
 COLD_STARTS_ENV = "INFERLOAD_COLD_STARTS"
 SKIP_START_CHECKS_ENV = "INFERLOAD_SKIP_START_CHECKS"
 STOP_WHEN_STABLE_ENV = "INFERLOAD_STOP_WHEN_STABLE"
+RAMP_HOLD_ENV = "INFERLOAD_RAMP_HOLD"
 
 
 def scenario_path_from_argv(argv: list[str]) -> str | None:
@@ -78,12 +79,21 @@ def add_arguments(parser: Any) -> None:
         " throughput and p99 (e.g. 3,10); the scenario's duration stays the upper bound",
     )
     group.add_argument(
+        "--ramp-hold",
+        metavar="SPEC",
+        default=None,
+        env_var=RAMP_HOLD_ENV,
+        help="open loop, one target: raise the rate a step per window while the window meets the SLO, step back at"
+        " the first that breaks it and hold for the sustain period; SPEC e.g. p99_ms=50,step=10,sustain=30"
+        " (docs/tuning.md); writes ramp_hold.json",
+    )
+    group.add_argument(
         "--no-report",
         action="store_true",
         default=False,
         help="write summary.json and windows.csv but not report.html (sweep steps: the sweep draws its own)",
     )
-    add_streaming_arguments(parser)
+    add_influx_arguments(parser)
 
 
 @dataclass(frozen=True)
@@ -99,6 +109,8 @@ class RunOptions:
     stop_when_stable: str | None = None
     #: ``--no-report``: no report.html (its plots are most of the time a run takes to finish)
     no_report: bool = False
+    #: ``--ramp-hold``: the spec as given, read by `run.ramp_hold`
+    ramp_hold: str | None = None
 
     @classmethod
     def from_parsed(cls, options: Any) -> RunOptions:
@@ -113,6 +125,7 @@ class RunOptions:
             skip_start_checks=bool(getattr(options, "skip_start_checks", False)),
             stop_when_stable=getattr(options, "stop_when_stable", None) or None,
             no_report=bool(getattr(options, "no_report", False)),
+            ramp_hold=getattr(options, "ramp_hold", None) or None,
         )
 
 

@@ -21,10 +21,8 @@ from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
 from inferload.errors import StartCheckError
-from inferload.measure.request_log import RequestLog
-from inferload.measure.run_record import RunRecorder
 from inferload.measure.stability import StabilityRule
-from inferload.observe.streaming import StreamingListener, sink_settings_from_options
+from inferload.observe.influx_export import InfluxExport, sink_settings_from_options
 from inferload.results.model import RunSummary
 from inferload.results.run_id import default_run_id
 from inferload.results.summary import RunFacts
@@ -32,16 +30,23 @@ from inferload.run import finish
 from inferload.run.model_fit import ModelInfo, ModelInfos, fit_to_models
 from inferload.run.open_loop import setup_open_loop
 from inferload.run.options import RunOptions, add_arguments, read_cold_starts, scenario_path_from_argv
+from inferload.run.ramp_hold import RampHold
+from inferload.run.recorder import RequestLog, RunRecorder
 from inferload.run.results_dir import check_results_dir
+from inferload.run.run_end import ResultsAtRunEnd
+from inferload.run.server_changes import ServerJournal, same_host
 from inferload.run.server_side import ServerSideReadings
 from inferload.run.stable_stop import StableStop, parse_stop_when_stable
 from inferload.run.trace_run import TraceRun
+from inferload.run.traffic import ScenarioShape, shape_class_for
 from inferload.run.workers import WorkerWatch
 from inferload.scenario.model import Scenario, is_open_loop
 from inferload.scenario.targets import Target
 from inferload.servermetrics.windows import ServerWindowPoller
-from inferload.traffic.shapes import ScenarioShape, shape_class_for
+from inferload.traffic.arrivals import AdjustableTimeline
+from inferload.traffic.ramp_hold import RampHoldPlan, RampHoldRule, parse_ramp_hold, ramp_problem, ramp_timeline
 from inferload.users import InferenceUser, user_class_for
+from inferload.users.engine import NativeEngine, assign_engine
 from inferload.webui.attach import attach_inference_tab
 from inferload.webui.server_view import ServerReadings
 
@@ -66,15 +71,23 @@ class InferloadRun:
         self.shape_class: type[ScenarioShape] = shape_class_for(scenario)
         self.options = RunOptions()
         self.recorder: RunRecorder | None = None
-        self.streaming: StreamingListener | None = None
+        self.influx_export: InfluxExport | None = None
         self.request_log: RequestLog | None = None
         self.run_id: str | None = None
         self.results_dir: Path | None = None
         self.workers: WorkerWatch | None = None  # on a distributed run's master
         self.server_side = ServerSideReadings(scenario)
         self.trace: TraceRun | None = None  # the trace join (targets with ``trace``)
+        #: this process's native engine, when any target's calls go through it (None: the Python transport)
+        self.engine: NativeEngine | None = None
         #: set by the SIGINT/SIGTERM handler: the run was stopped early (summary.json "interrupted")
         self.interrupted: bool = False
+        #: where changes to the servers (Triton's trace settings) are written before they are made
+        self.journal = ServerJournal()
+        #: a web UI run's results, written when the run ends (on a master or local run)
+        self.run_end: ResultsAtRunEnd | None = None
+        #: the calibration certificate that applied (summary.json "calibration"; None: none)
+        self.calibration: dict[str, Any] | None = None
 
     @property
     def known_models(self) -> dict[str, ModelInfo]:
@@ -87,12 +100,16 @@ class InferloadRun:
         is_worker = isinstance(runner, WorkerRunner)
         self.options = RunOptions.from_parsed(environment.parsed_options)
         if not is_worker:
+            self.calibration = self.calibration_at_start(environment)
             self.run_id = self.options.run_id or default_run_id(self.scenario.name, time.time())
             self.results_dir = self.options.results_dir or Path("results") / self.run_id
             check_results_dir(self.run_id, self.results_dir, self.options.requests_csv)
             self.stable_stop_rule()  # a bad --stop-when-stable ends the run before any load
+            self.restore_leftovers()
         # on a distributed run the master checked already
         self.check_models(check=not is_worker and not self.options.skip_start_checks)
+        # the engine's listeners come before the recorder's: a worker's report carries what it just drained
+        self.engine = None if isinstance(runner, MasterRunner) else self.assign_engine(environment)
         self.recorder = RunRecorder(
             environment, self.scenario.warmup, self.scenario.window, tuple(t.name for t in self.scenario.targets)
         )
@@ -102,16 +119,20 @@ class InferloadRun:
         elif self.options.requests_csv:
             assert self.results_dir is not None
             self.request_log = RequestLog(environment, self.results_dir / "requests.csv")
+        if self.engine is not None:
+            self.engine.attach(record, self.request_log, self.scenario.warmup)
         if isinstance(runner, MasterRunner):
             self.workers = WorkerWatch(runner)
             watch = self.workers
             environment.events.test_start.add_listener(lambda **_: watch.start())
         settings = sink_settings_from_options(environment.parsed_options)
-        self.trace = TraceRun(environment, self.scenario, self.user_classes, settings, self.run_id)
+        self.trace = TraceRun(environment, self.scenario, self.user_classes, settings, self.run_id, self.journal)
         if settings is not None:
-            self.streaming = StreamingListener(environment, record, self.scenario, settings)
+            self.influx_export = InfluxExport(environment, record, self.scenario, settings)
+        ramp = self.ramp_hold_rule()  # a bad --ramp-hold ends the run before any load
+        timeline = ramp_timeline(self.scenario) if ramp is not None else None
         if is_open_loop(self.scenario.shape):
-            setup_open_loop(environment, self.scenario, self.user_classes.values(), record, self.workers)
+            setup_open_loop(environment, self.scenario, self.user_classes.values(), record, self.workers, timeline)
         if not is_worker:
             poller = ServerWindowPoller(self.scenario, record)
             events = environment.events
@@ -129,6 +150,8 @@ class InferloadRun:
                 lambda: self.workers.count() if self.workers is not None else 1,
                 settings,
             )
+            if ramp is not None:
+                self.watch_ramp_hold(environment, record, ramp, timeline)
             rule = self.stable_stop_rule()
             if rule is not None:
                 assert self.recorder is not None
@@ -136,6 +159,67 @@ class InferloadRun:
                 watcher: list[gevent.Greenlet] = []
                 events.test_start.add_listener(lambda **_: watcher.append(gevent.spawn(stop.watch)))
                 events.test_stop.add_listener(lambda **_: [g.kill(block=False) for g in watcher])
+            # last: its test_stop writes a web UI run's results after every other part's test_stop
+            self.run_end = ResultsAtRunEnd(
+                environment, lambda: self.write_results(environment, final=False), lambda: self.interrupted
+            )
+
+    def calibration_at_start(self, environment: Environment) -> dict[str, Any] | None:
+        """The latest calibration certificate, with a warning when the load exceeds its roofline."""
+        from inferload.results.calibration import calibration_at_start
+        from inferload.users.engine import transport_in_use
+
+        processes = (
+            int(getattr(environment.parsed_options, "expect_workers", 1) or 1)
+            if isinstance(environment.runner, MasterRunner)
+            else 1
+        )
+        return calibration_at_start(self.scenario, processes, transport_in_use())
+
+    def assign_engine(self, environment: Environment) -> NativeEngine | None:
+        """The native engine for the targets that can use it (`inferload.users.engine`)."""
+        return assign_engine(environment, list(self.user_classes.values()), self.scenario.window)
+
+    def ramp_hold_rule(self) -> RampHoldRule | None:
+        """``--ramp-hold`` as a rule (None: not given); StartCheckError when it cannot be read or the
+        scenario cannot ramp (not one target under a constant-rate or poisson shape)."""
+        if self.options.ramp_hold is None:
+            return None
+        try:
+            rule = parse_ramp_hold(self.options.ramp_hold)
+        except ValueError as error:
+            raise StartCheckError([str(error)], skippable=False) from None
+        problem = ramp_problem(self.scenario)
+        if problem:
+            raise StartCheckError([problem], skippable=False)
+        return rule
+
+    def watch_ramp_hold(
+        self, environment: Environment, record: Any, rule: RampHoldRule, timeline: AdjustableTimeline | None
+    ) -> None:
+        shape: Any = self.scenario.shape
+        plan = RampHoldPlan(rule, float(shape.rate), self.scenario.window)
+        target = self.scenario.targets[0].name
+        local = None if isinstance(environment.runner, MasterRunner) else timeline
+        ramp = RampHold(environment, record, plan, target, local, self.results_dir, float(shape.rate))
+        events = environment.events
+        watcher: list[gevent.Greenlet] = []
+        events.test_start.add_listener(lambda **_: watcher.append(gevent.spawn(ramp.watch)))
+
+        def stop(**_: Any) -> None:
+            for greenlet in watcher:
+                greenlet.kill(block=False)
+            ramp.save()
+
+        events.test_stop.add_listener(stop)
+
+    def restore_leftovers(self) -> None:
+        """Put back what a killed inferload left changed on this run's servers (tune's configs, trace
+        settings: the journal of server changes), before the start checks read them."""
+        addresses = [target.address for target in self.scenario.targets]
+        self.journal.restore_leftovers(
+            lambda entry: any(same_host(entry.server, address) for address in addresses), logger.warning
+        )
 
     def stable_stop_rule(self) -> StabilityRule | None:
         """``--stop-when-stable`` as a rule (None: not given); StartCheckError when it cannot be read."""
@@ -158,15 +242,17 @@ class InferloadRun:
         return self.models.get(target)
 
     def _on_quitting(self, environment: Environment, **_: Any) -> None:
-        summary = self.write_results(environment)
-        if summary is not None:
-            code = self.exit_code(summary)
-            if code is not None:
-                environment.process_exit_code = code
+        summary = self.run_end.written() if self.run_end is not None else None  # a web UI run: written at its end
+        if summary is None:
+            summary = self.write_results(environment)
+        if summary is not None:  # the run's own figures decide, never Locust's statistics
+            environment.process_exit_code = self.exit_code(summary)
 
     # -- results --------------------------------------------------------------------------
-    def write_results(self, environment: Environment) -> RunSummary | None:
-        """summary.json, windows.csv and report.html of the run, and the console table."""
+    def write_results(self, environment: Environment, final: bool = True) -> RunSummary | None:
+        """summary.json, windows.csv and report.html of the run, and the console table; ``final``
+        (at quit) closes the InfluxDB stream for its last figures, else (a web UI run's end) they are
+        read as they stand and the stream stays open for another run."""
         record = self.recorder.record if self.recorder is not None else None
         if record is None or record.started_at is None:
             logger.warning("the run never started: no results written")
@@ -184,18 +270,25 @@ class InferloadRun:
             workers_lost=sorted(self.workers.lost) if self.workers is not None else None,
             worker_losses=self.workers.loss_records() if self.workers is not None else None,
             rejected_reports=self._rejected_reports() if self.workers is not None else None,
-            streaming=self.streaming.close() if self.streaming is not None else None,
+            streaming=None
+            if self.influx_export is None
+            else self.influx_export.close()
+            if final
+            else self.influx_export.summary(),
             interrupted=self.interrupted,
+            calibration=self.calibration,
             tails=self.trace.tails() if self.trace is not None else {},
+            request_types=finish.request_types_by_name(environment.stats),
         )
         results_dir = self.results_dir or Path("results") / run_id
-        return finish.finish_run(self.scenario, record, facts, results_dir, report=not self.options.no_report)
+        fallback = self.request_log.fallback_dir if self.request_log is not None else None
+        return finish.finish_run(self.scenario, record, facts, results_dir, report=not self.options.no_report, fallback=fallback)
 
     def _rejected_reports(self) -> int:
         """Worker reports refused on a master (unsigned, wrong key, replayed): figures and rows."""
         refused = self.recorder.rejected_reports if self.recorder is not None else 0
         return refused + (self.request_log.rejected_reports if self.request_log is not None else 0)
 
-    def exit_code(self, summary: RunSummary | Mapping[str, Any]) -> int | None:
+    def exit_code(self, summary: RunSummary | Mapping[str, Any]) -> int:
         """See `inferload.run.finish.exit_code`."""
         return finish.exit_code(summary)

@@ -10,6 +10,7 @@ folder named in the log at the end (``run.finish``).
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 from pathlib import Path
 
@@ -31,17 +32,25 @@ def run_id_problem(run_id: str) -> str | None:
     return None
 
 
-def unwritable_problem(folder: Path) -> str | None:
-    """Why the results cannot be written into ``folder`` (made when missing), or None."""
+def unwritable_problem(folder: Path, what: str = "the results", keep: bool = True) -> str | None:
+    """Why ``what`` cannot be written into ``folder`` (made when missing), or None.
+
+    ``keep=False``: the folders made to check are removed again (a check before anything starts)."""
     existing = next((path for path in (folder, *folder.parents) if path.exists()), None)
     if existing is not None and not existing.is_dir():
-        return f"cannot write the results into {folder}: {existing} is a file, not a folder"
+        return f"cannot write {what} into {folder}: {existing} is a file, not a folder"
+    made = [path for path in (folder, *folder.parents) if not path.exists()]
     try:
         folder.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".inferload-write-check-"):
             pass
     except OSError as exc:
-        return f"cannot write the results into {folder}: {exc.strerror or type(exc).__name__}"
+        return f"cannot write {what} into {folder}: {exc.strerror or type(exc).__name__}"
+    finally:
+        if not keep:
+            for path in made:  # deepest first
+                with contextlib.suppress(OSError):
+                    path.rmdir()
     return None
 
 

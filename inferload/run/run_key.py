@@ -16,7 +16,7 @@ import hmac
 import secrets
 from collections.abc import Mapping
 
-from inferload.errors import InferloadError, RunKeyError
+from inferload.errors import RunKeyError, UsageError
 from inferload.measure.report_auth import (
     RUN_KEY_ENV,
     missing_run_key_message,
@@ -39,7 +39,7 @@ SIGNATURE_PREFIX = "# inferload-signature: hmac-sha256="
 _DOMAIN = b"inferload-locustfile-v1\0"  # a locustfile's MAC can never pass for a report's
 
 
-class LocustfileNotTrusted(InferloadError):
+class LocustfileNotTrusted(UsageError):
     """A locustfile served by a master is not signed with this worker's run key."""
 
 

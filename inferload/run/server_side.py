@@ -1,5 +1,5 @@
 """summary.json's `server_side`: each target's server read when the warm-up ends and when the run
-stops, and the difference (`inferload.servermetrics.snapshots`).
+stops, and the difference (`inferload.servermetrics.readers`).
 
 Targets that read the same counters (one model on one server: `servermetrics.sharing`) are read
 once, together, and each gets the same figures marked `scope: "model"` and `shared_with` (the
@@ -18,13 +18,13 @@ from typing import Any
 import gevent
 
 from inferload.errors import InferloadError
-from inferload.scenario.model import Scenario
+from inferload.scenario.model import RunOutline, Scenario
 from inferload.scenario.targets import Target
 from inferload.scenario.tls import tls_of
-from inferload.servermetrics import snapshots as server_stats
+from inferload.servermetrics import readers as server_stats
 from inferload.servermetrics.kserve import kserve_metrics_url
 from inferload.servermetrics.kserve import no_metrics_url_reason as kserve_no_metrics_url
-from inferload.servermetrics.sharing import reading_groups
+from inferload.servermetrics.sharing import reading_groups, reading_version
 from inferload.servermetrics.torchserve import no_metrics_url_reason, torchserve_metrics_url
 
 logger = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ class ServerSideReadings:
     """Reads every target's server at the warm-up's end and at the stop; `figures` then holds
     target name -> `server_side` (None where it could not be read, the reason in `errors`)."""
 
-    def __init__(self, scenario: Scenario) -> None:
+    def __init__(self, scenario: Scenario | RunOutline) -> None:
         self.scenario = scenario
         self.groups = reading_groups(scenario.targets)
         self.before: dict[str, server_stats.ServerSnapshot] = {}  # by the name of each group's first target
@@ -101,7 +101,7 @@ class ServerSideReadings:
                 continue
             try:
                 into[target.name] = server_stats.snapshot(
-                    target.kind, target.address, target.model, target.version, target.metrics_url, **tls_of(target)
+                    target.kind, target.address, target.model, reading_version(group), target.metrics_url, **tls_of(target)
                 )
             except InferloadError as exc:
                 for member in group:

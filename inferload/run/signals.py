@@ -22,6 +22,11 @@ A second signal ends the process at once (no results): after the first, both sig
 Python handler, which runs even while the hub is blocked (matplotlib drawing report.html). The exit code of a process whose run a signal
 cut short is 128 + the signal's number (130 for SIGINT, 143 for SIGTERM), in place of Locust's or
 the SLO's; a signal that arrives while nothing runs (web UI idle) leaves Locust's exit code.
+
+SIGHUP is what a process the `inferload` command started gets when the command dies (SIGKILL: see
+`inferload.run.die_with_parent`): it stops the run as SIGTERM does (exit code 129), and every later
+SIGHUP is ignored, since the kernel sends one per thread the dying command had. It is never a second
+signal: the results are written.
 """
 
 from __future__ import annotations
@@ -42,6 +47,8 @@ from locust.runners import STATE_INIT, STATE_MISSING, STATE_RUNNING, STATE_SPAWN
 logger = logging.getLogger(__name__)
 
 STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM)
+#: the signal of the parent's death (`inferload.run.child_processes.PARENT_DEATH_SIGNAL`): stops once, repeats ignored
+PARENT_DEATH = signal.SIGHUP
 #: how long a stopping master waits for its workers' last reports
 WORKER_QUIT_WAIT_S = 10.0
 #: the function of Locust's main (locust/main.py) whose greenlet sleeps --autoquit seconds after a run
@@ -83,7 +90,7 @@ class RunStopper:
 
         Install it before the listeners that write the results: Locust fires `quitting` in reverse
         order, so this one runs after them and its exit code wins."""
-        for signum in STOP_SIGNALS:
+        for signum in (*STOP_SIGNALS, PARENT_DEATH):
             self._handlers.append(gevent.signal_handler(signum, self.on_signal, signum))
         self.environment.events.quitting.add_listener(self._on_quitting)
         return self
@@ -103,6 +110,9 @@ class RunStopper:
             )
 
     def _on_signal(self, signum: int) -> None:
+        if signum == PARENT_DEATH and self.received:
+            logger.info("SIGHUP again (the parent's death, once per thread it had): ignored")
+            return
         self.received.append(signum)
         name = signal.Signals(signum).name
         if len(self.received) > 1:
@@ -110,6 +120,7 @@ class RunStopper:
         # the next signal is Python's to handle: it runs even while the hub is busy writing the results
         for stop_signal in STOP_SIGNALS:
             signal.signal(stop_signal, lambda number, _frame: exit_at_once(number))
+        signal.signal(PARENT_DEATH, signal.SIG_IGN)  # repeats of the parent's death never cut the results short
         runner = self.environment.runner
         if runner is None:  # before Locust made its runner: nothing to save
             raise SystemExit(exit_code_for(signum))

@@ -20,7 +20,7 @@ from locust.runners import WORKER_REPORT_INTERVAL, MasterRunner
 
 from inferload.measure.run_record import RunRecord
 from inferload.measure.stability import StabilityRule, WindowFigures, first_stable_run
-from inferload.traffic.shapes import ScenarioShape
+from inferload.run.traffic import ScenarioShape
 
 logger = logging.getLogger(__name__)
 

@@ -28,6 +28,7 @@ import requests
 
 from inferload.errors import ModelMismatchError, ServerError
 from inferload.scenario.headers import HeadersError, read_management_key, request_headers
+from inferload.scenario.sequence import static_sequence_id_note
 from inferload.scenario.targets import Target
 from inferload.scenario.tls import describe_tls, requests_tls, tls_hint
 from inferload.servermetrics.http_client import connection_problem
@@ -115,7 +116,7 @@ def check_torchserve_target(target: Target, timeout_s: float = DEFAULT_TIMEOUT_S
     except requests.RequestException as exc:
         raise ServerError(f"{where}: cannot reach TorchServe at {target.address}: {type(exc).__name__}: {exc}") from None
     if response.status_code == 200:
-        return None
+        return static_sequence_id_note(target.name, target.kind, target.headers, target.sequence)
     body = _json(response)
     kind = body.get("type") if isinstance(body, dict) else None
     message = (body.get("message") or body.get("status")) if isinstance(body, dict) else None

@@ -5,7 +5,9 @@ tail anatomy handed to the summary (``targets.<t>.tail``).
 Every process with users tags its requests (`inferload.measure.trace_records`); workers send what
 they kept with their reports to the master, signed with the run key, so the join is done once, on
 the master, with each worker's records (durations only: no clock is compared across machines).
-The master (or a local run) changes and restores the settings and reads the trace file: Triton
+The master (or a local run) changes and restores the settings and reads the trace file (the settings
+found are written to the journal of server changes before they change, `inferload.run.server_changes`,
+so a run killed before its end leaves what `inferload restore` and the next run put back): Triton
 writes it on its own machine, so a remote Triton's file is read only when ``trace.file`` points at
 a copy this machine can read; otherwise the summary says why there is no anatomy. With
 ``trace.source: influxdb`` the records come instead from the `triton_traces` points the collector
@@ -24,13 +26,14 @@ from typing import Any
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
-from inferload.errors import ScrapeError
+from inferload.errors import ScrapeError, ServerChangeError
 from inferload.measure.report_auth import SignedReports
 from inferload.measure.trace_join import ServerTrace, join
 from inferload.measure.trace_records import ClientTiming, ClientTraceRecords, drain, merge_message
 from inferload.observe.sink import SinkSettings
 from inferload.observe.trace_points import MEASUREMENT
 from inferload.results.summary_file import ResultsError
+from inferload.run.server_changes import JournalEntry, ServerJournal
 from inferload.run.trace_from_influx import influx_traces
 from inferload.scenario.model import Scenario
 from inferload.scenario.targets import Target
@@ -59,8 +62,10 @@ class TraceRun:
         user_classes: Mapping[str, type[InferenceUser]],
         influx: SinkSettings | None = None,
         run_id: str | None = None,
+        journal: ServerJournal | None = None,
     ) -> None:
         self.environment = environment
+        self.journal = journal
         self.scenario = scenario
         self.influx = influx  # where the run streams: `trace.source: influxdb` reads the collector's points there
         self.run_id = run_id
@@ -73,6 +78,8 @@ class TraceRun:
                 self.records[cls.target.name] = records
         self.from_workers: dict[tuple[str, str], ClientTraceRecords] = {}  # (worker, target) -> records
         self.previous: dict[str, dict[str, Any]] = {}
+        #: target -> the journal's entry of its model's trace settings (targets on one model share one)
+        self.entries: dict[str, JournalEntry] = {}
         self.trace_file: dict[str, Path | None] = {}
         self.turned_on: set[str] = set()
         self.problems: dict[str, str] = {}
@@ -124,12 +131,19 @@ class TraceRun:
 
     def _turn_on(self, target: Target) -> None:
         assert target.trace is not None
+        journal = self.journal if self.journal is not None else ServerJournal()
         try:
             previous = self._client(target).get(target.model)
+            access = {"protocol": target.protocol, "tls": target.tls.model_dump() if target.tls else None}
+            # written down before Triton's settings change: a killed run leaves what to put back
+            self.entries[target.name] = journal.record(
+                "triton-trace-settings", target.address, target.model, restorable(previous), access
+            )
             self._client(target).update(target.model, run_settings(target.trace.every_nth))
-        except ScrapeError as exc:
+        except (ScrapeError, ServerChangeError) as exc:
             self.problems[target.name] = f"tracing could not be turned on: {exc}"
             logger.warning("target %r: %s", target.name, self.problems[target.name])
+            self._forget(target.name)
             return
         self.previous[target.name] = previous
         self.turned_on.add(target.name)
@@ -150,8 +164,19 @@ class TraceRun:
             try:  # restoring also makes Triton write the traces it holds
                 self._client(target).update(target.model, restorable(previous))
             except ScrapeError as exc:
-                logger.warning("target %r: Triton's trace settings not restored: %s", name, exc)
+                logger.warning(
+                    "target %r: Triton's trace settings not restored: %s; `inferload restore` puts them back", name, exc
+                )
+                self.entries.pop(name, None)  # the journal keeps them
+            else:
+                self._forget(name)
             del self.previous[name]
+
+    def _forget(self, name: str) -> None:
+        """Forget the journal's entry of `name`'s model once no other target of the run still traces it."""
+        entry = self.entries.pop(name, None)
+        if entry is not None and entry not in self.entries.values():
+            (self.journal if self.journal is not None else ServerJournal()).forget(entry)
 
     def _client_timings(self, name: str) -> tuple[dict[str, ClientTiming], int]:
         timings: dict[str, ClientTiming] = {}

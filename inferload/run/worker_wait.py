@@ -17,6 +17,8 @@ import gevent
 from locust.env import Environment
 from locust.runners import STATE_INIT, MasterRunner
 
+from inferload.run.cli_values import wait_seconds
+
 logger = logging.getLogger(__name__)
 
 EXIT_WORKERS_MISSING = 2
@@ -27,7 +29,7 @@ def add_arguments(parser: Any) -> None:
     group = parser.add_argument_group("inferload (distributed)")
     group.add_argument(
         "--worker-wait",
-        type=float,
+        type=wait_seconds,  # finite, 0 to a day: nan or inf waited forever
         default=0.0,
         metavar="SECONDS",
         env_var="INFERLOAD_WORKER_WAIT",

@@ -13,6 +13,13 @@ open-loop arrival shares, `inferload.run.open_loop`) subscribe to `on_workers_ch
 
 Each loss is kept as a `WorkerLoss`: when the master declared the worker missing and when the live
 workers carried the whole user count again (summary.json's `worker_losses`).
+
+A worker declared missing may only have stalled (a paused VM, a stopped process, a network cut that
+heals): Locust takes it back at its next heartbeat with the users it still runs, on top of the ones
+moved to the live workers (6 users ran where the shape asked for 4). The watch holds that heartbeat
+back (`admit`, called by the master's socket, `run.secure_port`) and tells the worker to quit: it
+sends its last report (its requests count) and stops; the loss notes when it came back
+(`returned_after_s`).
 """
 
 from __future__ import annotations
@@ -43,11 +50,16 @@ class WorkerLoss:
     worker: str
     lost_at: float  # time.time() when the master declared it missing (about 4-5 s after its last heartbeat)
     respread_at: float | None = None  # when the live workers carried the whole user count again; None: never
+    returned_at: float | None = None  # when it came back (and was told to quit); None: it did not
 
     def as_dict(self) -> dict[str, Any]:
-        """summary.json's form: {"worker", "lost_at" (ISO-8601), "respread_after_s" (null: not re-spread)}."""
+        """summary.json's form: {"worker", "lost_at" (ISO-8601), "respread_after_s" (null: not re-spread),
+        "returned_after_s" (only when it came back)}."""
         after = None if self.respread_at is None else round(self.respread_at - self.lost_at, 3)
-        return {"worker": self.worker, "lost_at": iso(self.lost_at), "respread_after_s": after}
+        entry: dict[str, Any] = {"worker": self.worker, "lost_at": iso(self.lost_at), "respread_after_s": after}
+        if self.returned_at is not None:
+            entry["returned_after_s"] = round(self.returned_at - self.lost_at, 3)
+        return entry
 
 
 class WorkerWatch:
@@ -70,8 +82,47 @@ class WorkerWatch:
 
     def _watch(self) -> None:
         while self.runner.state not in ("stopped", "quitting"):
+            self._hold_back_returning_workers()
             self.poll()
             gevent.sleep(POLL_S)
+
+    def _hold_back_returning_workers(self) -> None:
+        """Have the master's socket ask `admit` first (its socket is made again when Locust reconnects)."""
+        server = getattr(self.runner, "server", None)
+        if server is not None and hasattr(type(server), "admit") and server.admit != self.admit:
+            server.admit = self.admit
+
+    def admit(self, worker: str, message: Any) -> bool:
+        """Whether Locust may handle `message`: not the heartbeat of a worker declared missing, which
+        would take it back with its old users; that worker is told to quit instead (it reports first)."""
+        if message.type != "heartbeat":
+            return True
+        client = self.runner.clients.get(worker)
+        if client is not None and client.state != STATE_MISSING:
+            return True
+        if client is None and worker not in self.lost:
+            return True  # a worker Locust does not know: it ignores its heartbeat itself
+        loss = self._loss_of(worker, time.time())
+        if loss.returned_at is None:
+            loss.returned_at = time.time()
+            logger.warning(
+                "worker %s came back %.1f s after it went missing; its users run on the live workers: told it to quit",
+                worker,
+                loss.returned_at - loss.lost_at,
+            )
+        self.runner.send_message("quit", client_id=worker)
+        return False
+
+    def _loss_of(self, worker: str, now: float) -> WorkerLoss:
+        """The worker's latest loss, recorded now if the poll has not seen it yet."""
+        for loss in reversed(self.losses):
+            if loss.worker == worker:
+                return loss
+        self.lost.add(worker)
+        self._missing.add(worker)
+        loss = WorkerLoss(worker, now)
+        self.losses.append(loss)
+        return loss
 
     def poll(self) -> None:
         now = time.time()

@@ -2,7 +2,7 @@
 
 ``loader`` (file or dict → ``Scenario``, problems as ``file: key.path: message`` lines) reads
 through ``yaml_file`` (bounded, regular files only) and validates ``model.Scenario``, made of
-``targets`` (targets, inputs, data, SLO) and ``shapes`` (the eight load shapes), built on
+``targets`` (targets, inputs, data, SLO) and ``shapes`` (the ten load shapes), built on
 ``fields`` (field types), ``addresses``, ``durations``, ``tensors`` (sizes, dtypes, npy files),
 ``messages`` (how problems are raised and worded) and ``limits`` (the documented bounds).
 """

@@ -13,6 +13,7 @@ a quoted string.
 from __future__ import annotations
 
 import json
+import math
 import mimetypes
 import re
 from collections.abc import Iterable
@@ -47,6 +48,23 @@ _PROBE_VALUE = '"$"'
 def fill_template(template: str, data_json: str) -> str:
     """The template with every ``$data`` replaced by ``data_json``."""
     return template.replace(DATA_PLACEHOLDER, data_json)
+
+
+#: the longest JSON text of one element (the client's `json.dumps` of numbers: -1.2345678901234567e-308)
+_JSON_CHARS = {"BOOL": 6, "BYTES": 0}
+_JSON_NUMBER_CHARS = 25
+
+
+def json_body_estimate(spec: InputSpec, batch_size: int) -> int:
+    """About how many bytes the input's data takes as JSON in a body (its longest form; BYTES: each
+    element as a string of its length, escapes counted twice)."""
+    if any(dim < 0 for dim in spec.shape):
+        return 0
+    elements = batch_size * math.prod(spec.shape)
+    if spec.dtype == "BYTES":
+        length = spec.data.length or 16
+        return elements * (2 * length + 3)
+    return elements * (_JSON_CHARS.get(spec.dtype) or _JSON_NUMBER_CHARS)
 
 
 def template_problem(template: str) -> str | None:

@@ -9,7 +9,10 @@ format becomes N samples, each of the input's item shape (no batch dimension):
   sample: a UINT8 input gets the file's bytes as a vector (shape ``[-1]`` or ``[size]``), a BYTES input
   one element holding the bytes (shape ``[1]``).
 - ``npy``: the array's first axis is the sample axis: ``(N, *shape)`` gives N samples (BF16: float32
-  values, rounded, or an ``ml_dtypes.bfloat16`` array, which numpy saves as 2-byte voids).
+  values, rounded, or an ``ml_dtypes.bfloat16`` array, which numpy saves as 2-byte voids). For an
+  input of shape ``[1]`` a 1-D array ``(N,)`` is N samples of one element each (``np.array([b'a',
+  b'bc'])`` for a BYTES ``[1]``). Arrays of Python objects (dtype ``object``, tritonclient's own form
+  for BYTES) are refused with how to save them instead: loading them would unpickle, which runs code.
 - ``npz``: as ``npy``, for the array named ``key`` (default: the input's name, or the only array).
 - ``jsonl``: one sample per non-blank line: a nested list (a bare value is a list of one), or an object
   whose ``key`` (default: the input's name) holds it, so one file can feed several inputs.
@@ -24,15 +27,19 @@ import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO, cast
 
 import numpy as np
 
-from inferload.scenario.limits import MAX_DATASET_BYTES, mib
+from inferload.scenario.input_files import check_npz_members
+from inferload.scenario.limits import MAX_DATASET_BYTES, MAX_DATASET_FILES, mib
 from inferload.scenario.tensors import INTEGER_DTYPES, float_max, numpy_dtype, request_nbytes, shape_fits
 
 if TYPE_CHECKING:
     from inferload.scenario.targets import DataSpec, InputSpec
+
+#: paths through which a data set's pattern may reach a file it reached already (a symlink loop repeats them)
+MAX_DATASET_REPEATS = 1_000
 
 FORMATS = ("folder", "npy", "npz", "jsonl", "lines")
 ROTATIONS = ("round-robin", "random")
@@ -116,7 +123,7 @@ def _read_folder(spec: InputSpec, path: Path, max_bytes: int) -> tuple[list[np.n
             f"a folder data set feeds UINT8 inputs (each file's bytes) or BYTES inputs (one element per file);"
             f" input {spec.name!r} is {spec.dtype}"
         )
-    files = sorted(p for p in path.glob(spec.data.pattern or "*") if p.is_file() and not p.name.startswith("."))
+    files = sorted(p for p in _bounded_glob(path, spec.data.pattern or "*") if p.is_file() and not p.name.startswith("."))
     total = sum(p.stat().st_size for p in files)
     if total > max_bytes:
         raise DatasetError(f"{path.name}/ holds {total:,} bytes in {len(files):,} files; at most {mib(max_bytes)} per target")
@@ -132,6 +139,31 @@ def _read_folder(spec: InputSpec, path: Path, max_bytes: int) -> tuple[list[np.n
     return samples, [file.name for file in files]
 
 
+def _bounded_glob(folder: Path, pattern: str) -> list[Path]:
+    """The paths `pattern` matches under `folder`, stopping at `MAX_DATASET_FILES`, or as soon as one file is
+    reached by many paths (a symlink loop: the paths double with each level of a pattern and never end)."""
+    matched: list[Path] = []
+    seen: set[tuple[int, int]] = set()
+    repeats = 0
+    for found in folder.glob(pattern):
+        matched.append(found)
+        if len(matched) > MAX_DATASET_FILES:
+            raise DatasetError(f"{folder.name}/ matches more than {MAX_DATASET_FILES:,} paths; use a narrower pattern")
+        try:
+            identity = found.stat()
+        except OSError:
+            continue
+        key = (identity.st_dev, identity.st_ino)
+        repeats += key in seen
+        seen.add(key)
+        if repeats > MAX_DATASET_REPEATS:
+            raise DatasetError(
+                f"{folder.name}/ reaches the same files by more than {MAX_DATASET_REPEATS:,} paths through {pattern!r}:"
+                " a symlink loop; remove it or use a pattern that does not go through it"
+            )
+    return matched
+
+
 def _read_array(spec: InputSpec, path: Path, kind: str, max_bytes: int) -> tuple[list[np.ndarray], list[str]]:
     if not path.is_file():
         raise DatasetError(f"{str(path)!r} is not a file (format {kind})")
@@ -143,11 +175,38 @@ def _read_array(spec: InputSpec, path: Path, kind: str, max_bytes: int) -> tuple
         raise DatasetError(f"cannot read {path.name} as {kind}: {error}") from None
     if array.ndim < 1:
         raise DatasetError(f"{path.name} holds a single value; its first axis must be the samples (N, *shape)")
+    if array.ndim == 1 and tuple(spec.shape) in ((1,), (-1,)):  # N single elements: N samples of shape [1]
+        array = array.reshape(-1, 1)
+    elif array.ndim == 1:
+        raise DatasetError(
+            f"{path.name} has shape {list(array.shape)}: {array.shape[0]:,} single values, since its first axis is the"
+            f" samples; input {spec.name!r} has shape {list(spec.shape)}: save the samples as (N, {', '.join(map(str, spec.shape))})"
+        )
     array = _convert_array(array, spec.dtype, path.name)
-    return [array[i] for i in range(array.shape[0])], [f"sample {i}" for i in range(array.shape[0])]
+    return [array[i, ...] for i in range(array.shape[0])], [f"sample {i}" for i in range(array.shape[0])]
+
+
+def _object_array_problem(name: str) -> DatasetError:
+    """Why an array of Python objects is not read, and how to save the same data so that it is."""
+    return DatasetError(
+        f"{name} holds Python objects (dtype object, tritonclient's form for BYTES), which inferload does not load"
+        " (it would unpickle them, which runs code): save the strings as a numpy bytes array,"
+        " np.save(PATH, np.array(values, dtype=np.bytes_)), or one per line in a .txt (lines) or .jsonl data set"
+    )
+
+
+def _header_dtype(file: BinaryIO) -> np.dtype:
+    """The dtype an .npy stream's header declares (the stream is left after the header)."""
+    version = np.lib.format.read_magic(file)
+    read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    _, _, dtype = read_header(file)
+    return np.dtype(dtype)
 
 
 def _load_npy(path: Path, max_bytes: int) -> np.ndarray:
+    with path.open("rb") as file:
+        if _header_dtype(file).hasobject:
+            raise _object_array_problem(path.name)
     array = np.load(path, mmap_mode="r", allow_pickle=False)
     if array.nbytes > max_bytes:
         raise DatasetError(f"{path.name} holds {array.nbytes:,} bytes; at most {mib(max_bytes)} per target")
@@ -155,6 +214,7 @@ def _load_npy(path: Path, max_bytes: int) -> np.ndarray:
 
 
 def _load_npz(spec: InputSpec, path: Path, max_bytes: int) -> np.ndarray:
+    check_npz_members(path, max_bytes)  # a member whose header claims more than it holds is refused unread
     with np.load(path, allow_pickle=False) as archive:
         keys = list(archive.files)
         key = spec.data.key or (spec.name if spec.name in keys else (keys[0] if len(keys) == 1 else None))
@@ -164,6 +224,9 @@ def _load_npz(spec: InputSpec, path: Path, max_bytes: int) -> np.ndarray:
         size = archive.zip.getinfo(f"{key}.npy").file_size
         if size > max_bytes:
             raise DatasetError(f"{path.name}[{key!r}] holds {size:,} bytes; at most {mib(max_bytes)} per target")
+        with archive.zip.open(f"{key}.npy") as member:
+            if _header_dtype(cast(BinaryIO, member)).hasobject:
+                raise _object_array_problem(f"{path.name}[{key!r}]")
         return np.asarray(archive[key])
 
 
@@ -198,6 +261,8 @@ def _read_jsonl(spec: InputSpec, path: Path) -> tuple[list[np.ndarray], list[str
                 value = json.loads(raw)
             except ValueError as error:
                 raise DatasetError(f"{where}: not JSON ({error})") from None
+            except RecursionError:
+                raise DatasetError(f"{where}: nested too deeply") from None
             if isinstance(value, dict):
                 if key not in value:
                     raise DatasetError(f"{where}: the object has no key {key!r} (set key: to choose one)")

@@ -29,6 +29,7 @@ import numpy as np
 from pydantic import BeforeValidator, Field, StrictStr
 
 from inferload.scenario.fields import FrozenModel, Number
+from inferload.scenario.input_files import check_npz_members, not_regular_problem, read_limited
 from inferload.scenario.messages import Check
 
 #: the largest expected file read (each process keeps one decoded copy per target)
@@ -78,6 +79,7 @@ def _json_array(name: str, value: object, path: Path) -> np.ndarray:
 
 def _read_npz(path: Path) -> dict[str, np.ndarray]:
     try:
+        check_npz_members(path, MAX_EXPECTED_BYTES)  # a header that claims more than the file holds is refused
         with np.load(path, allow_pickle=False) as archive:
             arrays = {name: archive[name] for name in archive.files}
     except (OSError, ValueError, zipfile.BadZipFile) as exc:
@@ -92,12 +94,10 @@ def _read_npz(path: Path) -> dict[str, np.ndarray]:
 
 def read_expected(path: Path, kind: str) -> ExpectedValues:
     """The expected file for a target of ``kind``; ValueError (naming the file) when it cannot be used."""
-    try:
-        if not path.is_file():
-            raise ValueError(f"{path} does not exist" if not path.exists() else f"{path} is not a regular file")
-        size = path.stat().st_size
-    except OSError as exc:
-        raise ValueError(f"cannot read {path}: {exc.strerror or type(exc).__name__}") from None
+    problem = not_regular_problem(path)  # a FIFO, a device, a folder
+    if problem:
+        raise ValueError(problem)
+    size = path.stat().st_size
     if size > MAX_EXPECTED_BYTES:
         raise ValueError(f"{path} is {size:,} bytes; at most {MAX_EXPECTED_BYTES:,} are read")
     suffix = path.suffix.lower()
@@ -109,15 +109,14 @@ def read_expected(path: Path, kind: str) -> ExpectedValues:
             server = "TorchServe" if kind == "torchserve-rest" else "KServe v1"
             raise ValueError(f"{path}: a {server} answer is compared as JSON (.json, .jsonl) or as raw bytes, not .npz")
         return ExpectedValues("arrays", path, arrays=_read_npz(path))
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ValueError(f"cannot read {path}: {exc.strerror or type(exc).__name__}") from None
+    data = read_limited(path, MAX_EXPECTED_BYTES)
     if suffix == ".json":
         try:
             value = json.loads(data)
         except ValueError as exc:
             raise ValueError(f"{path} is not JSON: {exc}") from None
+        except RecursionError:
+            raise ValueError(f"{path} is not JSON this program can read: nested too deeply") from None
         if not triton:
             return ExpectedValues("json", path, answers=(value,))
         if not isinstance(value, dict) or not value:
@@ -132,6 +131,8 @@ def read_expected(path: Path, kind: str) -> ExpectedValues:
                 answers.append(json.loads(line))
             except ValueError as exc:
                 raise ValueError(f"{path}: line {number} is not JSON: {exc}") from None
+            except RecursionError:
+                raise ValueError(f"{path}: line {number} is nested too deeply") from None
         if not answers:
             raise ValueError(f"{path} holds no answer (one JSON answer per line)")
         return ExpectedValues("jsonl", path, answers=tuple(answers))

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal, get_args
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo
 
 from inferload.scenario.durations import DURATION_HINT, parse_duration
-from inferload.scenario.limits import MAX_NAME_CHARS
+from inferload.scenario.limits import MAX_DURATION_S, MAX_NAME_CHARS
 from inferload.scenario.messages import custom_error, describe_value, fmt_seconds, scientific_text_hint
 
 #: every KServe v2 datatype Triton accepts (the first five were inferload's only ones before)
@@ -53,10 +53,13 @@ def _token(value: object) -> str:
 
 def _duration(value: object) -> float:
     try:
-        return parse_duration(value)
+        seconds = parse_duration(value)
     except ValueError:
         hint = scientific_text_hint(value)
         raise custom_error(hint or f"expected {DURATION_HINT}; got {describe_value(value)}") from None
+    if seconds > MAX_DURATION_S:
+        raise custom_error(f"expected at most {fmt_seconds(MAX_DURATION_S)} (30 days); got {describe_value(value)}")
+    return seconds
 
 
 def _number(value: object) -> float:

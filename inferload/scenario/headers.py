@@ -18,7 +18,9 @@ from typing import Annotated
 
 from pydantic import BeforeValidator
 
-from inferload.errors import InferloadError
+from inferload.errors import UsageError
+from inferload.scenario.input_files import read_limited
+from inferload.scenario.limits import MAX_SMALL_FILE_BYTES
 from inferload.scenario.messages import Check, custom_error, describe_value
 
 #: RFC 9110 token characters: what a header name may hold
@@ -33,7 +35,7 @@ GRPC_RESERVED = frozenset({"content-type", "te", "user-agent"})
 MASK = "***"
 
 
-class HeadersError(InferloadError):
+class HeadersError(UsageError):
     """A target's headers cannot be made: an environment variable unset, a key file unreadable."""
 
 
@@ -118,10 +120,12 @@ def masked_headers(headers: Mapping[str, str] | None, from_env: Mapping[str, str
 def read_inference_key(path: Path) -> str:
     """The inference key in TorchServe's ``key_file.json`` (``{"inference": {"key": ...}, ...}``)."""
     try:
-        data = json.loads(path.read_text())
-    except OSError as exc:
-        raise HeadersError(f"cannot read token_file {path}: {exc.strerror or exc}") from None
-    except ValueError:
+        raw = read_limited(path, MAX_SMALL_FILE_BYTES)
+    except ValueError as exc:
+        raise HeadersError(f"cannot read token_file: {exc}") from None
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
         raise HeadersError(f"token_file {path} is not JSON (expected TorchServe's key_file.json)") from None
     key = data.get("inference", {}).get("key") if isinstance(data, dict) and isinstance(data.get("inference"), dict) else None
     if not isinstance(key, str) or not key:
@@ -132,9 +136,9 @@ def read_inference_key(path: Path) -> str:
 def read_management_key(path: Path) -> str | None:
     """The management key in TorchServe's ``key_file.json``, when it has one."""
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(read_limited(path, MAX_SMALL_FILE_BYTES))
         key = data["management"]["key"]
-    except (OSError, ValueError, KeyError, TypeError):
+    except (ValueError, RecursionError, KeyError, TypeError):
         return None
     return key if isinstance(key, str) and key else None
 

@@ -23,12 +23,14 @@ from inferload.scenario.messages import CHECKS_ERROR, CUSTOM_ERROR, Loc, describ
 from inferload.scenario.model import CLOSED_LOOP_SHAPES, OPEN_LOOP_SHAPES, SHAPE_KINDS, Scenario, shape_kind
 from inferload.scenario.sequence import SequenceSpec
 from inferload.scenario.shapes import Stage
-from inferload.scenario.targets import DataSpec, InputSpec, Slo, Target
+from inferload.scenario.targets import OLD_SPELLINGS, DataSpec, InputSpec, Slo, Target
 from inferload.scenario.tls import TlsSettings
 from inferload.scenario.trace import TraceSpec
 from inferload.scenario.yaml_file import read_scenario_yaml
 
-_DURATION_KEYS = frozenset({"duration", "warmup", "window", "timeout", "over", "burst_length", "period", "first_burst_at"})
+_DURATION_KEYS = frozenset(
+    {"duration", "warmup", "window", "timeout", "over", "burst_length", "period", "first_burst_at", "start"}
+)
 
 
 # --- public API --------------------------------------------------------------------------------
@@ -74,6 +76,21 @@ def scenario_from_dict(data: object, *, source_path: Path | None = None, file_la
     return scenario
 
 
+def target_from_dict(data: Mapping[str, Any], *, file_label: str, key_path: str, base_dir: Path | None = None) -> Target:
+    """Validate a mapping of target keys (as one ``targets:`` entry of a scenario is written) into a
+    ``Target``, or raise ``ScenarioError`` whose key paths start at ``key_path`` (``Tiny.target``).
+
+    npy files are only checked when ``base_dir`` is given (relative paths resolve against it)."""
+    context = {"base_dir": base_dir} if base_dir is not None else {}
+    try:
+        return Target.model_validate(dict(data), context=context)
+    except ValidationError as error:
+        # translated as a scenario's first target, so that unknown keys are named against Target's keys
+        problems = problems_from_validation_error(error, file_label, {"targets": [dict(data)]}, prefix=("targets", 0))
+        under = [Problem(p.file, key_path + p.key_path.removeprefix("targets[0]"), p.message) for p in problems]
+        raise ScenarioError(capped(under, file_label)) from None
+
+
 def scenario_to_dict(scenario: Scenario) -> dict[str, Any]:
     """A plain dict that ``scenario_from_dict`` turns back into an equal scenario.
 
@@ -100,11 +117,11 @@ def capped(problems: list[Problem], label: str) -> list[Problem]:
     return [*problems[:MAX_PROBLEMS], Problem(label, "", f"... and {len(problems) - MAX_PROBLEMS:,} more problems")]
 
 
-def problems_from_validation_error(error: ValidationError, label: str, raw: Mapping[Any, Any]) -> list[Problem]:
-    """Every problem pydantic found, in its order, each once."""
+def problems_from_validation_error(error: ValidationError, label: str, raw: Mapping[Any, Any], prefix: Loc = ()) -> list[Problem]:
+    """Every problem pydantic found, in its order, each once (``prefix``: where the validated part sits in ``raw``)."""
     problems: dict[Problem, None] = {}
     for item in error.errors(include_url=False):
-        loc = _yaml_loc(tuple(item["loc"]))
+        loc = _yaml_loc((*prefix, *item["loc"]))
         for where, message in _translate(item, loc, raw):
             problems.setdefault(Problem(label, format_key_path(where), message))
     return list(problems)
@@ -216,6 +233,10 @@ def _model_at(loc: Loc, raw: Mapping[Any, Any]) -> type[BaseModel] | tuple[type[
 
 def _unknown_key_message(key: str, model: type[BaseModel] | tuple[type[BaseModel], ...]) -> str:
     models = model if isinstance(model, tuple) else (model,)
+    for each in models:
+        hint = OLD_SPELLINGS.get(each.__name__, {}).get(key)
+        if hint is not None:
+            return f"unknown key {key!r}: {hint}"
     allowed: list[str] = []
     for each in models:
         allowed.extend(name for name in each.model_fields if name != "source_path" and name not in allowed)

@@ -2,7 +2,7 @@
 
 Every model is frozen and forbids unknown keys. Durations are float seconds stored under the YAML
 key's own name. The parts live next door: ``scenario.targets`` (targets, inputs, data, SLO),
-``scenario.shapes`` (the eight load shapes), ``scenario.fields`` (field types),
+``scenario.shapes`` (the ten load shapes), ``scenario.fields`` (field types),
 ``scenario.messages`` (how problems are raised and worded) and ``scenario.limits`` (the bounds).
 
 Build a scenario from a file with ``inferload.scenario.loader.load_scenario``, or from a dict with
@@ -12,34 +12,48 @@ npy files are only checked when a ``base_dir`` is given in the validation contex
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, TypeGuard, get_args
 
-from pydantic import AfterValidator, Field, StrictStr, ValidationInfo, field_validator
+from pydantic import AfterValidator, Field, StrictStr, ValidationInfo, field_validator, model_validator
 
 from inferload.scenario.fields import FrozenModel, Name, Seconds, at_least_seconds, repeats
-from inferload.scenario.limits import MIN_DURATION_S, MIN_WINDOW_S
+from inferload.scenario.limits import MAX_WINDOWS, MIN_DURATION_S, MIN_WINDOW_S
 from inferload.scenario.messages import Check, checks_error, custom_error, fmt_seconds
+from inferload.scenario.replay_checks import replay_checks
 from inferload.scenario.shapes import (
     BurstShape,
     ConstantRateShape,
+    GammaShape,
     OpenLoopBase,
     OpenLoopShape,
     PoissonShape,
     RampingRateShape,
     RampShape,
     RateBurstsShape,
+    ReplayShape,
     StagesShape,
     SteadyShape,
 )
-from inferload.scenario.targets import Target
+from inferload.scenario.targets import Slo, Target
 
 Shape = Annotated[
-    SteadyShape | RampShape | BurstShape | StagesShape | ConstantRateShape | PoissonShape | RampingRateShape | RateBurstsShape,
+    SteadyShape
+    | RampShape
+    | BurstShape
+    | StagesShape
+    | ConstantRateShape
+    | PoissonShape
+    | RampingRateShape
+    | RateBurstsShape
+    | GammaShape
+    | ReplayShape,
     Field(discriminator="kind"),
 ]
 CLOSED_LOOP_SHAPES = (SteadyShape, RampShape, BurstShape, StagesShape)
-OPEN_LOOP_SHAPES = (ConstantRateShape, PoissonShape, RampingRateShape, RateBurstsShape)
+OPEN_LOOP_SHAPES = (ConstantRateShape, PoissonShape, RampingRateShape, RateBurstsShape, GammaShape, ReplayShape)
 
 
 def shape_kind(model: type[FrozenModel]) -> str:
@@ -93,6 +107,11 @@ class Scenario(FrozenModel):
         duration = info.data.get("duration")
         if duration is not None and value > duration:
             raise custom_error(f"must not be longer than duration ({fmt_seconds(duration)}); got {fmt_seconds(value)}")
+        if duration is not None and duration / value > MAX_WINDOWS:
+            raise custom_error(
+                f"duration {fmt_seconds(duration)} / window {fmt_seconds(value)} is {duration / value:,.0f} windows;"
+                f" at most {MAX_WINDOWS:,} (each keeps a histogram per target): make the window longer"
+            )
         return value
 
     @field_validator("targets")
@@ -114,3 +133,26 @@ class Scenario(FrozenModel):
         if checks:
             raise checks_error(checks)
         return shape
+
+    @model_validator(mode="after")
+    def _replay_file_fits(self, info: ValidationInfo) -> Scenario:
+        """A replay shape's file, read once against the targets (only when the scenario's folder is known)."""
+        base_dir = (info.context or {}).get("base_dir")
+        if isinstance(self.shape, ReplayShape) and base_dir is not None:
+            checks = replay_checks(self.shape, self.targets, Path(base_dir))
+            if checks:
+                raise checks_error(checks)
+        return self
+
+
+@dataclass(frozen=True)
+class RunOutline:
+    """What a run's figures need to know of a run that no scenario shaped (``inferload.attach``: a
+    locustfile's own users and Locust's own flags made the load): its name, warm-up and window, the
+    targets its requests are known by, and SLO thresholds by request name (a target's or not)."""
+
+    name: str
+    warmup: float = 0.0
+    window: float = 1.0
+    targets: tuple[Target, ...] = ()
+    slo: Mapping[str, Slo] = field(default_factory=dict)

@@ -1,4 +1,4 @@
-"""The eight load shapes: four closed-loop (a number of users) and four open-loop (a request rate).
+"""The ten load shapes: four closed-loop (a number of users) and six open-loop (requests on the clock).
 
 Rules that several shapes share are written once: the spawn-rate default (``spawn_rate_for``: a
 change completes within a second), ``greater_than`` / ``longer_than`` / ``differs_from`` checks
@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, StrictInt, ValidationInfo, field_validator
+from pydantic import AfterValidator, Field, StrictBool, StrictInt, StrictStr, ValidationInfo, field_validator, model_validator
 
 from inferload.scenario.fields import FrozenModel, Number, Seconds, default_from, filled_in
-from inferload.scenario.limits import MAX_IN_FLIGHT, MAX_RATE, MAX_SPAWN_RATE, MAX_STEPS, MAX_USERS
-from inferload.scenario.messages import Check, custom_error, fmt_seconds
+from inferload.scenario.limits import MAX_CV, MAX_IN_FLIGHT, MAX_RATE, MAX_SPAWN_RATE, MAX_STEPS, MAX_USERS
+from inferload.scenario.messages import Check, checks_error, custom_error, fmt_seconds
+from inferload.scenario.replay_file import REPLAY_FORMATS
 
 Users = Annotated[StrictInt, Field(ge=0, le=MAX_USERS)]
 SomeUsers = Annotated[StrictInt, Field(ge=1, le=MAX_USERS)]
@@ -262,5 +264,63 @@ class RateBurstsShape(OpenLoopBase):
         return checks
 
 
+class GammaShape(OpenLoopBase):
+    """``rate`` requests/s on average, gamma-distributed gaps whose coefficient of variation is ``cv``.
+
+    ``cv`` is the burstiness: 1 is a Poisson process, below 1 more even, above 1 bursty (many
+    short gaps, a few long ones; vLLM's ``--burstiness`` is 1 / cv^2, the gamma's shape).
+    """
+
+    kind: Literal["gamma"]
+    rate: PositiveRate
+    cv: Annotated[Number, Field(gt=0, le=MAX_CV)]
+
+
+class ReplayShape(OpenLoopBase):
+    """Arrivals at the times a replay file gives (``inferload.scenario.replay_file``), sent open loop.
+
+    ``speed`` scales time (2: twice as fast), or ``rate`` rescales the window to that mean rate
+    keeping its shape (one of the two); ``start`` and ``duration`` pick a window of the trace (in
+    its own seconds); ``loop`` plays the window again and again until the run ends. The file is
+    read as a stream, once to validate it and once per pass.
+    """
+
+    kind: Literal["replay"]
+    #: the replay file (made absolute once the scenario's folder is known)
+    file: StrictStr
+    speed: Annotated[Number, Field(gt=0, le=MAX_RATE)] | None = None
+    rate: PositiveRate | None = None
+    start: Annotated[Seconds, Field(ge=0)] = 0.0
+    duration: Length | None = None
+    loop: StrictBool = False
+
+    @field_validator("file")
+    @classmethod
+    def _file_path(cls, value: str, info: ValidationInfo) -> str:
+        suffixes = ", ".join(REPLAY_FORMATS)
+        if not value.strip():
+            raise custom_error(f"expected the path of a replay file ({suffixes}); got ''")
+        if Path(value).suffix.lower() not in REPLAY_FORMATS:
+            raise custom_error(f"expected a replay file named *.csv, *.jsonl or *.ndjson; got {value!r}")
+        base_dir = (info.context or {}).get("base_dir")
+        if base_dir is None:
+            return value
+        path = (Path(base_dir) / value).resolve()
+        if not path.is_file():
+            raise custom_error(f"replay file not found: {str(path)!r}" if not path.exists() else f"{str(path)!r} is not a file")
+        return str(path)
+
+    @model_validator(mode="after")
+    def _speed_or_rate(self) -> ReplayShape:
+        if self.speed is not None and self.rate is not None:
+            raise checks_error([(("rate",), "give speed (a time scale) or rate (a mean rate), not both")])
+        return self
+
+    @property
+    def time_scale(self) -> float:
+        """Played seconds per trace second without ``rate`` (1 / speed)."""
+        return 1.0 / (self.speed or 1.0)
+
+
 ClosedLoopShape = SteadyShape | RampShape | BurstShape | StagesShape
-OpenLoopShape = ConstantRateShape | PoissonShape | RampingRateShape | RateBurstsShape
+OpenLoopShape = ConstantRateShape | PoissonShape | RampingRateShape | RateBurstsShape | GammaShape | ReplayShape

@@ -29,36 +29,49 @@ from inferload.scenario.bentoml_keys import bentoml_content_type
 from inferload.scenario.expected import ExpectedField, ExpectedSpec, check_expected
 from inferload.scenario.fields import DTypeField, FrozenModel, Name, Number, Seconds, Token, Version, repeats
 from inferload.scenario.headers import EnvName, HeaderName, HeaderValue, check_headers
-from inferload.scenario.limits import MAX_INPUT_BYTES, MAX_REQUEST_BYTES, mib
+from inferload.scenario.input_files import not_regular_problem
+from inferload.scenario.kinds import SEQUENCE_KINDS, SERVER_KINDS, Protocol, Server, TargetKind
+from inferload.scenario.limits import MAX_BYTES_ELEMENTS, MAX_INPUT_BYTES, MAX_REQUEST_BYTES, MAX_SMALL_FILE_BYTES, mib
 from inferload.scenario.messages import Check, checks_error, custom_error, describe_value
-from inferload.scenario.sequence import SequenceSpec
+from inferload.scenario.sequence import TS_SEQUENCE_ID_HEADER, SequenceSpec
 from inferload.scenario.tls import TlsSettings, check_tls, tls_from_scheme, tls_shorthand
 from inferload.scenario.trace import TraceSpec
 
-TARGET_KINDS = (
-    "triton-grpc",
-    "triton-http",
-    "torchserve-rest",
-    "kserve-v2-http",
-    "kserve-v2-grpc",
-    "kserve-v1-http",
-    "bentoml-http",
-)
 CONTENT_TYPES = ("octet-stream", "npy", "json", "raw", "text")
 GENERATORS = ("random", "zeros", "constant", "npy")
 RESPONSE_CHECKS = ("none", "status", "shape", "expected")
 
-TargetKind = Literal[
-    "triton-grpc", "triton-http", "torchserve-rest", "kserve-v2-http", "kserve-v2-grpc", "kserve-v1-http", "bentoml-http"
-]
-#: the Open Inference Protocol (v2) and KServe v1 kinds (inferload.users.kserve_*)
-KSERVE_KINDS = ("kserve-v2-http", "kserve-v2-grpc", "kserve-v1-http")
 ContentType = Literal["octet-stream", "npy", "json", "raw", "text"]
 Generator = Literal["random", "zeros", "constant", "npy"]
 DatasetFormat = Literal["folder", "npy", "npz", "jsonl", "lines"]
 Rotation = Literal["round-robin", "random"]
 _DATASET_KEYS = ("dataset", "format", "pattern", "key")
 ResponseCheck = Literal["none", "status", "shape", "expected"]
+
+#: generator names a user may try for "send the samples of this file or folder": a data set does that
+_DATASET_WORDS = frozenset(
+    {"file", "files", "folder", "dir", "directory", "dataset", "data_set", "jsonl", "npz", "lines", "text"}
+)
+_DATASET_HINT = (
+    "to send the samples of a file or folder in turn, use data: {dataset: PATH} (a folder, .npy, .npz, .jsonl or .txt;"
+    " see docs/scenarios.md, Data sets)"
+)
+
+#: unknown keys users write for something the scenario spells otherwise: model -> key -> what to write
+OLD_SPELLINGS: dict[str, dict[str, str]] = {
+    "Target": {
+        "body_file": (
+            "to send a file as each request's body (what curl -T sends), use content_type: raw with the file in a"
+            " folder data set, inputs: [{name: ..., dtype: UINT8, shape: [-1], data: {dataset: FOLDER, pattern: NAME}}]"
+        ),
+        "body": (
+            "a body of your own is content_type: json with body_template: JSON text in which $data becomes the"
+            " request's data (body_template: '{\"instances\": $data}'); a body from a file is content_type: raw with a"
+            " folder data set"
+        ),
+    },
+    "DataSpec": {key: _DATASET_HINT for key in ("file", "files", "folder", "dir", "directory", "data_set")},
+}
 
 _GENERATOR_KEYS = {
     "random": ("seed", "low", "high", "length"),
@@ -95,6 +108,14 @@ class DataSpec(FrozenModel):
     format: DatasetFormat | None = None
     pattern: Token | None = None
     key: Token | None = None
+
+    @field_validator("generator", mode="before")
+    @classmethod
+    def _generator_name(cls, value: object) -> object:
+        """A data-set word (``generator: file``) gets the hint that a data set is what sends files."""
+        if isinstance(value, str) and value not in GENERATORS and value.strip().lower() in _DATASET_WORDS:
+            raise checks_error([((), f"expected one of {', '.join(GENERATORS)}; got {describe_value(value)}: {_DATASET_HINT}")])
+        return value
 
     @field_validator("seed", mode="before")
     @classmethod
@@ -189,7 +210,12 @@ class InputSpec(FrozenModel):
     def _check_data_fits_dtype(self) -> InputSpec:
         checks = [(("data", *path), message) for path, message in tensors.data_dtype_problems(self.data, self.dtype)]
         if -1 in self.shape and self.data.dataset is None:
-            checks.append((("shape",), "-1 (any size) needs a data set that gives each sample's size (data: {dataset: PATH})"))
+            needs = "-1 (any size) needs a data set that gives each sample's size"
+            if self.data.generator == "npy" and self.data.path:
+                needs += f": use data: {{dataset: {self.data.path}}} instead of generator: npy"
+            else:
+                needs += " (data: {dataset: PATH})"
+            checks.append((("shape",), needs))
         if checks:
             raise checks_error(checks)
         return self
@@ -256,24 +282,20 @@ class Target(FrozenModel):
     headers_from_env: dict[HeaderName, EnvName] | None = None
     #: torchserve-rest: TorchServe's key_file.json; requests carry ``Authorization: Bearer <inference key>``
     token_file: StrictStr | None = None
-    #: Triton sequence (stateful) models: requests per sequence and sequences open per user
+    #: sequence (stateful) models, Triton's or TorchServe's: requests per sequence and sequences open per user
     sequence: SequenceSpec | None = None
     #: Triton targets: trace a share of requests and join them with the client's times (the tail anatomy)
     trace: TraceSpec | None = None
     slo: Slo | None = None
 
     @property
-    def server(self) -> Literal["triton", "torchserve", "kserve", "bentoml"]:
+    def server(self) -> Server:
         """The server family the kind speaks to ('kserve': any Open Inference Protocol / KServe v1 server)."""
-        if self.kind in KSERVE_KINDS:
-            return "kserve"
-        if self.kind == "bentoml-http":
-            return "bentoml"
-        return "torchserve" if self.kind == "torchserve-rest" else "triton"
+        return SERVER_KINDS[self.kind].server
 
     @property
-    def protocol(self) -> Literal["grpc", "http"]:
-        return "grpc" if self.kind in ("triton-grpc", "kserve-v2-grpc") else "http"
+    def protocol(self) -> Protocol:
+        return SERVER_KINDS[self.kind].protocol
 
     _tls_from_scheme = model_validator(mode="before")(tls_from_scheme)
 
@@ -309,7 +331,17 @@ class Target(FrozenModel):
         ]
         sizes = [tensors.request_nbytes(spec, batch_size) for spec in inputs]
         for index, (spec, size) in enumerate(zip(inputs, sizes, strict=True)):
-            if size > MAX_INPUT_BYTES:
+            elements = batch_size * math.prod(spec.shape) if all(dim >= 0 for dim in spec.shape) else 0
+            if spec.dtype == "BYTES" and elements > MAX_BYTES_ELEMENTS:
+                checks.append(
+                    (
+                        (index, "shape"),
+                        f"{batch_size} x {list(spec.shape)} BYTES is {elements:,} elements per request; at most"
+                        f" {MAX_BYTES_ELEMENTS:,} (each is a Python object of about 100 bytes in the client besides its"
+                        " length)",
+                    )
+                )
+            elif size > MAX_INPUT_BYTES:
                 checks.append(
                     (
                         (index, "shape"),
@@ -360,7 +392,16 @@ class Target(FrozenModel):
         if not value.strip():
             raise custom_error("expected the path of TorchServe's key_file.json; got an empty string")
         base_dir = (info.context or {}).get("base_dir")
-        return str((Path(base_dir) / value).resolve()) if base_dir is not None else value
+        if base_dir is None:
+            return value
+        path = (Path(base_dir) / value).resolve()
+        if path.exists():  # TorchServe writes it when it starts: it may not be there yet
+            problem = not_regular_problem(path)
+            if problem is None and path.stat().st_size > MAX_SMALL_FILE_BYTES:
+                problem = f"{path} is {path.stat().st_size:,} bytes; TorchServe's key_file.json is a few hundred"
+            if problem:
+                raise custom_error(problem)
+        return str(path)
 
     @field_validator("expected")
     @classmethod
@@ -388,11 +429,33 @@ class Target(FrozenModel):
 
     @field_validator("sequence")
     @classmethod
-    def _sequence_for_triton(cls, value: SequenceSpec | None, info: ValidationInfo) -> SequenceSpec | None:
+    def _sequence_for_stateful_kinds(cls, value: SequenceSpec | None, info: ValidationInfo) -> SequenceSpec | None:
         kind = info.data.get("kind")
-        if value is not None and kind is not None and kind not in ("triton-grpc", "triton-http"):
-            raise custom_error(f"only applies to Triton targets (a model with sequence_batching); this target is {kind}")
+        if value is not None and kind is not None and kind not in SEQUENCE_KINDS:
+            raise custom_error(
+                "only applies to Triton targets (a model with sequence_batching) and torchserve-rest targets (a model"
+                f" with sequenceBatching); this target is {kind}"
+            )
         return value
+
+    @model_validator(mode="after")
+    def _sequence_ids_not_in_headers(self) -> Target:
+        """A TorchServe target's ``sequence`` sets ``ts_request_sequence_id`` per sequence: a header of
+        that name too would be overwritten, so it is refused where it is written."""
+        if self.sequence is None or self.kind != "torchserve-rest":
+            return self
+        checks: list[Check] = [
+            (
+                (key, name),
+                f"is set per sequence by this target's sequence key (a new id every {self.sequence.length} requests); remove it",
+            )
+            for key, headers in (("headers", self.headers), ("headers_from_env", self.headers_from_env))
+            for name in headers or {}
+            if name.lower() == TS_SEQUENCE_ID_HEADER
+        ]
+        if checks:
+            raise checks_error(checks)
+        return self
 
     @field_validator("trace")
     @classmethod
@@ -442,6 +505,25 @@ class Target(FrozenModel):
         if problem:
             raise custom_error(problem)
         return None if value is None else value.strip()
+
+    @model_validator(mode="after")
+    def _check_template_size(self) -> Target:
+        """A ``body_template`` that repeats ``$data`` repeats the request's data: the body stays within the bound."""
+        if self.body_template is None or not self.inputs:
+            return self
+        copies = self.body_template.count(bodies.DATA_PLACEHOLDER)
+        size = copies * bodies.json_body_estimate(self.inputs[0], self.batch_size)
+        if copies > 1 and size > MAX_REQUEST_BYTES:
+            raise checks_error(
+                [
+                    (
+                        ("body_template",),
+                        f"{bodies.DATA_PLACEHOLDER} appears {copies:,} times: each request's body would be about"
+                        f" {size:,} bytes of JSON; at most {MAX_REQUEST_BYTES:,} ({mib(MAX_REQUEST_BYTES)})",
+                    )
+                ]
+            )
+        return self
 
     @model_validator(mode="after")
     def _check_body_data(self, info: ValidationInfo) -> Target:

@@ -12,6 +12,9 @@ from typing import TYPE_CHECKING
 import ml_dtypes
 import numpy as np
 
+from inferload.scenario.input_files import check_npy_file, not_regular_problem
+from inferload.scenario.limits import MAX_INPUT_BYTES
+
 if TYPE_CHECKING:
     from inferload.scenario.targets import DataSpec, InputSpec
 
@@ -99,7 +102,13 @@ def data_dtype_problems(data: DataSpec, dtype: str) -> list[ProblemAt]:
             if getattr(data, key) is not None:
                 problems.append(((key,), "does not apply to BYTES inputs (use length)"))
         if data.generator == "npy":
-            problems.append((("generator",), "npy data is not supported for BYTES inputs; use random, zeros or constant"))
+            problems.append(
+                (
+                    ("generator",),
+                    "npy data is not supported for BYTES inputs; use random, zeros or constant, or strings from a file"
+                    " as a data set: data: {dataset: PATH} (.npy of numpy strings, one sample per row; .txt lines; .jsonl)",
+                )
+            )
         if data.generator == "constant" and not isinstance(data.value, str):
             problems.append((("value",), f"expected a string for a BYTES input; got {data.value!r}"))
         return problems
@@ -161,9 +170,18 @@ def load_npy(spec: InputSpec, batch_size: int, base_dir: Path) -> np.ndarray:
     path = Path(spec.data.path)
     if not path.is_absolute():
         path = base_dir / path
-    if not path.is_file():
+    if path.is_dir():
+        raise ValueError(
+            f"{str(path)!r} is a folder; the npy generator reads one .npy file (one request's data): to send the folder's"
+            f" files in turn, use data: {{dataset: {spec.data.path}}} (content_type: raw on TorchServe sends each file as it is)"
+        )
+    if not path.exists():
         raise ValueError(f"npy file not found: {str(path)!r}")
+    problem = not_regular_problem(path)
+    if problem:
+        raise ValueError(problem)
     try:
+        check_npy_file(path, MAX_INPUT_BYTES)  # before numpy allocates what the header claims
         array = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError) as error:
         raise ValueError(f"cannot read {str(path)!r} as an npy array: {error}") from None
@@ -177,7 +195,13 @@ def load_npy(spec: InputSpec, batch_size: int, base_dir: Path) -> np.ndarray:
         return array
     if array.shape == item_shape:
         return np.ascontiguousarray(np.broadcast_to(array, (batch_size, *item_shape)))
+    samples = ""
+    if array.ndim == len(item_shape) + 1 and array.shape[1:] == item_shape:
+        samples = (
+            f": it holds {array.shape[0]:,} samples of shape {list(item_shape)}; to send them in turn, use"
+            f" data: {{dataset: {spec.data.path}}} instead of generator: npy"
+        )
     raise ValueError(
         f"{path.name} has shape {list(array.shape)}; expected {[batch_size, *item_shape]}"
-        f" (batch_size x shape) or {list(item_shape)}"
+        f" (batch_size x shape) or {list(item_shape)}{samples}"
     )

@@ -19,10 +19,10 @@ from typing import Any
 from pydantic import StrictBool, StrictStr, ValidationInfo, field_validator, model_validator
 
 from inferload.scenario.fields import FrozenModel, Token
+from inferload.scenario.input_files import read_limited
+from inferload.scenario.kinds import SCHEME_KINDS
 from inferload.scenario.messages import Check, checks_error, custom_error
 
-#: kinds whose address takes a scheme (``http://`` / ``https://``)
-SCHEME_KINDS = ("triton-http", "torchserve-rest", "kserve-v2-http", "kserve-v1-http", "bentoml-http")
 #: a PEM file is read at most this far when it is checked (certificate bundles are a few hundred KiB)
 MAX_PEM_BYTES = 4 * 1024 * 1024
 _CERT_MARK = b"-----BEGIN CERTIFICATE-----"
@@ -36,12 +36,9 @@ def pem_problem(path: Path, what: str) -> str | None:
     Only the PEM markers are looked at; a key's bytes are never put in a message.
     """
     try:
-        if not path.is_file():
-            return f"{path} does not exist" if not path.exists() else f"{path} is not a regular file"
-        with path.open("rb") as handle:
-            head = handle.read(MAX_PEM_BYTES)
-    except OSError as exc:
-        return f"cannot read {path}: {exc.strerror or type(exc).__name__}"
+        head = read_limited(path, MAX_PEM_BYTES)  # regular, bounded, read without waiting (/proc/kmsg waits)
+    except ValueError as exc:
+        return str(exc)
     if what == "certificate":
         if _CERT_MARK not in head:
             return f"{path} holds no PEM certificate (expected a '-----BEGIN CERTIFICATE-----' block)"

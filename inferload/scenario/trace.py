@@ -23,7 +23,7 @@ from pydantic import Field, StrictBool, StrictStr, field_validator
 from inferload.scenario.fields import FrozenModel, Number
 from inferload.scenario.messages import custom_error
 
-#: the share of requests traced when ``rate`` is not given (cost measured in docs/benchmarks.md)
+#: the share of requests traced when ``rate`` is not given (cost measured in docs/benchmarks-history.md)
 DEFAULT_TRACE_RATE = 0.01
 #: where a run reads the trace records: the trace file here, or the collector's points in InfluxDB
 TraceSource = Literal["file", "influxdb"]

@@ -6,7 +6,7 @@
     triton.py       Triton: statistics API (HTTP or gRPC) and metrics page → ServerSnapshot
     torchserve.py   TorchServe: /metrics (with inferload's handler counters) → ServerSnapshot
     figures.py      two readings → queue/compute/request ms, batch sizes, rates (the one place)
-    snapshots.py    ServerReader per target, snapshot() and server_side() for summary.json
+    readers.py      ServerReader per target, snapshot() and server_side() for summary.json
     sharing.py      which targets read the same counters (one model on one server): read once, marked shared
     windows.py      the per-window server request time (windows.csv's residual)
 

@@ -7,18 +7,27 @@ from ``server_figures(before, after)``. The denominators, decided once (d = afte
     queue_ms          d(queue_us)   / d(queued)      queue time per request that was queued
     compute_ms        d(compute_us) / d(computed)    compute time per request the model computed
     request_ms        d(request_us) / d(requests)    server time per successful request
-    avg_batch_size    d(inferences) / d(executions)  items per model execution
+    avg_batch_size    items per model execution: the batch histogram's mean, sum(size x d(batches[size])) /
+                      sum(d(batches[size])), when the server reports batch sizes; else d(inferences) /
+                      d(executions)
     batch histogram   d(batches[size]) for each size that grew (executions of each batch size)
     *_per_s           d(inferences), d(executions), d(failures) / (after.taken_at − before.taken_at)
     pending           after.pending (a gauge, as read)
 
 (For Triton's statistics API queued, computed and requests are all per-request counts, equal
-without the response cache; see ``reading.py`` for what each server's counters mean.)
+without the response cache; see ``reading.py`` for what each server's counters mean.) The average
+batch comes from the histogram where there is one because Triton's ``inference_count`` counts
+successful items only while ``execution_count`` and ``batch_stats`` count every execution: a
+model whose requests fail in ``execute`` (a BLS step that fails) would show 0.5 for batches of one;
+the response cache's hits count as inferences but run no execution.
 Averages are rounded to 6 decimals (1 ns); a figure is None when the server does not report its
 counters or nothing happened in between (a zero denominator). A counter that went down means
 the server restarted between the readings: that is a ``ScrapeError``, never a negative figure.
 ``unknown`` names the summary figures the server does not report at all, with the reason
 (``server_side.unknown``); a figure that is None only because nothing happened is not in it.
+TorchServe's queue and request times over an interval in which no request succeeded are None too,
+and in ``unknown`` with the reason: its request counter counts failed requests, its time counters
+do not (0.0 ms would be no measurement, not a fast server).
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ from inferload.errors import ScrapeError
 from inferload.servermetrics.bentoml import NOT_REPORTED as BENTOML_NOT_REPORTED
 from inferload.servermetrics.kserve import NOT_REPORTED as KSERVE_NOT_REPORTED
 from inferload.servermetrics.reading import ServerSnapshot
+from inferload.servermetrics.torchserve import NO_SUCCESS_TIMED as TORCHSERVE_NO_SUCCESS_TIMED
 from inferload.servermetrics.torchserve import NOT_REPORTED as TORCHSERVE_NOT_REPORTED
 
 AVERAGE_DECIMALS = 6
@@ -47,6 +57,9 @@ _NOT_REPORTED = {
     "kserve": KSERVE_NOT_REPORTED,
     "triton": {"batch_size_histogram": "Triton's metrics page has no batch sizes (its statistics API has)"},
 }
+#: servers whose time counters grow with successful requests only, while the request count grows with
+#: every answered one: their time figures over an interval without a success are None (the reason)
+_TIMES_SUCCESSES_ONLY = {"torchserve": (("queue_ms_avg", "request_ms_avg"), TORCHSERVE_NO_SUCCESS_TIMED)}
 
 
 @dataclass(frozen=True)
@@ -123,6 +136,14 @@ def batch_size_counts(before: ServerSnapshot, after: ServerSnapshot) -> dict[int
     return {size: count for size, count in grown.items() if count > 0}
 
 
+def average_batch(batches: dict[int, int]) -> float | None:
+    """Items per execution from executions per batch size; None when nothing ran."""
+    executions = sum(batches.values())
+    if executions <= 0:
+        return None
+    return round(sum(size * count for size, count in batches.items()) / executions, AVERAGE_DECIMALS)
+
+
 def server_figures(before: ServerSnapshot, after: ServerSnapshot) -> ServerFigures:
     """Every figure of the interval between two readings of the same model on the same server."""
     d = counter_deltas(before, after)
@@ -134,6 +155,12 @@ def server_figures(before: ServerSnapshot, after: ServerSnapshot) -> ServerFigur
         return round(d[numerator] / d[denominator] * scale, AVERAGE_DECIMALS)
 
     interval_s = after.taken_at - before.taken_at
+    batches = batch_size_counts(before, after)
+    unknown = not_reported(after)
+    untimed: tuple[str, ...] = ()
+    if after.server in _TIMES_SUCCESSES_ONLY and d.get("requests", 0) > 0 and d.get("request_us", 0) <= 0:
+        untimed, reason = _TIMES_SUCCESSES_ONLY[after.server]
+        unknown.update(dict.fromkeys(untimed, reason))
 
     def rate(name: str) -> float | None:
         return d[name] / interval_s if name in reported and interval_s > 0 else None
@@ -142,14 +169,14 @@ def server_figures(before: ServerSnapshot, after: ServerSnapshot) -> ServerFigur
         server=after.server,
         model=after.model,
         interval_s=interval_s,
-        queue_ms=average("queue_us", "queued", 1e-3),
+        queue_ms=None if "queue_ms_avg" in untimed else average("queue_us", "queued", 1e-3),
         compute_ms=average("compute_us", "computed", 1e-3),
-        request_ms=average("request_us", "requests", 1e-3),
-        avg_batch_size=average("inferences", "executions"),
-        batch_sizes=batch_size_counts(before, after),
+        request_ms=None if "request_ms_avg" in untimed else average("request_us", "requests", 1e-3),
+        avg_batch_size=average_batch(batches) if batches is not None else average("inferences", "executions"),
+        batch_sizes=batches,
         inferences_per_s=rate("inferences"),
         executions_per_s=rate("executions"),
         failures_per_s=rate("failures"),
         pending=after.pending,
-        unknown=not_reported(after),
+        unknown=unknown,
     )

@@ -7,9 +7,13 @@ form one *reading group*: the server is read once per group, and every member ge
 figures, marked as shared (``server_side.shared_with``, ``scope: "model"``).
 
 When two targets are taken as one server's model:
-    Triton       the same host (``localhost`` is 127.0.0.1), model and version (Triton serves HTTP and
-                 gRPC from one process, on different ports of one host), unless both set a
-                 ``metrics_url`` and the two differ (two Triton servers on one host)
+    Triton       the same host (``localhost`` is 127.0.0.1) and model (Triton serves HTTP and gRPC from
+                 one process, on different ports of one host), unless both set a ``metrics_url`` and
+                 the two differ (two Triton servers on one host); and the same version, or either
+                 without one: an unversioned target's statistics sum every version of the model (its
+                 requests go to the version Triton picks), so they include a ``version: 1`` target's.
+                 A group whose targets pin different versions, or not all one, reads every version
+                 (``reading_version``)
     TorchServe   the same metrics page (``metrics_url``, or the default ``torchserve_metrics_url``
                  derives) and the same model (its counters sum every version)
     KServe       the same metrics page (``kserve_metrics_url``) and the same model
@@ -46,7 +50,7 @@ def reading_key(target: Target) -> tuple[str, ...] | None:
     if target.server == "kserve":  # KServe counts per model on its metrics page (no versions)
         url = kserve_metrics_url(target.kind, target.address, target.metrics_url)
         return None if url is None else ("kserve", url, target.model)
-    return ("triton", _host(target.address), target.model, target.version or "")
+    return ("triton", _host(target.address), target.model)
 
 
 def _compatible(target: Target, group: list[Target]) -> bool:
@@ -56,9 +60,19 @@ def _compatible(target: Target, group: list[Target]) -> bool:
     return all(member.metrics_url in (None, target.metrics_url) for member in group)
 
 
+def _by_version(group: list[Target]) -> list[list[Target]]:
+    """One Triton model's targets: apart by version when every one pins a version, else all together."""
+    if any(member.version is None for member in group):
+        return [group]
+    versions: dict[str, list[Target]] = {}
+    for member in group:
+        versions.setdefault(str(member.version), []).append(member)
+    return list(versions.values())
+
+
 def reading_groups(targets: Sequence[Target]) -> list[tuple[Target, ...]]:
-    """The targets in groups that read the same counters, in scenario order (each group's first
-    target is the one read; a target alone is a group of one)."""
+    """The targets in groups that read the same counters, in the order of each group's first target
+    in the scenario (that target is the one read; a target alone is a group of one)."""
     groups: list[tuple[tuple[str, ...] | None, list[Target]]] = []
     for target in targets:
         key = reading_key(target)
@@ -70,7 +84,15 @@ def reading_groups(targets: Sequence[Target]) -> list[tuple[Target, ...]]:
             groups.append((key, [target]))
         else:
             home.append(target)
-    return [tuple(members) for _, members in groups]
+    found = [part for _, members in groups for part in (_by_version(members) if members[0].server == "triton" else [members])]
+    order = {target.name: index for index, target in enumerate(targets)}
+    return sorted((tuple(members) for members in found), key=lambda members: order[members[0].name])
+
+
+def reading_version(group: Sequence[Target]) -> str | None:
+    """The model version a group's reading covers: its targets' one version, else None (every version)."""
+    versions = {target.version for target in group}
+    return versions.pop() if len(versions) == 1 else None
 
 
 def shared_with(targets: Sequence[Target]) -> dict[str, tuple[str, ...]]:

@@ -9,6 +9,9 @@ inferload's handler (model_store/handler.py; label ``ModelName``) adds, once it 
     inferences   InferloadItems (without the handler: = requests)
     computed     InferloadRequests;  compute_us  InferloadRequestHandlerMicroseconds
     batches      InferloadBatches{BatchSize} (+1 per execution);  executions  their sum
+TorchServe adds a request's queue and inference latency only when it succeeds, so over an interval
+in which every request failed both averages would read 0.0 ms: ``figures`` makes them None, with
+``NO_SUCCESS_TIMED`` as the reason (with some failures they are diluted by the failed share).
 Without the handler's metrics there is no batch size, executions or compute time (absent, not 0):
 ``NOT_REPORTED`` says why, for summary.json's ``server_side.unknown``. TorchServe has no
 pending-requests gauge. ``PredictionTime`` and ``HandlerTime`` (model) and ``QueueTime``,
@@ -39,6 +42,12 @@ _REQUESTS = "ts_inference_requests"
 _NO_BATCH_SIZES = (
     "TorchServe does not export the sizes of the batches it forms; a handler can count them itself "
     "with context.metrics (as inferload's sample handler does)"
+)
+#: why TorchServe's queue and request times are None over an interval in which no request succeeded:
+#: its request counter counts every answered request, its latency counters only the successful ones
+NO_SUCCESS_TIMED = (
+    "no request succeeded in the interval: TorchServe times successful requests only "
+    "(ts_inference_requests_total counts the failed ones too, its latency counters do not)"
 )
 #: summary.json figures TorchServe's own metrics cannot give, and why (without a handler's own counters)
 NOT_REPORTED = {

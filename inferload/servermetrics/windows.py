@@ -21,9 +21,9 @@ from inferload.scenario.model import Scenario
 from inferload.scenario.targets import Target
 from inferload.scenario.tls import tls_of
 from inferload.servermetrics.figures import server_figures
+from inferload.servermetrics.readers import ServerReader
 from inferload.servermetrics.reading import ServerSnapshot
-from inferload.servermetrics.sharing import reading_groups
-from inferload.servermetrics.snapshots import ServerReader
+from inferload.servermetrics.sharing import reading_groups, reading_version
 
 logger = logging.getLogger(__name__)
 
@@ -53,12 +53,13 @@ class ServerWindowPoller:
             reader.close()
         self._readers.clear()
 
-    def _snapshot(self, target: Target) -> ServerSnapshot | None:
+    def _snapshot(self, group: tuple[Target, ...]) -> ServerSnapshot | None:
+        target = group[0]
         try:
             reader = self._readers.get(target.name)
             if reader is None:
                 reader = ServerReader(
-                    target.kind, target.address, target.model, target.version, target.metrics_url, **tls_of(target)
+                    target.kind, target.address, target.model, reading_version(group), target.metrics_url, **tls_of(target)
                 )
                 self._readers[target.name] = reader
             return reader.read()
@@ -71,7 +72,7 @@ class ServerWindowPoller:
     def _run(self) -> None:
         window = self.record.window_s
         groups = reading_groups(self.scenario.targets)
-        previous = {group[0].name: self._snapshot(group[0]) for group in groups}
+        previous = {group[0].name: self._snapshot(group) for group in groups}
         while True:
             now = time.time()
             boundary = (now // window + 1) * window
@@ -79,7 +80,7 @@ class ServerWindowPoller:
             index = int(boundary // window) - 1  # the window that just closed
             for group in groups:
                 target = group[0]
-                current = self._snapshot(target)
+                current = self._snapshot(group)
                 before = previous.get(target.name)
                 previous[target.name] = current
                 if current is not None:

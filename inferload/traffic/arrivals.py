@@ -1,21 +1,96 @@
-"""Open-loop arrivals: the request rate over time, and the intended send times it gives.
+"""Open-loop arrivals: one iterator interface for every arrival law, and the rate laws.
 
-Pure functions of time and a random generator, so the arrival process can be checked without
-a server: a Poisson run at a set rate must achieve that rate, a ramp must follow its steps.
-Rates are piecewise constant; `RateTimeline.next_change(t)` tells when the rate changes next,
-so a gap drawn at one rate is re-drawn at the boundary (exact for Poisson: it is memoryless).
+Every law (`ArrivalLaw`) yields the whole run's `Arrival`s in time order, all targets together,
+from its seed: pure, no gevent, no Locust, so it can be checked without a server (a Poisson run
+at a set rate must achieve that rate, a ramp must follow its steps) and fed to any sender. Every
+process of a run iterates the same global stream (same seed) and keeps its part of it the same
+way for every law: arrival i goes to process i mod n (`take_share`), so the processes together
+send exactly the law's schedule, and a new split (a worker lost) applies from the next arrival.
+
+Rate laws (constant, Poisson, gamma, ramps, bursts) draw one stream per target at the target's
+share of the rate, merged in time order. Rates are piecewise constant; `RateTimeline.next_change(t)`
+tells when the rate changes next, so a gap drawn at one rate is re-drawn at the boundary (exact
+for Poisson: it is memoryless; gamma gaps come only with a constant rate). The replay law is
+`inferload.traffic.replay`; `inferload.traffic.laws.law_for` picks a scenario's.
 """
 
 from __future__ import annotations
 
 import bisect
+import heapq
 import math
 import random
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple, Protocol
 
-from inferload.scenario.shapes import ConstantRateShape, OpenLoopShape, PoissonShape, RampingRateShape, RateBurstsShape
+from inferload.scenario.shapes import (
+    ConstantRateShape,
+    GammaShape,
+    OpenLoopShape,
+    PoissonShape,
+    RampingRateShape,
+    RateBurstsShape,
+)
 
 INFINITY = math.inf
+#: a target's stream of a rate law is seeded with seed x this + the target's index
+SEED_MULTIPLIER = 1_000_003
+
+
+class Arrival(NamedTuple):
+    """One intended request: when (seconds from the run's start), to which target, and optionally
+    which data-set sample it starts from and its batch size (None: the target's own rotation and
+    batch_size)."""
+
+    t_s: float
+    target: str | None = None
+    sample: int | None = None
+    batch: int | None = None
+
+
+class ArrivalLaw(Protocol):
+    """An arrival law: the whole run's arrivals from a seed, in time order (the same on every process)."""
+
+    def arrivals(self, seed: int) -> Iterator[Arrival]: ...
+
+
+@dataclass
+class ProcessSplit:
+    """This process's part of the global stream: arrival i is its own when i mod workers == index.
+
+    Mutable: the master re-sends the split when the live workers change, and it applies from the
+    next arrival on (every process counts i over the whole stream, so the split stays consistent)."""
+
+    workers: int = 1
+    index: int = 0
+
+    def owns(self, i: int) -> bool:
+        return i % self.workers == self.index
+
+
+def take_share(arrivals: Iterable[Arrival], split: ProcessSplit) -> Iterator[Arrival]:
+    """The arrivals of the global stream this process sends (the split read at each arrival)."""
+    for i, arrival in enumerate(arrivals):
+        if i % split.workers == split.index:
+            yield arrival
+
+
+class Timeline(Protocol):
+    """Requests/s at run time t, piecewise constant: what the arrival draws read."""
+
+    @property
+    def duration(self) -> float: ...
+
+    @property
+    def poisson(self) -> bool: ...
+
+    @property
+    def gamma_cv(self) -> float | None: ...
+
+    def rate_at(self, t: float) -> float: ...
+
+    def next_change(self, t: float) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -26,6 +101,8 @@ class RateTimeline:
     #: (start time, rate) steps, sorted by start time, the first at 0
     steps: tuple[tuple[float, float], ...]
     poisson: bool
+    #: gamma-distributed gaps with this coefficient of variation (only with one constant rate)
+    gamma_cv: float | None = None
     #: the steps' start times, for a binary search (a ramp of 1,000 steps costs log2 steps per arrival)
     starts: tuple[float, ...] = field(init=False, repr=False, compare=False)
 
@@ -41,9 +118,56 @@ class RateTimeline:
         return self.starts[index] if index < len(self.starts) else INFINITY
 
 
+class AdjustableTimeline:
+    """A constant (or Poisson) rate whose future a controller changes while the run goes: the
+    ramp-and-hold mode (`inferload.run.ramp_hold`). A change applies from its time on and replaces
+    any later change; arrivals already drawn keep their times, so a change is made ahead of time
+    (the native feed draws half a second ahead). A rate law reads it as it draws, so its stream
+    follows the changes."""
+
+    gamma_cv: float | None = None
+
+    def __init__(self, duration: float, rate: float, poisson: bool) -> None:
+        self._duration = duration
+        self._poisson = poisson
+        self._starts: list[float] = [0.0]
+        self._rates: list[float] = [rate]
+
+    @property
+    def duration(self) -> float:
+        return self._duration
+
+    @property
+    def poisson(self) -> bool:
+        return self._poisson
+
+    def rate_at(self, t: float) -> float:
+        index = bisect.bisect_right(self._starts, t)
+        return self._rates[index - 1] if index > 0 else 0.0
+
+    def next_change(self, t: float) -> float:
+        index = bisect.bisect_right(self._starts, t)
+        return self._starts[index] if index < len(self._starts) else INFINITY
+
+    def change(self, at: float, rate: float) -> None:
+        """`rate` req/s from run time `at` on."""
+        index = bisect.bisect_left(self._starts, at)
+        del self._starts[index:], self._rates[index:]
+        if not self._starts:
+            self._starts, self._rates = [0.0], [rate]
+            return
+        self._starts.append(max(at, 0.0))
+        self._rates.append(rate)
+
+    def steps(self) -> list[tuple[float, float]]:
+        return list(zip(self._starts, self._rates, strict=True))
+
+
 def rate_timeline(shape: OpenLoopShape, duration: float) -> RateTimeline:
     if isinstance(shape, (ConstantRateShape, PoissonShape)):
         return RateTimeline(duration, ((0.0, shape.rate),), isinstance(shape, PoissonShape))
+    if isinstance(shape, GammaShape):
+        return RateTimeline(duration, ((0.0, shape.rate),), poisson=False, gamma_cv=shape.cv)
     if isinstance(shape, RampingRateShape):
         step_length = shape.over / shape.steps
         ramp = tuple(
@@ -61,10 +185,10 @@ def rate_timeline(shape: OpenLoopShape, duration: float) -> RateTimeline:
         if steps[1][0] == 0.0:
             steps.pop(0)
         return RateTimeline(duration, tuple(steps), shape.arrivals == "poisson")
-    raise TypeError(f"not an open-loop shape: {type(shape).__name__}")
+    raise TypeError(f"no rate timeline for shape {type(shape).__name__} (a replay's times come from its file)")
 
 
-def next_arrival(timeline: RateTimeline, t: float, share: float, rng: random.Random) -> float:
+def next_arrival(timeline: Timeline, t: float, share: float, rng: random.Random) -> float:
     """The next intended send time after t, for `share` (0..1] of the whole run's rate.
 
     Returns infinity when no arrival comes before the run ends.
@@ -75,8 +199,44 @@ def next_arrival(timeline: RateTimeline, t: float, share: float, rng: random.Ran
         if rate <= 0:
             t = boundary
             continue
-        gap = rng.expovariate(rate) if timeline.poisson else 1.0 / rate
+        gap = draw_gap(timeline, rate, rng)
         if t + gap < boundary:
             return t + gap
         t = boundary  # the rate changes first: draw again from there
     return INFINITY
+
+
+def draw_gap(timeline: Timeline, rate: float, rng: random.Random) -> float:
+    """One gap at ``rate``: exponential (Poisson), gamma (mean 1/rate, sd cv/rate) or even."""
+    if timeline.poisson:
+        return rng.expovariate(rate)
+    if timeline.gamma_cv is not None:
+        shape_k = 1.0 / (timeline.gamma_cv * timeline.gamma_cv)
+        return rng.gammavariate(shape_k, 1.0 / (rate * shape_k))
+    return 1.0 / rate
+
+
+@dataclass(frozen=True)
+class RateLaw:
+    """A rate timeline's arrivals: one stream per target at its share of the rate, merged in time order."""
+
+    timeline: Timeline
+    #: (target name, share of the whole rate) in the scenario's order
+    targets: Sequence[tuple[str, float]]
+
+    def arrivals(self, seed: int) -> Iterator[Arrival]:
+        streams = [
+            self._stream(name, share, random.Random(seed * SEED_MULTIPLIER + index))
+            for index, (name, share) in enumerate(self.targets)
+        ]
+        if len(streams) == 1:
+            return streams[0]
+        return heapq.merge(*streams, key=lambda arrival: arrival.t_s)
+
+    def _stream(self, target: str, share: float, rng: random.Random) -> Iterator[Arrival]:
+        t = 0.0
+        while True:
+            t = next_arrival(self.timeline, t, share, rng)
+            if t == INFINITY:
+                return
+            yield Arrival(t, target)

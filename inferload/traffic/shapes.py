@@ -1,4 +1,4 @@
-"""Traffic shapes: a scenario's shape as a user-count timeline, and the Locust shape that plays it.
+"""Traffic shapes: a scenario's shape as a user-count timeline (`inferload.run.traffic` has the Locust shape that plays it).
 
 A timeline is a pure function of the run time: `at(t) -> (users, spawn_rate)` or None once the
 run is over. Keeping it pure lets tests check every shape's timeline without running Locust.
@@ -9,8 +9,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from typing import Protocol
-
-from locust import LoadTestShape
 
 from inferload.scenario.model import Scenario, is_open_loop
 from inferload.scenario.shapes import BurstShape, RampShape, StagesShape, SteadyShape
@@ -126,27 +124,3 @@ def timeline_for(scenario: Scenario) -> Timeline:
         # open loop: a fixed pool of senders, all up at once; the arrival rate is the scheduler's
         return SteadyTimeline(duration, shape.max_in_flight, float(shape.max_in_flight * 10))
     raise TypeError(f"no timeline for shape {type(shape).__name__}")
-
-
-class ScenarioShape(LoadTestShape):
-    """Plays a scenario's timeline in Locust; `tick()` returning None ends the run."""
-
-    abstract = True
-    timeline: Timeline
-    #: set on the running shape to end the run at the next tick, as the timeline's end would
-    #: (`--stop-when-stable`: the run stops once its windows agree; see `inferload.run.stable_stop`)
-    ended_early: bool = False
-
-    def tick(self) -> tuple[int, float] | None:
-        if self.ended_early:
-            return None
-        return self.timeline.at(self.get_run_time())
-
-
-def shape_class_for(scenario: Scenario) -> type[ScenarioShape]:
-    """A concrete LoadTestShape class bound to the scenario's timeline (for a locustfile)."""
-    return type(
-        "ScenarioShape",
-        (ScenarioShape,),
-        {"abstract": False, "timeline": timeline_for(scenario), "__module__": __name__},
-    )

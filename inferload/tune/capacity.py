@@ -1,84 +1,659 @@
-"""Capacity under an SLO: the highest open-loop rate whose stable p99 and error rate meet it.
+"""Capacity under an SLO: the highest open-loop rate whose latency, errors and queue meet it, with its
+interval, the constraint that binds it, and the runs that verify it (pure: the runs come from a
+`measure` callback; `inferload.tune.sweep` runs them as steps).
 
-Bracketing first (from the start rate, double after a pass, halve after a fail, until one rate
-passes and a higher one fails), then bisection between the last passing and the first failing rate
-until they are within the stated precision. The answer is the last passing rate, with the first
-failing rate as its upper bound: the true capacity lies between them. A step where the load
-generator was the limit ends the search: the capacity is then at least the last passing rate.
+**Evidence.** Every run of the search is a `RunEvidence`: its offered rate, its steady windows' HDR
+histograms, and the constraints it broke outright (`saturated`: arrivals unsent; `queue`: the queue
+grew without bound; `memory`). Runs at one rate are pooled into a `Level`.
+
+**The decision rule, per rate.** Each latency bound's percentile and the error rate come with a
+95 % interval (`inferload.tune.capacity_stats`: a bootstrap over windows with a binomial rank). A
+rate *passes* only when every interval lies under its bound and no run at it broke a hard constraint;
+it *fails* when an interval lies wholly over its bound or every run at it broke one; otherwise it is
+*unsure* and is measured again (at most `runs_per_rate` runs pooled), within the step and time budget.
+
+**The curve and the boundary.** The latency of every rate is fitted nondecreasing in the rate
+(isotonic regression in log latency, weighted by requests), so one noisy rate cannot reverse the
+answer. Under the fit the boundary lies between the last rate under every bound and the first over
+one. Its interval comes from the same bootstrap: each replicate refits the curve from every rate's
+replicate and finds its own pair (last under, first over); the interval runs from the 2.5 % quantile
+of the lower ends to the 97.5 % quantile of the upper ends, so it is never narrower than the rates
+measured around the boundary. The estimate interpolates the fitted curve (linear in log latency)
+between the pair. The search ends when the interval is within `precision_pct`.
+
+**Verification**: two independent runs, below and above the boundary, each judged on its own. When
+one goes the other way (a pass above, a fail below), the machine moved between the search and its
+check: the answer then takes those runs into its fit too, and says so.
+
+**Runs that say nothing of the server** (the generator sent late while senders were free: its
+machine stalled it) are left out of the fit and measured again; a rate that lags three times is the
+generator's limit.
+
+**Where to measure next**: a rate that contradicts a higher one (failed below a pass) is measured
+again first (perf_analyzer's "two trials agree"); then the start rate, doubled after a pass and
+halved after a fail until the boundary is bracketed; an unsure rate in the interval again; then the
+estimate steers: just under it (within the bracket's middle half while the bracket is wide), then
+just over it, so two runs can close a bracket that bisection needs four or five for. When every gap
+in the interval is already finer than the precision but the interval is not, the boundary is as
+sharp as the machine's noise allows: the search says so and stops.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from enum import Enum
+import itertools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
+import numpy as np
 
-class Verdict(Enum):
-    PASS = "pass"
-    FAIL = "fail"
-    GENERATOR = "generator"  # the generator, not the server, bounded this rate
-    BROKEN = "broken"  # the step could not run (start checks, a crash): the search stops
-    INTERRUPTED = "interrupted"
+from inferload.scenario.limits import MAX_RATE
+from inferload.tune.capacity_stats import (
+    REPLICATES,
+    WindowHistogram,
+    error_rate,
+    error_rate_replicates,
+    interval,
+    isotonic_increasing,
+    isotonic_increasing_rows,
+    log_crossing,
+    percentile_interval,
+)
+
+#: the SLO's latency keys and the percentile each names
+PERCENTILE_OF = {"p50_ms": 50.0, "p90_ms": 90.0, "p95_ms": 95.0, "p99_ms": 99.0, "p999_ms": 99.9}
+#: hard constraints a run can break outright, and how each is named to the user
+HARD_NAMES = {
+    "saturated": "unsent arrivals (every sender busy, the queue full)",
+    "queue": "the server's queue grew without bound",
+    "memory": "memory",
+}
+#: latencies above this many times their bound weigh in the fit as this (a replicate's +inf stays finite)
+_CAP_FACTOR = 100.0
+
+PASS, FAIL, UNSURE = "pass", "fail", "unsure"
+#: a rate whose runs the generator could not send on time this many times is the generator's limit
+MAX_INVALID_RUNS = 3
 
 
 @dataclass(frozen=True)
 class CapacitySearch:
-    """`--find-max-rps`: start rate, the precision to bisect to (%), and a bound on steps."""
+    """`--find-max-rps`: where to start, when to stop, how hard to look."""
 
     start_rps: float
+    #: stop when the boundary's interval is within this (%): (high - low) / low
     precision_pct: float = 5.0
+    #: runs the search may make (repeats included, verification not)
     max_steps: int = 12
     #: never go below this share of the start rate while looking for a passing rate
     min_share: float = 1 / 64
+    #: an unsure or contradicted rate is measured again until this many runs are pooled at it
+    runs_per_rate: int = 2
+    #: latency jumping by more than this factor between adjacent rates is a cliff
+    cliff_factor: float = 3.0
+    #: independent runs below and above the boundary once it is found
+    verify: bool = True
+    #: no rate above this is offered (the generator's calibrated roofline x processes); None: no ceiling
+    ceiling_rps: float | None = None
+    #: below this rate a run cannot hold the requests its highest percentile needs (set by the sweep)
+    lowest_decidable_rps: float = 0.0
 
 
 @dataclass(frozen=True)
-class CapacityAnswer:
-    max_rps: float | None  # the highest rate that passed (None: none did)
-    first_failing_rps: float | None
-    ended_by: Verdict | None  # what ended the search early (None: it reached the precision or the step bound)
-    steps: int
+class Bounds:
+    """What a rate must meet: latency percentiles (ms) by SLO key, and the error rate."""
+
+    latency_ms: dict[str, float]
+    error_rate: float = 0.01
+
+    def words(self) -> str:
+        parts = [f"{key.removesuffix('_ms')} ≤ {bound:g} ms" for key, bound in self.latency_ms.items()]
+        return ", ".join([*parts, f"errors ≤ {self.error_rate:.2%}"])
+
+
+@dataclass(frozen=True)
+class RunEvidence:
+    """One run at one offered rate, as the search sees it."""
+
+    rate: float
+    windows: tuple[WindowHistogram, ...]
+    #: hard constraints this run broke: (name in HARD_NAMES, why in words)
+    broken: tuple[tuple[str, str], ...] = ()
+    #: why the load generator, not the server, bounded this run (None: it did not); never fitted
+    generator: str | None = None
+    #: why this run says nothing of the server (the generator sent late while senders were free: a
+    #: stall of the client's machine, not the server's queue); never fitted, measured again
+    invalid: str | None = None
+    #: the sweep step it was (for the reports)
+    step: int = 0
+
+
+@dataclass(frozen=True)
+class MetricInterval:
+    """One bound at one rate: the figure over the pooled windows and its 95 % interval."""
+
+    key: str  # "p99_ms", ..., or "error_rate"
+    bound: float
+    estimate: float | None
+    low: float
+    high: float
 
     @property
-    def precision_pct(self) -> float | None:
-        if self.max_rps is None or self.first_failing_rps is None:
+    def verdict(self) -> str:
+        if self.high <= self.bound:
+            return PASS
+        if self.low > self.bound:
+            return FAIL
+        return UNSURE
+
+    def words(self) -> str:
+        if self.key == "error_rate":
+            return f"errors {_pct(self.estimate)} [{_pct(self.low)}, {_pct(self.high)}]"
+        name = self.key.removesuffix("_ms")
+        return f"{name} {_ms(self.estimate)} [{_ms(self.low)}, {_ms(self.high)}] ms"
+
+
+@dataclass(frozen=True)
+class Level:
+    """Everything measured at one rate, judged."""
+
+    rate: float
+    steps: tuple[int, ...]
+    windows: int
+    requests: int
+    metrics: tuple[MetricInterval, ...]
+    #: each hard constraint broken here: name -> (share of the runs that broke it, why)
+    broken: dict[str, tuple[float, str]]
+    #: the fitted (isotonic) latency of each bound here, ms
+    fitted_ms: dict[str, float]
+    verdict: str  # PASS, FAIL, UNSURE
+
+    @property
+    def runs(self) -> int:
+        return len(self.steps)
+
+    def metric(self, key: str) -> MetricInterval | None:
+        return next((m for m in self.metrics if m.key == key), None)
+
+    def words(self) -> str:
+        parts = [m.words() for m in self.metrics]
+        parts += [f"{HARD_NAMES.get(name, name)} in {share:.0%} of runs" for name, (share, _) in self.broken.items()]
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class Boundary:
+    """Where the SLO stops being met, with its interval (req/s)."""
+
+    low_rps: float  # 0.0: no rate was under every bound
+    high_rps: float  # math.inf: no rate was over one
+    estimate_rps: float | None  # None: not bracketed
+    highest_pass_rps: float | None  # the highest rate under the boundary that passed on its own interval
+    first_over_rps: float | None  # the first rate over a bound under the fitted curve
+    under_rps: float | None  # the rate just below it (the fitted curve's last rate under every bound)
+    binding: str | None  # the constraint that binds: an SLO key, "error_rate" or a HARD_NAMES key
+    binding_words: str | None
+    cliff: str | None  # the latency jump at the boundary, when it is a cliff
+
+    @property
+    def width_pct(self) -> float | None:
+        if self.low_rps <= 0 or not math.isfinite(self.high_rps):
             return None
-        return round((self.first_failing_rps - self.max_rps) / self.max_rps * 100.0, 2)
+        return (self.high_rps - self.low_rps) / self.low_rps * 100.0
 
 
-def next_rate(low: float | None, high: float | None, start: float) -> float:
-    if low is None and high is None:
-        return start
-    if high is None:
-        return (low or start) * 2
-    if low is None:
-        return high / 2
-    return round((low + high) / 2, 3)
+@dataclass(frozen=True)
+class Judgement:
+    levels: tuple[Level, ...]
+    boundary: Boundary
+    #: the runs the generator bounded (not in the fit)
+    generator_runs: tuple[RunEvidence, ...] = ()
+    #: the runs that said nothing of the server (not in the fit), in the order they ran
+    invalid_runs: tuple[RunEvidence, ...] = ()
+    #: the last run was one of those
+    last_invalid: RunEvidence | None = None
+
+
+def _ms(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if not math.isfinite(value):
+        return "∞"
+    return f"{value:.3g}" if value < 100 else f"{value:.0f}"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2%}"
+
+
+def _group(runs: Sequence[RunEvidence]) -> list[list[RunEvidence]]:
+    by_rate: dict[float, list[RunEvidence]] = {}
+    for run in runs:
+        by_rate.setdefault(round(run.rate, 6), []).append(run)
+    return [by_rate[rate] for rate in sorted(by_rate)]
+
+
+def _first_over(over: Sequence[bool]) -> int | None:
+    return next((i for i, flag in enumerate(over) if flag), None)
+
+
+def judge(
+    runs: Sequence[RunEvidence], bounds: Bounds, cliff_factor: float = 3.0, replicates: int = REPLICATES, seed: int = 0
+) -> Judgement:
+    """Every rate's verdict, the fitted curve, and the boundary with its interval."""
+    rng = np.random.default_rng(seed)
+    groups = _group([r for r in runs if r.generator is None and r.invalid is None])
+    rates = [group[0].rate for group in groups]
+    keys = list(bounds.latency_ms)
+    caps = {key: bounds.latency_ms[key] * _CAP_FACTOR for key in keys}
+    estimates: dict[str, list[float]] = {key: [] for key in keys}
+    reps: dict[str, list[np.ndarray]] = {key: [] for key in keys}
+    error_reps: list[np.ndarray] = []
+    weights: list[float] = []
+    request_weights: list[float] = []
+    partial: list[tuple[list[RunEvidence], tuple[MetricInterval, ...], dict[str, tuple[float, str]]]] = []
+    for group in groups:
+        windows = [w for run in group for w in run.windows]
+        metrics = []
+        for key in keys:
+            estimate, replicate = percentile_interval(windows, PERCENTILE_OF[key], rng, replicates)
+            low, high = interval(replicate)
+            metrics.append(MetricInterval(key, bounds.latency_ms[key], estimate, low, high))
+            estimates[key].append(min(estimate, caps[key]) if estimate is not None else caps[key])
+            reps[key].append(np.minimum(replicate, caps[key]))
+        errors = error_rate_replicates(windows, rng, replicates)
+        low, high = interval(errors)
+        metrics.append(MetricInterval("error_rate", bounds.error_rate, error_rate(windows), low, high))
+        error_reps.append(errors)
+        weights.append(max(1.0, float(sum(w.successes for w in windows))))
+        request_weights.append(max(1.0, float(sum(w.requests for w in windows))))
+        broken: dict[str, tuple[float, str]] = {}
+        for name in HARD_NAMES:
+            reasons = [why for run in group for broken_name, why in run.broken if broken_name == name]
+            if reasons:
+                broken[name] = (len(reasons) / len(group), reasons[-1])
+        partial.append((group, tuple(metrics), broken))
+    # the fitted curve of each bound (log latency), the error rate, and the point verdicts
+    fitted = {key: isotonic_increasing([math.log(v) for v in estimates[key]], weights) for key in keys}
+    fitted_errors = isotonic_increasing([m[1][-1].estimate or 0.0 for m in partial], request_weights)
+    levels: list[Level] = []
+    over_full: list[bool] = []
+    for index, (group, judged, broken) in enumerate(partial):
+        hard_all = any(share >= 1.0 for share, _ in broken.values())
+        if any(m.verdict == FAIL for m in judged) or hard_all:
+            verdict = FAIL
+        elif all(m.verdict == PASS for m in judged) and not broken:
+            verdict = PASS
+        else:
+            verdict = UNSURE
+        levels.append(
+            Level(
+                rate=group[0].rate,
+                steps=tuple(run.step for run in group),
+                windows=sum(len(run.windows) for run in group),
+                requests=sum(w.requests for run in group for w in run.windows),
+                metrics=judged,
+                broken=broken,
+                fitted_ms={key: math.exp(fitted[key][index]) for key in keys},
+                verdict=verdict,
+            )
+        )
+        over_full.append(
+            any(fitted[key][index] > math.log(bounds.latency_ms[key]) for key in keys)
+            or fitted_errors[index] > bounds.error_rate
+            or any(share >= 0.5 for share, _ in broken.values())
+        )
+    low, high = _bootstrap_bracket(rates, keys, reps, error_reps, weights, request_weights, partial, bounds, rng, replicates)
+    boundary = _boundary(levels, over_full, bounds, low, high, cliff_factor)
+    return Judgement(
+        tuple(levels),
+        boundary,
+        tuple(r for r in runs if r.generator is not None),
+        tuple(r for r in runs if r.invalid is not None),
+        runs[-1] if runs and runs[-1].invalid is not None else None,
+    )
+
+
+def _bootstrap_bracket(
+    rates: list[float],
+    keys: list[str],
+    reps: dict[str, list[np.ndarray]],
+    error_reps: list[np.ndarray],
+    weights: list[float],
+    request_weights: list[float],
+    partial: list[tuple[list[RunEvidence], tuple[MetricInterval, ...], dict[str, tuple[float, str]]]],
+    bounds: Bounds,
+    rng: np.random.Generator,
+    replicates: int,
+) -> tuple[float, float]:
+    """The boundary's interval: per replicate, the curve refitted and its pair (last rate under every
+    bound, first over one) found; from the 2.5 % quantile of the lower ends to the 97.5 % of the upper."""
+    if not rates:
+        return 0.0, math.inf
+    shares = np.array([max((s for s, _ in broken.values()), default=0.0) for _, _, broken in partial])
+    logs = {key: np.log(np.vstack(reps[key])) for key in keys}  # levels x replicates
+    errors = np.vstack(error_reps)
+    over = rng.random((replicates, len(rates))) < shares[None, :]
+    for key in keys:
+        over |= isotonic_increasing_rows(logs[key].T, weights) > math.log(bounds.latency_ms[key])
+    over |= isotonic_increasing_rows(errors.T, request_weights) > bounds.error_rate
+    any_over = over.any(axis=1)
+    first = np.where(any_over, over.argmax(axis=1), len(rates))
+    levels = np.asarray([*rates, math.inf])
+    below = np.concatenate([[0.0], np.asarray(rates)])
+    highs = levels[first]
+    lows = np.where(any_over, below[first], rates[-1])
+    tail = 0.025
+    return float(np.quantile(lows, tail, method="lower")), float(np.quantile(highs, 1 - tail, method="higher"))
+
+
+def _boundary(levels: list[Level], over: list[bool], bounds: Bounds, low: float, high: float, cliff_factor: float) -> Boundary:
+    if not levels:
+        return Boundary(0.0, math.inf, None, None, None, None, None, None, None)
+    first = _first_over(over)
+    below = levels[:first] if first is not None else levels
+    passing = [level.rate for level in below if level.verdict == PASS]
+    highest_pass = max(passing) if passing else None
+    if first is None or first == 0:
+        binding, words = (None, None) if first is None else _binding(levels[0], None, bounds)[1:]
+        top = levels[-1].rate if first is None else None
+        return Boundary(low, high, None, highest_pass, levels[0].rate if first == 0 else None, top, binding, words, None)
+    a, b = levels[first - 1], levels[first]
+    crossing, binding, words = _binding(b, a, bounds)
+    cliff = _cliff(a, b, cliff_factor)
+    estimate = (a.rate + b.rate) / 2.0 if cliff else crossing
+    return Boundary(low, high, estimate, highest_pass, b.rate, a.rate, binding, words, cliff)
+
+
+def _binding(over: Level, under: Level | None, bounds: Bounds) -> tuple[float, str | None, str | None]:
+    """(the lowest crossing between `under` and `over`, the constraint that gives it, in words)."""
+    found: list[tuple[float, str, str]] = []
+    midpoint = (under.rate + over.rate) / 2.0 if under is not None else over.rate
+    for key, bound in bounds.latency_ms.items():
+        if over.fitted_ms[key] > bound:
+            crossing = (
+                log_crossing(under.rate, under.fitted_ms[key], over.rate, over.fitted_ms[key], bound)
+                if under is not None
+                else over.rate
+            )
+            metric = over.metric(key)
+            measured = metric.words() if metric else ""
+            found.append((crossing, key, f"{key.removesuffix('_ms')} ≤ {bound:g} ms: {measured} at {over.rate:g} req/s"))
+    errors = over.metric("error_rate")
+    if errors is not None and errors.estimate is not None and errors.estimate > bounds.error_rate:
+        under_rate = (under.metric("error_rate") or errors).estimate if under is not None else None
+        if under is not None and under_rate is not None and under_rate < bounds.error_rate < errors.estimate:
+            share = (bounds.error_rate - under_rate) / (errors.estimate - under_rate)
+            crossing = under.rate + share * (over.rate - under.rate)
+        else:
+            crossing = midpoint
+        found.append((crossing, "error_rate", f"errors ≤ {bounds.error_rate:.2%}: {errors.words()} at {over.rate:g} req/s"))
+    for name, (share, why) in over.broken.items():
+        if share >= 0.5:
+            found.append((midpoint, name, why))
+    if not found:  # over only in the fit's pooling: the latency named by its fitted value
+        key = max(bounds.latency_ms, key=lambda k: over.fitted_ms[k] / bounds.latency_ms[k])
+        return midpoint, key, f"{key.removesuffix('_ms')} ≤ {bounds.latency_ms[key]:g} ms (fitted) at {over.rate:g} req/s"
+    crossing, key, words = min(found, key=lambda item: item[0])
+    return crossing, key, words
+
+
+def _cliff(under: Level, over: Level, factor: float) -> str | None:
+    jumps = [(over.fitted_ms[key] / under.fitted_ms[key], key) for key in under.fitted_ms if under.fitted_ms[key] > 0]
+    if not jumps:
+        return None
+    jump, key = max(jumps)
+    if jump <= factor:
+        return None
+    name = key.removesuffix("_ms")
+    return (
+        f"a cliff: {name} jumps {jump:.1f}x ({_ms(under.fitted_ms[key])} → {_ms(over.fitted_ms[key])} ms) between"
+        f" {under.rate:g} and {over.rate:g} req/s"
+    )
+
+
+# -- where to measure next ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class NextRun:
+    rate: float
+    why: str
+
+
+@dataclass(frozen=True)
+class SearchEnd:
+    """Why the search ended: precision, noise, no-pass, ceiling, steps, budget, generator, broken, interrupted."""
+
+    reason: str
+    words: str
+
+
+def _far_from(rate: float, rates: Sequence[float], share: float) -> bool:
+    return all(abs(rate - other) > share * other for other in rates)
+
+
+def next_run(judgement: Judgement, search: CapacitySearch, steps_done: int) -> NextRun | SearchEnd:
+    """The next rate to measure, or why the search is over."""
+    if judgement.generator_runs:
+        run = judgement.generator_runs[-1]
+        return SearchEnd("generator", f"the load generator is the limit at {run.rate:g} req/s: {run.generator}")
+    levels = judgement.levels
+    precision = search.precision_pct / 100.0
+    # the generator's calibrated roofline, and never above what a scenario may ask (a step there is refused)
+    ceiling = min(search.ceiling_rps if search.ceiling_rps is not None else math.inf, MAX_RATE)
+    if steps_done >= search.max_steps:
+        return SearchEnd("steps", f"the search made its {search.max_steps} runs")
+    lagged = judgement.last_invalid
+    if lagged is not None:
+        tries = [run for run in judgement.invalid_runs if round(run.rate, 6) == round(lagged.rate, 6)]
+        if len(tries) >= MAX_INVALID_RUNS:
+            return SearchEnd(
+                "generator",
+                f"the load generator is the limit at {lagged.rate:g} req/s: {len(tries)} runs in a row, {lagged.invalid}",
+            )
+        return NextRun(lagged.rate, f"the generator lagged ({lagged.invalid}): measured again")
+    if not levels:
+        return NextRun(min(search.start_rps, ceiling), "the start rate")
+    again = search.runs_per_rate
+    for level in levels:  # a fail below a pass: measure the fail again (two trials must agree)
+        higher_pass = [other for other in levels if other.rate > level.rate and other.verdict == PASS]
+        if level.verdict == FAIL and higher_pass and level.runs < again:
+            return NextRun(level.rate, f"failed below {higher_pass[0].rate:g} req/s, which passed: measured again")
+    boundary = judgement.boundary
+    rates = [level.rate for level in levels]
+    step_out = 1.0 + max(2.0 * precision, 0.2)
+    if not math.isfinite(boundary.high_rps):  # nothing is surely over: go up
+        top = levels[-1]
+        if top.verdict == UNSURE and top.runs < again:
+            return NextRun(top.rate, "unsure: measured again")
+        if top.rate >= ceiling:
+            why = "the most a scenario may ask" if ceiling >= MAX_RATE else "the generator's calibrated roofline"
+            return SearchEnd("ceiling", f"no rate above {ceiling:g} req/s is offered ({why})")
+        factor = 2.0 if top.verdict == PASS else step_out
+        return NextRun(min(top.rate * factor, ceiling), "bracketing: above every rate so far")
+    if boundary.low_rps <= 0:  # nothing is surely under: go down
+        bottom = levels[0]
+        if bottom.verdict == UNSURE and bottom.runs < again:
+            return NextRun(bottom.rate, "unsure: measured again")
+        rate = bottom.rate / (2.0 if bottom.verdict == FAIL else step_out)
+        if rate < search.start_rps * search.min_share:
+            return SearchEnd("no-pass", f"no rate down to {bottom.rate:g} req/s met the SLO")
+        floor = search.lowest_decidable_rps
+        if rate < floor:
+            if bottom.rate > floor * 1.0001:
+                return NextRun(round(floor, 3), "bracketing: the lowest rate a run can decide")
+            return SearchEnd(
+                "no-pass",
+                f"no rate down to {bottom.rate:g} req/s was surely under the SLO, and a run at a lower rate cannot hold the"
+                " requests its percentile needs (longer runs: --max-windows, --window)",
+            )
+        return NextRun(rate, "bracketing: below every rate so far")
+    low, high = boundary.low_rps, boundary.high_rps
+    under = boundary.under_rps or low
+    over = boundary.first_over_rps or high
+    if high / low - 1.0 <= precision + 1e-9 and over / under - 1.0 <= precision + 1e-9:
+        return SearchEnd(
+            "precision", f"the boundary's interval [{low:.4g}, {high:.4g}] req/s is within {search.precision_pct:g} %"
+        )
+    estimate = boundary.estimate_rps or math.sqrt(low * high)
+    inside = [level for level in levels if min(low, under) <= level.rate <= max(high, over)]
+    unsure = [level for level in inside if level.verdict == UNSURE and level.runs < again]
+    if unsure:
+        nearest = min(unsure, key=lambda level: abs(level.rate - estimate))
+        return NextRun(nearest.rate, "unsure: measured again")
+    gap = max(precision / 4.0, 0.01)
+    if over / under - 1.0 > 2.0 * precision:  # a wide bracket: the estimate steers, within its middle half
+        quarter = (over - under) / 4.0
+        probe = min(max(estimate / (1.0 + 0.4 * precision), under + quarter), over - quarter)
+        if _far_from(probe, rates, gap):
+            return NextRun(round(probe, 3), f"just under the estimate {estimate:.4g} req/s, inside the bracket")
+    for probe, why in ((estimate / (1.0 + 0.4 * precision), "just under"), (estimate * (1.0 + 0.4 * precision), "just over")):
+        if max(low, under / (1.0 + precision)) < probe < min(high, over * (1.0 + precision)) and _far_from(probe, rates, gap):
+            return NextRun(round(probe, 3), f"{why} the estimate {estimate:.4g} req/s")
+    span = [r for r in rates if low <= r <= high]
+    gaps = [(b / a, a, b) for a, b in itertools.pairwise(span) if b / a - 1.0 > precision]
+    if over / under - 1.0 > precision:
+        gaps.append((over / under, under, over))
+    if gaps:
+        _, a, b = max(gaps)
+        return NextRun(round((a + b) / 2.0, 3), "bisecting the widest gap in the interval")
+    return SearchEnd(
+        "noise",
+        f"the boundary's interval [{low:.4g}, {high:.4g}] req/s is wider than {search.precision_pct:g} % although the"
+        " rates measured in it are closer than that: it is as sharp as this machine's noise allows at this step length",
+    )
+
+
+# -- the search and its verification --------------------------------------------------------------------
+@dataclass(frozen=True)
+class VerifyRun:
+    """An independent run below or above the boundary, judged on its own."""
+
+    side: str  # "below" | "above"
+    factor: float  # its rate / the estimate
+    level: Level
+
+    @property
+    def as_expected(self) -> bool:
+        return self.level.verdict == (PASS if self.side == "below" else FAIL)
+
+    def words(self) -> str:
+        rate = self.level.rate
+        verdict = {PASS: "meets the SLO", FAIL: "does not", UNSURE: "is within the noise of it"}[self.level.verdict]
+        if self.side == "above" and self.level.verdict == PASS:
+            verdict = "meets it too"
+        return f"{self.factor:.2g}x ({rate:g} req/s) {verdict} ({self.level.words()})"
+
+
+@dataclass(frozen=True)
+class Verification:
+    runs: tuple[VerifyRun, ...]
+
+    @property
+    def verified(self) -> bool | None:
+        """True when every run went its side's way, False when one went the other way, None otherwise."""
+        if not self.runs:
+            return None
+        if all(run.as_expected for run in self.runs):
+            return True
+        if any(run.level.verdict not in (UNSURE,) and not run.as_expected for run in self.runs):
+            return False
+        return None
+
+    def words(self) -> str:
+        lead = {True: "verified", False: "NOT verified", None: "not verified (within noise)"}[self.verified]
+        return f"{lead}: " + ", ".join(run.words() for run in self.runs)
+
+
+def verification_rates(boundary: Boundary) -> list[tuple[str, float]]:
+    """The independent runs: 0.9x the estimate (or the interval's low end, if lower) and 1.1x (or its
+    high end, if higher); below only when the boundary has no upper end."""
+    if boundary.estimate_rps is None:
+        base = boundary.low_rps if boundary.low_rps > 0 else None
+        return [] if base is None else [("below", round(base * 0.9, 3))]
+    estimate = boundary.estimate_rps
+    below = min(estimate * 0.9, boundary.low_rps) if boundary.low_rps > 0 else estimate * 0.9
+    out = [("below", round(below, 3))]
+    if math.isfinite(boundary.high_rps):
+        out.append(("above", round(max(estimate * 1.1, boundary.high_rps), 3)))
+    return out
+
+
+@dataclass
+class CapacityAnswer:
+    judgement: Judgement
+    end: SearchEnd
+    runs: list[RunEvidence] = field(default_factory=list)
+    verification: Verification | None = None
+    #: the verification went the other way, so the answer (`judgement`) took its runs into the fit; the
+    #: verification was made around `searched` (the search's own boundary)
+    refit: bool = False
+    searched: Boundary | None = None
+
+
+Measure = Callable[[float, str], "RunEvidence | SearchEnd"]
 
 
 def search_capacity(
-    measure: Callable[[float], Verdict],
+    measure: Measure,
     search: CapacitySearch,
-    low: float | None = None,
-    high: float | None = None,
-    done: int = 0,
+    bounds: Bounds,
+    runs: Sequence[RunEvidence] = (),
     may_continue: Callable[[], bool] = lambda: True,
+    verified: Sequence[RunEvidence] = (),
 ) -> CapacityAnswer:
-    """Run `measure(rate)` at the rates the search picks; `low`/`high`/`done` resume an earlier search."""
-    steps = done
-    while steps < search.max_steps and may_continue():
-        if low is not None and high is not None and (high - low) / low * 100.0 <= search.precision_pct:
-            return CapacityAnswer(low, high, None, steps)
-        if low is None and high is not None and high < search.start_rps * search.min_share:
-            return CapacityAnswer(None, high, None, steps)
-        rate = next_rate(low, high, search.start_rps)
-        verdict = measure(rate)
-        steps += 1
-        if verdict is Verdict.PASS:
-            low = rate
-        elif verdict is Verdict.FAIL:
-            high = rate
-        else:
-            return CapacityAnswer(low, high, verdict, steps)
-    return CapacityAnswer(low, high, None, steps)
+    """Measure (`measure(rate, role)`, role "search" or "verify") until the boundary is within the
+    precision or a budget ends it, then verify it. `runs` and `verified` resume an earlier search."""
+    evidence = list(runs)
+    while True:
+        judgement = judge(evidence, bounds, search.cliff_factor)
+        step = next_run(judgement, search, len(evidence))
+        if isinstance(step, SearchEnd):
+            end = step
+            break
+        if not may_continue():
+            end = SearchEnd("budget", "the time budget would end during the next run")
+            break
+        outcome = measure(step.rate, "search")
+        if isinstance(outcome, SearchEnd):
+            end = outcome
+            break
+        evidence.append(outcome)
+    answer = CapacityAnswer(judgement, end, evidence)
+    if not search.verify or end.reason in ("broken", "interrupted", "no-pass"):
+        return answer
+    checks = list(verified)
+    valid = [run for run in checks if run.invalid is None and run.generator is None]
+    for _side, rate in verification_rates(judgement.boundary)[len(valid) :]:
+        for _attempt in range(MAX_INVALID_RUNS):  # a run the generator stalled is measured again
+            if not may_continue():
+                break
+            outcome = measure(rate, "verify")
+            if isinstance(outcome, SearchEnd):
+                if outcome.reason in ("broken", "interrupted"):
+                    answer.end = outcome
+                answer.verification = verify_runs(checks, judgement.boundary, bounds)
+                return answer
+            checks.append(outcome)
+            if outcome.invalid is None:
+                break
+    answer.verification = verify_runs(checks, judgement.boundary, bounds)
+    if answer.verification.verified is False:
+        # a run went the other way: the machine's noise moved between the search and its check. The
+        # answer takes every run into its fit (its interval widens to what they say together)
+        answer.searched = judgement.boundary
+        answer.judgement = judge([*evidence, *checks], bounds, search.cliff_factor)
+        answer.refit = True
+    return answer
+
+
+def verify_runs(checks: Sequence[RunEvidence], boundary: Boundary, bounds: Bounds) -> Verification:
+    """Each verification run judged on its own, with its side and factor."""
+    out = []
+    base = boundary.estimate_rps or boundary.low_rps or 1.0
+    sides = [side for side, _ in verification_rates(boundary)]
+    valid = [run for run in checks if run.invalid is None and run.generator is None]
+    for side, run in zip(sides, valid, strict=False):
+        level = judge([run], bounds, replicates=REPLICATES).levels
+        if level:
+            out.append(VerifyRun(side, run.rate / base, level[0]))
+    return Verification(tuple(out))

@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from inferload.errors import InferloadError
+from inferload.errors import UsageError
 from inferload.results.repeats import format_repeats, repetition_folder, write_repeats
 from inferload.scenario.loader import load_scenario
 
@@ -19,9 +19,9 @@ EXIT_USAGE = 2
 def cmd_run_repeated(args: argparse.Namespace, scenario_name: str, run_once: Callable[[argparse.Namespace, Any], int]) -> int:
     """`--repeat N`: N headless runs into repeat-NN/ folders, then repeat.json (each figure's 95 % interval)."""
     if args.repeat < 2:
-        raise InferloadError(f"--repeat: expected 2 or more runs; got {args.repeat}")
+        raise UsageError(f"--repeat: expected 2 or more runs; got {args.repeat}")
     if not args.headless:
-        raise InferloadError("--repeat needs --headless (each repetition runs to its end by itself)")
+        raise UsageError("--repeat needs --headless (each repetition runs to its end by itself)")
     run_id = args.run_id or f"{scenario_name}-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
     out = args.out or Path("results") / run_id
     folders: list[Path] = []

@@ -7,7 +7,16 @@ with `POST v2/repository/models/<m>/load` and the config as an override: no rest
 the model is unregistered and registered again from its archive with `batch_size`,
 `max_batch_delay` and `initial_workers` (management API; the local server enables it on loopback).
 Both read the applied settings back from the server (Triton's model config; TorchServe's describe-
-model) and refuse to go on when they differ from what was asked. `restore()` puts the original back.
+model) and refuse to go on when they differ from what was asked. Before the first change, the
+original settings are written to the journal of server changes (`inferload.run.server_changes`);
+`restore()` puts them back as found (Triton: unload and load from config.pbtxt; TorchServe: register
+as described), only when something was changed, and then forgets the entry, so a tune killed in
+between leaves what `inferload restore` needs.
+
+A server that will refuse every candidate is a `ChangesRefused`, said once with what to do: a
+TorchServe whose management API has model control off (TorchServe 0.12's default,
+``enable_model_api=false``: HTTP 405) or wants its management key (HTTP 400 InvalidKeyException),
+a Triton ensemble (its steps batch and run; Triton refuses an ``instance_group`` on it).
 """
 
 from __future__ import annotations
@@ -17,10 +26,17 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from inferload.errors import InferloadError
+from inferload.run.server_changes import (
+    JournalEntry,
+    ServerJournal,
+    restore_torchserve_registration,
+    restore_triton_config,
+)
 from inferload.tune.candidates import Candidate, TorchServeCandidate, TritonCandidate
 
 LOAD_TIMEOUT_S = 300.0
@@ -28,6 +44,28 @@ LOAD_TIMEOUT_S = 300.0
 
 class ConfigError(InferloadError):
     """The server refused a candidate, or runs something else than was asked."""
+
+
+class ChangesRefused(ConfigError):
+    """The server will refuse every candidate (its settings, not the candidate's): the search of that
+    server ends at once, with what to do."""
+
+
+class HttpRefusal(ConfigError):
+    """A call the server answered with an HTTP error: its status, and its error type and message when
+    it answered JSON (TorchServe's ``{"code", "type", "message"}``, Triton's ``{"error"}``)."""
+
+    def __init__(self, method: str, url: str, status: int, body: str) -> None:
+        self.status = status
+        try:
+            answer = json.loads(body)
+        except ValueError:
+            answer = None
+        fields = answer if isinstance(answer, dict) else {}
+        self.kind = str(fields.get("type") or "")
+        self.message = str(fields.get("message") or fields.get("error") or body.strip()[:300])
+        self.call = f"{method} {urllib.parse.urlsplit(url).path}"
+        super().__init__(f"{method} {url}: HTTP {status}{' ' + self.kind if self.kind else ''}: {self.message}")
 
 
 def _call(method: str, url: str, body: bytes | None = None, headers: dict[str, str] | None = None, timeout: float = 30.0) -> Any:
@@ -38,11 +76,44 @@ def _call(method: str, url: str, body: bytes | None = None, headers: dict[str, s
         with urllib.request.urlopen(request, timeout=timeout) as response:
             text = response.read().decode("utf-8", "replace")
     except urllib.error.HTTPError as error:
-        detail = error.read().decode("utf-8", "replace")[:300]
-        raise ConfigError(f"{method} {url}: HTTP {error.code}: {detail}") from None
+        raise HttpRefusal(method, url, error.code, error.read().decode("utf-8", "replace")) from None
     except (urllib.error.URLError, OSError) as error:
         raise ConfigError(f"{method} {url}: {getattr(error, 'reason', error)}") from None
     return json.loads(text) if text.strip() else {}
+
+
+def _torchserve_refusal(error: HttpRefusal, url: str, model: str) -> ConfigError:
+    """What a TorchServe management API's refusal means, and what to do; other errors as they are."""
+    answered = f"{error.call} answered HTTP {error.status}{' ' + error.kind if error.kind else ''}: {error.message}"
+    if error.status == 405 or error.kind == "MethodNotAllowedException":
+        return ChangesRefused(
+            f"TorchServe at {url} refuses to change model {model!r} ({answered}): its management API has model"
+            " control off, TorchServe 0.12's default (enable_model_api=false). Start it with enable_model_api=true in"
+            " config.properties (or torchserve --enable-model-api) to let inferload tune re-register the model; nothing"
+            " was changed"
+        )
+    if error.kind == "InvalidKeyException" or error.status == 401:
+        return ChangesRefused(
+            f"TorchServe at {url} wants its management key ({answered}): set the target's token_file to the"
+            " key_file.json TorchServe wrote in its working folder (tune sends its management key), or start TorchServe"
+            " with disable_token_authorization=true; nothing was changed"
+        )
+    return error
+
+
+def _triton_ensemble_refusal(config: dict[str, Any], model: str) -> ChangesRefused | None:
+    """A Triton ensemble: what can be tuned instead (its steps); None for any other model."""
+    scheduling = config.get("ensemble_scheduling")
+    if config.get("platform") != "ensemble" and not scheduling:
+        return None
+    steps = [str(step.get("model_name")) for step in (scheduling or {}).get("step", []) if isinstance(step, dict)]
+    named = f": {', '.join(dict.fromkeys(steps))}" if steps else ""
+    return ChangesRefused(
+        f"model {model!r} is an ensemble (platform: ensemble): Triton batches and runs its steps, each with its own"
+        " dynamic_batching and instance_group, so it has none of its own to tune (Triton refuses an instance_group on"
+        f" an ensemble). Tune its steps instead{named}: each as the target of a scenario of its own (--triton-url"
+        " the same); nothing was changed"
+    )
 
 
 @dataclass
@@ -53,6 +124,21 @@ class TritonConfigurator:
     model: str
     headers: dict[str, str] = field(default_factory=dict)
     original: dict[str, Any] | None = None
+    #: where the original is written before the first change (None: nowhere, for tests of the loop only)
+    journal: ServerJournal | None = None
+    #: how `inferload restore` reaches the server again (no secrets: see `server_changes.access_headers`)
+    access: dict[str, Any] = field(default_factory=dict)
+    entry: JournalEntry | None = None
+    #: a candidate's config was loaded (restore() then puts the original back)
+    changed: bool = False
+
+    def current(self) -> dict[str, Any]:
+        """The model's config as the server runs it now."""
+        return self.read()
+
+    def fragment_options(self) -> dict[str, Any]:
+        """What the config fragment needs beyond the settings (nothing for Triton)."""
+        return {}
 
     def read(self) -> dict[str, Any]:
         config = _call("GET", f"{self.url}/v2/models/{self.model}/config", headers=self.headers)
@@ -62,6 +148,7 @@ class TritonConfigurator:
 
     def _load(self, config: dict[str, Any]) -> None:
         body = json.dumps({"parameters": {"config": json.dumps(config)}}).encode()
+        self.changed = True
         _call("POST", f"{self.url}/v2/repository/models/{self.model}/load", body, self.headers, timeout=LOAD_TIMEOUT_S)
 
     def apply(self, candidate: Candidate) -> dict[str, Any]:
@@ -69,6 +156,11 @@ class TritonConfigurator:
             raise TypeError("a Triton candidate is needed")
         if self.original is None:
             self.original = self.read()
+        ensemble = _triton_ensemble_refusal(self.original, self.model)
+        if ensemble is not None:
+            raise ensemble
+        if self.journal is not None and self.entry is None:  # written down before anything changes
+            self.entry = self.journal.record("triton-model-config", self.url, self.model, self.original, self.access)
         config = copy.deepcopy(self.original)
         if candidate.batching:
             if int(config.get("max_batch_size", 0)) <= 0:
@@ -95,7 +187,15 @@ class TritonConfigurator:
         checked = ("dynamic_batching", "instance_count", "max_queue_delay_microseconds", "max_batch_size", "preferred_batch_size")
         for key in checked:
             if asked[key] is not None and applied[key] != asked[key]:
-                raise ConfigError(f"Triton runs {key}={applied[key]!r} for {self.model!r}; {asked[key]!r} was loaded")
+                why = (
+                    " (the model sets it itself: a Python model's auto_complete_config, unless Triton runs with"
+                    " --disable-auto-complete-config)"
+                    if key == "dynamic_batching" and applied[key]
+                    else ""
+                )
+                raise ConfigError(
+                    f"Triton loaded {key}={asked[key]!r} for {self.model!r} but its config then says {key}={applied[key]!r}{why}"
+                )
         return applied
 
     def applied(self) -> dict[str, Any]:
@@ -110,9 +210,9 @@ class TritonConfigurator:
             "max_batch_size": int(config.get("max_batch_size", 0)),
         }
 
-    def restore(self) -> None:
-        if self.original is not None:
-            self._load(self.original)
+    def restore(self) -> str | None:
+        """Put the model's config back as found; what was done (None: nothing was changed)."""
+        return _put_back(self, restore_triton_config)
 
 
 @dataclass
@@ -123,9 +223,33 @@ class TorchServeConfigurator:
     model: str
     headers: dict[str, str] = field(default_factory=dict)
     original: dict[str, Any] | None = None
+    journal: ServerJournal | None = None
+    access: dict[str, Any] = field(default_factory=dict)
+    entry: JournalEntry | None = None
+    #: the model was unregistered for a candidate (restore() then registers the original again)
+    changed: bool = False
+
+    def current(self) -> dict[str, Any]:
+        """The model's registration as the server describes it now."""
+        return self.describe()
+
+    def fragment_options(self) -> dict[str, Any]:
+        """The registration call's address and key, and the model's own response timeout."""
+        timeout = (self.original or {}).get("responseTimeout")
+        return {
+            "management_url": self.url,
+            "response_timeout_s": int(timeout) if timeout is not None else None,
+            "management_key": "Authorization" in self.headers,
+        }
+
+    def _call(self, method: str, url: str, timeout: float = 30.0) -> Any:
+        try:
+            return _call(method, url, headers=self.headers, timeout=timeout)
+        except HttpRefusal as error:
+            raise _torchserve_refusal(error, self.url, self.model) from None
 
     def describe(self) -> dict[str, Any]:
-        described = _call("GET", f"{self.url}/models/{urllib.parse.quote(self.model)}", headers=self.headers)
+        described = self._call("GET", f"{self.url}/models/{urllib.parse.quote(self.model)}")
         if not isinstance(described, list) or not described or not isinstance(described[0], dict):
             raise ConfigError(f"{self.url}: describe-model of {self.model!r} answered no model")
         return described[0]
@@ -134,12 +258,11 @@ class TorchServeConfigurator:
         """Unregister the model and register it again from its archive with `candidate`'s settings."""
         if self.original is None:
             self.original = self.describe()
+        if self.journal is not None and self.entry is None:  # written down before anything changes
+            self.entry = self.journal.record("torchserve-registration", self.url, self.model, self.original, self.access)
         current = self.describe()
-        _call(
-            "DELETE",
-            f"{self.url}/models/{urllib.parse.quote(self.model)}/{urllib.parse.quote(current['modelVersion'])}",
-            headers=self.headers,
-        )
+        self._call("DELETE", f"{self.url}/models/{urllib.parse.quote(self.model)}/{urllib.parse.quote(current['modelVersion'])}")
+        self.changed = True
         query = urllib.parse.urlencode(
             {
                 "url": self.original["modelUrl"],
@@ -151,7 +274,7 @@ class TorchServeConfigurator:
                 "synchronous": "true",
             }
         )
-        _call("POST", f"{self.url}/models?{query}", headers=self.headers, timeout=LOAD_TIMEOUT_S)
+        self._call("POST", f"{self.url}/models?{query}", timeout=LOAD_TIMEOUT_S)
 
     def apply(self, candidate: Candidate) -> dict[str, Any]:
         if not isinstance(candidate, TorchServeCandidate):
@@ -160,7 +283,9 @@ class TorchServeConfigurator:
         applied = self.applied()
         for key, asked in candidate.settings().items():
             if applied[key] != asked:
-                raise ConfigError(f"TorchServe runs {key}={applied[key]!r} for {self.model!r}; {asked!r} was registered")
+                raise ConfigError(
+                    f"TorchServe registered {self.model!r} with {key}={asked!r} but describe-model then says {key}={applied[key]!r}"
+                )
         return applied
 
     def applied(self) -> dict[str, Any]:
@@ -172,11 +297,22 @@ class TorchServeConfigurator:
             "workers": len(ready),
         }
 
-    def restore(self) -> None:
-        original = self.original
-        if original is not None:
-            self._register(
-                TorchServeCandidate(
-                    int(original.get("batchSize", 1)), int(original.get("maxBatchDelay", 0)), int(original.get("minWorkers", 1))
-                )
-            )
+    def restore(self) -> str | None:
+        """Register the model again as found; what was done (None: nothing was changed)."""
+        return _put_back(self, restore_torchserve_registration)
+
+
+def _put_back(
+    configurator: TritonConfigurator | TorchServeConfigurator,
+    restore: Callable[[str, str, dict[str, Any], dict[str, str]], str],
+) -> str | None:
+    """A configurator's settings put back as found when it changed them (what was done; None:
+    nothing was changed), and its journal entry forgotten either way."""
+    done = None
+    if configurator.original is not None and configurator.changed:
+        done = restore(configurator.url, configurator.model, configurator.original, configurator.headers)
+        configurator.changed = False
+    if configurator.journal is not None and configurator.entry is not None:
+        configurator.journal.forget(configurator.entry)
+    configurator.entry = None
+    return done

@@ -4,7 +4,7 @@ what it measured (`StepResult`), read back from its own results folder.
 Each step is a separate headless run of a generated scenario (the user's scenario with its shape
 set to the level) in `<sweep out>/steps/<NN>-<level>/`, with `--stop-when-stable`: the run ends
 once its windows agree, or at its duration (the maximum number of windows). The step's client CPU
-is the busiest load-generating process's CPU use over the steady part (`inferload.tune.cpu_sampler`);
+is the busiest load-generating process's CPU use over the steady part (`CpuSampler`);
 the server's memory and the GPU are sampled alongside (`inferload.tune.resources`).
 """
 
@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import asdict, dataclass, replace
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+import psutil
 import yaml
 
 from inferload.measure.stability import StabilityRule, WindowFigures, first_stable_run
@@ -24,8 +26,56 @@ from inferload.results.files import WINDOWS_NAME, read_windows
 from inferload.results.summary_file import SUMMARY_NAME, read_summary
 from inferload.run.child_processes import ChildProcesses
 from inferload.run.command import locust_command
-from inferload.tune.cpu_sampler import CpuSampler
 from inferload.tune.resources import GpuSource, ResourceSampler
+from inferload.tune.sampler_thread import SamplerThread
+
+# -- cpu sampler ------------------------------------------------------------
+# The load generator's own CPU during a step: per load-generating process, over the steady part.
+#
+# A thread samples the CPU time of the step's process and every process under it twice a second
+# (psutil): the Locust process of a local step, or `inferload run --workers` with its master and workers. Afterwards `busiest_cores(t0, t1)` gives the busiest load-generating process's CPU use
+# between two wall-clock times, in cores (1.0 = one full core): a Locust process (gevent) cannot use
+# more than one core, so near 1.0 the generator, not the server, bounds the step. Load-generating
+# processes are the workers of a distributed step (found by `--worker` in their command line), or
+# else the busiest process sampled: the single Locust process of a local one.
+
+
+@dataclass
+class CpuSampler(SamplerThread):
+    thread_name: ClassVar[str] = "inferload-cpu-sampler"
+    pid: int
+    #: pid -> [(wall time, cpu seconds)]
+    samples: dict[int, list[tuple[float, float]]] = field(default_factory=lambda: defaultdict(list))
+    workers: set[int] = field(default_factory=set)
+
+    def sample(self) -> None:
+        try:
+            lead = psutil.Process(self.pid)
+            processes = [lead, *lead.children(recursive=True)]
+        except psutil.Error:
+            return
+        now = time.time()
+        for process in processes:
+            try:
+                times = process.cpu_times()
+                if process.pid not in self.samples and "--worker" in process.cmdline():
+                    self.workers.add(process.pid)
+            except psutil.Error:
+                continue
+            self.samples[process.pid].append((now, times.user + times.system))
+
+    def busiest_cores(self, t0: float, t1: float) -> float | None:
+        """The highest CPU use (cores) of one load-generating process between t0 and t1; None if unknown."""
+        pids = self.workers or set(self.samples)
+        best: float | None = None
+        for pid in pids:
+            inside = [(t, cpu) for t, cpu in self.samples.get(pid, []) if t0 <= t <= t1]
+            if len(inside) < 2 or inside[-1][0] - inside[0][0] <= 0:
+                continue
+            cores = (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0])
+            best = cores if best is None else max(best, cores)
+        return None if best is None else round(best, 3)
+
 
 #: exit codes of `inferload run` that end a sweep: bad scenario/start checks, and signals
 START_FAILED = 2
@@ -45,10 +95,16 @@ class StepPlan:
     max_in_flight: int = 64
     #: the server's process, whose memory (RSS with its children) each step samples; None: not sampled
     server_pid: int | None = None
+    #: `--ramp-hold SPEC` for the one run of the ramp-and-hold mode (instead of --stop-when-stable)
+    ramp_hold: str | None = None
+    #: the step's scenario duration when it is not the stability rule's (the ramp-and-hold run's bound)
+    duration_s: float | None = None
 
     @property
     def max_duration_s(self) -> float:
         """The step's scenario duration: warm-up, the maximum windows, one window of alignment."""
+        if self.duration_s is not None:
+            return self.duration_s
         return self.warmup_s + (self.rule.max_windows + 1) * self.window_s
 
 
@@ -82,9 +138,32 @@ class StepResult:
     gpu_util_pct: float | None = None  # NVML: the busiest GPU's mean utilisation over the steady part (None: no GPU)
     gpu_memory_mib: float | None = None  # NVML: the peak memory used on one GPU during the step
     server_memory_mib: float | None = None  # the server process's peak RSS with its children (None: no pid given)
+    #: the steady windows' p50: the mean of the last third over the mean of the first (a queue that grows: >> 1)
+    p50_trend: float | None = None
+    #: what the step was for: "search" (a sweep's or capacity search's step), "verify" (a capacity's check)
+    role: str = "search"
 
     def as_row(self) -> dict[str, Any]:
         return asdict(self)
+
+
+#: open-loop kinds a step keeps at its level's rate (with their other keys: the law's shape, its seed);
+#: any other shape steps as constant-rate
+RATE_KINDS = ("constant-rate", "poisson", "gamma")
+
+
+def open_loop_step_shape(shape: dict[str, Any], level: float, max_in_flight: int) -> dict[str, Any]:
+    """The scenario's shape at ``level`` req/s: a replay keeps its file and window, rescaled to the
+    level's mean rate and looped (a step lasts as long as the stability rule needs); constant-rate,
+    poisson and gamma keep their law; anything else steps as constant-rate."""
+    kind = shape["kind"]
+    if kind == "replay":
+        replay = {key: value for key, value in shape.items() if key not in ("speed", "rate", "loop")}
+        return {**replay, "rate": level, "loop": True, "max_in_flight": max_in_flight}
+    if kind in RATE_KINDS:
+        kept = {key: value for key, value in shape.items() if key in ("kind", "cv", "seed")}
+        return {**kept, "rate": level, "max_in_flight": max_in_flight}
+    return {"kind": "constant-rate", "rate": level, "max_in_flight": max_in_flight}
 
 
 def step_scenario(base: dict[str, Any], plan: StepPlan, level: float) -> dict[str, Any]:
@@ -96,8 +175,7 @@ def step_scenario(base: dict[str, Any], plan: StepPlan, level: float) -> dict[st
     data["warmup"] = plan.warmup_s
     data["window"] = plan.window_s
     if plan.open_loop:
-        kind = base["shape"]["kind"] if base["shape"]["kind"] in ("constant-rate", "poisson") else "constant-rate"
-        data["shape"] = {"kind": kind, "rate": level, "max_in_flight": plan.max_in_flight}
+        data["shape"] = open_loop_step_shape(base["shape"], level, plan.max_in_flight)
     else:
         data["shape"] = {"kind": "steady", "users": int(level)}
     return data
@@ -112,13 +190,17 @@ def run_step(
     out: Path,
     check_first: bool,
     gpu: GpuSource | None = None,
+    role: str = "search",
 ) -> StepResult:
     """Run one step as a child `inferload run --headless` and read back what it measured."""
     folder = out / "steps" / f"{index:02d}-{level:g}"
     folder.mkdir(parents=True, exist_ok=True)
     scenario_path = folder / "scenario.yaml"
     scenario_path.write_text(yaml.safe_dump(step_scenario(base, plan, level), sort_keys=False))
-    locust_options = ["--stop-when-stable", f"{plan.rule.windows},{plan.rule.tolerance_pct:g}", "--only-summary"]
+    if plan.ramp_hold is not None:
+        locust_options = ["--ramp-hold", plan.ramp_hold, "--only-summary"]
+    else:
+        locust_options = ["--stop-when-stable", f"{plan.rule.windows},{plan.rule.tolerance_pct:g}", "--only-summary"]
     locust_options += [
         "--no-report",
         "--loglevel",
@@ -148,7 +230,8 @@ def run_step(
         finally:
             sampler.stop()
             resources.stop()
-    return read_step(index, level, folder / "results", plan, code, time.monotonic() - started, sampler, resources)
+    step = read_step(index, level, folder / "results", plan, code, time.monotonic() - started, sampler, resources)
+    return replace(step, role=role)
 
 
 def read_step(
@@ -172,6 +255,7 @@ def read_step(
     server = target.server_side
     open_loop = target.open_loop
     windows = steady_windows(results, plan.target)
+    trend = p50_trend(results, plan.target)
     steady_to = steady_from + float(summary.steady_s or 0.0)
     used = resources.figures(steady_from, steady_to) if resources else None
     return replace(
@@ -197,6 +281,7 @@ def read_step(
         gpu_util_pct=used.gpu_util_pct if used else None,
         gpu_memory_mib=used.gpu_memory_mib if used else None,
         server_memory_mib=used.server_memory_mib if used else None,
+        p50_trend=trend,
     )
 
 
@@ -211,6 +296,20 @@ def steady_windows(results: Path, target: str) -> list[WindowFigures]:
         if phase == "steady"
     ]
     return rows[:-1]
+
+
+def p50_trend(results: Path, target: str) -> float | None:
+    """How the p50 moved over the steady windows (the last, cut by the stop, left out): the mean of the
+    last third over the mean of the first third; None with fewer than 3 windows or an empty one."""
+    series = read_windows(results / WINDOWS_NAME).by_target.get(target)
+    if series is None:
+        return None
+    p50s = [p50 for phase, p50 in zip(series.phase, series.p50_ms, strict=True) if phase == "steady"][:-1]
+    if len(p50s) < 3 or any(p50 is None or p50 <= 0 for p50 in p50s):
+        return None
+    third = max(1, len(p50s) // 3)
+    first, last = p50s[:third], p50s[-third:]
+    return round(sum(v for v in last if v) / len(last) / (sum(v for v in first if v) / len(first)), 3)
 
 
 def _num(value: float | int | None) -> float | None:

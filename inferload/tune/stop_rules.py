@@ -10,7 +10,8 @@
    overloaded server's queue is in it);
 4. **errors** pass their bound;
 5. the server is **saturated**: arrivals went unsent (every sender busy, the queue full), or were
-   late because every sender was waiting on it;
+   late because every sender was waiting on it; or, open loop, its **queue** grew without bound (the
+   p50 rose step after step while less than the offered rate completed);
 6. throughput reached a **plateau**.
 A saturated generator makes the step's latency its own, and a breach explains a plateau, never
 the reverse.
@@ -46,6 +47,9 @@ class StopRules:
     max_server_memory_mib: float | None = None
     #: ... or the memory used on one GPU (MiB) does
     max_gpu_memory_mib: float | None = None
+    #: open loop: the queue grows without bound when the steady p50 rises this many times over a step
+    #: (last third of its windows against the first) while less than 97 % of the offered rate completes
+    queue_growth_factor: float = 2.0
 
 
 def slo_breach(step: StepResult, slo: dict[str, float]) -> str | None:
@@ -127,6 +131,19 @@ def saturation(step: StepResult, rules: StopRules) -> str | None:
     return None
 
 
+def queue_growth(step: StepResult, rules: StopRules) -> str | None:
+    """Open loop: the queue in front of the server grew without bound during the step (the latency,
+    counted from the intended send times, kept rising while the server completed less than offered)."""
+    if step.arrivals is None or step.p50_trend is None or step.achieved_rps is None:
+        return None
+    if step.p50_trend >= rules.queue_growth_factor and step.achieved_rps < 0.97 * step.level:
+        return (
+            f"the queue grows without bound at {step.level:g} req/s: the p50 rose {step.p50_trend:.1f}x over the step"
+            f" while {step.achieved_rps:.0f} req/s completed"
+        )
+    return None
+
+
 def plateau(steps: Sequence[StepResult], rules: StopRules) -> str | None:
     """Throughput stopped growing: each of the last `plateau_steps` gained < plateau_pct over the best before it."""
     if len(steps) <= rules.plateau_steps:
@@ -165,6 +182,9 @@ def stop_reason(steps: Sequence[StepResult], rules: StopRules) -> tuple[str, str
     saturated = saturation(last, rules)
     if saturated:
         return "saturated", saturated
+    growing = queue_growth(last, rules)
+    if growing:
+        return "queue", growing
     flat = plateau(steps, rules)
     if flat:
         return "plateau", flat

@@ -3,31 +3,85 @@ the load generator itself is the limit, and say which; or (`--find-max-rps`) sea
 open-loop rate whose stable p99 and error rate meet the SLO.
 
 Each step is its own headless run (`inferload.tune.step`), stability-gated by `--stop-when-stable`.
-Every finished step is written to sweep.json/sweep.csv at once (`inferload.tune.sweep_file`), so
+Every finished step is written to sweep.json/sweep.csv at once (`write_sweep`), so
 an interrupted sweep keeps its steps and `--resume` carries on. Signals go to the step that runs
-(it stops and writes its results); the sweep then stops and keeps what it measured.
+(it stops and writes its results); the sweep then stops and keeps what it measured. A step a signal
+cut short (its exit code 128 + N) is partial: it never passes, so it is never the best nor a
+capacity, and `--resume` runs it again.
 """
 
 from __future__ import annotations
 
+import csv
+import json
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from inferload.errors import InferloadError
+from inferload.errors import UsageError
+from inferload.files import replacing, write_atomically
 from inferload.measure.stability import StabilityRule
 from inferload.run.child_processes import ChildProcesses
+from inferload.scenario.limits import max_local_workers
 from inferload.scenario.loader import load_scenario, scenario_to_dict
 from inferload.scenario.model import Scenario, is_open_loop
-from inferload.tune.capacity import CapacitySearch, Verdict, search_capacity
+from inferload.traffic.ramp_hold import RampHoldRule
+from inferload.tune.capacity import CapacitySearch, RunEvidence, SearchEnd, search_capacity
+from inferload.tune.capacity_steps import answer_lines, bounds_of, capacity_record, evidence_of, min_requests
+from inferload.tune.ramp_hold_sweep import ramp_answer, ramp_lines, ramp_plan
 from inferload.tune.resources import GpuSource, server_pid_from_state
 from inferload.tune.step import StepPlan, StepResult, run_step
-from inferload.tune.stop_rules import StopRules, cpu_bound, generator_limit, memory_limit, saturation, slo_breach, stop_reason
-from inferload.tune.sweep_file import VERSION, read_sweep, steps_from, write_sweep
+from inferload.tune.stop_rules import StopRules, cpu_bound, memory_limit, queue_growth, saturation, slo_breach, stop_reason
 from inferload.tune.sweep_report import write_sweep_report
+
+# -- sweep file ------------------------------------------------------------
+# sweep.json and sweep.csv: every finished step, written as it completes (an interrupted sweep keeps
+# what it measured, and `--resume` carries on from the file).
+#
+# sweep.json: ``{"version": 1, "plan": {...}, "steps": [...], "stopped": {"rule", "reason"} | null,
+# "best": step | null, "knee": step | null, "capacity": {...} | null}``; sweep.csv: one row per step,
+# the same keys as a step in sweep.json.
+
+
+SWEEP_JSON = "sweep.json"
+SWEEP_CSV = "sweep.csv"
+VERSION = 1
+
+
+def write_sweep(out: Path, document: dict[str, Any]) -> None:
+    """sweep.json and sweep.csv, each replaced atomically (a reader never sees half a file)."""
+    write_atomically(out / SWEEP_JSON, json.dumps(document, indent=2) + "\n")
+    columns = [f.name for f in fields(StepResult)]
+    with replacing(out / SWEEP_CSV, newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(document["steps"])
+
+
+def read_sweep(out: Path) -> dict[str, Any] | None:
+    """The sweep.json in `out` (None when there is none); InferloadError naming the file when unreadable."""
+    path = out / SWEEP_JSON
+    if not path.is_file():
+        return None
+    try:
+        document = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise UsageError(f"{path}: cannot be read to resume: {error}") from None
+    if not isinstance(document, dict) or document.get("version") != VERSION or not isinstance(document.get("steps"), list):
+        raise UsageError(f"{path}: not a sweep.json of version {VERSION}; use another --out")
+    return document
+
+
+def steps_from(document: dict[str, Any]) -> list[StepResult]:
+    """The finished steps of a sweep.json."""
+    names = {f.name for f in fields(StepResult)}
+    try:
+        return [StepResult(**{k: v for k, v in step.items() if k in names}) for step in document["steps"]]
+    except TypeError as error:
+        raise UsageError(f"{SWEEP_JSON}: a step cannot be read: {error}") from None
 
 
 @dataclass(frozen=True)
@@ -41,6 +95,10 @@ class SweepSettings:
     #: the levels are arrival rates (open loop) rather than users
     open_loop: bool = False
     capacity: CapacitySearch | None = None
+    #: the ramp-and-hold mode (one run), instead of levels or a capacity search
+    ramp_hold: RampHoldRule | None = None
+    #: its start rate (req/s)
+    start_rps: float = 50.0
     target: str | None = None
     window_s: float | None = None
     warmup_s: float | None = None
@@ -55,14 +113,28 @@ class SweepSettings:
     gpu: GpuSource | None = field(default=None, compare=False)
     printer: Callable[[str], None] = field(default=print, compare=False)
 
+    def __post_init__(self) -> None:
+        # each step starts `workers` Locust processes: the CLI bounds --workers as it reads it, and a
+        # library caller is held to the same bound before any step starts
+        if not 0 <= self.workers <= max_local_workers():
+            raise UsageError(
+                f"workers: expected a whole number from 0 to {max_local_workers()} (4 per CPU core of this machine);"
+                f" got {self.workers}"
+            )
+
     def plan_record(self, target: str) -> dict[str, Any]:
         """What identifies the sweep in sweep.json (a resume must match it)."""
         return {
             "scenario": str(self.scenario.resolve()),
             "target": target,
-            "mode": "find-max-rps" if self.capacity else ("rate" if self.open_loop else "users"),
+            "mode": "find-max-rps"
+            if self.capacity
+            else "ramp-hold"
+            if self.ramp_hold
+            else ("rate" if self.open_loop else "users"),
             "levels": list(self.levels),
             "capacity": asdict(self.capacity) if self.capacity else None,
+            **({"ramp_hold": asdict(self.ramp_hold), "start_rps": self.start_rps} if self.ramp_hold else {}),
             "stability": asdict(self.rule),
             "stop_rules": asdict(self.rules),
             "window_s": self.window_s,
@@ -75,10 +147,10 @@ def pick_target(scenario: Scenario, name: str | None) -> str:
     names = [t.name for t in scenario.targets]
     if name is None:
         if len(names) != 1:
-            raise InferloadError(f"the scenario has {len(names)} targets ({', '.join(names)}); choose one with --target")
+            raise UsageError(f"the scenario has {len(names)} targets ({', '.join(names)}); choose one with --target")
         return names[0]
     if name not in names:
-        raise InferloadError(f"--target {name!r} is not in the scenario; its targets are {', '.join(names)}")
+        raise UsageError(f"--target {name!r} is not in the scenario; its targets are {', '.join(names)}")
     return name
 
 
@@ -89,7 +161,7 @@ class Sweep:
         self.settings = settings
         scenario = load_scenario(settings.scenario)
         self.target = pick_target(scenario, settings.target)
-        open_loop = settings.open_loop or settings.capacity is not None
+        open_loop = settings.open_loop or settings.capacity is not None or settings.ramp_hold is not None
         shape = scenario.shape
         server_pid = settings.server_pid
         if server_pid is None and settings.server_state is not None:
@@ -109,6 +181,8 @@ class Sweep:
         self.steps: list[StepResult] = []
         self.stopped: dict[str, str] | None = None
         self.capacity: dict[str, Any] | None = None
+        #: the ramp-and-hold mode's answer (ramp_hold.json and the hold's intervals)
+        self.ramp: dict[str, Any] | None = None
         #: the signal that stopped the sweep (its steps' run then ended early and kept its results)
         self.signalled: int | None = None
         self.started = time.monotonic()
@@ -120,12 +194,17 @@ class Sweep:
         if previous is None:
             return
         if not self.settings.resume:
-            raise InferloadError(f"{self.settings.out}/sweep.json exists: pass --resume to carry on, or another --out")
+            raise UsageError(f"{self.settings.out}/sweep.json exists: pass --resume to carry on, or another --out")
         if previous.get("plan") != self.record:
-            raise InferloadError(f"{self.settings.out}/sweep.json is another sweep's (its plan differs); use another --out")
+            raise UsageError(f"{self.settings.out}/sweep.json is another sweep's (its plan differs); use another --out")
         self.steps = steps_from(previous)
         self.stopped = previous.get("stopped")
         self.capacity = previous.get("capacity")
+        self.ramp = previous.get("ramp_hold")
+        if self.stopped is not None and self.stopped.get("rule") == "interrupted":  # carry on where the signal came
+            self.steps = [step for step in self.steps if not interrupted(step)]  # a cut step runs again
+            self.stopped = None
+            self.capacity = None
 
     def save(self) -> None:
         best = self.best()
@@ -138,6 +217,7 @@ class Sweep:
             "best": best.as_row() if best else None,
             "knee": knee.as_row() if knee else None,
             "capacity": self.capacity,
+            **({"ramp_hold": self.ramp} if self.settings.ramp_hold else {}),
         }
         write_sweep(self.settings.out, document)
         write_sweep_report(self.settings.out, document)
@@ -146,18 +226,18 @@ class Sweep:
     def passes(self, step: StepResult) -> bool:
         """Meets the SLO and the error bound, and the generator was not the limit."""
         rules = self.settings.rules
-        if step.requests is None or step.exit_code == 2:
+        if step.requests is None or step.exit_code == 2 or interrupted(step):
             return False
         if slo_breach(step, rules.slo) is not None:
             return False
         if step.error_rate is None or step.error_rate > rules.max_error_rate or memory_limit(step, rules):
             return False
         # late arrivals alone are judged by the SLO (the latency counts from the intended send time)
-        return cpu_bound(step, rules) is None and saturation(step, rules) is None
+        return cpu_bound(step, rules) is None and saturation(step, rules) is None and queue_growth(step, rules) is None
 
     def best(self) -> StepResult | None:
-        """The passing step with the highest achieved throughput."""
-        passing = [s for s in self.steps if self.passes(s) and s.achieved_rps is not None]
+        """The passing step with the highest achieved throughput (verification and ramp-and-hold runs left out)."""
+        passing = [s for s in self.steps if s.role == "search" and self.passes(s) and s.achieved_rps is not None]
         return max(passing, key=lambda s: s.achieved_rps or 0.0) if passing else None
 
     def _within_budget(self) -> bool:
@@ -167,18 +247,36 @@ class Sweep:
         left = budget - (time.monotonic() - self.started)
         return left >= self.plan.max_duration_s + 15.0  # a step's longest run and its start-up
 
-    def run_level(self, children: ChildProcesses, level: float, total: int | None) -> StepResult:
+    def run_level(
+        self,
+        children: ChildProcesses,
+        level: float,
+        total: int | None,
+        role: str = "search",
+        why: str = "",
+        plan: StepPlan | None = None,
+    ) -> StepResult:
         index = len(self.steps) + 1
         unit = "req/s" if self.plan.open_loop else "users"
         of = f"/{total}" if total else ""
+        purpose = f" ({why})" if why else ""
+        plan = plan or (self.capacity_plan(level) if self.settings.capacity else self.plan)
         self.settings.printer(
-            f"[step {index}{of}] {level:g} {unit}: running (at most {self.plan.max_duration_s:g} s){self.eta(total)} ..."
+            f"[step {index}{of}] {level:g} {unit}{purpose}: running (at most {plan.max_duration_s:g} s){self.eta(total)} ..."
         )
-        step = run_step(children, self.base, self.plan, index, level, self.settings.out, index == 1, self.settings.gpu)
+        step = run_step(children, self.base, plan, index, level, self.settings.out, index == 1, self.settings.gpu, role=role)
         self.steps.append(step)
         self.save()
         self.settings.printer("      " + describe(step, self.best(), self.plan.open_loop))
         return step
+
+    def capacity_plan(self, rate: float) -> StepPlan:
+        """A capacity step at `rate` is not stable before its windows hold enough requests to decide its
+        highest percentile (5 / (1 - p): 500 for a p99), within the maximum windows."""
+        rule = self.plan.rule
+        needed = min_requests(bounds_of(self.settings.rules))
+        windows = max(rule.windows, min(rule.max_windows, math.ceil(needed / max(rate * self.plan.window_s, 1e-9))))
+        return replace(self.plan, rule=replace(rule, windows=windows))
 
     def eta(self, total: int | None) -> str:
         """', ~N s left' from the steps so far (their mean wall time), bounded by the budget."""
@@ -198,6 +296,8 @@ class Sweep:
         with ChildProcesses() as children:
             if self.settings.capacity is not None:
                 self._find_capacity(children, self.settings.capacity)
+            elif self.settings.ramp_hold is not None:
+                self._ramp_hold(children, self.settings.ramp_hold)
             else:
                 self._sweep_levels(children)
             if children.signals:
@@ -214,6 +314,8 @@ class Sweep:
             return  # a resumed sweep that had already ended
         levels = self.settings.levels
         for level in levels[len(self.steps) :]:
+            if children.signals:  # a signal between two steps: none starts
+                return
             if not self._within_budget():
                 self.stopped = {"rule": "budget", "reason": "the time budget would end during the next step"}
                 return
@@ -226,50 +328,57 @@ class Sweep:
                 return
         self.stopped = {"rule": "levels", "reason": "every level was run"}
 
-    def verdict(self, step: StepResult, signalled: bool) -> Verdict:
-        """How a capacity-search step ended, for `search_capacity`."""
-        rules = self.settings.rules
-        if signalled:
-            return Verdict.INTERRUPTED
+    def evidence(self, step: StepResult) -> RunEvidence | SearchEnd:
+        """A capacity-search step as the search's evidence, or why the search cannot go on."""
         if step.exit_code == 2 or step.requests is None:
-            return Verdict.BROKEN
-        if cpu_bound(step, rules) is not None:
-            return Verdict.GENERATOR
-        return Verdict.PASS if self.passes(step) else Verdict.FAIL
+            return SearchEnd("broken", f"the step's run failed (exit {step.exit_code}); see its run.log")
+        return evidence_of(step, self.target, self.settings.rules)
 
     def _find_capacity(self, children: ChildProcesses, search: CapacitySearch) -> None:
-        passing = [s.level for s in self.steps if self.passes(s)]
-        failing = [s.level for s in self.steps if not self.passes(s)]
-        low = max(passing) if passing else None
-        high = min((f for f in failing if low is None or f > low), default=None)
+        rules = self.settings.rules
+        runs: list[RunEvidence] = []
+        verified: list[RunEvidence] = []
+        for step in self.steps:  # a resumed search: its steps so far
+            outcome = self.evidence(step)
+            if isinstance(outcome, RunEvidence):
+                (verified if step.role == "verify" else runs).append(outcome)
 
-        def measure(rate: float) -> Verdict:
-            return self.verdict(self.run_level(children, rate, None), bool(children.signals))
+        def measure(rate: float, role: str) -> RunEvidence | SearchEnd:
+            if children.signals:  # a signal between two steps: none starts
+                return SearchEnd("interrupted", f"stopped by signal {children.signals[0]}")
+            step = self.run_level(children, rate, None, role=role, why="verification" if role == "verify" else "")
+            if children.signals:
+                return SearchEnd("interrupted", f"stopped by signal {children.signals[0]}")
+            return self.evidence(step)
 
-        answer = search_capacity(measure, search, low, high, len(self.steps), self._within_budget)
-        self.capacity = {
-            "max_rps": answer.max_rps,
-            "first_failing_rps": answer.first_failing_rps,
-            "precision_pct": answer.precision_pct,
-            "slo": self.settings.rules.slo,
-            "limited_by_generator": answer.ended_by is Verdict.GENERATOR,
-        }
-        last = self.steps[-1] if self.steps else None
-        if answer.ended_by is Verdict.GENERATOR and last is not None:
-            limit = generator_limit(last, self.settings.rules)
-            self.stopped = {"rule": "generator", "reason": f"the load generator is the limit at {last.level:g} req/s: {limit}"}
-        elif answer.ended_by is Verdict.BROKEN and last is not None:
-            self.stopped = {"rule": "failed", "reason": f"the step's run failed (exit {last.exit_code}); see its run.log"}
-        elif answer.ended_by is None and not self._within_budget():
-            self.stopped = {"rule": "budget", "reason": "the time budget would end during the next step"}
-        elif answer.ended_by is None:
-            self.stopped = {
-                "rule": "capacity",
-                "reason": "no rate met the SLO"
-                if answer.max_rps is None
-                else f"highest passing rate {answer.max_rps:g} req/s"
-                + (f", first failing {answer.first_failing_rps:g} req/s" if answer.first_failing_rps else ""),
-            }
+        # below this rate a step cannot hold enough requests to decide the SLO's highest percentile
+        decidable = min_requests(bounds_of(rules)) / (self.plan.rule.max_windows * self.plan.window_s)
+        search = replace(search, lowest_decidable_rps=decidable)
+        answer = search_capacity(measure, search, bounds_of(rules), runs, self._within_budget, verified)
+        self.capacity = capacity_record(answer, rules, search.precision_pct)
+        end = answer.end
+        if end.reason == "broken":
+            self.stopped = {"rule": "failed", "reason": end.words}
+        elif end.reason in ("generator", "ceiling"):
+            self.stopped = {"rule": "generator", "reason": end.words}
+        elif end.reason == "budget":
+            self.stopped = {"rule": "budget", "reason": end.words}
+        elif end.reason != "interrupted":
+            self.stopped = {"rule": "capacity", "reason": end.words}
+
+    def _ramp_hold(self, children: ChildProcesses, rule: RampHoldRule) -> None:
+        if self.stopped is not None:
+            return  # a resumed sweep that had already ended
+        step = self.run_level(
+            children, self.settings.start_rps, None, role="ramp-hold", why="ramp and hold", plan=ramp_plan(self.plan, rule)
+        )
+        if children.signals:
+            return
+        if step.exit_code == 2 or step.requests is None:
+            self.stopped = {"rule": "failed", "reason": f"the run failed (exit {step.exit_code}); see its run.log"}
+            return
+        self.ramp = ramp_answer(step, self.target, bounds_of(self.settings.rules))
+        self.stopped = {"rule": "ramp-hold", "reason": str(self.ramp.get("ended"))}
 
     def _print_end(self) -> None:
         say = self.settings.printer
@@ -278,18 +387,23 @@ class Sweep:
         best = self.best()
         if best is not None:
             say(f"best: {best.achieved_rps:g} req/s at level {best.level:g} (p99 {fmt_ms(best.p99_ms)})")
-        if self.capacity is not None and self.capacity["max_rps"] is not None:
-            bound = self.capacity["first_failing_rps"]
-            say(
-                f"capacity under the SLO: {self.capacity['max_rps']:g} req/s"
-                + (f" (fails at {bound:g} req/s)" if bound else " (no failing rate found)")
-            )
+        if self.capacity is not None:
+            for line in answer_lines(self.capacity):
+                say(line)
+        if self.ramp is not None:
+            for line in ramp_lines(self.ramp):
+                say(line)
         say(f"results: {self.settings.out}/sweep.json, sweep.csv, sweep.html, steps/")
+
+
+def interrupted(step: StepResult) -> bool:
+    """A step a signal cut short (its run exited 128 + the signal's number): its figures are partial."""
+    return step.exit_code >= 128
 
 
 def knee_step(steps: list[StepResult]) -> StepResult | None:
     """The knee of the latency-throughput curve: the step of highest power (throughput / p99, Kleinrock)."""
-    measured = [s for s in steps if s.achieved_rps and s.p99_ms and s.p99_ms > 0]
+    measured = [s for s in steps if s.achieved_rps and s.p99_ms and s.p99_ms > 0 and not interrupted(s)]
     return max(measured, key=lambda s: (s.achieved_rps or 0.0) / (s.p99_ms or math.inf)) if measured else None
 
 

@@ -3,22 +3,70 @@
 from __future__ import annotations
 
 import argparse
-import sys
+import json
+import math
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import psutil
 
-from inferload.errors import InferloadError, ScenarioError
+from inferload.errors import InferloadError, UsageError
 from inferload.measure.stability import StabilityRule
+from inferload.run import cli_values
+from inferload.run.results_dir import unwritable_problem
 from inferload.scenario.durations import parse_duration
+from inferload.scenario.limits import MAX_RATE, MAX_USERS, MIN_WINDOW_S, max_local_workers
+from inferload.traffic.ramp_hold import RampHoldRule
 from inferload.tune.capacity import CapacitySearch
 from inferload.tune.levels import LevelsError, parse_levels
 from inferload.tune.stop_rules import SLO_KEYS, StopRules
 from inferload.tune.sweep import Sweep, SweepSettings
 
-EXIT_USAGE = 2
+# -- calibration hook ------------------------------------------------------------
+# The generator's calibrated ceiling, when a calibration certificate is given (`--calibration FILE`).
+#
+# `inferload calibrate` (issue 21) measures the highest rate per load-generating process at which
+# inferload's own figures stay within their bounds (the *roofline*) and writes it to calibration.json.
+# A capacity search given that file never offers more than roofline x processes: above it the
+# generator, not the server, would be measured, so the search stops there and says the generator is
+# the limit. This module is the one place that reads the certificate; until issue 21 fixes its format,
+# the roofline is read from the top-level key `roofline_rps` (req/s per process) or
+# `roofline.rps_per_process`.
+
+
+def _number(document: dict[str, Any]) -> Any:
+    if "roofline_rps" in document:
+        return document["roofline_rps"]
+    roofline = document.get("roofline")
+    if isinstance(roofline, dict):
+        return roofline.get("rps_per_process")
+    return None
+
+
+def roofline_rps(path: Path) -> float:
+    """The roofline (req/s per load-generating process) of a calibration certificate; InferloadError
+    naming the file and the key when it cannot be read."""
+    try:
+        document = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise InferloadError(f"--calibration {path}: cannot be read: {error}") from None
+    if not isinstance(document, dict):
+        raise InferloadError(f"--calibration {path}: expected a JSON object (a calibration.json)")
+    value = _number(document)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise InferloadError(
+            f"--calibration {path}: roofline_rps: expected the roofline in req/s per process (a number above 0); got {value!r}"
+        )
+    return float(value)
+
+
+def generator_ceiling_rps(path: Path | None, processes: int) -> float | None:
+    """The highest rate the search may offer: the roofline times the load-generating processes."""
+    if path is None:
+        return None
+    return roofline_rps(path) * max(1, processes)
 
 
 def add_sweep_parser(sub: argparse._SubParsersAction) -> None:
@@ -32,37 +80,100 @@ def add_sweep_parser(sub: argparse._SubParsersAction) -> None:
     load.add_argument("--users", metavar="LEVELS", help="closed loop: users per step, e.g. 1,2,4,8 or 1:64:x2 or 4:32:+4")
     load.add_argument("--rate", metavar="LEVELS", help="open loop: req/s per step, e.g. 50:400:+50 or 25:800:x2")
     load.add_argument("--find-max-rps", action="store_true", help="search the highest open-loop rate meeting --slo")
+    load.add_argument(
+        "--ramp-hold",
+        action="store_true",
+        help="one run: raise the rate from --start-rate a step per window while it meets --slo, step back at the first"
+        " window that breaks it, hold there for --sustain; reports the rate held",
+    )
     sweep.add_argument("--target", help="the scenario target to load (needed when it has several)")
     add_search_arguments(sweep)
     sweep.add_argument("--resume", action="store_true", help="carry on an interrupted sweep in --out")
     sweep.add_argument(
-        "--min-rps", type=float, help="--find-max-rps as a CI gate: exit 1 when the capacity found is below this req/s"
+        "--min-rps",
+        type=cli_values.finite_number(0.0, above=True),
+        help="--find-max-rps as a CI gate: exit 1 unless the capacity's 95 %% interval lies at or above this req/s",
     )
+    sweep.add_argument("--ramp-step", type=float, default=10.0, help="--ramp-hold: rate step per window, %% (default 10)")
+    sweep.add_argument("--sustain", default="30s", help="--ramp-hold: how long the rate is held (default 30s)")
+    sweep.add_argument("--max-backoffs", type=int, default=3, help="--ramp-hold: steps back after a failed hold (default 3)")
 
 
 def add_search_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options `inferload sweep` and `inferload tune` share: SLO, stability, stop rules, budget, output."""
+    """Options `inferload sweep` and `inferload tune` share: SLO, stability, stop rules, budget, output.
+
+    Each value is checked as it is read (`inferload.run.cli_values`): a bad one is one line and exit 2."""
+    above_0 = cli_values.finite_number(0.0, above=True)
+    share = cli_values.finite_number(0.0, high=1.0)
     parser.add_argument("--slo", action="append", default=[], metavar="KEY=VALUE", help=f"bound per step: {', '.join(SLO_KEYS)}")
-    parser.add_argument("--start-rate", type=float, default=50.0, help="--find-max-rps: first rate tried (default 50)")
-    parser.add_argument("--precision", type=float, default=5.0, help="--find-max-rps: stop within this %% (default 5)")
-    parser.add_argument("--stable-windows", type=int, default=3, help="windows that must agree (default 3)")
-    parser.add_argument("--tolerance", type=float, default=10.0, help="±%% within which they agree (default 10)")
-    parser.add_argument("--max-windows", type=int, default=10, help="windows a step runs at most (default 10)")
-    parser.add_argument("--window", help="window length, e.g. 2s (default: the scenario's)")
-    parser.add_argument("--warmup", help="warm-up of each step, e.g. 3s (default: the scenario's)")
-    parser.add_argument("--max-error-rate", type=float, default=0.01, help="a step with more failed requests ends it")
-    parser.add_argument("--plateau", type=float, default=5.0, help="plateau: gain under this %% ... (default 5)")
-    parser.add_argument("--plateau-steps", type=int, default=2, help="... for this many steps in a row (default 2)")
-    parser.add_argument("--max-client-cpu", type=float, default=0.9, help="generator limit: cores per process (0.9)")
     parser.add_argument(
-        "--max-unsent", type=float, default=0.01, help="open loop: share of arrivals that may go unsent (default 0.01)"
+        "--max-steps",
+        type=cli_values.whole_number(1, 1000),
+        default=12,
+        help="--find-max-rps: runs the search may make (default 12)",
     )
-    parser.add_argument("--max-send-lag", type=float, default=20.0, help="generator limit: send-lag p99 ms (default 20)")
-    parser.add_argument("--workers", type=int, default=0, help="local worker processes per step (default 0: one process)")
+    parser.add_argument(
+        "--runs-per-rate",
+        type=cli_values.whole_number(1, 100),
+        default=2,
+        help="--find-max-rps: runs pooled at most at an unsure rate (default 2)",
+    )
+    parser.add_argument(
+        "--cliff-factor",
+        type=cli_values.finite_number(1.0, above=True),
+        default=3.0,
+        help="--find-max-rps: latency rising more than this between rates is a cliff",
+    )
+    parser.add_argument("--no-verify", action="store_true", help="--find-max-rps: no verification runs below and above")
+    parser.add_argument(
+        "--calibration", type=Path, help="a calibration.json: no rate above its generator roofline x processes is offered"
+    )
+    parser.add_argument(
+        "--start-rate",
+        type=cli_values.finite_number(0.0, above=True, high=MAX_RATE),
+        default=50.0,
+        help="--find-max-rps: first rate tried (default 50)",
+    )
+    parser.add_argument(
+        "--precision",
+        type=cli_values.finite_number(0.0, above=True, high=100.0),
+        default=5.0,
+        help="--find-max-rps: stop when the boundary's 95 %% interval is this narrow (default 5)",
+    )
+    parser.add_argument(
+        "--stable-windows", type=cli_values.whole_number(1, 1000), default=3, help="windows that must agree (default 3)"
+    )
+    parser.add_argument("--tolerance", type=above_0, default=10.0, help="±%% within which they agree (default 10)")
+    parser.add_argument(
+        "--max-windows", type=cli_values.whole_number(1, 10_000), default=10, help="windows a step runs at most (default 10)"
+    )
+    parser.add_argument("--window", type=cli_values.duration, help="window length, e.g. 2s (default: the scenario's)")
+    parser.add_argument("--warmup", type=cli_values.duration, help="warm-up of each step, e.g. 3s (default: the scenario's)")
+    parser.add_argument("--max-error-rate", type=share, default=0.01, help="a step with more failed requests ends it")
+    parser.add_argument("--plateau", type=above_0, default=5.0, help="plateau: gain under this %% ... (default 5)")
+    parser.add_argument(
+        "--plateau-steps", type=cli_values.whole_number(1, 1000), default=2, help="... for this many steps in a row (default 2)"
+    )
+    parser.add_argument("--max-client-cpu", type=above_0, default=0.9, help="generator limit: cores per process, above 0 (0.9)")
+    parser.add_argument(
+        "--max-unsent",
+        type=cli_values.finite_number(0.0, high=0.999),
+        default=0.01,
+        help="open loop: share of arrivals that may go unsent (default 0.01)",
+    )
+    parser.add_argument("--max-send-lag", type=above_0, default=20.0, help="generator limit: send-lag p99 ms (default 20)")
+    parser.add_argument(
+        "--workers",
+        type=cli_values.whole_number(0, max_local_workers(), " (4 per CPU core of this machine)"),
+        default=0,
+        help="local worker processes per step (default 0: one process)",
+    )
     parser.add_argument("--server-state", type=Path, help="the local servers' state folder (their pids: server memory per step)")
-    parser.add_argument("--server-pid", type=int, help="the server's process id (its memory, with its children, per step)")
-    parser.add_argument("--max-server-memory", type=float, help="memory limit: the server's peak RSS in MiB")
-    parser.add_argument("--max-gpu-memory", type=float, help="memory limit: the memory used on one GPU in MiB")
+    parser.add_argument(
+        "--server-pid", type=cli_values.whole_number(1), help="the server's process id (its memory, with its children, per step)"
+    )
+    parser.add_argument("--max-server-memory", type=above_0, help="memory limit: the server's peak RSS in MiB")
+    parser.add_argument("--max-gpu-memory", type=above_0, help="memory limit: the memory used on one GPU in MiB")
     parser.add_argument("--no-gpu", action="store_true", help="do not read the GPUs (NVML) during steps")
     parser.add_argument("--budget", help="total time bound, e.g. 15m: no step starts that could not end within it")
     parser.add_argument("--out", type=Path, help="folder for sweep.json, sweep.csv, sweep.html (default results/sweep-<UTC>)")
@@ -74,9 +185,9 @@ def _seconds(option: str, text: str | None) -> float | None:
     try:
         value = parse_duration(text)
     except ValueError as error:
-        raise InferloadError(f"{option}: {error}") from None
+        raise UsageError(f"{option}: {error}; got {text!r}") from None
     if value <= 0:
-        raise InferloadError(f"{option}: expected a duration above 0; got {text!r}")
+        raise UsageError(f"{option}: expected a duration above 0; got {text!r}")
     return value
 
 
@@ -87,49 +198,83 @@ def parse_slo(items: list[str]) -> dict[str, float]:
             key, sep, value = part.partition("=")
             key = key.strip()
             if not sep or key not in SLO_KEYS:
-                raise InferloadError(f"--slo: expected KEY=VALUE with KEY one of {', '.join(SLO_KEYS)}; got {part!r}")
+                raise UsageError(f"--slo: expected KEY=VALUE with KEY one of {', '.join(SLO_KEYS)}; got {part!r}")
             try:
                 number = float(value)
             except ValueError:
-                raise InferloadError(f"--slo {key}: expected a number; got {value!r}") from None
-            if not number > 0 or (key == "error_rate" and number > 1):
-                raise InferloadError(f"--slo {key}: expected a number above 0{' and at most 1' if key == 'error_rate' else ''}")
+                raise UsageError(f"--slo {key}: expected a number; got {value!r}") from None
+            if not math.isfinite(number) or not number > 0 or (key == "error_rate" and number > 1):
+                raise UsageError(
+                    f"--slo {key}: expected a finite number above 0{' and at most 1' if key == 'error_rate' else ''}"
+                )
             slo[key] = number
     return slo
 
 
 def check_memory_options(args: argparse.Namespace) -> None:
     """The memory options: ceilings above 0, a ceiling on the server's memory only with its process known."""
-    for name, value in (("--max-server-memory", args.max_server_memory), ("--max-gpu-memory", args.max_gpu_memory)):
-        if value is not None and not value > 0:
-            raise InferloadError(f"{name}: expected MiB above 0; got {value:g}")
     if args.server_pid is not None and args.server_state is not None:
-        raise InferloadError("--server-pid and --server-state: give one of them")
-    if args.server_pid is not None and (args.server_pid <= 0 or not psutil.pid_exists(args.server_pid)):
-        raise InferloadError(f"--server-pid: no running process {args.server_pid}")
+        raise UsageError("--server-pid and --server-state: give one of them")
+    if args.server_pid is not None and not psutil.pid_exists(args.server_pid):
+        raise UsageError(f"--server-pid: no running process {args.server_pid}")
     if args.max_server_memory is not None and args.server_pid is None and args.server_state is None:
-        raise InferloadError("--max-server-memory: needs the server's process: --server-state DIR or --server-pid PID")
+        raise UsageError("--max-server-memory: needs the server's process: --server-state DIR or --server-pid PID")
     if args.max_gpu_memory is not None and args.no_gpu:
-        raise InferloadError("--max-gpu-memory: cannot be used with --no-gpu")
+        raise UsageError("--max-gpu-memory: cannot be used with --no-gpu")
 
 
-def settings_from_args(args: argparse.Namespace) -> SweepSettings:
+def check_levels_bound(args: argparse.Namespace, levels: list[float]) -> None:
+    """Each level within the scenario's bound (every step is a run of its own: a step past it would be
+    refused only when the sweep reached it, after the steps before it ran): UsageError naming the option."""
+    if not levels:
+        return
+    option, bound, unit = ("--users", MAX_USERS, "users") if args.users else ("--rate", MAX_RATE, "req/s")
+    if max(levels) > bound:
+        raise UsageError(
+            f"{option}: {getattr(args, option[2:])!r} goes up to {max(levels):,.10g} {unit}; a step runs at most {bound:,.10g} {unit}"
+        )
+
+
+def default_out(prefix: str) -> Path:
+    """``results/<prefix>-<UTC time>``, absolute."""
+    return (Path("results") / f"{prefix}-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}").resolve()
+
+
+def settings_from_args(args: argparse.Namespace, out: Path | None = None) -> SweepSettings:
+    """The sweep's settings from its options (`out`: the folder, default --out or `default_out("sweep")`);
+    UsageError naming the option that is wrong."""
     try:
         rule = StabilityRule(args.stable_windows, args.tolerance, args.max_windows)
     except ValueError as error:
-        raise InferloadError(f"--stable-windows/--tolerance/--max-windows: {error}") from None
+        raise UsageError(f"--stable-windows/--tolerance/--max-windows: {error}") from None
     slo = parse_slo(args.slo)
     if args.find_max_rps and "p99_ms" not in slo and "p95_ms" not in slo and "p999_ms" not in slo:
-        raise InferloadError("--find-max-rps needs a latency bound, e.g. --slo p99_ms=50")
-    for name, value in (("--plateau-steps", args.plateau_steps), ("--workers", args.workers + 1)):
+        raise UsageError("--find-max-rps needs a latency bound, e.g. --slo p99_ms=50")
+    ramp = ramp_rule(args, slo) if getattr(args, "ramp_hold", False) else None
+    for name, value in (
+        ("--plateau-steps", args.plateau_steps),
+        ("--workers", args.workers + 1),
+        ("--max-steps", args.max_steps),
+        ("--runs-per-rate", args.runs_per_rate),
+    ):
         if value < 1:
-            raise InferloadError(f"{name}: expected a positive number; got {value}")
+            raise UsageError(f"{name}: expected a positive number; got {value}")
     if not 0 <= args.max_unsent < 1 or not 0 <= args.max_error_rate <= 1:
-        raise InferloadError("--max-unsent and --max-error-rate: expected a share between 0 and 1")
+        raise UsageError("--max-unsent and --max-error-rate: expected a share between 0 and 1")
     for name, value in (("--precision", args.precision), ("--start-rate", args.start_rate), ("--plateau", args.plateau)):
         if not value > 0:
-            raise InferloadError(f"{name}: expected a number above 0; got {value:g}")
+            raise UsageError(f"{name}: expected a number above 0; got {value:g}")
+    if not args.cliff_factor > 1:
+        raise UsageError(f"--cliff-factor: expected a factor above 1; got {args.cliff_factor:g}")
+    ceiling = generator_ceiling_rps(args.calibration, args.workers)
+    if args.window is not None and args.window < MIN_WINDOW_S:
+        raise UsageError(f"--window: expected at least {MIN_WINDOW_S:g} s; got {args.window:g} s")
     check_memory_options(args)
+    budget_s = _seconds("--budget", args.budget)
+    out = out or (args.out.resolve() if args.out else default_out("sweep"))
+    problem = unwritable_problem(out, "the results", keep=False)
+    if problem:
+        raise UsageError(f"--out: {problem}")
     rules = StopRules(
         slo=slo,
         max_error_rate=args.max_error_rate,
@@ -148,38 +293,91 @@ def settings_from_args(args: argparse.Namespace) -> SweepSettings:
         elif args.rate:
             levels = parse_levels(args.rate, integer=False)
     except LevelsError as error:
-        raise InferloadError(f"{'--users' if args.users else '--rate'}: {error}") from None
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    # here, not at import: `inferload run` imports this package before Locust patches ssl, and the sources
-    # package imports requests
-    from inferload.observe.sources.nvml import NvmlSource
-
+        raise UsageError(f"{'--users' if args.users else '--rate'}: {error}") from None
+    check_levels_bound(args, levels)
     return SweepSettings(
         scenario=args.scenario,
-        out=(args.out or Path("results") / f"sweep-{stamp}").resolve(),
+        out=out,
         rule=rule,
         rules=rules,
         levels=tuple(levels),
         open_loop=bool(args.rate),
-        capacity=CapacitySearch(args.start_rate, args.precision) if args.find_max_rps else None,
+        capacity=capacity_search(args, ceiling) if args.find_max_rps else None,
+        ramp_hold=ramp,
+        start_rps=args.start_rate,
         target=args.target,
-        window_s=_seconds("--window", args.window),
-        warmup_s=None if args.warmup is None else parse_duration(args.warmup),
+        window_s=args.window,
+        warmup_s=args.warmup,
         workers=args.workers,
         resume=args.resume,
-        budget_s=_seconds("--budget", args.budget),
+        budget_s=budget_s,
         server_pid=args.server_pid,
         server_state=args.server_state,
-        gpu=None if args.no_gpu else NvmlSource(),
     )
+
+
+def ramp_rule(args: argparse.Namespace, slo: dict[str, float]) -> RampHoldRule:
+    """`--ramp-hold`'s rule: the SLO (with the error bound), the step, the sustain period, the steps back."""
+    if not any(key != "error_rate" for key in slo):
+        raise UsageError("--ramp-hold needs a latency bound, e.g. --slo p99_ms=50")
+    if not args.ramp_step > 0:
+        raise UsageError(f"--ramp-step: expected a percentage above 0; got {args.ramp_step:g}")
+    if args.max_backoffs < 0:
+        raise UsageError(f"--max-backoffs: expected 0 or more; got {args.max_backoffs}")
+    sustain = _seconds("--sustain", args.sustain) or 30.0
+    bounds = {**slo, "error_rate": min(args.max_error_rate, slo.get("error_rate", 1.0))}
+    return RampHoldRule(bounds, args.ramp_step, sustain, args.max_unsent, args.max_backoffs)
+
+
+def capacity_search(args: argparse.Namespace, ceiling_rps: float | None) -> CapacitySearch:
+    """The capacity search's settings from the options (checked by `settings_from_args`)."""
+    return CapacitySearch(
+        args.start_rate,
+        args.precision,
+        max_steps=args.max_steps,
+        runs_per_rate=args.runs_per_rate,
+        cliff_factor=args.cliff_factor,
+        verify=not args.no_verify,
+        ceiling_rps=ceiling_rps,
+    )
+
+
+def with_gpu(settings: SweepSettings, args: argparse.Namespace) -> SweepSettings:
+    """`settings` with the GPUs' readings (NVML) unless --no-gpu: made last, once every option is checked
+    (opening NVML logs a line when there is no GPU)."""
+    if args.no_gpu:
+        return settings
+    # here, not at import: `inferload run` imports this package before Locust patches ssl, and the sources
+    # package imports requests
+    from inferload.observe.sources.nvml import NvmlSource
+
+    return replace(settings, gpu=NvmlSource())
 
 
 EXIT_BELOW_FLOOR = 1
 
 
 def capacity_gate(capacity: dict[str, Any] | None, floor: float) -> tuple[int, str]:
-    """`--min-rps`: (exit code, the line that says why) for a capacity search's answer."""
-    found = (capacity or {}).get("max_rps")
+    """`--min-rps`: (exit code, the line that says why) for a capacity search's answer. It passes only
+    when the lower end of the capacity's 95 % interval is at or above the floor: a capacity whose interval
+    reaches below the floor may be below it, and a gate must not pass on noise."""
+    capacity = capacity or {}
+    interval = capacity.get("interval_rps")
+    if interval and interval[0]:
+        low, high = interval[0], interval[1]
+        span = f"[{low:g}, {'∞' if high is None else f'{high:g}'}] req/s"
+        if low >= floor:
+            return 0, f"capacity gate: pass: the capacity's interval {span} lies at or above {floor:g} req/s"
+        if high is not None and high < floor:
+            return (
+                EXIT_BELOW_FLOOR,
+                f"capacity gate: FAIL: the capacity's interval {span} lies below the floor of {floor:g} req/s",
+            )
+        return EXIT_BELOW_FLOOR, (
+            f"capacity gate: FAIL: the capacity's interval {span} reaches below the floor of {floor:g} req/s"
+            " (it may be below it: more or longer steps narrow the interval)"
+        )
+    found = capacity.get("max_rps")  # no interval: a search whose lowest rate was over (or a sweep.json from before)
     if found is None:
         return EXIT_BELOW_FLOOR, f"capacity gate: FAIL: no rate met the SLO (floor {floor:g} req/s)"
     if found < floor:
@@ -188,18 +386,11 @@ def capacity_gate(capacity: dict[str, Any] | None, floor: float) -> tuple[int, s
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    try:
-        if args.min_rps is not None and (not args.find_max_rps or not args.min_rps > 0):
-            raise InferloadError(f"--min-rps: expected req/s above 0, with --find-max-rps; got {args.min_rps:g}")
-        settings = settings_from_args(args)
-        sweep = Sweep(settings)
-    except ScenarioError as error:
-        for problem in error.problems:
-            print(problem, file=sys.stderr)
-        return EXIT_USAGE
-    except InferloadError as error:
-        print(f"inferload sweep: {error}", file=sys.stderr)
-        return EXIT_USAGE
+    """The sweep; a bad option or scenario raises a UsageError (exit 2, `inferload.cli.main`)."""
+    if args.min_rps is not None and not args.find_max_rps:
+        raise UsageError(f"--min-rps: expected req/s above 0, with --find-max-rps; got {args.min_rps:g}")
+    sweep = Sweep(settings_from_args(args))  # UsageError: the scenario's target, or a sweep.json in --out
+    sweep.settings = with_gpu(sweep.settings, args)
     code = sweep.run()
     if code != 0 or args.min_rps is None:
         return code

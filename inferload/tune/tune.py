@@ -9,6 +9,15 @@ Each candidate is applied to the running server (`inferload.tune.server_config`,
 scored by its **capacity under the SLO** (`inferload sweep --find-max-rps`, one folder per
 candidate). The winner is written as a ready config fragment; the original settings are put back
 at the end. Every finished candidate is in tune.json at once.
+
+The servers are left as found: each configurator writes the original settings to the journal of
+server changes before its first change (`inferload.run.server_changes`) and puts them back at the
+end of the server's search, on every way out (an error, the budget, a signal). What a killed tune
+left is put back by the next tune against that server (`restore_leftovers`) or `inferload restore`.
+SIGINT, SIGTERM or SIGHUP stop the tune at once: the step that runs stops and keeps its figures, no
+other candidate starts, the servers are put back, tune.json says ``"stopped": "interrupted"`` and the
+exit code is 128 + the signal's number. `--budget` bounds the whole tune, the candidates' applying
+and putting back included: no candidate starts that could not end within it.
 """
 
 from __future__ import annotations
@@ -20,20 +29,29 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from inferload.errors import InferloadError
+from inferload.errors import InferloadError, UsageError
+from inferload.files import write_atomically
+from inferload.run.child_processes import StopSignals
+from inferload.run.server_changes import ServerJournal, same_host
 from inferload.tune.candidates import Candidate, SearchSpace
 from inferload.tune.capacity import CapacitySearch
+from inferload.tune.server_config import ChangesRefused
 from inferload.tune.stop_rules import memory_limit
 from inferload.tune.sweep import Sweep, SweepSettings
+from inferload.tune.sweep_report import slo_words
 from inferload.tune.tune_report import config_fragment, write_tune_report
 
 TUNE_JSON = "tune.json"
 
 
 class Configurator(Protocol):
+    def current(self) -> dict[str, Any]: ...
+
     def apply(self, candidate: Candidate) -> dict[str, Any]: ...
 
-    def restore(self) -> None: ...
+    def restore(self) -> str | None: ...
+
+    def fragment_options(self) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -44,6 +62,8 @@ class ServerTune:
     target: str
     model: str
     configurator: Configurator
+    #: the option that gives its management URL (for messages)
+    option: str = ""
 
 
 @dataclass
@@ -78,6 +98,25 @@ class CandidateResult:
     gpu_memory_mib: float | None = None
     #: why memory was the limit in one of its steps (ends the server's search); None when it was not
     memory_limit: str | None = None
+    #: the capacity search's boundary: its estimate and 95 % interval (high None: open), and what binds it
+    capacity_estimate_rps: float | None = None
+    capacity_low_rps: float | None = None
+    capacity_high_rps: float | None = None
+    binding: str | None = None
+
+    @property
+    def ranked_rps(self) -> float | None:
+        """What candidates are ranked by: the boundary's estimate, else the highest rate that passed."""
+        return self.capacity_estimate_rps if self.capacity_estimate_rps is not None else self.capacity_rps
+
+    def span(self) -> str:
+        """`250 [230, 270] req/s`, or the highest passing rate when there is no interval."""
+        if self.ranked_rps is None:
+            return "-"
+        if self.capacity_low_rps is None:
+            return f"{self.ranked_rps:g} req/s"
+        high = "∞" if self.capacity_high_rps is None else f"{self.capacity_high_rps:g}"
+        return f"{self.ranked_rps:g} [{self.capacity_low_rps:g}, {high}] req/s"
 
 
 class Tune:
@@ -87,12 +126,50 @@ class Tune:
         self.results: list[CandidateResult] = []
         self.started = time.monotonic()
         self.stopped: str | None = None
-        #: server -> why its search ended early (memory)
+        #: server -> why its search ended early (memory, or a server that refuses every candidate)
         self.server_stops: dict[str, str] = {}
+        self.signals = StopSignals("inferload tune", "; the journal keeps what to put back: run `inferload restore`")
+        #: the longest a candidate took to apply (and so about as long to put back), for the budget
+        self.apply_s = 0.0
+        #: servers that refused every candidate (their management API, an ensemble): a usage problem
+        self.refused: set[str] = set()
+
+    def restore_leftovers(self, journal: ServerJournal) -> int:
+        """Put back what a killed process left changed on the servers to tune (`inferload restore`'s job,
+        done first so the tune starts from the servers as they were); how many could not be put back."""
+        urls = [getattr(tune.configurator, "url", "") for tune in self.servers]
+        return journal.restore_leftovers(
+            lambda entry: any(url and same_host(entry.server, url) for url in urls), self.settings.printer
+        )
+
+    def check_servers(self) -> None:
+        """Every server's model settings can be read now (its API answers, it serves the model): UsageError
+        naming the option and why, before anything is changed or measured."""
+        for tune in self.servers:
+            try:
+                tune.configurator.current()
+            except InferloadError as error:
+                raise UsageError(
+                    f"{tune.option or tune.server}: cannot read the settings of model {tune.model!r}: {error}"
+                ) from None
+
+    def budget_left(self) -> float | None:
+        """Seconds of the budget left for measuring, the putting back of the last candidate kept aside (about
+        twice as long as applying one: Triton unloads the model and loads it again)."""
+        budget = self.settings.budget_s
+        return None if budget is None else budget - (time.monotonic() - self.started) - 2 * self.apply_s
 
     def within_budget(self) -> bool:
-        budget = self.settings.budget_s
-        return budget is None or time.monotonic() - self.started < budget
+        """Whether another candidate fits in the budget: applying it, one step at least, putting it back."""
+        left = self.budget_left()
+        plan = self.settings.sweep
+        window = plan.window_s or 1.0
+        shortest_step = (plan.warmup_s or 0.0) + (plan.rule.windows + 1) * window + 15.0
+        return left is None or left - self.apply_s >= shortest_step
+
+    @property
+    def interrupted(self) -> bool:
+        return bool(self.signals.received)
 
     def score(self, tune: ServerTune, candidate: Candidate, start_rps: float) -> CandidateResult:
         """Apply a candidate, read it back, and search its capacity under the SLO."""
@@ -100,28 +177,41 @@ class Tune:
         folder = self.settings.out / tune.server / f"{index:02d}"
         say = self.settings.printer
         say(f"[{tune.server} {index}] {candidate.name}: applying ...")
+        started = time.monotonic()
         try:
             applied = tune.configurator.apply(candidate)
+        except ChangesRefused:
+            raise  # no candidate can be applied: the server's search ends (tune_server says why, once)
         except InferloadError as error:
             say(f"      refused: {error}")
             return CandidateResult(
                 tune.server, candidate.name, candidate.settings(), None, None, None, error=str(error), folder=str(folder)
             )
+        finally:
+            self.apply_s = max(self.apply_s, time.monotonic() - started)
+        if self.interrupted:  # the signal came while the server took the candidate
+            return CandidateResult(
+                tune.server, candidate.name, candidate.settings(), applied, None, None, error="interrupted", folder=str(folder)
+            )
         capacity = self.settings.sweep.capacity or CapacitySearch(start_rps)
+        left = self.budget_left()
         sweep = Sweep(
             replace(
                 self.settings.sweep,
                 out=folder,
                 target=tune.target,
-                capacity=replace(capacity, start_rps=start_rps),
-                budget_s=None,
+                capacity=replace(capacity, start_rps=start_rps, verify=False),  # candidates are compared by their intervals
+                budget_s=None if left is None else max(left - self.apply_s, 0.0),
                 printer=lambda line: say("      " + line),
             )
         )
         sweep.run()
+        if sweep.signalled is not None:  # the step stopped and kept its figures; the tune stops too
+            self.signals.note([sweep.signalled])
         answer = sweep.capacity or {}
         best = next((s for s in sweep.steps if answer.get("max_rps") is not None and s.level == answer["max_rps"]), None)
         limits = [reason for s in sweep.steps if (reason := memory_limit(s, self.settings.sweep.rules))]
+        low, high = (answer.get("interval_rps") or [None, None])[:2]
         return CandidateResult(
             tune.server,
             candidate.name,
@@ -139,29 +229,49 @@ class Tune:
             gpu_util_pct=best.gpu_util_pct if best else None,
             gpu_memory_mib=_peak(s.gpu_memory_mib for s in sweep.steps),
             memory_limit=limits[0] if limits else None,
+            capacity_estimate_rps=answer.get("estimate_rps"),
+            capacity_low_rps=low,
+            capacity_high_rps=high,
+            binding=(answer.get("binding") or {}).get("words"),
+            error="interrupted" if self.interrupted else None,
         )
 
     def tune_server(self, tune: ServerTune) -> None:
+        try:
+            self._tune_server(tune)
+        except ChangesRefused as refused:
+            self.server_stops[tune.server] = str(refused)
+            self.refused.add(tune.server)
+            self.settings.printer(f"[{tune.server}] no candidate can be applied: {refused}")
+
+    def _tune_server(self, tune: ServerTune) -> None:
         space = self.settings.space
         start = self.settings.sweep.capacity.start_rps if self.settings.sweep.capacity else 50.0
+        if not self.within_budget():
+            self.stopped = "budget"
+            return
         best_candidate = space.baseline(tune.server)
         best = self.record(self.score(tune, best_candidate, start))
-        if self.memory_stop(tune, best):
+        if self.memory_stop(tune, best) or self.interrupted:
             return
         for stage in ("batching", "scale-out"):
             candidates = space.batching(tune.server, best_candidate) if stage == "batching" else space.scale_out(best_candidate)
             improved = False
+            tried: list[CandidateResult] = []
             for candidate in candidates:
+                if self.interrupted:
+                    return
                 if not self.within_budget():
                     self.stopped = "budget"
                     return
                 result = self.record(self.score(tune, candidate, best.capacity_rps or start))
+                tried.append(result)
                 if beats(result, best, self.settings.plateau_pct):
                     best, best_candidate, improved = result, candidate, True
                 if self.memory_stop(tune, result):
                     return
-            if not improved:
-                self.settings.printer(f"[{tune.server}] {stage} did not beat the best by {self.settings.plateau_pct:g} %")
+            if tried and not improved:
+                self.settings.printer(f"[{tune.server}] {stage_outcome(stage, tried, best, self.settings.plateau_pct)}")
 
     def memory_stop(self, tune: ServerTune, result: CandidateResult) -> bool:
         """Memory was the limit for this candidate: the server's search ends here (and says why)."""
@@ -173,18 +283,28 @@ class Tune:
 
     def record(self, result: CandidateResult) -> CandidateResult:
         self.results.append(result)
-        capacity = "-" if result.capacity_rps is None else f"{result.capacity_rps:g} req/s"
-        self.settings.printer(f"      capacity under the SLO: {capacity}")
+        self.settings.printer(f"      capacity under the SLO: {result.span()}")
         self.save()
         return result
 
+    def ranking(self, server: str) -> list[CandidateResult]:
+        """The server's measured candidates, the highest capacity first (ties: the one tried first)."""
+        # a candidate refused, or cut short by a signal, was not measured to its end: not ranked
+        measured = [r for r in self.results if r.server == server and r.ranked_rps is not None and r.error is None]
+        return sorted(measured, key=lambda r: -(r.ranked_rps or 0.0))
+
     def winners(self) -> dict[str, CandidateResult]:
+        """Each server's highest capacity (a winner outright only when `decided`: see `tied_with`)."""
         best: dict[str, CandidateResult] = {}
-        for result in self.results:
-            current = best.get(result.server)
-            if result.capacity_rps is not None and (current is None or beats(result, current, 0.0)):
-                best[result.server] = result
+        for server in dict.fromkeys(r.server for r in self.results):
+            ranked = self.ranking(server)
+            if ranked:
+                best[server] = ranked[0]
         return best
+
+    def tied_with(self, winner: CandidateResult) -> list[CandidateResult]:
+        """The candidates the winner's interval does not clear: tied with it within noise."""
+        return [r for r in self.ranking(winner.server) if r is not winner and not clears(winner, r)]
 
     def document(self) -> dict[str, Any]:
         winners = self.winners()
@@ -196,7 +316,12 @@ class Tune:
             "server_stops": self.server_stops,
             "candidates": [r.__dict__ for r in self.results],
             "winners": {
-                server: {**r.__dict__, "fragment": config_fragment(server, r.applied or r.asked, self.model_of(server))}
+                server: {
+                    **r.__dict__,
+                    "fragment": self.fragment(server, r),
+                    "decided": not self.tied_with(r),
+                    "tied_with": [t.name for t in self.tied_with(r)],
+                }
                 for server, r in winners.items()
             },
         }
@@ -204,36 +329,81 @@ class Tune:
     def model_of(self, server: str) -> str:
         return next(t.model for t in self.servers if t.server == server)
 
+    def fragment(self, server: str, result: CandidateResult) -> str:
+        """The result's settings in the server's own config syntax (its management address and the
+        model's own response timeout in TorchServe's)."""
+        tune = next(t for t in self.servers if t.server == server)
+        return config_fragment(server, result.applied or result.asked, tune.model, **tune.configurator.fragment_options())
+
     def save(self) -> None:
         document = self.document()
         self.settings.out.mkdir(parents=True, exist_ok=True)
-        (self.settings.out / TUNE_JSON).write_text(json.dumps(document, indent=2) + "\n")
+        write_atomically(self.settings.out / TUNE_JSON, json.dumps(document, indent=2) + "\n")
         write_tune_report(self.settings.out, document)
 
     def run(self) -> int:
-        try:
-            for tune in self.servers:
-                try:
-                    self.tune_server(tune)
-                finally:
-                    self.settings.printer(f"[{tune.server}] putting the original settings back ...")
-                    tune.configurator.restore()
-        finally:
-            self.save()
+        """The loop; 0 with a winner, 1 without, 128 + N when signal N stopped it (servers put back in every case)."""
+        failed_restores = 0
+        with self.signals:
+            try:
+                for tune in self.servers:
+                    if self.interrupted:
+                        break
+                    try:
+                        self.tune_server(tune)
+                    finally:
+                        failed_restores += self.put_back(tune)
+            finally:
+                if self.interrupted:
+                    self.stopped = "interrupted"
+                self.save()
         self.print_end()
-        return 0 if self.winners() else 1
+        if self.interrupted:
+            return 128 + self.signals.received[0]
+        if not self.winners() and self.refused and not failed_restores:
+            return 2  # the server's set-up, not a capacity: what to do was said
+        return 0 if self.winners() and not failed_restores else 1
+
+    def put_back(self, tune: ServerTune) -> int:
+        """Put the server's original settings back; 1 when that failed (the journal keeps them), else 0."""
+        say = self.settings.printer
+        say(f"[{tune.server}] putting the original settings back ...")
+        try:
+            done = tune.configurator.restore()
+        except InferloadError as error:
+            say(f"[{tune.server}] could not put the original settings back: {error}; run `inferload restore` once it answers")
+            return 1
+        if done:
+            say(f"[{tune.server}] {done}")
+        return 0
 
     def print_end(self) -> None:
         say = self.settings.printer
         winners = self.winners()
         say("")
+        slo = slo_words(self.settings.sweep.rules.slo)
         for server, result in winners.items():
-            say(f"{server}: best {result.name}: {result.capacity_rps:g} req/s under {self.settings.sweep.rules.slo}")
-            say("  " + config_fragment(server, result.applied or result.asked, self.model_of(server)).replace("\n", "\n  "))
+            tied = self.tied_with(result)
+            if tied:
+                others = "; ".join(f"{t.name} {t.span()}" for t in tied)
+                say(f"{server}: tied within noise under {slo}: {result.name} {result.span()}; {others}")
+                say(f"  the highest estimate, {result.name}, as a fragment (no candidate's interval clears the others'):")
+            else:
+                runner = next(iter(self.ranking(server)[1:]), None)
+                beaten = f", clearing {runner.name} {runner.span()}" if runner else ""
+                say(f"{server}: best {result.name}: {result.span()} under {slo}{beaten}")
+            say("  " + self.fragment(server, result).replace("\n", "\n  "))
         if len(winners) == 2:
             triton, torchserve = winners.get("triton"), winners.get("torchserve")
-            if triton and torchserve and triton.capacity_rps and torchserve.capacity_rps:
-                say(f"Triton vs TorchServe, each at its best: {triton.capacity_rps:g} vs {torchserve.capacity_rps:g} req/s")
+            if triton and torchserve and triton.ranked_rps and torchserve.ranked_rps:
+                verdict = (
+                    "Triton ahead"
+                    if clears(triton, torchserve)
+                    else "TorchServe ahead"
+                    if clears(torchserve, triton)
+                    else "tied within noise"
+                )
+                say(f"Triton vs TorchServe, each at its best: {triton.span()} vs {torchserve.span()}: {verdict}")
         say(f"results: {self.settings.out}/tune.json, tune.html, one folder per candidate")
 
 
@@ -242,9 +412,36 @@ def _peak(values: Iterable[float | None]) -> float | None:
     return max(present) if present else None
 
 
-def beats(result: CandidateResult, best: CandidateResult, margin_pct: float) -> bool:
-    if result.capacity_rps is None:
+def stage_outcome(stage: str, tried: list[CandidateResult], best: CandidateResult, margin_pct: float) -> str:
+    """Why a stage did not change the best: nothing measured (each refused, or no rate met the SLO),
+    or measured and not better beyond the noise (its interval clears the best's) and by the margin."""
+    refused = sum(1 for r in tried if r.error is not None)
+    if all(r.ranked_rps is None for r in tried):
+        parts = [f"{refused} refused by the server"] if refused else []
+        parts += [f"{len(tried) - refused} met the SLO at no rate"] if len(tried) > refused else []
+        return f"{stage}: no candidate measured ({', '.join(parts)})"
+    if best.ranked_rps is None:
+        return f"{stage}: no capacity to compare with"
+    return f"{stage} did not beat the best ({best.name}: {best.span()}) beyond the noise and by {margin_pct:g} %"
+
+
+def clears(result: CandidateResult, other: CandidateResult) -> bool:
+    """`result`'s capacity interval lies wholly above `other`'s (without intervals: its capacity is higher)."""
+    if result.ranked_rps is None:
         return False
-    if best.capacity_rps is None:
+    if other.ranked_rps is None:
         return True
-    return result.capacity_rps > best.capacity_rps * (1 + margin_pct / 100.0)
+    if result.capacity_low_rps is not None and other.capacity_low_rps is not None:
+        other_high = other.capacity_high_rps if other.capacity_high_rps is not None else float("inf")
+        return result.capacity_low_rps > other_high
+    return result.ranked_rps > other.ranked_rps
+
+
+def beats(result: CandidateResult, best: CandidateResult, margin_pct: float) -> bool:
+    """A candidate becomes the best so far only when its interval clears the best's (not within noise)
+    and its capacity is at least `margin_pct` % higher."""
+    if result.ranked_rps is None:
+        return False
+    if best.ranked_rps is None:
+        return True
+    return clears(result, best) and result.ranked_rps > best.ranked_rps * (1 + margin_pct / 100.0)

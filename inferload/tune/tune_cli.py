@@ -4,12 +4,13 @@ and the capacity search's settings (shared with `inferload sweep`)."""
 from __future__ import annotations
 
 import argparse
-import sys
+import urllib.parse
 from dataclasses import replace
-from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
-from inferload.errors import InferloadError, ScenarioError
+from inferload.errors import UsageError
+from inferload.run.server_changes import ServerJournal
 from inferload.scenario.headers import read_management_key, request_headers
 from inferload.scenario.loader import load_scenario
 from inferload.scenario.model import Scenario
@@ -17,22 +18,33 @@ from inferload.scenario.targets import Target
 from inferload.tune.candidates import SearchSpace
 from inferload.tune.capacity import CapacitySearch
 from inferload.tune.server_config import TorchServeConfigurator, TritonConfigurator
-from inferload.tune.sweep_cli import add_search_arguments, settings_from_args
+from inferload.tune.sweep_cli import add_search_arguments, default_out, settings_from_args, with_gpu
 from inferload.tune.tune import ServerTune, Tune, TuneSettings
 
-EXIT_USAGE = 2
+#: values one search option may list (each is a candidate measured by a capacity search of its own)
+MAX_CANDIDATE_VALUES = 20
+#: model instances (Triton) or workers (TorchServe) of one candidate: each is a copy of the model
+MAX_MODEL_COPIES = 64
+#: a batch size (max_batch_size, preferred sizes, TorchServe's batch_size)
+MAX_BATCH_SIZE = 65_536
+#: a batching delay: 10 s (Triton's in microseconds, TorchServe's in milliseconds)
+MAX_DELAY_US = 10_000_000
+MAX_DELAY_MS = 10_000
 
 
-def _ints(option: str, text: str, least: int = 0) -> tuple[int, ...]:
-    """A comma list of whole numbers of at least `least`; an empty string is an empty list (that stage is skipped)."""
+def _ints(option: str, text: str, least: int = 0, most: int = MAX_BATCH_SIZE) -> tuple[int, ...]:
+    """A comma list of whole numbers from `least` to `most` (at most `MAX_CANDIDATE_VALUES` of them); an empty
+    string is an empty list (that stage is skipped)."""
     if not text.strip():
         return ()
     try:
         values = tuple(int(part) for part in text.split(","))
     except ValueError:
-        raise InferloadError(f"{option}: expected whole numbers separated by commas; got {text!r}") from None
-    if any(v < least for v in values):
-        raise InferloadError(f"{option}: expected numbers of {least} or more; got {text!r}")
+        raise UsageError(f"{option}: expected whole numbers separated by commas; got {text!r}") from None
+    if any(v < least or v > most for v in values):
+        raise UsageError(f"{option}: expected numbers from {least} to {most:,}; got {text!r}")
+    if len(values) > MAX_CANDIDATE_VALUES:
+        raise UsageError(f"{option}: {len(values)} values; at most {MAX_CANDIDATE_VALUES} (each is a candidate to measure)")
     return values
 
 
@@ -41,22 +53,20 @@ def search_space(args: argparse.Namespace) -> SearchSpace:
     max_sizes = _ints("--triton-max-batch-sizes", args.triton_max_batch_sizes, least=1)
     preferred = _ints("--triton-preferred-batch-sizes", args.triton_preferred_batch_sizes, least=1)
     if list(preferred) != sorted(set(preferred)):
-        raise InferloadError(
-            f"--triton-preferred-batch-sizes: expected increasing sizes; got {args.triton_preferred_batch_sizes!r}"
-        )
+        raise UsageError(f"--triton-preferred-batch-sizes: expected increasing sizes; got {args.triton_preferred_batch_sizes!r}")
     if preferred and max_sizes and max(preferred) > min(max_sizes):
-        raise InferloadError(
+        raise UsageError(
             f"--triton-preferred-batch-sizes: {max(preferred)} is above --triton-max-batch-sizes {min(max_sizes)}"
             " (a preferred batch size must fit every max_batch_size tried)"
         )
     return SearchSpace(
-        triton_delays_us=_ints("--triton-delays-us", args.triton_delays_us),
-        triton_instances=_ints("--triton-instances", args.triton_instances, least=1),
+        triton_delays_us=_ints("--triton-delays-us", args.triton_delays_us, most=MAX_DELAY_US),
+        triton_instances=_ints("--triton-instances", args.triton_instances, least=1, most=MAX_MODEL_COPIES),
         triton_preferred=preferred,
         triton_max_batch_sizes=max_sizes,
         torchserve_batch_sizes=_ints("--torchserve-batch-sizes", args.torchserve_batch_sizes, least=1),
-        torchserve_delays_ms=_ints("--torchserve-delays-ms", args.torchserve_delays_ms),
-        torchserve_workers=_ints("--torchserve-workers", args.torchserve_workers, least=1),
+        torchserve_delays_ms=_ints("--torchserve-delays-ms", args.torchserve_delays_ms, most=MAX_DELAY_MS),
+        torchserve_workers=_ints("--torchserve-workers", args.torchserve_workers, least=1, most=MAX_MODEL_COPIES),
     )
 
 
@@ -91,56 +101,75 @@ def pick(scenario: Scenario, server: str) -> Target | None:
     return next((t for t in scenario.targets if t.server == server), None)
 
 
-def servers_from_args(args: argparse.Namespace, scenario: Scenario) -> list[ServerTune]:
+def servers_from_args(args: argparse.Namespace, scenario: Scenario, journal: ServerJournal | None = None) -> list[ServerTune]:
+    """The servers to tune, each with its configurator (which journals its changes in `journal`)."""
     wanted = [s.strip() for s in args.servers.split(",") if s.strip()]
     unknown = set(wanted) - {"triton", "torchserve"}
     if unknown or not wanted:
-        raise InferloadError(f"--servers: expected triton and/or torchserve; got {args.servers!r}")
+        raise UsageError(f"--servers: expected triton and/or torchserve; got {args.servers!r}")
     base = Path(args.scenario).resolve().parent
     servers: list[ServerTune] = []
     for server in wanted:
         target = pick(scenario, server)
         if target is None:
-            raise InferloadError(f"the scenario has no {server} target to tune (--servers {args.servers})")
+            raise UsageError(f"the scenario has no {server} target to tune (--servers {args.servers})")
         headers = request_headers(target.name, target.headers, target.headers_from_env, None, base)
+        access: dict[str, Any] = {"headers_from_env": dict(target.headers_from_env or {})}
         if server == "triton":
             url = args.triton_url or (target.address if target.kind == "triton-http" else None)
             if url is None:
-                raise InferloadError(f"target {target.name!r} is {target.kind}: give Triton's HTTP API with --triton-url")
-            url = url if "://" in url else f"http://{url}"
+                raise UsageError(f"target {target.name!r} is {target.kind}: give Triton's HTTP API with --triton-url")
+            url = management_url("--triton-url", url if "://" in url else f"http://{url}")
             servers.append(
-                ServerTune("triton", target.name, target.model, TritonConfigurator(url.rstrip("/"), target.model, headers))
+                ServerTune(
+                    "triton",
+                    target.name,
+                    target.model,
+                    TritonConfigurator(url, target.model, headers, journal=journal, access=access),
+                    f"--triton-url {url}",
+                )
             )
         else:
             url = args.torchserve_management or target.management_url
             if url is None:
-                raise InferloadError(f"target {target.name!r}: give TorchServe's management API with --torchserve-management")
+                raise UsageError(f"target {target.name!r}: give TorchServe's management API with --torchserve-management")
+            url = management_url("--torchserve-management", url)
             if target.token_file:
                 key = read_management_key(base / target.token_file)
                 headers = {"Authorization": f"Bearer {key}"} if key else {}
+                access = {"token_file": str((base / target.token_file).resolve())}
             servers.append(
                 ServerTune(
-                    "torchserve", target.name, target.model, TorchServeConfigurator(url.rstrip("/"), target.model, headers)
+                    "torchserve",
+                    target.name,
+                    target.model,
+                    TorchServeConfigurator(url, target.model, headers, journal=journal, access=access),
+                    f"--torchserve-management {url}",
                 )
             )
     return servers
 
 
-def cmd_tune(args: argparse.Namespace) -> int:
+def management_url(option: str, url: str) -> str:
+    """An http(s)://host:port URL of a server's API (no trailing slash); UsageError naming `option`."""
+    parsed = urllib.parse.urlsplit(url)
     try:
-        scenario = load_scenario(args.scenario)
-        sweep = settings_from_args(args)
-        servers = servers_from_args(args, scenario)
-        space = search_space(args)
-    except ScenarioError as error:
-        for problem in error.problems:
-            print(problem, file=sys.stderr)
-        return EXIT_USAGE
-    except InferloadError as error:
-        print(f"inferload tune: {error}", file=sys.stderr)
-        return EXIT_USAGE
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out = (args.out or Path("results") / f"tune-{stamp}").resolve()
+        port = parsed.port
+    except ValueError:
+        port = -1
+    if parsed.scheme not in ("http", "https") or not parsed.hostname or port == -1:
+        raise UsageError(f"{option}: expected http://HOST:PORT or https://HOST:PORT; got {url!r}")
+    return url.rstrip("/")
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    """The tuning loop; a bad option, scenario or unusable server raises a UsageError (exit 2)."""
+    scenario = load_scenario(args.scenario)
+    space = search_space(args)
+    journal = ServerJournal()
+    servers = servers_from_args(args, scenario, journal)
+    out = args.out.resolve() if args.out else default_out("tune")
+    sweep = settings_from_args(args, out)
     settings = TuneSettings(
         scenario=args.scenario,
         out=out,
@@ -149,4 +178,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         plateau_pct=args.plateau,
         budget_s=sweep.budget_s,
     )
-    return Tune(settings, servers).run()
+    tune = Tune(settings, servers)
+    tune.restore_leftovers(journal)  # what a killed tune or run left changed on these servers
+    tune.check_servers()  # UsageError: a server that cannot be read (its URL, its model)
+    settings.sweep = with_gpu(settings.sweep, args)
+    return tune.run()

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from inferload.users.base import InferenceUser
     from inferload.users.bentoml_http import BentoMLHttpUser
     from inferload.users.classes import user_class_for
+    from inferload.users.client import InferenceClient, InferResult, inference_task
     from inferload.users.kserve_v1_http import KServeV1HttpUser
     from inferload.users.kserve_v2_grpc import KServeV2GrpcUser
     from inferload.users.kserve_v2_http import KServeV2HttpUser
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BentoMLHttpUser",
+    "InferResult",
+    "InferenceClient",
     "InferenceUser",
     "KServeV1HttpUser",
     "KServeV2GrpcUser",
@@ -34,11 +37,16 @@ __all__ = [
     "TritonGrpcUser",
     "TritonHttpUser",
     "TritonStreamUser",
+    "inference_task",
     "user_class_for",
 ]
+
+#: the names that do not come from `inferload.users.classes`
+_CLIENT_NAMES = ("InferResult", "InferenceClient", "inference_task")
 
 
 def __getattr__(name: str) -> Any:
     if name not in __all__:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(import_module("inferload.users.classes"), name)
+    module = "inferload.users.client" if name in _CLIENT_NAMES else "inferload.users.classes"
+    return getattr(import_module(module), name)

@@ -1,67 +1,77 @@
 """The one shape every inferload user class has.
 
-A user class is made per scenario target (`user_class_for(target)`); each simulated user builds
-its client in `on_start` (the target's requests are encoded once per process, by its first user:
-`request_pool()`), then its task sends one inference call (`send()` picks the next request),
-times it and reports it through Locust's request event. Closed loop, a user sends its next call
-as soon as the last one answered; open loop (`arrivals` set), it sends the arrivals the
-scheduler queues and times each from its intended send time (see `inferload.traffic.scheduler`). Protocol modules implement three
-methods: `connect()`, `send() -> response bytes`, `close()`, and the class method `encode_request(data)`
-(one request encoded for the wire, called up front for every distinct request).
+A user class sends one target's inference calls: a scenario's (`user_class_for(target)` makes one
+per target) or one written in a locustfile (a subclass of a protocol's class with a ``target``).
+Each simulated user builds its protocol client in `on_start` (the target's requests are encoded
+once per process, by its first user: `request_pool()`) and has ``self.client``, an
+`InferenceClient` whose `infer()` sends one call (the next pre-encoded request), times it and
+reports it through Locust's request event (`inferload.users.client`). The default task,
+`inference_task`, is a closed loop of those calls, or the sender of a scenario's open-loop
+arrivals; a class that declares tasks of its own runs only those (Locust's ``@task`` methods or
+``tasks``; `__init_subclass__` drops the inherited default). Protocol modules implement three
+methods: `connect()`, `send() -> response bytes`, `close()`, the class method
+`encode_request(data)` (one request encoded for the wire, called up front for every distinct
+request), and name the target kinds they speak (``target_kinds``).
 
-A refused connection (the server is down) is answered in microseconds, so a closed-loop user
-backs off before its next call: 10 ms after the first refusal, doubling up to 1 s, back to none at
-the first call that reaches the server. Every attempt is still reported, so the failures count
-attempts, and a dead server costs a few attempts per user-second rather than the client's CPU.
-Open loop does not back off: its arrivals already bound the attempts to the configured rate, and
-a refused arrival is counted failed while the next one is taken at its intended time.
+A class's ``target`` is checked when the class is made: a `Target`, or a mapping of its keys
+(validated then, every problem at its key path); its kind must be one the class speaks (a
+mapping may leave ``kind`` out when the class speaks one). A target written without an
+``address`` takes the user's ``host`` (the class attribute, or Locust's ``--host``, which Locust
+puts on every user class at the start) when the first user is made; without a host that stops
+the test with a message saying what to set.
+
+A refused connection (the server is down) is answered in microseconds, so the default closed
+loop backs off before its next call: 10 ms after the first refusal, doubling up to 1 s, back to
+none at the first call that reaches the server. Every attempt is still reported, so the failures
+count attempts, and a dead server costs a few attempts per user-second rather than the client's
+CPU. Open loop does not back off: its arrivals already bound the attempts to the configured rate,
+and a refused arrival is counted failed while the next one is taken at its intended time.
 """
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
+import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import gevent
 import numpy as np
-from locust import User, constant, task
+from locust import User, constant
+from locust.exception import StopTest
 
-from inferload.errors import ConnectionRefused
+from inferload.errors import ScenarioError
 from inferload.measure.trace_records import ClientTraceRecords
+from inferload.scenario.kinds import SERVER_KINDS, TARGET_KINDS
 from inferload.scenario.targets import InputSpec, Target
-from inferload.traffic.scheduler import ArrivalQueue
-from inferload.users.failures import classify_exception
+from inferload.users.client import ArrivalQueue, InferenceClient, RefusedBackoff, inference_task
 from inferload.users.request_pool import RequestData, RequestPool, RequestSource
 from inferload.users.sequence import SequenceSettings
 
+if TYPE_CHECKING:
+    from inferload.users.engine import NativeEngine, NativeSlot, NativeTarget
 
-@dataclass
-class RefusedBackoff:
-    """A closed-loop user's pause after refused connections: exponential, reset by any other outcome."""
+__all__ = ["InferenceUser", "RefusedBackoff", "expected_output_shapes", "inference_task"]
 
-    first_s: float = 0.01
-    max_s: float = 1.0
-    delay_s: float = 0.0
-
-    def after(self, exception: BaseException | None) -> float:
-        """The pause before the next call, given how the last one ended."""
-        if isinstance(exception, ConnectionRefused):
-            self.delay_s = self.first_s if self.delay_s <= 0 else min(self.max_s, self.delay_s * 2)
-        else:  # reached the server (a success, its own failure, or a timeout that took its time): no pause
-            self.delay_s = 0.0
-        return self.delay_s
+#: the exit code of a test stopped for a configuration error (inferload's rule: 2 for usage errors)
+EXIT_USAGE = 2
+#: an address every kind accepts: a target written without one is validated with it at class creation
+_PLACEHOLDER_ADDRESS = "127.0.0.1:1"
 
 
 class InferenceUser(User):
-    """Abstract base: one scenario target, one protocol client per simulated user."""
+    """Abstract base: one target, one protocol client and one `InferenceClient` per simulated user."""
 
     abstract = True
     wait_time = constant(0)
+    #: the default task (`inferload.users.client.inference_task`); a subclass with tasks of its own runs only those
+    tasks = [inference_task]  # noqa: RUF012  (Locust reads it as a class attribute, as it declares it)
 
-    #: the scenario target this class sends to (set on the generated subclass)
+    #: the target this class sends to: a `Target`, or a mapping of its keys (checked when the class is made)
     target: ClassVar[Target]
+    #: the target kinds this class speaks (a subclass's target must have one of them)
+    target_kinds: ClassVar[tuple[str, ...]] = TARGET_KINDS
+    #: a target written without an address: its keys, completed with the user's host when the first user is made
+    target_keys_without_address: ClassVar[dict[str, Any] | None] = None
     #: label in Locust's "Type" column
     request_type: ClassVar[str] = "infer"
     #: expected output shapes including the batch dimension, from the model's metadata
@@ -81,59 +91,105 @@ class InferenceUser(User):
     sequence_settings: ClassVar[SequenceSettings | None] = None
     #: a traced Triton target's request ids and client times, this process's (set at start; None: not traced)
     trace_records: ClassVar[ClientTraceRecords | None] = None
+    #: this process's native engine, when the run hands the class's calls to it (None: the Python transport;
+    #: see `inferload.users.engine`)
+    engine: ClassVar[NativeEngine | None] = None
+    #: the engine keeps this protocol's sequences itself (Triton's sequence parameters; see docs/engine.md)
+    native_sequences: ClassVar[bool] = False
+    #: the host the target's address was taken from (a target written without an address)
+    _target_host: ClassVar[str | None] = None
+    #: the request index the next `next_request()` picks (set by the client for one call; None: the next in turn)
+    wanted_request_index: int | None = None
+    #: the request index `next_request()` last picked (the client's `InferResult.request_index`)
+    sent_request_index: int | None = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _check_task_names(cls)
+        _drop_inherited_default_task(cls)
+        declared = cls.__dict__.get("target")
+        if declared is not None:
+            _set_target(cls, declared)
 
     def __init__(self, environment: Any) -> None:
+        cls = type(self)
+        if cls.target_keys_without_address is not None:
+            cls.target_for_host(cls.host, stop_test=environment)
         super().__init__(environment)
         self.refused_backoff = RefusedBackoff()
+        #: this user's client: ``self.client.infer()`` sends, times and reports one inference call
+        self.client = InferenceClient(self)
+        self._slot: NativeSlot | None = None
+
+    @property
+    def native_slot(self) -> NativeSlot | None:
+        """This user's connection in the native engine (None: the Python transport)."""
+        return self._slot
 
     def on_start(self) -> None:
+        engine = type(self).engine
+        if engine is not None:
+            from inferload.users.engine import NativeSlot
+
+            self._slot = NativeSlot(engine, type(self).native_target_id(engine, self.environment))
+            return
         self.connect()
 
     def on_stop(self) -> None:
+        if self._slot is not None:
+            self._slot.close()
+            return
         self.close()
 
-    @task
-    def infer(self) -> None:
-        if self.arrivals is not None:
-            self._send_arrival(self.arrivals.take())
-            return
-        started = time.perf_counter()
-        exception, response_length = self._call()
-        self._report((time.perf_counter() - started) * 1000.0, response_length, exception, None)
-        pause_s = self.refused_backoff.after(exception)
-        if pause_s > 0:
-            gevent.sleep(pause_s)
+    def stop(self, force: bool = False) -> bool:
+        stopped: bool = super().stop(force)
+        if self._slot is not None:  # a graceful stop: the native loop's task returns, then on_stop
+            self._slot.release()
+        return stopped
 
-    def _send_arrival(self, intended: float) -> None:
-        """Open loop: latency counts from the intended send time, lag is reported apart."""
-        sent = time.time()
-        exception, response_length = self._call()
-        latency_ms = (time.time() - intended) * 1000.0
-        self._report(latency_ms, response_length, exception, (sent - intended) * 1000.0)
+    @classmethod
+    def target_for_host(cls, host: str | None, stop_test: Any = None) -> Target:
+        """The class's target, its address the ``host`` when it was written without one (made once per host).
 
-    def _call(self) -> tuple[BaseException | None, int]:
+        A missing or unusable host raises ``TypeError``; with ``stop_test`` (a Locust environment) it
+        sets the environment's exit code to 2 and raises Locust's ``StopTest`` instead, which stops
+        the test with the message (a user that cannot be made)."""
+        keys = cls.target_keys_without_address
+        if keys is None:
+            return cls.target
+        if host and cls.__dict__.get("_target_host") == host:
+            return cls.target
         try:
-            return None, self.send()
-        except Exception as exc:  # every client failure becomes a classified Locust failure
-            return classify_exception(exc, self.target.address), 0
+            if not host:
+                raise TypeError(
+                    f"{_defined_in(cls)}: {cls.__name__}.target has no address: give the target an address, "
+                    f"set host on {cls.__name__} (host = {_example_address(str(keys.get('kind', '')))!r}), "
+                    "or run Locust with --host"
+                )
+            try:
+                target = target_from_keys(cls, {**keys, "address": host}, f"{cls.__name__}.target (address: the host {host!r})")
+            except ScenarioError as error:
+                raise TypeError(str(error)) from None
+        except TypeError as error:
+            if stop_test is None:
+                raise
+            stop_test.process_exit_code = EXIT_USAGE
+            raise StopTest(f"inferload: {error}") from None
+        cls.target = target
+        cls._target_host = host
+        return target
 
-    def _report(
-        self, latency_ms: float, response_length: int, exception: BaseException | None, send_lag_ms: float | None
-    ) -> None:
-        context: dict[str, Any] = {"target": self.target.name}
-        if send_lag_ms is not None:
-            context["send_lag_ms"] = send_lag_ms
-        extra = self.call_context()
-        if extra:
-            context.update(extra)
-        self.environment.events.request.fire(
-            request_type=self.request_type,
-            name=self.target.name,
-            response_time=latency_ms,
-            response_length=response_length,
-            exception=exception,
-            context=context,
-        )
+    def next_request(self) -> tuple[int, Any]:
+        """(request index, encoded request) for the next call: a pick, nothing is encoded (the index
+        the client asked for, else the next in the target's rotation)."""
+        pool = self.request_pool()
+        wanted = self.wanted_request_index
+        if wanted is not None:
+            picked: tuple[int, Any] = (wanted, pool.encoded(wanted))
+        else:
+            picked = pool.next()
+        self.sent_request_index = picked[0]
+        return picked
 
     def input_arrays(self) -> list[tuple[InputSpec, np.ndarray]]:
         """The first request's arrays, batch dimension included (unless the model does not batch).
@@ -144,18 +200,53 @@ class InferenceUser(User):
 
     def request_pool(self) -> RequestPool[Any]:
         """This process's requests of the target, encoded by ``encode_request`` (made on first use)."""
-        cls = type(self)
+        pool = type(self).__dict__.get("request_pool_of_class")
+        return pool if pool is not None else type(self).pool_for(self.environment)
+
+    @classmethod
+    def pool_for(cls, environment: Any) -> RequestPool[Any]:
+        """This process's requests of the class's target (made on first use, by a user or the engine)."""
         pool = cls.__dict__.get("request_pool_of_class")
         if pool is None:
             source = RequestSource(cls.target, cls.scenario_dir, model_batches=cls.model_batches)
-            worker_index = int(getattr(self.environment.runner, "worker_index", 0) or 0)
+            worker_index = int(getattr(environment.runner, "worker_index", 0) or 0)
             pool = RequestPool(source, cls.encode_request, worker_index=worker_index)
             cls.request_pool_of_class = pool
         return pool
 
-    def next_request(self) -> tuple[int, Any]:
-        """(request index, encoded request) for the next call: a pick, nothing is encoded."""
-        return self.request_pool().next()
+    # -- the native transport (inferload.users.engine) --------------------------------------------
+    @classmethod
+    def python_only_reason(cls) -> str | None:
+        """Why this class's calls need Python per request (None: the engine can make them all)."""
+        target = cls.target
+        if target.response_check == "expected":
+            return "its answers are compared with expected values in Python"
+        if (target.sequence is not None or cls.sequence_settings is not None) and not cls.native_sequences:
+            return "a sequence model's requests carry per-request correlation IDs"
+        if target.trace is not None or cls.trace_records is not None:
+            return "traced requests carry per-request ids"
+        if cls.native_target.__func__ is InferenceUser.native_target.__func__:  # type: ignore[attr-defined]
+            return f"the {target.kind} kind has no native path yet"
+        return None
+
+    @classmethod
+    def native_target(cls) -> NativeTarget | None:
+        """Protocol hook: the target as the engine takes it (None: this protocol has no native path)."""
+        return None
+
+    @classmethod
+    def native_target_id(cls, engine: NativeEngine, environment: Any) -> int:
+        """The engine's id of this class's target (registered once per process, its requests encoded first)."""
+        pool = cls.pool_for(environment)
+
+        def make() -> NativeTarget:
+            spec = cls.native_target()
+            if spec is None:  # the run's wiring only gives the class an engine when it has a native path
+                raise TypeError(f"{cls.__name__} has no native path")
+            return spec
+
+        max_queue = cls.arrivals.max_queue if cls.arrivals is not None else None
+        return engine.target_id(cls, make, max_queue, pool.start_cursor)
 
     @classmethod
     def encode_request(cls, data: RequestData) -> Any:
@@ -193,3 +284,92 @@ def expected_output_shapes(target: Target, metadata: dict[str, Any] | None, max_
             dims = (target.batch_size, *dims[1:])
         shapes[output["name"]] = dims
     return shapes
+
+
+# -- checks when a user class is made ---------------------------------------------------------------
+
+
+def _drop_inherited_default_task(cls: type[InferenceUser]) -> None:
+    """Locust's rule, for the default task: a class that declares tasks of its own runs only those.
+
+    Locust gives a class its bases' tasks followed by its own (``@task`` methods, ``tasks``); the
+    inherited `inference_task` goes when the class declares any (one it lists itself stays)."""
+    inherited = [t for base in cls.__bases__ for t in (getattr(base, "tasks", None) or [])]
+    own = cls.tasks[len(inherited) :]
+    if own:
+        cls.tasks = [t for t in inherited if t is not inference_task] + own
+
+
+def _check_task_names(cls: type[InferenceUser]) -> None:
+    """A task may not take the name of a method the user's calls need (``send``, ``next_request`` ...):
+    Python would replace the method with the task."""
+    for name, value in cls.__dict__.items():
+        if not hasattr(value, "locust_task_weight"):
+            continue
+        for base in cls.__mro__[1:]:
+            if not issubclass(base, InferenceUser):
+                break
+            known = base.__dict__.get(name)
+            if known is not None and not hasattr(known, "locust_task_weight"):
+                raise TypeError(
+                    f"{_defined_in(cls)}: {cls.__name__}.{name}: a task of this name would replace "
+                    f"{base.__name__}.{name}, which the user's calls need; give the task another name"
+                )
+
+
+def _set_target(cls: type[InferenceUser], declared: object) -> None:
+    """Check the class's ``target`` (a Target, or a mapping of its keys) and set it as a Target."""
+    where = f"{cls.__name__}.target"
+    if isinstance(declared, Target):
+        _check_kind(cls, declared.kind)
+        cls.target_keys_without_address = None  # a base's target without an address is not this class's
+        return
+    if not isinstance(declared, Mapping):
+        raise TypeError(
+            f"{_defined_in(cls)}: {where}: expected an inferload.Target or a mapping of target keys; "
+            f"got {type(declared).__name__}"
+        )
+    keys = {str(key): value for key, value in declared.items()}
+    if "kind" not in keys and len(cls.target_kinds) == 1:
+        keys["kind"] = cls.target_kinds[0]  # the class says it
+    if keys.get("address") is None:  # the user's host, when the first user is made
+        keys.pop("address", None)
+        target_from_keys(cls, {**keys, "address": _PLACEHOLDER_ADDRESS}, where)  # every other key checked now
+        del cls.target  # no Target until the host is known
+        cls.target_keys_without_address = keys
+        cls._target_host = None
+        return
+    cls.target = target_from_keys(cls, keys, where)
+    cls.target_keys_without_address = None
+
+
+def target_from_keys(cls: type[InferenceUser], keys: Mapping[str, Any], where: str) -> Target:
+    """A Target from a mapping of its keys, checked against the class (ScenarioError: every problem
+    at its key path under ``where``; TypeError: a kind the class does not speak)."""
+    from inferload.scenario.loader import target_from_dict
+
+    kind = keys.get("kind")
+    if isinstance(kind, str) and kind in TARGET_KINDS:
+        _check_kind(cls, kind)
+    return target_from_dict(keys, file_label=_defined_in(cls), key_path=where, base_dir=None)
+
+
+def _check_kind(cls: type[InferenceUser], kind: str) -> None:
+    if kind in cls.target_kinds:
+        return
+    speaker = next(base for base in cls.__mro__ if "target_kinds" in base.__dict__)
+    raise TypeError(
+        f"{_defined_in(cls)}: {cls.__name__}.target.kind: {cls.__name__} is a {speaker.__name__}, which speaks "
+        f"{' or '.join(repr(k) for k in cls.target_kinds)}; got {kind!r} (a {kind} target's class is "
+        f"inferload.{SERVER_KINDS[kind].user_class})"
+    )
+
+
+def _defined_in(cls: type) -> str:
+    """The file a class was written in, for messages (its module's name when it has no file)."""
+    module = sys.modules.get(cls.__module__)
+    return str(getattr(module, "__file__", None) or cls.__module__)
+
+
+def _example_address(kind: str) -> str:
+    return "127.0.0.1:8001" if kind.endswith("grpc") else "http://127.0.0.1:8000"

@@ -1,7 +1,7 @@
 """BentoML over HTTP: ``POST /<api>`` (the target's ``model`` is the API's name) with geventhttpclient.
 
 The bodies (``content_type: json``, the default: one JSON field per input; ``raw``: a data set's
-file as multipart/form-data; see `inferload.users.bentoml_body`) are encoded once per process, up
+file as multipart/form-data; see `encode_bentoml_body`) are encoded once per process, up
 front, one per distinct request of the target's request pool. What counts as a success is the
 target's ``response_check``: ``status`` (the default) takes any HTTP 200 without reading further;
 ``none`` any 2xx; ``shape`` wants a JSON list with one entry per item in the request (what a
@@ -12,9 +12,14 @@ batching expects to miss the API's ``max_latency_ms``: that is a failure (HTTP 5
 
 from __future__ import annotations
 
+import json
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import ClassVar
 
+import numpy as np
 from geventhttpclient import HTTPClient
 from geventhttpclient.url import URL
 
@@ -23,19 +28,109 @@ from inferload.scenario.datasets import dataset_path
 from inferload.scenario.headers import request_headers
 from inferload.scenario.targets import Target
 from inferload.users.base import InferenceUser
-from inferload.users.bentoml_body import BentoMLBody, encode_bentoml_body
+from inferload.users.engine import NativeTarget
 from inferload.users.expected import expected_check_of
 from inferload.users.http_answer import check_list_answer, close_client, json_error_detail, post_for_answer
 from inferload.users.request_pool import RequestData
-from inferload.users.tls import http_tls_options
-from inferload.users.torchserve_body import BodyError
+from inferload.users.tls import http_tls_options, native_tls
+from inferload.users.torchserve_body import BodyError, encode_raw
+from inferload.users.torchserve_rest import native_list_check
+
+# -- bentoml body ------------------------------------------------------------
+# BentoML request bodies, pure: one request's arrays → the bytes and Content-Type of ``POST /<api>``.
+#
+# BentoML takes an API's parameters by name. ``json``: a JSON object with one field per input, the
+# input's values as a nested list, batch dimension first (a batchable API splits and joins along it;
+# BYTES elements as UTF-8 strings). ``raw``: the single input's file as ``multipart/form-data``, in
+# the form field named after the input (BentoML's way for a ``pathlib.Path`` or image parameter),
+# with the file's media type when known.
+
+
+JSON_MEDIA_TYPE = "application/json"
+
+
+@dataclass(frozen=True)
+class BentoMLBody:
+    """One encoded request: the body and its Content-Type header."""
+
+    body: bytes
+    content_type: str
+
+
+def _json_values(array: np.ndarray) -> object:
+    if array.dtype == object:
+        return np.vectorize(
+            lambda item: item.decode("utf-8", "replace") if isinstance(item, (bytes, bytearray)) else str(item),
+            otypes=[object],
+        )(array).tolist()
+    return array.tolist()
+
+
+def encode_json_fields(names: Sequence[str], arrays: Sequence[np.ndarray]) -> BentoMLBody:
+    """``{"<input>": [[...], ...], ...}`` (compact JSON)."""
+    if len(names) != len(arrays):
+        raise BodyError(f"{len(names)} input names for {len(arrays)} arrays")
+    fields = {name: _json_values(array) for name, array in zip(names, arrays, strict=True)}
+    return BentoMLBody(json.dumps(fields, separators=(",", ":")).encode(), JSON_MEDIA_TYPE)
+
+
+def encode_multipart_file(
+    name: str, array: np.ndarray, file_name: str = "file", media_type: str = "application/octet-stream", boundary: str = ""
+) -> BentoMLBody:
+    """One file in form field ``name`` (``multipart/form-data``, RFC 7578)."""
+    if any(ch in name + file_name for ch in '"\r\n'):
+        raise BodyError(f"form field {name!r} or file name {file_name!r} holds a quote or a line break")
+    boundary = boundary or uuid.uuid4().hex
+    head = (
+        f"--{boundary}\r\n"
+        f'Content-Disposition: form-data; name="{name}"; filename="{file_name}"\r\n'
+        f"Content-Type: {media_type}\r\n\r\n"
+    ).encode()
+    body = head + encode_raw(array) + f"\r\n--{boundary}--\r\n".encode()
+    return BentoMLBody(body, f"multipart/form-data; boundary={boundary}")
+
+
+def encode_bentoml_body(
+    content_type: str, names: Sequence[str], arrays: Sequence[np.ndarray], file_name: str = "file", media_type: str | None = None
+) -> BentoMLBody:
+    """The body a ``bentoml-http`` target's ``content_type`` ('json' or 'raw') asks for."""
+    if content_type == "json":
+        return encode_json_fields(names, arrays)
+    if content_type == "raw":
+        if len(arrays) != 1:
+            raise BodyError(f"a raw body carries one file; this request has {len(arrays)} inputs")
+        return encode_multipart_file(names[0], arrays[0], file_name, media_type or "application/octet-stream")
+    raise BodyError(f"a bentoml-http target sends json or raw bodies; got {content_type!r}")
 
 
 class BentoMLHttpUser(InferenceUser):
     abstract = True
+    target_kinds = ("bentoml-http",)
     request_type = "REST"
     #: the raw file's (name, media type) for ``content_type: raw`` (worked out once per process)
     file_part_of_class: ClassVar[tuple[str, str] | None] = None
+
+    @classmethod
+    def native_target(cls) -> NativeTarget:
+        """The engine's HTTP target: each body with its own Content-Type (a multipart boundary is per request)."""
+        target = cls.target
+        pool = cls.request_pool_of_class
+        assert pool is not None  # native_target_id encodes the pool first
+        headers = request_headers(target.name, target.headers, target.headers_from_env, target.token_file, cls.scenario_dir)
+        path = api_path(target)
+        # the target's own headers win, as in send(): they may set Content-Type too
+        own_type = any(name.lower() == "content-type" for name in headers)
+        return NativeTarget(
+            protocol="http",
+            address=target.address,
+            requests=[
+                (path, request.body, [] if own_type else [("Content-Type", request.content_type)])
+                for request in pool.encoded_requests
+            ],
+            check=native_list_check(target, "error"),
+            headers=list(headers.items()),
+            tls=native_tls(target.tls, cls.scenario_dir, target.name) if target.tls is not None else None,
+        )
 
     def connect(self) -> None:
         target = self.target

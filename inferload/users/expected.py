@@ -4,7 +4,8 @@ The expected file is read once per process and target (``ExpectedCheck.for_targe
 generated user class); only a target with ``response_check: expected`` decodes its answers
 (``grpc_outputs``, ``http_outputs``) and compares them. A mismatch raises ``UnexpectedOutput``
 whose message says what came (dtype and shape, the first differing index, the value received and
-the one expected, both truncated), never a whole tensor, so Locust groups equal failures.
+the one expected, both truncated), never a whole tensor, so Locust groups equal failures; with a
+data set it names the sample that differs as the data set does (``for sample 3 (3.png)``).
 Numbers match when ``|got - want| <= atol + rtol * |want|`` (NaN matches NaN); text, bytes and
 booleans must be equal.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -114,11 +115,36 @@ class ExpectedCheck:
     """One target's expected answers and tolerance; ``arrays`` (Triton) or ``body`` (TorchServe) raise
     ``UnexpectedOutput`` on a mismatch."""
 
-    def __init__(self, values: ExpectedValues, atol: float, rtol: float, model_batches: bool = True) -> None:
+    def __init__(
+        self,
+        values: ExpectedValues,
+        atol: float,
+        rtol: float,
+        model_batches: bool = True,
+        sample_label: Callable[[int], str] | None = None,
+    ) -> None:
         self.values = values
         self.atol = atol
         self.rtol = rtol
         self.model_batches = model_batches
+        #: how a message names data-set sample i (``sample 3 (3.png)``); default ``sample 3``
+        self.sample_label: Callable[[int], str] = sample_label or (lambda sample: f"sample {sample}")
+
+    def _for_samples(self, samples: Sequence[int]) -> str:
+        """`` for sample 3 (3.png)`` (or several, the first three); empty without a data set."""
+        if not samples:
+            return ""
+        shown = ", ".join(self.sample_label(s) for s in samples[:3]) + (", ..." if len(samples) > 3 else "")
+        return f" for {shown}"
+
+    def _differing_sample(self, name: str, got: np.ndarray, want: np.ndarray, samples: Sequence[int]) -> Sequence[int]:
+        """Of a batch's samples, the first whose row differs (all of them when that cannot be told)."""
+        if not (self.model_batches and len(samples) > 1 and got.shape == want.shape and got.shape[:1] == (len(samples),)):
+            return samples
+        for row, sample in enumerate(samples):
+            if compare_arrays(name, got[row], want[row], self.atol, self.rtol) is not None:
+                return (sample,)
+        return samples
 
     @classmethod
     def for_target(cls, target: Target, base_dir: Path, model_batches: bool = True) -> ExpectedCheck | None:
@@ -149,9 +175,12 @@ class ExpectedCheck:
                 raise UnexpectedOutput(
                     f"unexpected output: no output {name!r} in the answer (got: {', '.join(sorted(got)) or 'none'})"
                 )
-            problem = compare_arrays(name, got[name], self._want(name, samples), self.atol, self.rtol)
+            want = self._want(name, samples)
+            problem = compare_arrays(name, got[name], want, self.atol, self.rtol)
             if problem:
-                raise UnexpectedOutput(f"unexpected output {problem}")
+                where = self._for_samples(self._differing_sample(name, got[name], want, samples))
+                output, _, detail = problem.partition(": ")
+                raise UnexpectedOutput(f"unexpected output {output}{where}: {detail}")
 
     def body(self, body: bytes, samples: Sequence[int] = ()) -> None:
         """TorchServe: the answer's bytes (raw) or its JSON (json, jsonl) are the expected ones."""
@@ -162,7 +191,8 @@ class ExpectedCheck:
                     (i for i, (a, b) in enumerate(zip(body, values.raw, strict=False)) if a != b), min(len(body), len(values.raw))
                 )
                 raise UnexpectedOutput(
-                    f"unexpected answer: got {len(body)} bytes, expected {len(values.raw)}; first difference at byte {first}"
+                    f"unexpected answer{self._for_samples(samples)}: got {len(body)} bytes, expected {len(values.raw)};"
+                    f" first difference at byte {first}"
                 )
             return
         try:
@@ -171,7 +201,7 @@ class ExpectedCheck:
             raise UnexpectedOutput(f"unexpected answer: got a body that is not JSON ({len(body)} bytes)") from None
         problem = compare_json(answer, self._answer(samples), self.atol, self.rtol)
         if problem:
-            raise UnexpectedOutput(f"unexpected answer: {problem}")
+            raise UnexpectedOutput(f"unexpected answer{self._for_samples(samples)}: {problem}")
 
     def _answer(self, samples: Sequence[int]) -> Any:
         answers = self.values.answers
@@ -215,5 +245,12 @@ def expected_check_of(user_class: Any) -> ExpectedCheck | None:
     found = user_class.__dict__.get("_expected_check", False)
     if found is False:
         found = ExpectedCheck.for_target(user_class.target, user_class.scenario_dir, user_class.model_batches)
+        if found is not None:
+
+            def label(sample: int) -> str:  # the class's request pool names its samples (read on a failure only)
+                pool = user_class.__dict__.get("request_pool_of_class")
+                return pool.sample_label(sample) if pool is not None else f"sample {sample}"
+
+            found.sample_label = label
         user_class._expected_check = found
     return found

@@ -17,9 +17,10 @@ from geventhttpclient.url import URL
 
 from inferload.scenario.headers import request_headers
 from inferload.users.base import InferenceUser
+from inferload.users.engine import NativeTarget
 from inferload.users.expected import expected_check_of
 from inferload.users.http_answer import close_client, post_for_answer
-from inferload.users.tls import http_tls_options
+from inferload.users.tls import http_tls_options, native_tls
 
 
 class KServeHttpUser(InferenceUser):
@@ -30,6 +31,42 @@ class KServeHttpUser(InferenceUser):
 
     def path(self) -> str:
         raise NotImplementedError
+
+    @classmethod
+    def target_path(cls) -> str:
+        """The inference path of the class's target (``path()`` for the class)."""
+        raise NotImplementedError
+
+    @classmethod
+    def native_answer_check(cls) -> dict[str, Any]:
+        """How the engine judges an answer's body (``response_check: shape``; else nothing)."""
+        return {"answer": "none"}
+
+    @classmethod
+    def native_target(cls) -> NativeTarget:
+        """The engine's HTTP target: the pre-encoded JSON bodies, KServe's status and answer checks."""
+        target = cls.target
+        pool = cls.request_pool_of_class
+        assert pool is not None  # native_target_id encodes the pool first
+        path = cls.target_path()
+        headers = {
+            "Content-Type": "application/json",
+            **request_headers(target.name, target.headers, target.headers_from_env, target.token_file, cls.scenario_dir),
+        }
+        check = {
+            "status": "2xx" if target.response_check == "none" else "200",
+            "detail": {"json_keys": ["error", "detail", "message"], "chars": 120},
+            **cls.native_answer_check(),
+        }
+        address = target.address if "://" in target.address else f"http://{target.address}"
+        return NativeTarget(
+            protocol="http",
+            address=address,
+            requests=[(path, body, []) for body in pool.encoded_requests],
+            check=check,
+            headers=list(headers.items()),
+            tls=native_tls(target.tls, cls.scenario_dir, target.name) if target.tls is not None else None,
+        )
 
     def connect(self) -> None:
         target = self.target

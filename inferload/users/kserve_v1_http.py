@@ -9,6 +9,7 @@ compares the predictions with the expected answers as TorchServe's JSON answers 
 from __future__ import annotations
 
 import json
+from typing import Any
 from urllib.parse import quote
 
 from inferload.users.kserve_bodies import v1_predictions, v1_request_body
@@ -22,9 +23,20 @@ def v1_predict_path(model: str) -> str:
 
 class KServeV1HttpUser(KServeHttpUser):
     abstract = True
+    target_kinds = ("kserve-v1-http",)
 
     def path(self) -> str:
         return v1_predict_path(self.target.model)
+
+    @classmethod
+    def target_path(cls) -> str:
+        return v1_predict_path(cls.target.model)
+
+    @classmethod
+    def native_answer_check(cls) -> dict[str, Any]:
+        if cls.target.response_check != "shape":
+            return {"answer": "none"}
+        return {"answer": "v1_predictions", "length": cls.target.batch_size}
 
     @classmethod
     def encode_request(cls, data: RequestData) -> bytes:

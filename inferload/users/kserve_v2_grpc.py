@@ -38,6 +38,7 @@ def output_arrays(response: service_pb2.ModelInferResponse) -> dict[str, np.ndar
 
 class KServeV2GrpcUser(TritonGrpcUser):
     abstract = True
+    target_kinds = ("kserve-v2-grpc",)
 
     def send(self) -> int:
         index, request_bytes = self.next_request()

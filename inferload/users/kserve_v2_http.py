@@ -8,6 +8,7 @@ the start check), ``expected`` decodes the JSON outputs and compares their value
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import quote
 
 from inferload.users.failures import check_output_shape
@@ -24,9 +25,20 @@ def v2_infer_path(model: str, version: str | None) -> str:
 
 class KServeV2HttpUser(KServeHttpUser):
     abstract = True
+    target_kinds = ("kserve-v2-http",)
 
     def path(self) -> str:
         return v2_infer_path(self.target.model, self.target.version)
+
+    @classmethod
+    def target_path(cls) -> str:
+        return v2_infer_path(cls.target.model, cls.target.version)
+
+    @classmethod
+    def native_answer_check(cls) -> dict[str, Any]:
+        if cls.target.response_check != "shape":
+            return {"answer": "none"}
+        return {"answer": "v2_json", "shapes": {name: list(dims) for name, dims in cls.expected_outputs.items()}}
 
     @classmethod
     def encode_request(cls, data: RequestData) -> bytes:

@@ -56,6 +56,8 @@ class RequestSource:
             where = format_key_path(("inputs", *path))
             raise DatasetError(f"target {target.name!r}: {where}: {message}")
         self._samples = {name: dataset.samples for name, dataset in datasets.items()}
+        #: where each sample came from (a file name, ``line 3``), from the first data set, for messages
+        self._sample_names = next(iter(datasets.values())).names if datasets else ()
         self._generated = {
             spec.name: make_input_array(spec, target.batch_size, scenario_dir)
             for spec in target.inputs
@@ -74,6 +76,12 @@ class RequestSource:
 
     def samples(self, index: int) -> tuple[int, ...]:
         return tuple(int(i) for i in self._plan[index])
+
+    def sample_label(self, sample: int) -> str:
+        """A data-set sample as a message names it: ``sample 3 (3.png)``, ``sample 2 (line 3)``, ``sample 5``."""
+        label = f"sample {sample}"
+        name = self._sample_names[sample] if 0 <= sample < len(self._sample_names) else label
+        return label if name == label else f"{label} ({name})"
 
     def data(self, index: int) -> RequestData:
         """Request ``index``'s arrays (stacked from its samples; not for the hot path)."""
@@ -105,6 +113,9 @@ class RequestPool(Generic[T]):
         self._rng = np.random.default_rng([source.target.rotation_seed or 0, worker_index])
         self._order: list[int] = self._rng.permutation(source.size).tolist() if self._random else list(range(source.size))
         self._cursor = int((worker_index * _PHI) % 1.0 * source.size)
+        #: where this process's cursor started (the native engine's shared cursor starts there too)
+        self.start_cursor = self._cursor
+        self._by_sample: dict[int, int] | None = None
 
     @property
     def size(self) -> int:
@@ -121,6 +132,11 @@ class RequestPool(Generic[T]):
         index = self._order[position]
         return index, self._requests[index]
 
+    @property
+    def encoded_requests(self) -> list[T]:
+        """Every distinct request as encoded, by request index (what the native engine is given)."""
+        return self._requests
+
     def encoded(self, index: int) -> T:
         """Request ``index`` as encoded (without moving the cursor)."""
         return self._requests[index]
@@ -128,6 +144,27 @@ class RequestPool(Generic[T]):
     def samples(self, index: int) -> tuple[int, ...]:
         """The data-set sample indices request ``index`` carries (for checks of the answer)."""
         return self.source.samples(index)
+
+    def index_of_sample(self, sample: int) -> int:
+        """The request that starts from data-set sample ``sample`` (a replay file's `sample`), or, with
+        a batch that never starts there, the first that carries it; without a data set, request 0.
+        IndexError for a sample the data set does not have (the scenario's check refuses it first)."""
+        if self._by_sample is None:
+            by_sample: dict[int, int] = {}
+            for index in range(self.size):
+                for position, carried in enumerate(self.source.samples(index)):
+                    known = by_sample.get(carried)
+                    if known is None or (position == 0 and self.source.samples(known)[0] != carried):
+                        by_sample[carried] = index
+            self._by_sample = by_sample
+        if not self._by_sample:
+            return 0
+        if sample not in self._by_sample:
+            raise IndexError(f"sample {sample}: the data set has samples 0 to {max(self._by_sample)}")
+        return self._by_sample[sample]
+
+    def sample_label(self, sample: int) -> str:
+        return self.source.sample_label(sample)
 
     def data(self, index: int) -> RequestData:
         return self.source.data(index)

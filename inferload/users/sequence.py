@@ -24,6 +24,10 @@ costs one concatenation instead of a new serialization.
 A call that fails (no answer, or the server's error) abandons its sequence: the slot's next call
 starts a new one with a new ID, and the server drops the old state after the model's
 ``max_sequence_idle_microseconds``.
+
+TorchServe (``torchserve_sequence_headers``): the same steps, the ID as text in the request header
+``ts_request_sequence_id`` (``inferload-<number>``), and ``ts_request_sequence_end: true`` on a
+sequence's last call; TorchServe opens a sequence at its first request (there is no START flag).
 """
 
 from __future__ import annotations
@@ -31,10 +35,11 @@ from __future__ import annotations
 import json
 import secrets
 from dataclasses import dataclass, field
+from typing import Any
 
 from tritonclient.grpc import service_pb2
 
-from inferload.scenario.sequence import SequenceSpec
+from inferload.scenario.sequence import TS_SEQUENCE_END_HEADER, TS_SEQUENCE_ID_HEADER, SequenceSpec
 
 #: correlation IDs go in gRPC's ``int64_param``: 1 to 2^63 - 1 (0 means "no sequence" to Triton)
 MAX_CORRELATION_ID = 2**63 - 1
@@ -72,6 +77,13 @@ class SequenceSettings:
         """From the target's ``sequence`` key; its defaults when there is none."""
         spec = spec or SequenceSpec()
         return cls(spec.length, spec.concurrent, string_ids)
+
+
+def native_sequence(settings: SequenceSettings | None) -> dict[str, Any] | None:
+    """A sequence model's settings as the native engine takes them (None: not a sequence model)."""
+    if settings is None:
+        return None
+    return {"length": settings.length, "concurrent": settings.concurrent, "string_ids": settings.string_ids}
 
 
 @dataclass(frozen=True)
@@ -185,6 +197,23 @@ def http_body_with_sequence(body: bytes, json_size: int | None, step: SequenceSt
     if json_size is None:
         return encoded, None
     return b"".join((encoded, memoryview(body)[json_size:])), len(encoded)  # the tensors copied once
+
+
+#: the prefix of a TorchServe sequence id (the rest: the user's counter), so the server's log shows whose it is
+TS_SEQUENCE_ID_PREFIX = "inferload-"
+
+
+def torchserve_sequence_headers(step: SequenceStep) -> dict[str, str]:
+    """A TorchServe call's sequence headers: its sequence's id, and the end flag on its last call."""
+    headers = {TS_SEQUENCE_ID_HEADER: f"{TS_SEQUENCE_ID_PREFIX}{step.correlation_id}"}
+    if step.end:
+        headers[TS_SEQUENCE_END_HEADER] = "true"
+    return headers
+
+
+def torchserve_user_sequences(spec: SequenceSpec | None) -> UserSequences | None:
+    """A TorchServe user's sequences, as the target's ``sequence`` key says (None without one)."""
+    return None if spec is None else UserSequences(SequenceSettings.from_spec(spec, string_ids=True))
 
 
 def user_sequences(fitted: SequenceSettings | None, spec: SequenceSpec | None) -> UserSequences | None:

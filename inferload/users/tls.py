@@ -82,3 +82,14 @@ def http_tls_options(tls: TlsSettings, base_dir: Path, target: str) -> dict[str,
     if tls.server_name:
         options["ssl_options"] = {"server_hostname": tls.server_name}
     return options
+
+
+def native_tls(tls: TlsSettings, base_dir: Path, target: str) -> dict[str, Any]:
+    """The native engine's TLS settings (PEM contents read here; rustls verifies, docs/engine.md)."""
+    return {
+        "ca_pem": _read(_path(tls.ca_file, base_dir), "ca_file", target) if tls.ca_file else None,
+        "cert_pem": _read(_path(tls.cert_file, base_dir), "cert_file", target) if tls.cert_file else None,
+        "key_pem": _read(_path(tls.key_file, base_dir), "key_file", target) if tls.key_file else None,
+        "server_name": tls.server_name,
+        "insecure_skip_verify": tls.insecure_skip_verify,
+    }

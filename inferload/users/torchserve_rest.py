@@ -13,7 +13,7 @@ failure then says what came instead; ``expected`` compares the answer with its s
 from __future__ import annotations
 
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from geventhttpclient import HTTPClient
 from geventhttpclient.url import URL
@@ -22,18 +22,42 @@ from inferload.scenario.datasets import dataset_path
 from inferload.scenario.headers import request_headers
 from inferload.scenario.targets import Target
 from inferload.users.base import InferenceUser
+from inferload.users.engine import NativeTarget
 from inferload.users.expected import expected_check_of
 from inferload.users.http_answer import check_list_answer, close_client, json_error_detail, post_for_answer
 from inferload.users.request_pool import RequestData
-from inferload.users.tls import http_tls_options
+from inferload.users.sequence import UserSequences, torchserve_sequence_headers, torchserve_user_sequences
+from inferload.users.tls import http_tls_options, native_tls
 from inferload.users.torchserve_body import BodyError, encode_body, header_media_type
 
 
 class TorchServeRestUser(InferenceUser):
     abstract = True
+    target_kinds = ("torchserve-rest",)
     request_type = "REST"
     #: the Content-Type of the target's bodies (worked out once per process, by its first user)
     content_type_of_class: ClassVar[str | None] = None
+    #: a stateful model's sequence ids of this user (the target's ``sequence``; made in ``connect``)
+    _sequences: UserSequences | None = None
+
+    @classmethod
+    def native_target(cls) -> NativeTarget:
+        """The engine's HTTP target: the pre-encoded bodies, TorchServe's status rule and list check."""
+        target = cls.target
+        pool = cls.request_pool_of_class
+        assert pool is not None  # native_target_id encodes the pool first
+        headers = {
+            "Content-Type": content_type_header(target, cls.scenario_dir),
+            **request_headers(target.name, target.headers, target.headers_from_env, target.token_file, cls.scenario_dir),
+        }
+        return NativeTarget(
+            protocol="http",
+            address=target.address if "://" in target.address else f"http://{target.address}",
+            requests=[(predictions_path(target), body, []) for body in pool.encoded_requests],
+            check=native_list_check(target, "message"),
+            headers=list(headers.items()),
+            tls=native_tls(target.tls, cls.scenario_dir, target.name) if target.tls is not None else None,
+        )
 
     def connect(self) -> None:
         target = self.target
@@ -47,16 +71,14 @@ class TorchServeRestUser(InferenceUser):
             **tls,  # an https:// address (the target's tls): CA, client certificate, server name
         )
         self._expected = expected_check_of(type(self))  # response_check: expected (file read once per process)
-        path = f"/predictions/{target.model}"
-        if target.version:
-            path += f"/{target.version}"
-        self._path = path
+        self._path = predictions_path(target)
         self.request_pool()  # the first user of the target in this process encodes every request here
         # the target's own headers (its token, its secrets from the environment) may set Content-Type too
         self._headers = {
             "Content-Type": self._content_type(),
             **request_headers(target.name, target.headers, target.headers_from_env, target.token_file, self.scenario_dir),
         }
+        self._sequences = torchserve_user_sequences(target.sequence)  # a stateful model: this user's sequence ids
 
     def _content_type(self) -> str:
         cls = type(self)
@@ -77,12 +99,37 @@ class TorchServeRestUser(InferenceUser):
 
     def send(self) -> int:
         index, request_body = self.next_request()  # a pick: encoded up front (the index names its samples)
-        body = post_for_answer(self._client, self._path, request_body, self._headers, self.target.response_check, _detail)
+        headers = self._headers
+        if self._sequences is not None:  # the call's sequence id (and end flag) in TorchServe's headers
+            headers = {**headers, **torchserve_sequence_headers(self._sequences.next_step())}
+        try:
+            body = post_for_answer(self._client, self._path, request_body, headers, self.target.response_check, _detail)
+        except Exception:
+            if self._sequences is not None:  # no answer, or the server's error: that sequence starts afresh
+                self._sequences.abandon()
+            raise
         check_list_answer(body, self.target, self._expected, self.request_pool(), index)
         return len(body)
 
     def close(self) -> None:
         close_client(self)
+
+
+def predictions_path(target: Target) -> str:
+    """``/predictions/<model>[/<version>]``."""
+    return f"/predictions/{target.model}" + (f"/{target.version}" if target.version else "")
+
+
+def native_list_check(target: Target, detail_key: str) -> dict[str, Any]:
+    """The engine's check of a TorchServe or BentoML answer: the status rule, the reason's key, the list."""
+    check: dict[str, Any] = {
+        "status": "2xx" if target.response_check == "none" else "200",
+        "detail": {"json_key": detail_key, "chars": 120},
+        "answer": "none",
+    }
+    if target.response_check == "shape":
+        check.update(answer="json_list", length=target.batch_size)
+    return check
 
 
 def content_type_header(target: Target, scenario_dir: Path) -> str:

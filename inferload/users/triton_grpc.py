@@ -11,19 +11,16 @@ gRPC under gevent needs `grpc.experimental.gevent.init_gevent()` before any chan
 the locustfile does that at import. Each user closes its channel in `on_stop`, or a headless
 run prints its summary and then never exits.
 
-Each call blocks its greenlet through gRPC's gevent integration. ``INFERLOAD_GRPC_CALLS=native``
-makes the unary calls on a native thread per user instead, their completions handed to the hub in
-batches (`inferload.users.native_calls`, issue 14; opt-in: docs/benchmarks.md, item 8).
-``INFERLOAD_GRPC_CALLS=process`` (a prototype) has them made by one `grpc.aio` call process per
-Locust process and class, outside gevent (`inferload.users.call_process`).
+This is the Python transport: each call blocks its greenlet through gRPC's gevent integration.
+The native engine (`inferload.users.engine`) makes the same calls from the same pre-encoded bytes
+(`native_target`) without Python when the extension is built.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import grpc
 import numpy as np
@@ -35,13 +32,12 @@ from inferload.scenario.headers import request_headers
 from inferload.scenario.targets import InputSpec
 from inferload.scenario.tls import TlsSettings
 from inferload.users.base import InferenceUser
-from inferload.users.call_process import CallProcess, ProcessInfer
+from inferload.users.engine import NativeTarget
 from inferload.users.expected import expected_check_of, grpc_outputs
 from inferload.users.failures import check_output_shape
-from inferload.users.native_calls import Completions, NativeCaller, calls_mode
 from inferload.users.request_pool import RequestData
-from inferload.users.sequence import user_sequences
-from inferload.users.tls import grpc_credentials
+from inferload.users.sequence import native_sequence, user_sequences
+from inferload.users.tls import grpc_credentials, native_tls
 from inferload.users.trace_ids import grpc_id_field
 
 MAX_GRPC_MESSAGE_SIZE = 2**31 - 1  # what tritonclient.grpc allows both ways
@@ -80,11 +76,9 @@ def open_channel(address: str, tls: TlsSettings | None, base_dir: Path, target: 
 
 class TritonGrpcUser(InferenceUser):
     abstract = True
+    target_kinds = ("triton-grpc",)
     request_type = "gRPC"
-    #: this process's completions of the class's native-thread calls (made by the first user)
-    completions_of_class: ClassVar[Completions | None] = None
-    #: this process's gRPC call process for the class (``INFERLOAD_GRPC_CALLS=process``; made by the first user)
-    call_process_of_class: ClassVar[CallProcess | None] = None
+    native_sequences = True
 
     def connect(self) -> None:
         target = self.target
@@ -102,11 +96,27 @@ class TritonGrpcUser(InferenceUser):
             request_serializer=None,
             response_deserializer=service_pb2.ModelInferResponse.FromString,
         )
-        mode = calls_mode(os.environ)
-        if mode == "native":  # opt-in: the same call, made on this user's own native thread
-            self._model_infer = NativeCaller(self._model_infer, self.completions())
-        elif mode == "process":  # opt-in prototype: made by the class's call process, outside gevent
-            self._model_infer = ProcessInfer(self.call_process(), service_pb2.ModelInferResponse.FromString)
+
+    @classmethod
+    def native_target(cls) -> NativeTarget:
+        """The engine's gRPC target: the pool's serialized requests, the output shapes to check."""
+        target = cls.target
+        headers = request_headers(target.name, target.headers, target.headers_from_env, target.token_file, cls.scenario_dir)
+        check: dict[str, Any] = {"answer": "none"}
+        if cls.expected_outputs and target.response_check == "shape":
+            check = {"answer": "grpc_shapes", "shapes": {name: list(dims) for name, dims in cls.expected_outputs.items()}}
+        pool = cls.request_pool_of_class
+        assert pool is not None  # native_target_id encodes the pool first
+        return NativeTarget(
+            protocol="grpc",
+            address=target.address,
+            requests=list(pool.encoded_requests),
+            check=check,
+            headers=[(name.lower(), value) for name, value in headers.items()],
+            tls=native_tls(target.tls, cls.scenario_dir, target.name) if target.tls is not None else None,
+            sequence=native_sequence(cls.sequence_settings),
+            stream=bool(getattr(cls, "decoupled", False)),
+        )
 
     @classmethod
     def encode_request(cls, data: RequestData) -> bytes:
@@ -140,35 +150,7 @@ class TritonGrpcUser(InferenceUser):
             self._expected.arrays(grpc_outputs(response), self.request_pool().samples(index))
         return sum(len(raw) for raw in response.raw_output_contents)
 
-    @classmethod
-    def completions(cls) -> Completions:
-        """This process's native-call completions for the class (one async watcher; made on first use)."""
-        found = cls.__dict__.get("completions_of_class")
-        if found is None:
-            found = Completions()
-            cls.completions_of_class = found
-        return found
-
-    def call_process(self) -> CallProcess:
-        """This process's call process for the class (started by the first user that needs one)."""
-        cls = type(self)
-        found = cls.__dict__.get("call_process_of_class")
-        if found is None or found.closed:
-            target = self.target
-            if target.tls is not None:
-                raise ValueError(
-                    f"target {target.name}: INFERLOAD_GRPC_CALLS=process does not support tls (insecure channels only)"
-                )
-            found = CallProcess(target.address, target.timeout, self._metadata, CHANNEL_OPTIONS)
-            cls.call_process_of_class = found
-        return found
-
     def close(self) -> None:
-        model_infer = getattr(self, "_model_infer", None)
-        if isinstance(model_infer, ProcessInfer):
-            model_infer.close()
-        if isinstance(model_infer, NativeCaller):  # its thread ends before the channel closes
-            model_infer.close(self.target.timeout)
         channel = getattr(self, "_channel", None)
         if channel is not None:
             channel.close()

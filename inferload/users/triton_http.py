@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import quote
 
 import tritonclient.http as httpclient
@@ -17,11 +18,12 @@ from tritonclient.http._utils import _raise_if_error
 
 from inferload.scenario.headers import request_headers
 from inferload.users.base import InferenceUser
+from inferload.users.engine import NativeTarget
 from inferload.users.expected import expected_check_of, http_outputs
 from inferload.users.failures import check_output_shape
 from inferload.users.request_pool import RequestData
-from inferload.users.sequence import http_body_with_sequence, user_sequences
-from inferload.users.tls import http_tls_options
+from inferload.users.sequence import http_body_with_sequence, native_sequence, user_sequences
+from inferload.users.tls import http_tls_options, native_tls
 from inferload.users.trace_ids import http_body_with_id
 
 
@@ -49,7 +51,9 @@ def infer_uri(model: str, version: str) -> str:
 
 class TritonHttpUser(InferenceUser):
     abstract = True
+    target_kinds = ("triton-http",)
     request_type = "HTTP"
+    native_sequences = True
 
     @classmethod
     def encode_request(cls, data: RequestData) -> HttpRequest:
@@ -62,6 +66,35 @@ class TritonHttpUser(InferenceUser):
         outputs = [httpclient.InferRequestedOutput(name, binary_data=True) for name in cls.target.outputs] or None
         body, json_size = httpclient.InferenceServerClient.generate_request_body(inputs, outputs=outputs)
         return HttpRequest(body=body, json_size=json_size)
+
+    @classmethod
+    def native_target(cls) -> NativeTarget:
+        """The engine's HTTP target: each pre-built body with its JSON header's length, Triton's answer checks."""
+        target = cls.target
+        headers = request_headers(target.name, target.headers, target.headers_from_env, target.token_file, cls.scenario_dir)
+        pool = cls.request_pool_of_class
+        assert pool is not None  # native_target_id encodes the pool first
+        path = "/" + infer_uri(target.model, target.version or "")
+        requests: list[Any] = []
+        for request in pool.encoded_requests:
+            own = [("Inference-Header-Content-Length", str(request.json_size))] if request.json_size is not None else []
+            requests.append((path, request.body, own))
+        shapes = cls.expected_outputs if target.response_check == "shape" else {}
+        scheme = "https" if target.tls is not None else "http"
+        return NativeTarget(
+            protocol="http",
+            address=f"{scheme}://{_host_port(target.address)}",
+            requests=requests,
+            check={
+                "status": "2xx" if target.response_check == "none" else "200",
+                "detail": {"json_keys": ["error"], "chars": 160},
+                "answer": "triton_http",
+                "shapes": {name: list(dims) for name, dims in shapes.items()},
+            },
+            headers=list(headers.items()),
+            tls=native_tls(target.tls, cls.scenario_dir, target.name) if target.tls is not None else None,
+            sequence=native_sequence(cls.sequence_settings),
+        )
 
     def connect(self) -> None:
         target = self.target

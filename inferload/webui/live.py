@@ -19,11 +19,60 @@ from typing import TYPE_CHECKING, Any
 from inferload.measure.hdr import LatencyStats
 from inferload.results.model import ServerSide, SloCheck, TargetSummary
 from inferload.results.slo import bound, evaluate
-from inferload.results.summary import open_loop_figures, target_figures
+from inferload.results.summary import configured_rps, open_loop_figures, target_figures
 from inferload.scenario.model import Scenario, is_open_loop
-from inferload.traffic.arrivals import rate_timeline
-from inferload.webui.series import MAX_WINDOWS, window_series
 from inferload.webui.server_view import ServerView
+
+# -- series ------------------------------------------------------------
+# Per-window figures for the tab's charts: p99, throughput and the open-loop target rate of the
+# latest windows of each target (pure; the same arithmetic as windows.csv's rows).
+
+
+if TYPE_CHECKING:  # the recorder imports Locust; reading a record does not
+    from inferload.measure.run_record import RunRecord
+
+#: how many windows a chart shows (the newest ones)
+MAX_WINDOWS = 120
+
+
+def last_closed_index(record: RunRecord, now: float) -> int | None:
+    """The newest window the chart may show: every window of a stopped run, else the last one
+    that ended before `now` (a window still filling would look like a drop in throughput)."""
+    if record.stopped_at is not None:
+        return None
+    return int(now // record.window_s) - 1
+
+
+def window_series(record: RunRecord, now: float, max_windows: int = MAX_WINDOWS) -> dict[str, list[dict[str, Any]]]:
+    """target -> its newest windows, oldest first: elapsed seconds at the window's start, phase,
+    requests, rps (requests per second of the window), p99 ms (None: nothing succeeded), and for
+    open-loop targets the intended rate and the arrivals not sent."""
+    if record.started_at is None:
+        return {}
+    last = last_closed_index(record, now)
+    first = None if last is None else last - max_windows + 1
+    rows = record.all_windows(first_index=first, last_index=last)
+    if last is None and rows:  # a stopped run: its newest windows only
+        newest = rows[-1][0][0]
+        rows = [row for row in rows if row[0][0] > newest - max_windows]
+    warmup_ends = record.warmup_ends_at or record.started_at
+    series: dict[str, list[dict[str, Any]]] = {}
+    for (index, target), stats in rows:
+        start = index * record.window_s
+        arrivals = record.arrival_windows.get((index, target))
+        point: dict[str, Any] = {
+            "t": round(start - record.started_at, 3),
+            "phase": "warmup" if start < warmup_ends else "steady",
+            "requests": stats.requests,
+            "rps": round(stats.requests / record.window_s, 3),
+            "p99_ms": stats.latency_ms()["p99"],
+        }
+        if arrivals is not None:
+            point["target_rps"] = round(arrivals[0] / record.window_s, 3)
+            point["unsent"] = arrivals[1]
+        series.setdefault(target, []).append(point)
+    return series
+
 
 if TYPE_CHECKING:  # the recorder imports Locust; reading a record does not
     from inferload.measure.run_record import RunRecord
@@ -94,12 +143,10 @@ def _target_summaries(inputs: LiveInputs, steady_s: float) -> dict[str, TargetSu
         view = inputs.servers.get(target.name)
         side = None if view is None or view.figures is None else ServerSide.model_validate(dict(view.figures))
         figures = target_figures(target, stats, steady_s, side)
-        shape: Any = scenario.shape
-        if is_open_loop(shape) and record.started_at is not None:
-            share = target.weight / sum(t.weight for t in scenario.targets)
+        if is_open_loop(scenario.shape) and record.started_at is not None:
             scheduled_s = min(steady_s, scenario.duration - scenario.warmup)  # as build_summary
-            timeline = rate_timeline(shape, scenario.duration)
-            figures["open_loop"] = open_loop_figures(record, target.name, timeline, share, scenario.warmup, scheduled_s)
+            configured = configured_rps(scenario, record, target, scheduled_s)
+            figures["open_loop"] = open_loop_figures(record, target.name, configured, scheduled_s)
         summaries[target.name] = TargetSummary(**figures, cold_start_s=None)
     return summaries
 

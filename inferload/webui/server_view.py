@@ -10,9 +10,9 @@ from typing import Any
 
 from inferload.errors import InferloadError
 from inferload.scenario.model import Scenario
+from inferload.servermetrics.readers import server_side
 from inferload.servermetrics.reading import ServerSnapshot
 from inferload.servermetrics.sharing import reading_groups
-from inferload.servermetrics.snapshots import server_side
 
 
 @dataclass(frozen=True)

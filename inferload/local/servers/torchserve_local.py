@@ -76,9 +76,11 @@ def config_properties(
     host: str = LOOPBACK,
     token_auth: bool = False,
     tls: tuple[Path, Path] | None = None,
+    model_api: bool = True,
 ) -> str:
     """The text of config.properties for these ports and models. ``token_auth`` leaves TorchServe's
-    token authorization on (it then writes ``key_file.json`` in its working folder); ``tls``
+    token authorization on (it then writes ``key_file.json`` in its working folder); ``model_api``
+    False leaves model registration off through the management API (TorchServe 0.12's default); ``tls``
     (certificate, private key: PEM files) serves the inference API over HTTPS ("Enable SSL" in
     TorchServe's configuration docs); management and metrics stay plain HTTP on loopback."""
     models_json = {
@@ -106,7 +108,7 @@ def config_properties(
         "install_py_dep_per_model=false",
         # register/unregister through the management API (on loopback): `inferload tune` re-registers
         # a model with other batch settings; TorchServe 0.12 refuses it otherwise (405)
-        "enable_model_api=true",
+        f"enable_model_api={'true' if model_api else 'false'}",
         "metrics_mode=prometheus",
         "model_metrics_auto_detect=true",
         f"model_store={store}",
@@ -167,9 +169,11 @@ def start_torchserve(
     host: str = LOOPBACK,
     token_auth: bool = False,
     tls: tuple[Path, Path] | None = None,
+    model_api: bool = True,
 ) -> ProcessRecord:
     """Start TorchServe in the foreground of a detached session; returns its record. With
-    ``token_auth`` its keys are in ``state_dir/torchserve/key_file.json``."""
+    ``token_auth`` its keys are in ``state_dir/torchserve/key_file.json``; ``model_api`` False: as
+    TorchServe 0.12 starts by default, its management API refuses to register or unregister models."""
     work = state_dir / "torchserve"
     tmpdir, logs = work / "tmp", work / "logs"
     tmpdir.mkdir(parents=True, exist_ok=True)
@@ -183,7 +187,9 @@ def start_torchserve(
                 f"{store / (model + '.mar')} is missing: build the sample models first (python -m inferload.local.models.build)"
             )
     config = work / "config.properties"
-    config.write_text(config_properties(ports, models, store, short_tmpdir(tmpdir), model_config, host, token_auth, tls))
+    config.write_text(
+        config_properties(ports, models, store, short_tmpdir(tmpdir), model_config, host, token_auth, tls, model_api)
+    )
     command = [_torchserve_bin(), "--start", "--foreground", "--ncs", "--ts-config", str(config), "--model-store", str(store)]
     return spawn(command, work / "torchserve.log", env, cwd=work)
 

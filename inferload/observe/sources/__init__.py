@@ -1,15 +1,10 @@
 """The collector's metric sources: Triton and TorchServe (thin adapters over
 inferload.servermetrics: readings → `server`/`batch_sizes` points) and NVML (`gpu` points). Each
-is one small class with `scrape(now) -> list[Point]` (see `base.Source`); Triton's trace file, tailed
+is one small class with `scrape(now) -> list[Point]` (see `server.Source`); Triton's trace file, tailed
 next to the server, gives `triton_traces` points (`triton_trace_file`)."""
 
-from inferload.observe.sources.base import Source
-from inferload.observe.sources.bentoml import BentoMLSource
-from inferload.observe.sources.kserve import KServeSource
 from inferload.observe.sources.nvml import NvmlSource
-from inferload.observe.sources.server import ServerSource
-from inferload.observe.sources.torchserve import TorchServeSource
-from inferload.observe.sources.triton import TritonSource
+from inferload.observe.sources.server import BentoMLSource, KServeSource, ServerSource, Source, TorchServeSource, TritonSource
 from inferload.observe.sources.triton_trace_file import TritonTraceFileSource
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""Client-side streaming: each closed window's figures per target, live into InfluxDB.
+"""The live InfluxDB export: each closed window's figures per target, live into InfluxDB.
 
 A listener class (no globals) on the local or master Locust process. A background greenlet wakes
 every window, turns every window that has closed into a `requests` point (tags run_id, target,
@@ -13,11 +13,18 @@ histogram goes with it (`latency_histograms`, observe/histogram_points.py), and 
 figures since the end of the warm-up (`requests_cumulative`, observe/cumulative.py). Run start and stop,
 the end of the warm-up and every change of the shape's user count go to `events`.
 
+A target on a Triton decoupled model also gets a `streams` point per window (`stream_point`, next
+to that window's `requests` point, same time and tags): `requests` (streamed requests that
+succeeded), `responses`, `responses_per_s`, `responses_per_request` (mean),
+`first_response_{mean,p50,p90,p99,max}_ms` (send -> first response) and
+`inter_response_{mean,p50,p90,p99,max}_ms` (between consecutive responses); a figure with no sample
+is left out. Percentiles are exact over all workers (merged histograms).
+
 Hook-in (InferloadRun):
-    add_streaming_arguments(parser)                                   # in add_arguments
+    add_influx_arguments(parser)                                   # in add_arguments
     settings = sink_settings_from_options(environment.parsed_options) # in on_init
     if settings is not None:
-        self.streaming = StreamingListener(environment, self.recorder.record, self.scenario, settings)
+        self.streaming = InfluxExport(environment, self.recorder.record, self.scenario, settings)
     RunFacts(..., streaming=self.streaming.close())                    # in write_results
 """
 
@@ -36,12 +43,12 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from inferload.measure.hdr import WindowStats
 from inferload.measure.run_record import RunRecord
+from inferload.measure.stream_record import StreamWindow
 from inferload.observe.cumulative import CumulativeLatency, cumulative_point, first_steady_index
 from inferload.observe.histogram_points import histogram_point
 from inferload.observe.sink import BackgroundWriter, Point, SinkSettings, Writer, open_sink, seconds_to_ns, settings_from_mapping
-from inferload.observe.stream_points import stream_point
 from inferload.results.run_id import default_run_id  # the same id the results use
-from inferload.scenario.model import Scenario
+from inferload.scenario.model import RunOutline, Scenario
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +59,7 @@ MASK = "***"
 LOCAL_GRACE_S = 0.25  # a request that ends at a window's edge is recorded a moment later
 
 
-def add_streaming_arguments(parser: Any) -> None:
+def add_influx_arguments(parser: Any) -> None:
     """Locust command-line options for streaming (each also read from its INFLUX_* variable)."""
     # On Locust's parser itself (not a group): only there does `include_in_web_ui` exist, and the
     # web UI must not show the token.
@@ -153,14 +160,14 @@ def window_point(
     return Point("requests", tags, fields, seconds_to_ns(index * window_s))
 
 
-class StreamingListener:
+class InfluxExport:
     """Streams a RunRecord's closed windows to InfluxDB (does nothing on a Locust worker)."""
 
     def __init__(
         self,
         environment: Environment,
         record: RunRecord,
-        scenario: Scenario,
+        scenario: Scenario | RunOutline,
         settings: SinkSettings,
         run_id: Callable[[], str] | None = None,
         writer: Writer | None = None,
@@ -328,3 +335,24 @@ class StreamingListener:
         options = self.environment.parsed_options
         given = getattr(options, "run_id", None) if options is not None else None
         return given or default_run_id(self.scenario.name, self.record.started_at or time.time())
+
+
+MEASUREMENT = "streams"
+FIGURES = ("mean", "p50", "p90", "p99", "max")
+
+
+def stream_point(run_id: str, target_tags: dict[str, str], index: int, window_s: float, window: StreamWindow) -> Point:
+    """The `streams` point of one target's window (pure)."""
+    counts = window.counts
+    fields: dict[str, float | int | None] = {
+        "requests": counts.requests,
+        "responses": counts.responses,
+        "responses_per_s": counts.responses / window_s,
+        "responses_per_request": counts.responses / counts.requests if counts.requests else None,
+    }
+    for prefix, stats in (("first_response", window.first_response), ("inter_response", window.inter_response)):
+        figures = stats.latency_ms()
+        for key in FIGURES:
+            fields[f"{prefix}_{key}_ms"] = figures[key]
+    tags = {"run_id": run_id, "worker": "all", **target_tags}
+    return Point(MEASUREMENT, tags, fields, seconds_to_ns(index * window_s))

@@ -10,9 +10,12 @@ is ``figures.server_figures(...).server_side()``: the same arithmetic the collec
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from inferload.errors import ScrapeError
+from inferload.scenario.kinds import SERVER_KINDS, TARGET_KINDS, Server
 from inferload.scenario.tls import TlsSettings
 from inferload.servermetrics.bentoml import BentoMLMetricsReader, bentoml_metrics_url
 from inferload.servermetrics.figures import server_figures
@@ -37,19 +40,65 @@ __all__ = [
     "torchserve_metrics_url",
 ]
 
-TRITON_KINDS = ("triton-grpc", "triton-http")
-TORCHSERVE_KINDS = ("torchserve-rest",)
-BENTOML_KINDS = ("bentoml-http",)
-KSERVE_KINDS = ("kserve-v2-http", "kserve-v2-grpc", "kserve-v1-http")
 TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True)
+class _ModelCounters:
+    """One model's counters on one server's reader."""
+
+    read: Callable[[float | None], ServerSnapshot]
+    close: Callable[[], None]
+
+
+def _triton_counters(
+    kind: str, address: str, model: str, version: str | None, metrics_url: str | None, timeout_s: float, tls: TlsSettings | None
+) -> _ModelCounters:
+    reader = TritonStatisticsReader(address, SERVER_KINDS[kind].protocol, timeout_s, tls=tls)
+    return _ModelCounters(lambda taken_at: reader.read(model, version, taken_at), reader.close)
+
+
+def _torchserve_counters(
+    kind: str, address: str, model: str, version: str | None, metrics_url: str | None, timeout_s: float, tls: TlsSettings | None
+) -> _ModelCounters:
+    url = torchserve_metrics_url(address, metrics_url)
+    if url is None:
+        raise ScrapeError(no_metrics_url_reason(address))
+    reader = TorchServeMetricsReader(url, timeout_s)
+    return _ModelCounters(lambda taken_at: reader.read(model, taken_at), reader.close)
+
+
+def _bentoml_counters(
+    kind: str, address: str, model: str, version: str | None, metrics_url: str | None, timeout_s: float, tls: TlsSettings | None
+) -> _ModelCounters:
+    reader = BentoMLMetricsReader(bentoml_metrics_url(address, metrics_url), timeout_s)  # the model is the API's name
+    return _ModelCounters(lambda taken_at: reader.read(model, taken_at), reader.close)
+
+
+def _kserve_counters(
+    kind: str, address: str, model: str, version: str | None, metrics_url: str | None, timeout_s: float, tls: TlsSettings | None
+) -> _ModelCounters:
+    url = kserve_metrics_url(kind, address, metrics_url)  # KServe's /metrics on its REST port
+    if url is None:
+        raise ScrapeError(kserve_no_metrics_url(address))
+    reader = KServeMetricsReader(url, timeout_s)
+    return _ModelCounters(lambda taken_at: reader.read(model, taken_at), reader.close)
+
+
+#: how each server's counters are read (TorchServe's are summed over versions)
+COUNTER_READERS: dict[Server, Callable[..., _ModelCounters]] = {
+    "triton": _triton_counters,
+    "torchserve": _torchserve_counters,
+    "bentoml": _bentoml_counters,
+    "kserve": _kserve_counters,
+}
 
 
 class ServerReader:
     """Reads one target's server counters; keeps its client open between reads (``close()`` it).
 
-    kind: a target kind ('triton-grpc', 'triton-http', 'torchserve-rest'); address: Triton's
-    ``host:port`` for that protocol, or TorchServe's inference address. ``version`` selects a
-    Triton model version (None: all versions summed); TorchServe counters are summed over versions.
+    kind: a target kind; address: the target's address for that kind. ``version`` selects a Triton
+    model version (None: all versions summed); the other servers' counters are summed over versions.
     """
 
     def __init__(
@@ -64,42 +113,17 @@ class ServerReader:
     ) -> None:
         self.model = model
         self.version = version
-        self._triton: TritonStatisticsReader | None = None
-        self._torchserve: TorchServeMetricsReader | None = None
-        self._bentoml: BentoMLMetricsReader | None = None
-        self._kserve: KServeMetricsReader | None = None
-        if kind in TRITON_KINDS:
-            self._triton = TritonStatisticsReader(address, "grpc" if kind == "triton-grpc" else "http", timeout_s, tls=tls)
-        elif kind in TORCHSERVE_KINDS:
-            url = torchserve_metrics_url(address, metrics_url)
-            if url is None:
-                raise ScrapeError(no_metrics_url_reason(address))
-            self._torchserve = TorchServeMetricsReader(url, timeout_s)
-        elif kind in BENTOML_KINDS:  # the target's model is the API's name
-            self._bentoml = BentoMLMetricsReader(bentoml_metrics_url(address, metrics_url), timeout_s)
-        elif kind in KSERVE_KINDS:  # KServe's /metrics on its REST port
-            kserve_url = kserve_metrics_url(kind, address, metrics_url)
-            if kserve_url is None:
-                raise ScrapeError(kserve_no_metrics_url(address))
-            self._kserve = KServeMetricsReader(kserve_url, timeout_s)
-        else:
-            raise ScrapeError(f"unknown target kind {kind!r}; expected one of {TRITON_KINDS + TORCHSERVE_KINDS}")
+        record = SERVER_KINDS.get(kind)
+        if record is None:
+            raise ScrapeError(f"unknown target kind {kind!r}; expected one of {', '.join(TARGET_KINDS)}")
+        self._counters = COUNTER_READERS[record.server](kind, address, model, version, metrics_url, timeout_s, tls)
 
     def read(self, taken_at: float | None = None) -> ServerSnapshot:
         """The counters now; ScrapeError with a clear message on failure."""
-        if self._triton is not None:
-            return self._triton.read(self.model, self.version, taken_at)
-        if self._bentoml is not None:
-            return self._bentoml.read(self.model, taken_at)
-        if self._kserve is not None:
-            return self._kserve.read(self.model, taken_at)
-        assert self._torchserve is not None
-        return self._torchserve.read(self.model, taken_at)
+        return self._counters.read(taken_at)
 
     def close(self) -> None:
-        for reader in (self._triton, self._torchserve, self._bentoml, self._kserve):
-            if reader is not None:
-                reader.close()
+        self._counters.close()
 
 
 def snapshot(

@@ -1,0 +1,366 @@
+"""`inferload calibrate`: the cases run in order, the roofline found, the certificate written.
+
+Order: a reference server with no delay measures each protocol's loopback floor (`floor.py`; again
+on each law's server: the floor depends on how long the client idles) and the generator's ceiling (closed loop, many users, law none); then, one reference server per law,
+closed-loop cases and open-loop cases at fractions of the ceiling. docs/calibration.md says what
+each figure means.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import os
+import platform
+import shutil
+import socket
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from inferload.calibrate.cases import LAWS, Case, Plan, plan
+from inferload.calibrate.floor import FloorProbe, probe_floor
+from inferload.calibrate.runner import RunLayout, joined_errors_us, judge, run_case, true_latencies_ns
+from inferload.errors import UsageError
+from inferload.local.reference_server import ReferenceServerProcess, reference_config_from_dict
+from inferload.results.calibration import Bounds, Calibration, CaseResult, Goal, Roofline, default_calibration_path
+
+FLOOR_METHOD = (
+    "a blocking-socket client of calibrate's own (h2c / HTTP/1.1 keep-alive, one request at a time, law none): "
+    "write return -> last read return, minus the server's own answered - received, joined by request id"
+)
+
+
+def add_calibrate_parser(sub: Any) -> None:
+    calibrate = sub.add_parser(
+        "calibrate",
+        help="certify inferload's own figures on this machine against the reference server (docs/calibration.md)",
+    )
+    calibrate.add_argument("--quick", action="store_true", help="fewer, shorter cases (about a minute)")
+    calibrate.add_argument("--workers", type=int, default=0, metavar="N", help="each case with N local worker processes")
+    calibrate.add_argument(
+        "--remote-workers", type=int, default=0, metavar="M", help="each case also waits for M `inferload worker`s elsewhere"
+    )
+    calibrate.add_argument(
+        "--server-host",
+        default="127.0.0.1",
+        help="where the reference server listens and is addressed (default 127.0.0.1; this machine's address for remote workers)",
+    )
+    calibrate.add_argument("--out", type=Path, help="folder for calibration.json, calibration.html and each case's run")
+    calibrate.add_argument(
+        "--no-install",
+        action="store_true",
+        help="do not make this certificate the latest ($INFERLOAD_HOME/calibration.json or ~/.cache/inferload/)",
+    )
+    calibrate.add_argument("--protocols", default="grpc,http", help="comma list of grpc, http (default both)")
+    defaults = Bounds()
+    calibrate.add_argument("--bound-pct", type=float, default=defaults.percentile_pct, help="percentile bound: %% of the truth")
+    calibrate.add_argument("--bound-us", type=float, default=defaults.percentile_us, help="percentile bound: plus µs")
+    calibrate.add_argument("--rate-bound-pct", type=float, default=defaults.rate_pct, help="achieved-rate bound, %%")
+    calibrate.add_argument("--lag-bound-ms", type=float, default=defaults.send_lag_p99_ms, help="send-lag p99 bound, ms")
+
+
+def certified_transport() -> str:
+    """The transport `inferload run` users get here (as `users.engine.transport_in_use`, without Locust)."""
+    if os.environ.get("INFERLOAD_TRANSPORT", "native").strip().lower() == "python":
+        return "python"
+    try:
+        native = importlib.import_module("inferload._native")
+    except ImportError:
+        return "python"
+    return "native" if hasattr(native, "Engine") else "python"
+
+
+def machine_facts() -> dict[str, Any]:
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "cpu_model": model,
+        "load_average_start": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def versions() -> dict[str, Any]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    found: dict[str, Any] = {"python": platform.python_version()}
+    for name in ("inferload", "locust"):
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            found[name] = None
+    found["native_module"] = importlib.util.find_spec("inferload._native") is not None
+    return found
+
+
+def _server(law_name: str, host: str) -> ReferenceServerProcess:
+    config = reference_config_from_dict({"max_batch_size": 0, "delay": LAWS[law_name], "host": host, "threads": 1})
+    return ReferenceServerProcess(config).start()
+
+
+def _run_one(
+    case: Case,
+    server: ReferenceServerProcess,
+    out: Path,
+    layout: RunLayout,
+    floors: dict[tuple[str, str], FloorProbe],
+    bounds: Bounds,
+    seed: int,
+) -> CaseResult:
+    server.reset()
+    measured = run_case(case, server, out / "cases" / case.name, layout)
+    floor_ns = floors[(case.law_name, case.protocol)].samples_ns
+    truth = true_latencies_ns(server, 0, measured["window"], floor_ns, seed)
+    joined = joined_errors_us(server, measured["rows"], measured["window"], float(np.median(floor_ns))) if case.joined else None
+    result = judge(case, measured, truth, layout, bounds, joined)
+    p50, p99 = result.percentiles["p50"], result.percentiles["p99"]
+    rate = f" rate {result.achieved_rps:.0f}/{case.rate_rps:.0f}" if case.rate_rps else ""
+    lag = f" lag p99 {result.send_lag_ms['p99']} ms" if result.send_lag_ms else ""
+    joined_text = f" joined p50 {joined['p50']:+.0f} µs" if joined else ""
+    print(
+        f"  {case.name:<28} {result.requests:>6} req  p50 {_us(p50.error_us)}  p99 {_us(p99.error_us)}{rate}{lag}{joined_text}"
+        f"  {'ok' if result.within_bounds else 'MISS'}",
+        flush=True,
+    )
+    return result
+
+
+def _us(value: float | None) -> str:
+    return "     — µs" if value is None else f"{value:+7.0f} µs"
+
+
+def roofline_of(results: list[CaseResult], protocol: str, ceiling_per_process: float | None) -> Roofline:
+    """The highest open-loop rate per process with every lower-or-equal tested rate within its bounds."""
+    open_cases = sorted(
+        (r for r in results if r.protocol == protocol and r.loop == "open"), key=lambda r: (r.configured_rps or 0.0) / r.processes
+    )
+    best = first_failing = None
+    for result in open_cases:
+        per_process = (result.configured_rps or 0.0) / result.processes
+        if result.within_bounds and first_failing is None:
+            best = per_process
+        elif first_failing is None:
+            first_failing = per_process
+    return Roofline(
+        rps_per_process=None if best is None else round(best, 1),
+        first_failing_rps_per_process=None if first_failing is None else round(first_failing, 1),
+        tested_rps_per_process=[round((r.configured_rps or 0.0) / r.processes, 1) for r in open_cases],
+        ceiling_rps_per_process=None if ceiling_per_process is None else round(ceiling_per_process, 1),
+    )
+
+
+def goals_of(results: list[CaseResult], ceilings: dict[str, float], elapsed_s: float, quick: bool) -> list[Goal]:
+    below_half = [
+        r
+        for r in results
+        if r.loop == "open"
+        and r.configured_rps is not None
+        and r.configured_rps / r.processes <= 0.5 * ceilings.get(r.protocol, 0.0)
+    ]
+    worst = max((abs(p.error_us or 0.0) for r in below_half for p in r.percentiles.values()), default=None)
+    lag = max((float((r.send_lag_ms or {}).get("p99") or 0.0) for r in below_half), default=None)
+    rate = max((abs(r.rate_error_pct or 0.0) for r in below_half), default=None)
+    limit_s = 60.0 if quick else 180.0
+    return [
+        Goal(
+            goal="below 50 % of the ceiling: every percentile within its bound, rate within its bound, send-lag p99 within its bound",
+            met=all(r.within_bounds for r in below_half) if below_half else None,
+            figure=f"{sum(r.within_bounds for r in below_half)} of {len(below_half)} open-loop cases within bounds; worst percentile "
+            f"error {worst if worst is None else round(worst)} µs, worst rate error {rate} %, worst send-lag p99 {lag} ms",
+        ),
+        Goal(
+            goal="the roofline reproducible: three calibrations agree within 10 %",
+            met=None,
+            figure="not judged by one calibration: compare the roofline of three (docs/calibration.md)",
+        ),
+        Goal(
+            goal=f"{'--quick' if quick else 'a full calibration'} within {limit_s:g} s",
+            met=elapsed_s <= limit_s,
+            figure=f"{elapsed_s:.1f} s",
+        ),
+    ]
+
+
+def calibrate(
+    plan_: Plan,
+    layout: RunLayout,
+    out: Path,
+    bounds: Bounds,
+    host: str = "127.0.0.1",
+    protocols: tuple[str, ...] = ("grpc", "http"),
+) -> Calibration:
+    """Run every case of ``plan_`` and return the certificate (not yet written)."""
+    began = time.monotonic()
+    created = datetime.now(timezone.utc).isoformat()
+    machine = machine_facts()
+    transport = certified_transport()
+    print(
+        f"inferload calibrate: transport {transport}, {layout.processes} process(es), load average {machine['load_average_start']}"
+    )
+    floors: dict[tuple[str, str], FloorProbe] = {}
+    ceilings: dict[str, float] = {}
+    results: list[CaseResult] = []
+    seed = 0
+
+    def probe(law: str, server: ReferenceServerProcess) -> None:
+        # per law: how long a client idles between requests changes what waking up costs it
+        for protocol in protocols:
+            floors[(law, protocol)] = probe_floor(server, protocol, plan_.floor_requests, "identity", 16)
+            print(f"  floor {law} {protocol}: {floors[(law, protocol)].summary()}", flush=True)
+
+    with _server("none", host) as server:
+        probe("none", server)
+        for protocol in protocols:
+            case = Case(
+                f"{protocol}-closed-none-ceiling",
+                protocol,
+                "closed",
+                "none",
+                users=plan_.ceiling_users,
+                warmup_s=plan_.warmup_s,
+                duration_s=plan_.duration_s,
+            )
+            result = _run_one(case, server, out, layout, floors, bounds, seed := seed + 1)
+            results.append(result)
+            ceilings[protocol] = (result.throughput_rps or 0.0) / layout.processes
+    laws = list(dict.fromkeys([plan_.joined_law, *plan_.closed_laws, plan_.open_law]))
+    for law in laws:
+        with _server(law, host) as server:
+            probe(law, server)
+            for protocol in protocols:
+                if law == plan_.joined_law:
+                    case = Case(
+                        f"{protocol}-closed-{law}-1user",
+                        protocol,
+                        "closed",
+                        law,
+                        users=1,
+                        warmup_s=plan_.warmup_s,
+                        duration_s=plan_.duration_s,
+                    )
+                    results.append(_run_one(case, server, out, layout, floors, bounds, seed := seed + 1))
+                if law in plan_.closed_laws:
+                    case = Case(
+                        f"{protocol}-closed-{law}",
+                        protocol,
+                        "closed",
+                        law,
+                        users=plan_.closed_users,
+                        warmup_s=plan_.warmup_s,
+                        duration_s=plan_.duration_s,
+                    )
+                    results.append(_run_one(case, server, out, layout, floors, bounds, seed := seed + 1))
+                if law == plan_.open_law:
+                    for fraction in plan_.open_fractions:
+                        rate = max(1.0, round(fraction * ceilings[protocol] * layout.processes, -1))
+                        case = Case(
+                            f"{protocol}-open-{law}-{rate:g}rps",
+                            protocol,
+                            "open",
+                            law,
+                            rate_rps=rate,
+                            warmup_s=plan_.warmup_s,
+                            duration_s=plan_.duration_s,
+                        )
+                        results.append(_run_one(case, server, out, layout, floors, bounds, seed := seed + 1))
+    elapsed = time.monotonic() - began
+    machine["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
+    return Calibration(
+        schema_="inferload-calibration/1",
+        created_at=created,
+        elapsed_s=round(elapsed, 1),
+        quick=plan_.quick,
+        transport=transport,
+        processes=layout.processes,
+        machine=machine,
+        versions=versions(),
+        bounds=bounds,
+        floor=floor_section(floors),
+        cases=results,
+        roofline={p: roofline_of(results, p, ceilings.get(p)) for p in protocols},
+        goals=goals_of(results, ceilings, elapsed, plan_.quick),
+    )
+
+
+def floor_section(floors: dict[tuple[str, str], FloorProbe]) -> dict[str, dict[str, Any]]:
+    """calibration.json's ``floor``: law -> protocol -> the probe's figures, and the method."""
+    section: dict[str, dict[str, Any]] = {}
+    for (law, protocol), probe in floors.items():
+        section.setdefault(law, {})[protocol] = probe.summary()
+    return {**section, "method": {"text": FLOOR_METHOD}}
+
+
+def write_certificate(calibration: Calibration, out: Path, install: bool) -> Path:
+    """calibration.json and calibration.html in ``out``; with ``install``, the json copied to the latest's place."""
+    from inferload.calibrate.html import write_html
+
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "calibration.json"
+    path.write_text(calibration.to_json())
+    write_html(calibration, out / "calibration.html")
+    if install:
+        latest = default_calibration_path()
+        latest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, latest)
+        print(f"the latest certificate: {latest}")
+    return path
+
+
+def usage_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with the options (None: nothing)."""
+    if args.workers < 0 or args.remote_workers < 0:
+        return "--workers and --remote-workers: expected 0 or more"
+    protocols = [p.strip() for p in args.protocols.split(",") if p.strip()]
+    if not protocols or any(p not in ("grpc", "http") for p in protocols):
+        return f"--protocols: expected a comma list of grpc, http; got {args.protocols!r}"
+    for flag, value in (
+        ("--bound-pct", args.bound_pct),
+        ("--bound-us", args.bound_us),
+        ("--rate-bound-pct", args.rate_bound_pct),
+        ("--lag-bound-ms", args.lag_bound_ms),
+    ):
+        if not value >= 0:
+            return f"{flag}: expected 0 or more; got {value:g}"
+    return None
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    """Exit 0 with the certificate written (misses are figures in it); a usage error raises UsageError (exit 2)."""
+    problem = usage_problem(args)
+    if problem is not None:
+        raise UsageError(problem)
+    protocols = tuple(p.strip() for p in args.protocols.split(",") if p.strip())
+    bounds = Bounds(
+        percentile_pct=args.bound_pct,
+        percentile_us=args.bound_us,
+        rate_pct=args.rate_bound_pct,
+        send_lag_p99_ms=args.lag_bound_ms,
+    )
+    out = args.out or Path("results") / f"calibration-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
+    layout = RunLayout(args.workers, args.remote_workers)
+    calibration = calibrate(plan(args.quick), layout, out, bounds, args.server_host, protocols)
+    path = write_certificate(calibration, out, install=not args.no_install)
+    for protocol, roof in calibration.roofline.items():
+        print(
+            f"roofline {protocol}: {roof.rps_per_process} req/s per process (first failing {roof.first_failing_rps_per_process}; "
+            f"ceiling {roof.ceiling_rps_per_process})"
+        )
+    for goal in calibration.goals:
+        verdict = "not judged" if goal.met is None else "met" if goal.met else "MISSED"
+        print(f"goal {verdict}: {goal.goal}: {goal.figure}")
+    print(f"certificate: {path} (and calibration.html); {calibration.elapsed_s:.1f} s", file=sys.stdout)
+    return 0

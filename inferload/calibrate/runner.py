@@ -1,0 +1,264 @@
+"""One calibration case: `inferload run` against the reference server, its figures against the truth.
+
+The run is the user's own command (a headless `inferload run` in a child process, ``--workers N``
+or ``--remote-workers M`` as given), so what is certified is what a user gets in summary.json.
+The truth is the server's records: each request's own time in the server (answered − received)
+of the requests answered in the run's steady window, each plus a draw of the loopback floor
+(`floor.py`): the latency a client that added nothing of its own would see.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psutil
+import yaml
+
+from inferload.calibrate.cases import Case
+from inferload.errors import InferloadError
+from inferload.local.reference_server import ReferenceServerProcess
+from inferload.results.calibration import CALIBRATION_ENV, NO_CALIBRATION, Bounds, CaseResult, PercentileError
+
+PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9}
+#: the joined errors kept: p1 and p5 are the figures a loaded machine disturbs least (the requests no
+#: preemption delayed), p50 and up what a user's percentiles carry
+JOINED_PERCENTILES = {"p1": 1.0, "p5": 5.0, "p50": 50.0, "p90": 90.0, "p99": 99.0}
+CPU_SAMPLE_S = 0.2
+#: a joined case's requests the server answered after the client stopped counting (at the run's end)
+MAX_UNCOUNTED_AT_END = 3
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    """How each case's run is spread: ``--workers`` and ``--remote-workers`` of `inferload run`."""
+
+    workers: int = 0
+    remote_workers: int = 0
+
+    @property
+    def processes(self) -> int:
+        return max(1, self.workers + self.remote_workers)
+
+    def flags(self) -> list[str]:
+        flags = ["--workers", str(self.workers)] if self.workers else []
+        return flags + (["--remote-workers", str(self.remote_workers)] if self.remote_workers else [])
+
+
+def _tree_cpu_s(process: psutil.Process) -> float | None:
+    try:
+        procs = [process, *process.children(recursive=True)]
+    except psutil.Error:
+        return None
+    total = 0.0
+    for proc in procs:
+        try:
+            times = proc.cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system
+    return total
+
+
+def _cpu_at(samples: list[tuple[float, float]], at: float) -> float | None:
+    """The tree's CPU seconds at wall time ``at``, interpolated between samples."""
+    if len(samples) < 2 or not samples[0][0] <= at <= samples[-1][0]:
+        return None
+    walls = np.array([s[0] for s in samples])
+    cpus = np.array([s[1] for s in samples])
+    return float(np.interp(at, walls, cpus))
+
+
+def run_case(
+    case: Case,
+    server: ReferenceServerProcess,
+    folder: Path,
+    layout: RunLayout,
+    timeout_s: float = 300.0,
+    extra_env: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """Run ``case`` with `inferload run` (``extra_env`` added to its environment); its summary.json
+    target entry, the run's steady window (wall-clock seconds), the process tree's CPU over it,
+    and (a joined case) its requests.csv rows."""
+    folder.mkdir(parents=True, exist_ok=True)
+    address = server.grpc_address if case.protocol == "grpc" else server.http_url
+    scenario_path = folder / "scenario.yaml"
+    scenario_path.write_text(yaml.safe_dump(case.scenario(address), sort_keys=False))
+    out = folder / "results"
+    command = [sys.executable, "-m", "inferload.cli", "run", str(scenario_path), "--headless", "--out", str(out)]
+    command += [*layout.flags(), *(["--requests-csv"] if case.joined else []), "--", "--no-report", "--loglevel", "WARNING"]
+    env = {**os.environ, CALIBRATION_ENV: NO_CALIBRATION, **(extra_env or {})}  # a calibration run applies no older certificate
+    log = (folder / "run.log").open("wb")
+    try:
+        child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+        watched = psutil.Process(child.pid)
+        samples: list[tuple[float, float]] = []
+        deadline = time.monotonic() + timeout_s
+        while child.poll() is None:
+            cpu = _tree_cpu_s(watched)
+            if cpu is not None:
+                samples.append((time.time(), cpu))
+            if time.monotonic() > deadline:
+                child.kill()
+                child.wait()
+                raise InferloadError(
+                    f"calibration case {case.name}: `inferload run` did not end in {timeout_s:g} s (log: {folder / 'run.log'})"
+                )
+            time.sleep(CPU_SAMPLE_S)
+    finally:
+        log.close()
+    if child.returncode not in (0, 1) or not (out / "summary.json").is_file():
+        tail = (folder / "run.log").read_text(errors="replace")[-2000:]
+        raise InferloadError(f"calibration case {case.name}: `inferload run` exited {child.returncode}:\n{tail}")
+    summary = json.loads((out / "summary.json").read_text())
+    started = datetime.fromisoformat(summary["started_at"]).timestamp()
+    window = (started + float(summary["warmup_s"]), started + float(summary["duration_s"]))
+    cpu_start, cpu_end = _cpu_at(samples, window[0]), _cpu_at(samples, window[1])
+    return {
+        "target": summary["targets"][case.name],
+        "window": window,
+        "cpu_s": None if cpu_start is None or cpu_end is None else cpu_end - cpu_start,
+        "rows": _request_rows(out / "requests.csv", case.name) if case.joined else None,
+    }
+
+
+def _request_rows(path: Path, target: str) -> np.ndarray | None:
+    """requests.csv's successful rows of ``target`` as (completion wall time s, latency ms), in completion order."""
+    if not path.is_file():
+        return None
+    rows = []
+    with path.open(newline="") as handle:
+        for row in csv.DictReader(handle):
+            if row["target"] == target and row["outcome"] == "ok":
+                rows.append((float(row["time"]), float(row["latency_ms"])))
+    rows.sort(key=lambda r: r[0])
+    return np.asarray(rows, dtype=np.float64).reshape(-1, 2)
+
+
+def joined_errors_us(
+    server: ReferenceServerProcess, rows: np.ndarray | None, window: tuple[float, float], floor_p50_ns: float
+) -> dict[str, float] | None:
+    """One user's requests joined in order with the server's records (all of the run's, warm-up
+    included, so that the k-th is the k-th); each request's error over the steady window. None
+    when the counts differ otherwise than by the last requests (no safe join)."""
+    if rows is None:
+        return None
+    records = server.records()
+    ok = records.with_status("ok")
+    answered = records.answered_ns.astype(np.int64)[ok]
+    inside = answered - records.received_ns.astype(np.int64)[ok]
+    order = np.argsort(answered, kind="stable")
+    answered, inside = answered[order], inside[order]
+    # the run's last request may be answered after the client stopped counting: the server's extra
+    # records can only be the last ones
+    extra = answered.size - rows.shape[0]
+    if not 0 <= extra <= MAX_UNCOUNTED_AT_END or not rows.shape[0]:
+        return None
+    answered, inside = answered[: rows.shape[0]], inside[: rows.shape[0]]
+    wall_minus_mono = time.time_ns() - time.monotonic_ns()
+    answered_wall = (answered + wall_minus_mono) / 1e9
+    steady = (answered_wall >= window[0]) & (answered_wall < window[1])
+    errors_us = rows[:, 1][steady] * 1000.0 - (inside[steady] + floor_p50_ns) / 1000.0
+    if not errors_us.size:
+        return None
+    return {key: round(float(np.percentile(errors_us, q)), 1) for key, q in JOINED_PERCENTILES.items()}
+
+
+def true_latencies_ns(
+    server: ReferenceServerProcess, after: int, window: tuple[float, float], floor_ns: np.ndarray, seed: int
+) -> np.ndarray:
+    """The truth of the case's steady window: each successful request answered in it (its own
+    time in the server), plus a floor sample drawn with ``seed``."""
+    records = server.records(after=after)
+    wall_minus_mono = time.time_ns() - time.monotonic_ns()
+    answered_wall = (records.answered_ns.astype(np.int64) + wall_minus_mono) / 1e9
+    mask = records.with_status("ok") & (answered_wall >= window[0]) & (answered_wall < window[1])
+    inside = records.answered_ns.astype(np.int64)[mask] - records.received_ns.astype(np.int64)[mask]
+    draws = np.random.default_rng(seed).integers(0, floor_ns.size, inside.size)
+    return np.asarray(inside + floor_ns[draws], dtype=np.int64)
+
+
+def judge(
+    case: Case,
+    measured: dict[str, Any],
+    truth_ns: np.ndarray,
+    layout: RunLayout,
+    bounds: Bounds,
+    joined_error_us: dict[str, float] | None = None,
+) -> CaseResult:
+    """The case's figures against the truth, each bound checked."""
+    target = measured["target"]
+    latency = target.get("latency_ms") or {}
+    misses: list[str] = []
+    percentiles: dict[str, PercentileError] = {}
+    for key, q in PERCENTILES.items():
+        value = latency.get(key)
+        true_ms = float(np.percentile(truth_ns, q, method="inverted_cdf")) / 1e6 if truth_ns.size else None
+        if value is None or true_ms is None:
+            percentiles[key] = PercentileError(measured_ms=value, true_ms=true_ms, error_us=None, error_pct=None, within=False)
+            misses.append(f"{key}: not measured")
+            continue
+        error_us = (float(value) - true_ms) * 1000.0
+        allowed_us = bounds.percentile_pct / 100.0 * true_ms * 1000.0 + bounds.percentile_us
+        within = abs(error_us) <= allowed_us
+        if not within:
+            misses.append(f"{key} off by {error_us:+.0f} µs (bound ±{allowed_us:.0f} µs)")
+        percentiles[key] = PercentileError(
+            measured_ms=round(float(value), 4),
+            true_ms=round(true_ms, 4),
+            error_us=round(error_us, 1),
+            error_pct=round(100.0 * error_us / 1000.0 / true_ms, 2) if true_ms > 0 else None,
+            within=within,
+        )
+    open_loop = target.get("open_loop")
+    achieved = rate_error = unsent = None
+    lag = None
+    if open_loop is not None:
+        achieved = float(open_loop["achieved_rps"])
+        configured = float(open_loop["configured_rps"])
+        rate_error = 100.0 * (achieved - configured) / configured if configured else None
+        unsent = int(open_loop["unsent"])
+        lag = dict(open_loop["send_lag_ms"])
+        if rate_error is None or abs(rate_error) > bounds.rate_pct:
+            misses.append(f"rate {achieved:.1f} of {configured:.1f} req/s ({rate_error:+.2f} %, bound ±{bounds.rate_pct:g} %)")
+        lag_p99 = lag.get("p99")
+        if lag_p99 is None or lag_p99 > bounds.send_lag_p99_ms:
+            misses.append(f"send-lag p99 {lag_p99} ms (bound {bounds.send_lag_p99_ms:g} ms)")
+    failures = int(target.get("failures") or 0)
+    if failures:
+        misses.append(f"{failures} failed requests")
+    requests = int(target.get("requests") or 0)
+    cpu_s = measured["cpu_s"]
+    return CaseResult(
+        name=case.name,
+        protocol=case.protocol,
+        target_kind=case.target_kind,
+        loop=case.loop,
+        law_name=case.law_name,
+        law=case.law,
+        users=case.users,
+        configured_rps=case.rate_rps,
+        processes=layout.processes,
+        requests=requests,
+        server_records=int(truth_ns.size),
+        failures=failures,
+        throughput_rps=target.get("throughput_rps"),
+        percentiles=percentiles,
+        achieved_rps=achieved,
+        rate_error_pct=None if rate_error is None else round(rate_error, 3),
+        send_lag_ms=lag,
+        unsent=unsent,
+        cpu_us_per_request=round(cpu_s / requests * 1e6, 1) if cpu_s is not None and requests else None,
+        within_bounds=not misses,
+        misses=misses,
+        joined_error_us=joined_error_us,
+    )

@@ -1,0 +1,261 @@
+"""calibration.json (`inferload calibrate`'s certificate): its schema (pydantic), where the latest
+one lives, its readers, and what a run does with it at start (a warning above its roofline, and
+summary.json's ``calibration`` key). Closed-loop shapes configure users, not a rate: they are only
+recorded, never warned about.
+
+Other parts read a certificate through ``read_calibration(path)`` and ``latest_calibration()``
+(both give a `Calibration`), then ``Calibration.roofline_rps_per_process(protocol)``: the highest
+open-loop rate per load-generating process at which every figure stayed within its bound (None:
+no tested rate did). The schema is documented in docs/calibration.md ("calibration.json");
+``schema`` names its version, and a reader refuses another major version.
+
+Where the latest certificate is: ``$INFERLOAD_CALIBRATION`` (a file) when set, else
+``$INFERLOAD_HOME/calibration.json`` when ``INFERLOAD_HOME`` is set, else
+``~/.cache/inferload/calibration.json``. `inferload calibrate` writes it there (and into its ``--out``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from inferload.errors import ConfigFileError, Problem
+from inferload.paths import HOME_ENV
+
+logger = logging.getLogger(__name__)
+
+SCHEMA = "inferload-calibration/1"
+CALIBRATION_ENV = "INFERLOAD_CALIBRATION"
+CALIBRATION_NAME = "calibration.json"
+#: `inferload run --calibration none` (or INFERLOAD_CALIBRATION=none): read no certificate
+NO_CALIBRATION = "none"
+
+
+class _Part(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)  # newer minor versions may add keys
+
+
+class Bounds(_Part):
+    """A percentile is within its bound when |measured − true| ≤ percentile_pct % of true + percentile_us."""
+
+    percentile_pct: float = 1.0
+    percentile_us: float = 50.0
+    rate_pct: float = 0.5  # open loop: |achieved − configured| / configured
+    send_lag_p99_ms: float = 0.1  # open loop
+
+
+class PercentileError(_Part):
+    measured_ms: float | None
+    true_ms: float | None
+    error_us: float | None  # measured − true
+    error_pct: float | None  # of true
+    within: bool
+
+
+class CaseResult(_Part):
+    """One case: a protocol, a loop, a law, a load; its figures against the truth."""
+
+    name: str
+    protocol: str  # "grpc" | "http"
+    target_kind: str  # "kserve-v2-grpc" | "kserve-v2-http"
+    loop: str  # "closed" | "open"
+    law_name: str  # none | fixed | lognormal | bimodal | tail (the key of ``floor``)
+    law: dict[str, Any]  # the reference server's delay law
+    users: int | None  # closed loop
+    configured_rps: float | None  # open loop, all processes together
+    processes: int
+    requests: int  # inferload's steady-state successes
+    server_records: int  # the server's records matched to the steady window
+    failures: int
+    throughput_rps: float | None
+    percentiles: dict[str, PercentileError]  # p50 p90 p99 p999
+    achieved_rps: float | None  # open loop
+    rate_error_pct: float | None  # open loop: (achieved − configured) / configured, %
+    send_lag_ms: dict[str, float | None] | None  # open loop: p50 p99 max
+    unsent: int | None  # open loop
+    cpu_us_per_request: float | None  # the run's process tree over the steady window
+    within_bounds: bool
+    misses: list[str]  # each bound missed, in words
+    #: one user, closed loop: each request's own error (its latency − its server time − the floor's
+    #: p50), joined in order with the server's records; p1 p5 p50 p90 p99 in µs (None: not joined)
+    joined_error_us: dict[str, float] | None = None
+
+
+class Roofline(_Part):
+    """Per protocol: the highest tested open-loop rate per process with every case within its bounds."""
+
+    rps_per_process: float | None
+    first_failing_rps_per_process: float | None
+    tested_rps_per_process: list[float]
+    ceiling_rps_per_process: float | None  # closed loop, no delay, many users: the generator's own ceiling here
+
+
+class Goal(_Part):
+    goal: str
+    met: bool | None  # None: not judged by this calibration
+    figure: str
+
+
+class Calibration(_Part):
+    """A whole calibration.json."""
+
+    schema_: str
+    created_at: str  # ISO-8601 UTC
+    elapsed_s: float
+    quick: bool
+    transport: str  # "native" | "python": the transport certified (INFERLOAD_TRANSPORT)
+    processes: int  # load-generating processes per case (1, or --workers N / --remote-workers M)
+    machine: dict[str, Any]
+    versions: dict[str, Any]
+    bounds: Bounds
+    #: law -> protocol -> the loopback floor measured on that law's server (samples, p50_us, p90_us,
+    #: p99_us); "method" -> {"text": how it is measured}
+    floor: dict[str, dict[str, Any]]
+    cases: list[CaseResult]
+    roofline: dict[str, Roofline]  # protocol -> its roofline
+    goals: list[Goal]
+
+    def floor_of(self, law_name: str, protocol: str) -> dict[str, Any] | None:
+        """The loopback floor measured for ``law_name`` over ``protocol`` (None: not measured)."""
+        return self.floor.get(law_name, {}).get(protocol)
+
+    def roofline_rps_per_process(self, protocol: str) -> float | None:
+        """The roofline of ``protocol`` ("grpc" | "http"), req/s per process; None: not certified at any rate."""
+        entry = self.roofline.get(protocol)
+        return None if entry is None else entry.rps_per_process
+
+    def to_json(self) -> str:
+        data = self.model_dump(mode="json")
+        data = {"schema": data.pop("schema_"), **data}
+        return json.dumps(data, indent=2) + "\n"
+
+
+def calibration_from_dict(data: Mapping[str, Any], source: str) -> Calibration:
+    """A `Calibration` from calibration.json's data; ConfigFileError naming ``source`` and the key."""
+    schema = data.get("schema")
+    if not isinstance(schema, str) or schema.split("/")[0] != SCHEMA.split("/")[0] or schema.split("/")[-1].split(".")[0] != "1":
+        raise ConfigFileError([Problem(source, "schema", f"expected {SCHEMA!r}; got {schema!r}")])
+    try:
+        return Calibration.model_validate({**{k: v for k, v in data.items() if k != "schema"}, "schema_": schema})
+    except ValidationError as error:
+        problems = [
+            Problem(source, ".".join(str(part) for part in issue["loc"]) or "(top)", issue["msg"]) for issue in error.errors()
+        ]
+        raise ConfigFileError(problems) from None
+
+
+def read_calibration(path: str | Path) -> Calibration:
+    """Read and check one calibration.json (ConfigFileError: unreadable, not JSON, or not the schema)."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except OSError as error:
+        raise ConfigFileError([Problem(str(path), "(file)", f"cannot be read: {error.strerror or error}")]) from None
+    except json.JSONDecodeError as error:
+        raise ConfigFileError([Problem(str(path), "(file)", f"expected JSON: {error}")]) from None
+    if not isinstance(data, dict):
+        raise ConfigFileError([Problem(str(path), "(top)", "expected a JSON object")])
+    return calibration_from_dict(data, str(path))
+
+
+def default_calibration_path(environ: Mapping[str, str] | None = None) -> Path:
+    """Where `inferload calibrate` keeps the latest certificate (``$INFERLOAD_HOME`` or ~/.cache/inferload)."""
+    env = os.environ if environ is None else environ
+    home = env.get(HOME_ENV)
+    folder = Path(home) if home else Path(env.get("HOME", str(Path.home()))) / ".cache" / "inferload"
+    return folder / CALIBRATION_NAME
+
+
+def latest_calibration_path(environ: Mapping[str, str] | None = None) -> Path | None:
+    """The certificate a run applies: ``$INFERLOAD_CALIBRATION`` (``none``: None) or the default place."""
+    env = os.environ if environ is None else environ
+    named = env.get(CALIBRATION_ENV, "").strip()
+    if named:
+        return None if named == NO_CALIBRATION else Path(named)
+    return default_calibration_path(env)
+
+
+def latest_calibration(environ: Mapping[str, str] | None = None) -> tuple[Path, Calibration] | None:
+    """The latest certificate and its path; None when there is none (a named file that is missing raises)."""
+    env = os.environ if environ is None else environ
+    path = latest_calibration_path(env)
+    if path is None:
+        return None
+    if not path.is_file() and not env.get(CALIBRATION_ENV, "").strip():
+        return None
+    return path, read_calibration(path)
+
+
+
+def peak_rate_rps(shape: Any) -> float | None:
+    """The highest rate an open-loop shape asks for (all processes together); None for closed loop."""
+    rates = [getattr(shape, key, None) for key in ("rate", "from_rate", "to_rate", "base_rate", "burst_rate")]
+    found = [float(r) for r in rates if isinstance(r, (int, float)) and not isinstance(r, bool)]
+    return max(found) if found else None
+
+
+def protocol_of(kind: str) -> str:
+    """A target kind's wire protocol as the certificate names it: grpc or http."""
+    return "grpc" if "grpc" in kind else "http"
+
+
+def calibration_at_start(
+    scenario: Any, processes: int, transport: str | None = None, environ: Mapping[str, str] | None = None
+) -> dict[str, Any] | None:
+    """Read the latest certificate, warn when the run's peak rate per process exceeds its roofline
+    for a protocol the run uses; summary.json's ``calibration`` (None: no certificate applies)."""
+    try:
+        found = latest_calibration(environ)
+    except ConfigFileError as error:
+        logger.warning("the calibration certificate cannot be read (%s): no calibration applies to this run", error)
+        return None
+    if found is None:
+        return None
+    path, certificate = found
+    protocols = sorted({protocol_of(str(target.kind)) for target in scenario.targets})
+    peak = peak_rate_rps(scenario.shape)
+    per_process = None if peak is None else peak / max(1, processes)
+    rooflines = {p: certificate.roofline_rps_per_process(p) for p in protocols}
+    above = []
+    for protocol, roofline in rooflines.items():
+        if per_process is None:
+            continue
+        if roofline is None:
+            logger.warning(
+                "the calibration certificate %s certifies no %s rate on this machine (every tested rate missed a bound): "
+                "figures at %.0f req/s per process are not certified",
+                path,
+                protocol,
+                per_process,
+            )
+        elif per_process > roofline:
+            above.append(protocol)
+            logger.warning(
+                "the configured load (%.0f req/s per process over %s) exceeds this machine's calibrated roofline (%.0f req/s "
+                "per process, %s): the generator, not the server, would be the limit at this rate: add workers",
+                per_process,
+                protocol,
+                roofline,
+                path,
+            )
+    if transport is not None and transport != certificate.transport:
+        logger.warning(
+            "the calibration certificate %s certified the %s transport; this run uses the %s transport",
+            path,
+            certificate.transport,
+            transport,
+        )
+    return {
+        "path": str(path),
+        "created_at": certificate.created_at,
+        "transport": certificate.transport,
+        "roofline_rps_per_process": rooflines,
+        "configured_rps_per_process": None if per_process is None else round(per_process, 3),
+        "above_roofline": above,
+    }

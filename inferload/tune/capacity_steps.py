@@ -1,0 +1,249 @@
+"""Between a sweep's steps and the capacity search: a step as the search's evidence (its steady
+windows' histograms read back from histograms.jsonl, the hard constraints it broke), and the search's
+answer as sweep.json's `capacity` object and the console's lines.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from inferload.errors import InferloadError
+from inferload.results.histograms import ALL, read_lines
+from inferload.results.summary_file import ResultsError, read_summary
+from inferload.tune.capacity import (
+    HARD_NAMES,
+    PERCENTILE_OF,
+    Bounds,
+    CapacityAnswer,
+    Level,
+    RunEvidence,
+)
+from inferload.tune.capacity_stats import WindowHistogram, window_histogram
+from inferload.tune.step import StepResult
+from inferload.tune.stop_rules import (
+    SLO_KEYS,
+    StopRules,
+    cpu_bound,
+    memory_limit,
+    queue_growth,
+    saturation,
+    senders_were_busy,
+    too_many_unsent,
+)
+
+#: how the decision is made, in one line (sweep.json's capacity.method)
+METHOD = (
+    "each rate's percentile with a 95 % interval (bootstrap over its steady windows, binomial rank, widened for few"
+    " windows); pass only under the bound, fail only over it; latency fitted nondecreasing in the rate (isotonic);"
+    " the boundary's interval from the bootstrap's refitted curves"
+)
+
+
+def bounds_of(rules: StopRules) -> Bounds:
+    """The SLO's latency bounds and the error bound (the tighter of --max-error-rate and the SLO's)."""
+    latency = {key: value for key, value in rules.slo.items() if key in SLO_KEYS and key != "error_rate"}
+    return Bounds(latency, min(rules.max_error_rate, rules.slo.get("error_rate", 1.0)))
+
+
+def min_requests(bounds: Bounds) -> int:
+    """Requests a step needs before its highest percentile can pass: 5 / (1 - p) (500 for a p99)."""
+    shares = [PERCENTILE_OF[key] / 100.0 for key in bounds.latency_ms]
+    return max((math.ceil(5.0 / (1.0 - share)) for share in shares), default=0)
+
+
+def steady_histograms(results: Path, target: str) -> list[WindowHistogram]:
+    """The target's complete steady windows (merged over workers) from histograms.jsonl, oldest first;
+    the last, cut by the stop, left out (as windows.csv's steady windows in `inferload.tune.step`)."""
+    try:
+        summary = read_summary(results)
+        steady_from = datetime.fromisoformat(summary.started_at).timestamp() + float(summary.warmup_s)
+        lines = [
+            line
+            for line in read_lines(results)
+            if line["worker"] == ALL and line["target"] == target and float(line["start"]) >= steady_from - 1e-6
+        ]
+    except (ResultsError, OSError) as error:
+        raise InferloadError(f"{results}: the step's histograms cannot be read: {error}") from None
+    lines.sort(key=lambda line: float(line["start"]))
+    return [window_histogram(line) for line in lines[:-1]]
+
+
+def evidence_of(step: StepResult, target: str, rules: StopRules) -> RunEvidence:
+    """A finished step as the search's evidence."""
+    broken = []
+    for name, reason in (
+        ("saturated", saturation(step, rules)),
+        ("queue", queue_growth(step, rules)),
+        ("memory", memory_limit(step, rules)),
+    ):
+        if reason:
+            broken.append((name, reason))
+    windows = steady_histograms(Path(step.results_dir), target)
+    invalid = generator_lag(step, rules) if windows else "no complete steady window was measured"
+    return RunEvidence(step.level, tuple(windows), tuple(broken), cpu_bound(step, rules), invalid, step.step)
+
+
+def generator_lag(step: StepResult, rules: StopRules) -> str | None:
+    """The generator sent late while senders were free, by more than --max-send-lag and a quarter of the
+    tightest latency bound: its latency, counted from the intended send times, is the client's stall
+    as much as the server's queue (on a busy machine a stall of a few hundred ms hits one run in ten)."""
+    if step.send_lag_p99_ms is None or too_many_unsent(step, rules) or senders_were_busy(step):
+        return None
+    if queue_growth(step, rules) or (step.achieved_rps is not None and step.achieved_rps < 0.95 * step.level):
+        return None  # the server did not keep up: its queue, not the client, made the arrivals late
+    latency = [bound for key, bound in rules.slo.items() if key != "error_rate"]
+    allowed = max(rules.max_send_lag_p99_ms, min(latency, default=0.0) / 4.0)
+    if step.send_lag_p99_ms <= allowed:
+        return None
+    return f"send lag p99 {step.send_lag_p99_ms:.1f} ms > {allowed:g} ms while senders were free"
+
+
+def _finite(value: float | None) -> float | None:
+    return None if value is None or not math.isfinite(value) else round(value, 3)
+
+
+def _level_record(level: Level) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "rate": level.rate,
+        "steps": list(level.steps),
+        "windows": level.windows,
+        "requests": level.requests,
+        "verdict": level.verdict,
+    }
+    for metric in level.metrics:
+        record[metric.key] = _finite(metric.estimate)
+        record[f"{metric.key}_low"] = _finite(metric.low)
+        record[f"{metric.key}_high"] = _finite(metric.high)  # None: unbounded (too few requests)
+    for key, value in level.fitted_ms.items():
+        record[f"fitted_{key}"] = _finite(value)
+    record["broken"] = {name: {"share": share, "reason": why} for name, (share, why) in level.broken.items()}
+    return record
+
+
+def _verify_figures(level: Level) -> dict[str, float | None]:
+    """A verification run's own percentiles with their intervals (`p99_ms`, `p99_ms_low`, `p99_ms_high`, ...)."""
+    figures: dict[str, float | None] = {}
+    for metric in level.metrics:
+        figures[metric.key] = _finite(metric.estimate)
+        figures[f"{metric.key}_low"] = _finite(metric.low)
+        figures[f"{metric.key}_high"] = _finite(metric.high)
+    return figures
+
+
+def capacity_record(answer: CapacityAnswer, rules: StopRules, precision_pct: float) -> dict[str, Any]:
+    """sweep.json's `capacity`: the keys it always had (max_rps, first_failing_rps, precision_pct, slo,
+    limited_by_generator) and the interval, binding constraint, cliff, levels and verification."""
+    judgement = answer.judgement
+    boundary = judgement.boundary
+    passing, failing = boundary.highest_pass_rps, boundary.first_over_rps
+    high = _finite(boundary.high_rps)
+    width = boundary.width_pct
+    generator = answer.end.reason in ("generator", "ceiling")
+    binding: dict[str, Any] | None = None
+    if generator:
+        binding = {"constraint": "generator", "words": answer.end.words}
+    elif boundary.binding is not None:
+        binding = {"constraint": boundary.binding, "words": boundary.binding_words}
+    verification = answer.verification
+    return {
+        "max_rps": passing,
+        "first_failing_rps": failing,
+        "precision_pct": None if passing is None or failing is None else round((failing - passing) / passing * 100.0, 2),
+        "slo": rules.slo,
+        "limited_by_generator": generator,
+        "estimate_rps": _finite(boundary.estimate_rps),
+        "interval_rps": [_finite(boundary.low_rps), high],
+        "interval_pct": None if width is None else round(width, 2),
+        "precision_reached": width is not None and width <= precision_pct + 1e-9,
+        "ended": {"reason": answer.end.reason, "words": answer.end.words},
+        "bounds": bounds_of(rules).words(),
+        "binding": binding,
+        "cliff": boundary.cliff,
+        "levels": [_level_record(level) for level in judgement.levels],
+        "verification": None
+        if verification is None
+        else {
+            "verified": verification.verified,
+            "words": verification.words(),
+            "runs": [
+                {
+                    "side": run.side,
+                    "factor": round(run.factor, 3),
+                    "rate": run.level.rate,
+                    "step": run.level.steps[0] if run.level.steps else None,
+                    "verdict": run.level.verdict,
+                    **_verify_figures(run.level),
+                    "words": run.words(),
+                }
+                for run in verification.runs
+            ],
+        },
+        "method": METHOD,
+        # the verification went the other way: the interval above takes its runs into the fit;
+        # the search's own answer, which the verification was made around, is `searched`
+        "refit": answer.refit,
+        "searched": None
+        if answer.searched is None
+        else {
+            "estimate_rps": _finite(answer.searched.estimate_rps),
+            "interval_rps": [_finite(answer.searched.low_rps), _finite(answer.searched.high_rps)],
+        },
+    }
+
+
+def constraint_words(binding: dict[str, Any] | None) -> str:
+    """The binding constraint's name for people."""
+    if binding is None:
+        return "none found"
+    key = binding.get("constraint")
+    if key == "generator":
+        return "the load generator"
+    if key == "error_rate":
+        return "errors"
+    if key in HARD_NAMES:
+        return HARD_NAMES[key]
+    return f"latency ({str(key).removesuffix('_ms')})"
+
+
+def answer_lines(capacity: dict[str, Any]) -> list[str]:
+    """The console's lines for a capacity search's answer."""
+    low, high = (capacity.get("interval_rps") or [None, None])[:2]
+    estimate = capacity.get("estimate_rps")
+    lines = []
+    if estimate is not None:
+        span = f"[{low:g}, {'∞' if high is None else f'{high:g}'}]" if low is not None else ""
+        lines.append(f"capacity under the SLO: {estimate:g} req/s, 95 % interval {span} req/s")
+    elif capacity.get("max_rps") is not None:
+        lines.append(f"capacity under the SLO: at least {capacity['max_rps']:g} req/s (no upper end found)")
+    else:
+        lines.append("capacity under the SLO: no rate met it")
+    passing, failing = capacity.get("max_rps"), capacity.get("first_failing_rps")
+    if passing is not None or failing is not None:
+        lines.append(
+            f"  measured: {'-' if passing is None else f'{passing:g}'} req/s passed,"
+            f" {'-' if failing is None else f'{failing:g}'} req/s is over the SLO"
+        )
+    binding = capacity.get("binding")
+    if binding:
+        lines.append(f"  binding constraint: {constraint_words(binding)}: {binding.get('words')}")
+    if capacity.get("cliff"):
+        lines.append(f"  {capacity['cliff']}")
+    ended = capacity.get("ended") or {}
+    reached = "reached" if capacity.get("precision_reached") else "NOT reached"
+    width = capacity.get("interval_pct")
+    wide = "open at one end" if width is None else f"{width:g} % wide"
+    lines.append(f"  precision {reached} (the interval is {wide}): {ended.get('words', '')}")
+    verification = capacity.get("verification")
+    if verification:
+        lines.append(f"  {verification['words']}")
+    searched = capacity.get("searched")
+    if capacity.get("refit") and searched:
+        low, high = searched["interval_rps"]
+        lines.append(
+            f"  the answer above takes the verification runs into its fit (the search alone said {searched['estimate_rps']}"
+            f" req/s, [{low}, {'∞' if high is None else high}]): the machine's noise moved between them"
+        )
+    return lines

@@ -1,0 +1,434 @@
+"""The native engine under the users: the Python face of ``inferload._native`` (docs/engine.md).
+
+A transport is what a user hands its pre-encoded requests to. There are two, and a user class
+never knows which one it has beyond asking ``native_target()`` once:
+
+- the **native** transport (the default when the extension loads): one `NativeEngine` per Locust
+  process owns the Rust engine (its own threads: tonic gRPC, hyper HTTP/1.1, rustls, a precise
+  pacer, HDR recording). Each Locust user opens one *slot* (one connection) and hands it the
+  whole closed loop (`run_closed`) or makes it one of its target's open-loop senders
+  (`run_open`): the engine sends, times, paces and records every call without Python. Python
+  takes what was measured in batches (`drain`, every quarter second and at every worker report
+  and at the stop) and merges it exactly where per-request events would have gone: the run's
+  `RunRecord` (the same wire format a worker report has), Locust's own request statistics (one
+  `StatsEntry.extend` per target, as Locust's master merges a worker's), its error table, and
+  the request log.
+- the **Python** transport (the fallback): each user's own protocol client (`connect`/`send`/
+  `close` of its class: tritonclient, geventhttpclient), one call per task, each reported
+  through Locust's request event. Used when the extension cannot load (say once, at the first
+  user), when ``INFERLOAD_TRANSPORT=python``, and for targets whose calls need Python per request
+  (an ``expected`` answer check, traced requests, TorchServe's sequence ids). Triton's sequence
+  models and decoupled streams run natively (the engine keeps the sequences and reads the streams).
+
+No module-level state: the engine hangs off the Locust environment (`NativeEngine.of`).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import gevent
+import gevent.event
+from gevent.hub import Waiter, get_hub
+from locust.stats import RequestStats, StatsEntry, StatsError
+
+from inferload import errors
+
+if TYPE_CHECKING:
+    from inferload.measure.run_record import RunRecord
+    from inferload.run.recorder import RequestLog
+
+logger = logging.getLogger(__name__)
+
+#: ``native`` (the default) or ``python``: which transport the users use
+TRANSPORT_ENV = "INFERLOAD_TRANSPORT"
+#: the engine's runtime threads per Locust process (default 1)
+THREADS_ENV = "INFERLOAD_ENGINE_THREADS"
+#: what the engine measured reaches the run this often (and at every report and at the stop)
+DRAIN_EVERY_S = 0.25
+#: the attribute of the Locust environment that holds its engine
+_ENVIRONMENT_KEY = "_inferload_native_engine"
+
+Transport = Literal["native", "python"]
+
+
+@dataclass(frozen=True)
+class NativeTarget:
+    """How a user class's target is given to the engine (built by the class, once per process)."""
+
+    protocol: Literal["grpc", "http"]
+    address: str  # grpc: host:port; http: http(s)://host:port
+    requests: list[Any]  # grpc: bytes; http: (path, body, [(header, value)])
+    check: dict[str, Any]
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    tls: dict[str, Any] | None = None
+    #: a Triton sequence model: {"length", "concurrent", "string_ids"} (the engine keeps the sequences)
+    sequence: dict[str, Any] | None = None
+    #: a decoupled model: every call on the slot's ModelStreamInfer stream
+    stream: bool = False
+
+
+@functools.cache
+def native_module() -> Any | None:
+    """``inferload._native``, or None when it cannot be used (the reason is logged once)."""
+    wanted = os.environ.get(TRANSPORT_ENV, "native").strip().lower() or "native"
+    if wanted not in ("native", "python"):
+        logger.warning("%s=%r: expected 'native' or 'python'; using the native engine if it loads", TRANSPORT_ENV, wanted)
+    if wanted == "python":
+        logger.info("%s=python: the users send through the Python transport", TRANSPORT_ENV)
+        return None
+    try:
+        from inferload import _native
+    except ImportError as exc:
+        logger.warning(
+            "inferload's native engine is not built (%s): the users send through the Python transport; "
+            "`make build` with cargo installed builds it (docs/engine.md)",
+            exc,
+        )
+        return None
+    if not hasattr(_native, "Engine"):
+        logger.warning("inferload's native module has no engine (an old build?): the users send through the Python transport")
+        return None
+    return _native
+
+
+def transport_in_use() -> Transport:
+    """Which transport users get when their target can go native."""
+    return "native" if native_module() is not None else "python"
+
+
+def _threads() -> int:
+    raw = os.environ.get(THREADS_ENV, "1")
+    try:
+        threads = int(raw)
+    except ValueError:
+        threads = 0
+    if not 1 <= threads <= 64:
+        logger.warning("%s=%r: expected a number of threads from 1 to 64; using 1", THREADS_ENV, raw)
+        return 1
+    return threads
+
+
+#: inferload's request errors by class name, for failures the engine reports as (class name, message)
+_ERROR_CLASSES: dict[str, type[errors.RequestError]] = {
+    cls.__name__: cls
+    for cls in (
+        errors.RequestError,
+        errors.ConnectionRefused,
+        errors.RequestTimeout,
+        errors.BadOutputShape,
+    )
+}
+
+
+def request_error(class_name: str, message: str) -> errors.RequestError:
+    """The exception the Python path would have raised for this failure (same class, same message)."""
+    if class_name == "HttpStatusError":
+        error: errors.RequestError = errors.HttpStatusError(0)
+    elif class_name == "GrpcStatusError":
+        error = errors.GrpcStatusError("")
+    else:
+        return _ERROR_CLASSES.get(class_name, errors.RequestError)(message)
+    error.args = (message,)  # the engine's message is already the full one
+    return error
+
+
+@dataclass(frozen=True)
+class CallOutcome:
+    """One per-call completion (``NativeEngine.call``)."""
+
+    error: errors.RequestError | None
+    latency_ms: float
+    sent_ns: int
+    received_ns: int
+    response_length: int
+    answer: bytes | None
+
+
+class NativeEngine:
+    """One Locust process's engine: targets, slots, the drain into the run's figures."""
+
+    def __init__(self, environment: Any, module: Any, window_s: float = 1.0) -> None:
+        self.environment = environment
+        self.engine = module.Engine(threads=_threads(), window_s=window_s)
+        #: where recorded requests go besides Locust's statistics (set by the run's wiring)
+        self.record: RunRecord | None = None
+        self.request_log: RequestLog | None = None
+        self.warmup_s = 0.0
+        self._target_ids: dict[type, int] = {}
+        self._method_of: dict[str, str] = {}
+        self._waiters: dict[int, Waiter] = {}
+        self._drainer: gevent.Greenlet | None = None
+        self._closed = False
+        hub = get_hub()
+        self._watcher = hub.loop.io(self.engine.notify_fd(), 1)
+        self._watcher.start(self._on_calls_ready)
+        events = environment.events
+        events.test_start.add_listener(self._on_test_start)
+        events.report_to_master.add_listener(self._on_report_to_master)
+        events.test_stop.add_listener(self._on_test_stop)
+        events.quitting.add_listener(self._on_quitting)
+
+    @classmethod
+    def of(cls, environment: Any, window_s: float = 1.0) -> NativeEngine | None:
+        """The environment's engine (made on first use); None when the native transport is not in use."""
+        found = getattr(environment, _ENVIRONMENT_KEY, None)
+        if found is not None:
+            return found
+        module = native_module()
+        if module is None:
+            return None
+        made = cls(environment, module, window_s)
+        setattr(environment, _ENVIRONMENT_KEY, made)
+        return made
+
+    def attach(self, record: RunRecord | None, request_log: RequestLog | None, warmup_s: float) -> None:
+        """Recorded requests go into this run's record and request log too (not only Locust's statistics)."""
+        self.record = record
+        self.request_log = request_log
+        self.warmup_s = warmup_s
+
+    # -- targets and slots ---------------------------------------------------------------------
+    def target_id(
+        self, user_class: type, make: Callable[[], NativeTarget], open_loop_max_queue: int | None, start_index: int
+    ) -> int:
+        """The engine's id of a user class's target (registered by its first user, or the open-loop feed)."""
+        found = self._target_ids.get(user_class)
+        if found is not None:
+            return found
+        target = user_class.target  # type: ignore[attr-defined]
+        spec = make()
+        made = self.engine.add_target(
+            name=target.name,
+            request_type=user_class.request_type,  # type: ignore[attr-defined]
+            protocol=spec.protocol,
+            address=spec.address,
+            display_address=target.address,
+            timeout_s=float(target.timeout),
+            headers=spec.headers,
+            requests=spec.requests,
+            check=spec.check,
+            rotation=target.rotation,
+            # the pool's random order is seeded with the worker's index too: workers never move in lockstep
+            rotation_seed=int(target.rotation_seed or 0) * 1_000_003
+            + int(getattr(self.environment.runner, "worker_index", 0) or 0),
+            start_index=start_index,
+            tls=spec.tls,
+            open_loop_max_queue=open_loop_max_queue,
+            sequence=spec.sequence,
+            stream=spec.stream,
+        )
+        self._target_ids[user_class] = made
+        self._method_of[target.name] = user_class.request_type  # type: ignore[attr-defined]
+        return int(made)
+
+    def open_slot(self, target_id: int) -> int:
+        return int(self.engine.open_slot(target_id))
+
+    def stop_slot(self, slot: int) -> None:
+        if not self._closed:
+            self.engine.stop_slot(slot)
+
+    def call(
+        self,
+        slot: int,
+        request_index: int,
+        *,
+        append: bytes = b"",
+        body: bytes | None = None,
+        headers: list[tuple[str, str]] | None = None,
+        want_answer: bool = False,
+    ) -> CallOutcome:
+        """One call on an idle slot; blocks this greenlet (not the hub) until it is answered."""
+        ticket = self.engine.call(slot, request_index, append=append, body=body, headers=headers, want_answer=want_answer)
+        waiter: Waiter = Waiter()
+        self._waiters[int(ticket)] = waiter
+        try:
+            outcome: CallOutcome = waiter.get()
+        finally:
+            self._waiters.pop(int(ticket), None)
+        return outcome
+
+    def _on_calls_ready(self) -> None:
+        for ticket, error, _refused, latency_ms, sent_ns, received_ns, length, answer, _status in self.engine.take_calls():
+            waiter = self._waiters.pop(int(ticket), None)
+            if waiter is None:  # its greenlet was killed meanwhile
+                continue
+            outcome = CallOutcome(
+                error=None if error is None else request_error(*error),
+                latency_ms=float(latency_ms),
+                sent_ns=int(sent_ns),
+                received_ns=int(received_ns),
+                response_length=int(length),
+                answer=answer,
+            )
+            waiter.switch(outcome)
+
+    # -- open loop -----------------------------------------------------------------------------
+    def feed(self, target_id: int, intended: list[float], request_indices: list[int | None] | None = None) -> None:
+        if intended and not self._closed:
+            self.engine.feed(target_id, intended, request_indices)
+
+    def end_arrivals(self, target_id: int) -> None:
+        if not self._closed:
+            self.engine.end_arrivals(target_id)
+
+    # -- what was measured ---------------------------------------------------------------------
+    def drain(self) -> None:
+        """Everything the engine recorded since the last drain, into the run's figures."""
+        if self._closed:
+            return
+        wire = self.engine.drain()
+        if self.record is not None:
+            self.record.merge_wire(wire["record"])
+        stats = getattr(self.environment, "stats", None)
+        if stats is not None:
+            for entry in wire["locust"]:
+                apply_to_locust_stats(stats, entry)
+        rows = wire.get("rows")
+        if rows and self.request_log is not None:
+            self.request_log.add_rows(rows)
+
+    def _drain_forever(self) -> None:
+        while True:
+            gevent.sleep(DRAIN_EVERY_S)
+            self.drain()
+
+    def _on_test_start(self, **_: Any) -> None:
+        self.engine.set_request_rows(self.request_log is not None and self.request_log.enabled)
+        self.engine.set_warmup_end(time.time() + self.warmup_s)
+        if self._drainer is None:
+            self._drainer = gevent.spawn(self._drain_forever)
+
+    def run_starts_at(self, started_at: float) -> None:
+        """The run counts from this instant (a worker's open loop: the master's start): the warm-up
+        ends `warmup_s` after it, as the run's record has it."""
+        self.engine.set_warmup_end(started_at + self.warmup_s)
+
+    def _on_report_to_master(self, **_: Any) -> None:
+        self.drain()  # registered before the run's recorder: its report carries these figures
+
+    def _on_test_stop(self, **_: Any) -> None:
+        if self._drainer is not None:
+            self._drainer.kill(block=False)
+            self._drainer = None
+        self.drain()
+
+    def _on_quitting(self, **_: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self.drain()
+        self._closed = True
+        self._watcher.stop()
+        self.engine.close()
+
+
+def apply_to_locust_stats(stats: RequestStats, entry: Mapping[str, Any]) -> None:
+    """One target's recorded requests into Locust's statistics, as Locust merges a worker's."""
+    name, method = entry["name"], entry["method"]
+    if not entry["num_requests"]:
+        return
+    batch = StatsEntry(stats, name, method)
+    batch.num_requests = int(entry["num_requests"])
+    batch.num_failures = int(entry["num_failures"])
+    batch.total_response_time = entry["total_response_time"]
+    batch.min_response_time = entry["min_response_time"]
+    batch.max_response_time = entry["max_response_time"]
+    batch.total_content_length = int(entry["total_content_length"])
+    batch.response_times.update({int(k): int(v) for k, v in entry["response_times"].items()})
+    batch.num_reqs_per_sec.update({int(k): int(v) for k, v in entry["num_reqs_per_sec"].items()})
+    batch.num_fail_per_sec.update({int(k): int(v) for k, v in entry["num_fail_per_sec"].items()})
+    batch.last_request_timestamp = entry["last_request_timestamp"]
+    batch.start_time = min(stats.entries[(name, method)].start_time, batch.last_request_timestamp or time.time())
+    stats.entries[(name, method)].extend(batch)
+    stats.total.extend(batch)
+    now = entry["last_request_timestamp"] or time.time()
+    for class_name, message, count in entry["errors"]:
+        error = request_error(class_name, message)
+        key = StatsError.create_key(method, name, error)
+        known = stats.errors.get(key)
+        if known is None:
+            known = stats.errors[key] = StatsError(method, name, error, 0, now, now)
+        known.occurrences += int(count)
+        known.last_seen = now
+
+
+class NativeSlot:
+    """One user's connection in the engine: its closed loop or open-loop sender, or its calls."""
+
+    def __init__(self, engine: NativeEngine, target_id: int) -> None:
+        self.engine = engine
+        self.slot = engine.open_slot(target_id)
+        self._released = gevent.event.Event()
+        self._closed = False
+
+    def run_until_released(self, open_loop: bool) -> None:
+        """Hand the slot its loop (or make it a sender) and wait until the user is told to stop."""
+        if open_loop:
+            self.engine.engine.run_open(self.slot)
+        else:
+            self.engine.engine.run_closed(self.slot)
+        self._released.wait()
+
+    def release(self) -> None:
+        """The user stops: its task returns (a graceful stop) and the loop ends."""
+        self._released.set()
+        self.close()
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.engine.stop_slot(self.slot)
+
+
+class EngineFeed:
+    """A user class's open-loop arrivals, handed to the engine (``run.traffic.ArrivalFeed``)."""
+
+    def __init__(self, engine: NativeEngine, user_class: Any, environment: Any) -> None:
+        self.engine = engine
+        self.user_class = user_class
+        self.environment = environment
+
+    def _target_id(self) -> int:
+        return int(self.user_class.native_target_id(self.engine, self.environment))
+
+    def feed(self, intended: list[float], samples: list[int | None] | None = None) -> None:
+        target_id = self._target_id()  # registers the target first: its pool is encoded
+        indices = None
+        if samples is not None:
+            pool = self.user_class.pool_for(self.environment)
+            indices = [None if sample is None else pool.index_of_sample(sample) for sample in samples]
+        self.engine.feed(target_id, intended, indices)
+
+    def end(self) -> None:
+        self.engine.end_arrivals(self._target_id())
+
+    def starts(self, started_at: float) -> None:
+        self.engine.run_starts_at(started_at)
+
+
+def assign_engine(environment: Any, user_classes: list[Any], window_s: float) -> NativeEngine | None:
+    """Give every user class that can go native this process's engine (``cls.engine``); say once
+    per class why one stays on the Python transport. None when no class goes native."""
+    engine = NativeEngine.of(environment, window_s)
+    if engine is None:
+        return None
+    native = 0
+    for cls in user_classes:
+        reason = cls.python_only_reason()
+        if reason is None:
+            cls.engine = engine
+            native += 1
+        else:
+            cls.engine = None
+            logger.info("target %r: sent through the Python transport: %s", cls.target.name, reason)
+    return engine if native else None
