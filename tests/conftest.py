@@ -7,7 +7,26 @@ anything imports ssl (requests, urllib3, influxdb-client), as in every locustfil
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+
 import locust  # noqa: F401
+import pytest
+
+from inferload.run.server_changes import JOURNAL_ENV
 
 #: the real InfluxDB and the observed run (streaming + collector) as session fixtures
 pytest_plugins = ("tests.support.influx_fixture",)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def own_journal_of_server_changes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The journal of server changes of this test session (every subprocess inherits it): what a test
+    leaves there is never put back by someone else's run on this machine, nor theirs by ours."""
+    previous = os.environ.get(JOURNAL_ENV)
+    os.environ[JOURNAL_ENV] = str(tmp_path_factory.mktemp("server-changes"))
+    yield
+    if previous is None:
+        os.environ.pop(JOURNAL_ENV, None)
+    else:
+        os.environ[JOURNAL_ENV] = previous

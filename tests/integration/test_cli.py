@@ -112,6 +112,11 @@ def test_the_demo_summary_follows_the_contract(demo_run):
         assert answer["p99_ms"] == 100
         assert answer["max_rps"] is None or answer["first_failing_rps"] is None or answer["max_rps"] < answer["first_failing_rps"]
         assert (out / "capacity" / server / "sweep.json").is_file()
+    for answer in capacity.values():  # every rate the search measured, with its p99 interval and verdict
+        assert answer.get("curve") is None or all(p["verdict"] in ("pass", "fail", "unsure") for p in answer["curve"])
+    if any(answer.get("curve") for answer in capacity.values()):
+        page = (out / "report.html").read_text()
+        assert "each server as configured</h2>" in page and "every server&#x27;s p99 against the offered rate" in page
     assert "instance(s), max_batch_size 32" in capacity["triton"]["config"]  # the sample model's config.pbtxt
     assert "batch size 8" in capacity["torchserve"]["config"]
     assert (out / "windows.csv").read_text().startswith("window_start,")

@@ -101,7 +101,7 @@ def test_the_web_ui_listens_on_loopback_by_default(scenario, tmp_path):
         if process.poll() is None:
             os.kill(process.pid, signal.SIGINT)
         code = process.wait(timeout=30)
-    assert code == 130, log.read_text()  # stopped by the signal (no run had started)
+    assert code == 0, log.read_text()  # Ctrl-C is how a web UI is quit: no run was cut short (docs/operations.md)
     assert processes_mentioning(str(tmp_path)) == []
 
 

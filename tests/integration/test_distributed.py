@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from inferload.paths import REPO_ROOT
@@ -84,20 +85,20 @@ def start_master(hosts: NetnsHosts, scenario: Path, results: Path, log: Path) ->
         )
 
 
+def kill_machine(worker: subprocess.Popen[str]) -> None:
+    """A worker machine that dies: its Locust (the CLI's child, in a session of its own) and the CLI, SIGKILLed
+    Locust first. SIGKILL of the CLI alone is a clean quit: its Locust stops on the parent's death and says
+    goodbye to the master, which then counts no loss."""
+    for child in psutil.Process(worker.pid).children(recursive=True):
+        child.send_signal(signal.SIGKILL)
+    worker.send_signal(signal.SIGKILL)
+
+
 def start_worker(hosts: NetnsHosts, name: str) -> subprocess.Popen[str]:
-    # the documented worker command: the locustfile (scenario embedded) comes from the master
-    command = [
-        sys.executable,
-        "-m",
-        "locust",
-        "-f",
-        "-",
-        "--worker",
-        "--master-host",
-        hosts.addresses["master"],
-        "--master-port",
-        str(MASTER_PORT),
-    ]
+    # the documented worker command: the locustfile (scenario embedded) comes from the master, over the
+    # port's CURVE (plain `locust -f - --worker` cannot reach a master with a run key)
+    command = [sys.executable, "-m", "inferload.cli", "worker", "--master-host", hosts.addresses["master"]]
+    command += ["--master-port", str(MASTER_PORT)]
     return subprocess.Popen(
         hosts.run_in(name, command), cwd="/", env=RUN_KEY_ENVIRONMENT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
@@ -139,7 +140,7 @@ def test_a_worker_that_dies_mid_run_is_reported_and_the_run_ends_cleanly(hosts, 
     survivor, doomed = start_worker(hosts, "worker1"), start_worker(hosts, "worker2")
     spawned = ("All users spawned", "Spawning is complete")  # Locust's master logs one of these once both workers run
     wait_until(lambda: any(line in log.read_text() for line in spawned), 60, "both workers connected and running their users")
-    doomed.send_signal(signal.SIGKILL)
+    kill_machine(doomed)
     master.wait(timeout=90)
     output = log.read_text()
     survivor.wait(timeout=30)

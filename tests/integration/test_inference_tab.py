@@ -160,8 +160,8 @@ def test_the_inference_tab_shows_the_runs_exact_figures_live_and_as_summary_json
         if process.poll() is None:
             process.kill()
             process.communicate(timeout=10)
-    # a local run exits 0; the CLI says it was signalled (130) though its master, whose run had ended, exited 0
-    assert process.returncode == (130 if workers else 0), output[-3000:]
+    # the run had ended: the Ctrl-C that quits the web UI is no interruption, local or with workers (docs/operations.md)
+    assert process.returncode == 0, output[-3000:]
 
     summary = json.loads((results / "summary.json").read_text())
     mine, tab = summary["targets"][TARGET], final["targets"][0]

@@ -1,8 +1,13 @@
 """A Locust master's port, probed the way anyone who reaches it could: a real master on loopback
-(`inferload run --remote-workers`), one real worker with the run key (`inferload worker`), and a
-rogue client that says it is a worker. The spawn message carries no secret; forged reports never
-reach summary.json or requests.csv; text cells never run as spreadsheet formulas; a worker runs
-only a locustfile signed with its key, and needs a key to start at all.
+(`inferload run --remote-workers`), one real worker with the run key (`inferload worker`), and
+rogue clients that say they are workers. A peer without the run key gets nothing processed (the
+port speaks CURVE with keys derived from the run key: no ack, no spawn message, its malformed
+heartbeat and forged Locust statistics never reach Locust, and the run ends at its duration with
+exit 0). A peer that holds the key is trusted, yet: the spawn message carries no secret; forged
+reports never reach summary.json or requests.csv; text cells never run as spreadsheet formulas; a
+malformed message is dropped without ending the listener; Locust's own statistics, which it can
+forge, never change the exit code. A worker runs only a locustfile signed with its key, and needs
+a key to start at all.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from inferload.paths import LOCUSTFILE
 from inferload.run.run_key import sign_locustfile
 from tests.support.locust_runner import python_env
 from tests.support.ports import free_port
-from tests.support.rogue_worker import FakeMaster, RogueWorker
+from tests.support.rogue_worker import EMPTY_LOCUST_STATS, FakeMaster, RogueWorker
 from tests.support.scenario_factory import tiny_target, write_scenario
 from tests.support.system_tools import REPO
 
@@ -65,34 +70,86 @@ def exact_percentile(latencies: list[float], q: float) -> float:
     return ordered[max(1, int(q * len(ordered) + 0.5)) - 1]
 
 
-def test_a_rogue_client_gets_no_secret_and_its_forged_reports_never_reach_the_results(scenario, tmp_path):
-    port, results, log = free_port(), tmp_path / "results", tmp_path / "master.log"
-    master_command = inferload(
-        "run", str(scenario), "--headless", "--remote-workers", "2", "--master-port", str(port), "--requests-csv",
-        "--worker-wait", "60", "--out", str(results), "--", "--only-summary",
+def forged_failures() -> dict:
+    """Locust's own statistics of a report with 100 failed requests (what made a passing run exit 1)."""
+    total = {**EMPTY_LOCUST_STATS["stats_total"], "num_requests": 100, "num_failures": 100}
+    errors = {"x": {"name": "t", "method": "gRPC", "error": "forged", "occurrences": 100}}
+    return {**EMPTY_LOCUST_STATS, "stats_total": total, "errors": errors}
+
+
+def start_master(scenario: Path, tmp_path: Path, port: int, remote_workers: int, log: Path) -> subprocess.Popen[bytes]:
+    command = inferload(
+        "run", str(scenario), "--headless", "--remote-workers", str(remote_workers), "--master-port", str(port),
+        "--requests-csv", "--worker-wait", "60", "--out", str(tmp_path / "results"), "--", "--only-summary",
     )  # fmt: skip
     with log.open("wb") as output:
-        master = subprocess.Popen(
-            master_command,
-            cwd=REPO,
-            env=environment(INFERLOAD_RUN_KEY=RUN_KEY, **SECRETS),
-            stdout=output,
-            stderr=subprocess.STDOUT,
+        return subprocess.Popen(
+            command, cwd=REPO, env=environment(INFERLOAD_RUN_KEY=RUN_KEY, **SECRETS), stdout=output, stderr=subprocess.STDOUT
         )
-    rogue = RogueWorker("127.0.0.1", port)
+
+
+def start_worker(port: int, tmp_path: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        inferload("worker", "--master-host", "127.0.0.1", "--master-port", str(port)),
+        cwd=tmp_path,
+        env=environment(INFERLOAD_RUN_KEY=RUN_KEY),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def test_a_peer_without_the_run_key_gets_nothing_processed_and_cannot_end_or_fail_the_run(scenario, tmp_path):
+    port, log = free_port(), tmp_path / "master.log"
+    master = start_master(scenario, tmp_path, port, 1, log)
+    anyone = RogueWorker("127.0.0.1", port)  # no key: plain ZeroMQ, as Locust's own worker
+    half = RogueWorker("127.0.0.1", port, RUN_KEY, master_key_only=True)  # the master's public key, not the workers'
+    worker = None
+    try:
+        for rogue in (anyone, half):
+            rogue.say_ready()
+            rogue.send("heartbeat", None)  # malformed: ended Locust's listener before
+            rogue.send_report(forged_failures())  # Locust's statistics: made a passing run exit 1 before
+            rogue.send("exception", {"msg": "forged", "traceback": "forged"})
+        worker = start_worker(port, tmp_path)
+        deadline = time.monotonic() + 120
+        while master.poll() is None and time.monotonic() < deadline:
+            for rogue in (anyone, half):
+                rogue.pump(0.25)
+                rogue.send("heartbeat", None)
+        master.wait(timeout=30)
+        worker_output = worker.communicate(timeout=30)[0]
+    finally:
+        for rogue in (anyone, half):
+            rogue.close()
+        for process in (master, worker):
+            if process is not None and process.poll() is None:
+                process.kill()
+                process.wait()
+    output = log.read_text()
+    assert master.returncode == 0, output + (worker_output or "")
+    assert anyone.received == [] and half.received == []  # not even an ack: nothing it sent was processed
+    assert "refused a connection from" in output  # the half-keyed one, by the ZAP handler
+    summary = json.loads((tmp_path / "results" / "summary.json").read_text())
+    assert summary["workers"] == 1 and not summary.get("workers_lost"), summary  # the real worker ran to the end
+    assert summary["interrupted"] is False and summary["duration_s"] >= 5.0, summary  # 6 s scenario, not cut short
+    assert summary["targets"]["t"]["failures"] == 0 and summary["targets"]["t"]["requests"] > 0
+    assert "Traceback" not in output
+
+
+def test_a_rogue_client_gets_no_secret_and_its_forged_reports_never_reach_the_results(scenario, tmp_path):
+    port, results, log = free_port(), tmp_path / "results", tmp_path / "master.log"
+    master = start_master(scenario, tmp_path, port, 2, log)
+    rogue = RogueWorker("127.0.0.1", port, RUN_KEY)  # it holds the key: a trusted peer gone bad
     worker = None
     try:
         rogue.say_ready()
         rogue.wait_for("ack", 60)
-        worker = subprocess.Popen(
-            inferload("worker", "--master-host", "127.0.0.1", "--master-port", str(port)),
-            cwd=tmp_path,
-            env=environment(INFERLOAD_RUN_KEY=RUN_KEY),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
+        worker = start_worker(port, tmp_path)
         spawn = rogue.wait_for("spawn", 90)
+        rogue.send("heartbeat", {"state": "running"})  # malformed (no CPU figure): dropped, the listener lives on
+        rogue.send_report(forged_failures())  # Locust's statistics: not what the exit code is made of
+        rogue.send("exception", {"msg": "forged", "traceback": "forged"})
 
         # forged figures: 0.001 ms latencies, unsigned or signed with the wrong key, and formula rows
         fake_rows = [(time.time(), "t", 0.001, "ok")] * 500
@@ -128,7 +185,8 @@ def test_a_rogue_client_gets_no_secret_and_its_forged_reports_never_reach_the_re
                 process.kill()
                 process.wait()
     output = log.read_text()
-    assert master.returncode == 0, output + (worker_output or "")
+    assert master.returncode == 0, output + (worker_output or "")  # summary.json passed: Locust's forged failures do not count
+    assert output.count(f"dropped a malformed message from worker '{rogue.client_id}'") == 1, output
 
     # (a) the spawn message (the master's parsed options) holds no secret
     shipped = repr(spawn.data)
@@ -178,7 +236,7 @@ def test_a_worker_without_a_run_key_does_not_start():
 def test_a_worker_runs_no_locustfile_that_is_not_signed_with_its_key(tmp_path, signed_with):
     marker = tmp_path / "pwned"
     code = f"import pathlib\npathlib.Path({str(marker)!r}).write_text('ran')\n"
-    fake = FakeMaster(code if signed_with is None else sign_locustfile(code, signed_with))
+    fake = FakeMaster(code if signed_with is None else sign_locustfile(code, signed_with), RUN_KEY)  # a master of this key
     try:
         worker = subprocess.Popen(
             inferload("worker", "--master-host", "127.0.0.1", "--master-port", str(fake.port)),

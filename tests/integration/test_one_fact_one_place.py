@@ -32,8 +32,8 @@ from inferload.observe.sources import ServerSource
 from inferload.scenario.loader import scenario_from_dict
 from inferload.scenario.model import Scenario
 from inferload.servermetrics.figures import server_figures
+from inferload.servermetrics.readers import ServerReader, server_side, snapshot
 from inferload.servermetrics.reading import ServerSnapshot
-from inferload.servermetrics.snapshots import ServerReader, server_side, snapshot
 from tests.support.scenario_factory import cnn_target
 from tests.support.waiting import wait_until
 

@@ -11,8 +11,10 @@ import io
 import os
 import signal
 import threading
+import time
 
 import pytest
+import requests
 
 from tests.support.locust_runner import run_locust
 from tests.support.scenario_factory import tiny_target, write_scenario
@@ -62,17 +64,31 @@ def test_a_stalled_server_shows_as_rising_latency_and_unsent_arrivals(local_serv
         },
     )
     triton_pid = local_servers.up_result["servers"]["triton"]["pid"]
+    stats_url = f"http://127.0.0.1:{local_servers.ports.triton_http}/v2/models/tiny/stats"
+    done = threading.Event()
 
-    def stall_triton():
+    def served() -> int:
+        return int(requests.get(stats_url, timeout=5).json()["model_stats"][0]["inference_stats"]["success"]["count"])
+
+    def stall_triton() -> None:
+        # stimulus: a 3 s stall once the run has sent ~3 s of its load (not at a fixed time after the
+        # process started: a loaded machine can take longer than that to start Locust)
+        before = served()
+        while not done.is_set() and served() < before + 300:
+            time.sleep(0.1)
+        if done.is_set():
+            return
         os.kill(triton_pid, signal.SIGSTOP)
-        threading.Timer(3.0, os.kill, (triton_pid, signal.SIGCONT)).start()  # stimulus: a 3 s stall
+        time.sleep(3.0)
+        os.kill(triton_pid, signal.SIGCONT)
 
-    timer = threading.Timer(5.0, stall_triton)  # stimulus: ~4 s into the run, after Locust has started
-    timer.start()
+    stimulus = threading.Thread(target=stall_triton, daemon=True)
+    stimulus.start()
     try:
         run = run_locust(scenario, tmp_path)
     finally:
-        timer.cancel()
+        done.set()
+        stimulus.join(timeout=10)
         os.kill(triton_pid, signal.SIGCONT)
 
     figures = run.summary["targets"]["triton"]

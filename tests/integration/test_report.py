@@ -1,6 +1,6 @@
 """report.html: a self-contained page from a results folder (summary.json, windows.csv, gpu.csv).
 
-Results folders are built by hand in tmp_path, following the contract in the README ("Results").
+Results folders are built by hand in tmp_path, following the contract in docs/results.md.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from inferload.errors import ScrapeError
 from inferload.local.models.definitions import get_spec
 from inferload.local.servers.ports import ServerPorts
 from inferload.local.servers.readiness import torchserve_infer, triton_infer
-from inferload.servermetrics.snapshots import server_side, snapshot
+from inferload.servermetrics.readers import server_side, snapshot
 
 SERVER_SIDE_KEYS = {"queue_ms_avg", "compute_ms_avg", "request_ms_avg", "avg_batch_size", "batch_size_histogram"}
 
@@ -68,7 +68,7 @@ GEVENT_SCRIPT = """
 from gevent import monkey; monkey.patch_all()
 import grpc.experimental.gevent as grpc_gevent; grpc_gevent.init_gevent()
 import json, sys
-from inferload.servermetrics.snapshots import snapshot
+from inferload.servermetrics.readers import snapshot
 targets = json.loads(sys.argv[1])
 print(json.dumps({kind: snapshot(kind, a, "tiny", None, m).counters for kind, (a, m) in targets.items()}))
 """

@@ -201,3 +201,46 @@ def test_sigint_after_a_self_starting_web_ui_run_ended_quits_without_waiting_for
     assert code == 0, started.output()  # the run was complete: Locust's own exit code
     summary = json.loads((started.results / "summary.json").read_text())
     assert summary["interrupted"] is False and summary["targets"]["t"]["requests"] > 0
+
+
+@pytest.mark.parametrize("workers", [0, 2], ids=["local", "2-workers"])
+def test_a_web_ui_run_writes_its_results_when_it_ends_and_ctrl_c_then_exits_0(local_servers, tmp_path, workers):
+    """`inferload run` with the web UI (started by Locust's --autostart, no --autoquit: the UI stays up
+    after the run, as a user's does): the results are there as soon as the run ends, every request
+    Triton answered counted (a master waits for its workers' last reports), and the Ctrl-C that quits
+    the UI afterwards is no interruption (before: nothing written until the Ctrl-C, then exit 130 with
+    summary.json saying interrupted: false)."""
+    target = tiny_target("t", "triton-grpc", f"127.0.0.1:{local_servers.ports.triton_grpc}")
+    data = {"name": "web-ended", "duration": "3s", "targets": [target], "shape": {"kind": "steady", "users": 2}}
+    command = [
+        *inferload_run(write_scenario(tmp_path, data), tmp_path)[:5],  # python -m inferload.cli run SCENARIO
+        "--out",
+        str(tmp_path / "results"),
+        *(["--workers", str(workers)] if workers else []),
+        "--",
+        "--autostart",
+        "--web-port",
+        str(free_port()),
+    ]
+    started = start(command, tmp_path, local_servers.ports.triton_http)
+    summary_file = started.results / "summary.json"
+    try:
+        wait_until(summary_file.is_file, 60, "summary.json, written when the run ends (the web UI still up)")
+        wait_until(lambda: (started.results / "report.html").is_file(), 30, "report.html")
+        assert started.process.poll() is None, started.output()  # the web UI is still serving
+        written = summary_file.read_text()
+        sent = triton_successes(local_servers.ports.triton_http) - started.triton_before
+        counted = json.loads(written)["targets"]["t"]["requests"]
+        assert sent - IN_FLIGHT_SLACK <= counted <= sent, (counted, sent)
+    except BaseException:  # a failed check: nothing left serving
+        started.process.kill()  # its Locust processes get SIGTERM from the kernel (PR_SET_PDEATHSIG)
+        started.process.wait(timeout=STOP_DEADLINE_S)
+        raise
+
+    code, _ = stop(started, signal.SIGINT)
+
+    assert code == 0, started.output()
+    assert summary_file.read_text() == written  # not written again at the quit
+    summary = json.loads(written)
+    assert summary["interrupted"] is False and summary["targets"]["t"]["requests"] > 0
+    assert processes_mentioning(str(tmp_path)) == []

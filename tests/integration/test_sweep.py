@@ -1,5 +1,6 @@
 """`inferload sweep` against the real Triton: it stops on an SLO breach, says when the load generator
-is the limit, and its capacity answer holds up in an independent open-loop run."""
+is the limit, and a capacity search gives its answer with an interval, a binding constraint and
+verification runs (its truth against a known server: tests/integration/test_capacity.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.cli import inferload
-from tests.support.locust_runner import run_locust
 from tests.support.scenario_factory import cnn_target, tiny_target, write_scenario
 
 FAST = ["--window", "1s", "--warmup", "1s", "--stable-windows", "3", "--tolerance", "25", "--max-windows", "5"]
@@ -40,7 +40,8 @@ def test_a_sweep_steps_up_the_users_and_stops_at_the_first_slo_breach(local_serv
     assert "[step 2/2] 32 users" in output and "stopped: slo" in output
     rows = (tmp_path / "out" / "sweep.csv").read_text().splitlines()
     assert len(rows) == 3 and rows[0].startswith("step,level,")
-    assert "latency against throughput" in (tmp_path / "out" / "sweep.html").read_text()
+    page = (tmp_path / "out" / "sweep.html").read_text()
+    assert "latency against load" in page and "Sweep of cnn (users)" in page
 
 
 def test_a_sweep_says_when_the_load_generator_is_the_limit(local_servers, tmp_path):
@@ -57,33 +58,31 @@ def test_a_sweep_says_when_the_load_generator_is_the_limit(local_servers, tmp_pa
     assert "stopped: generator" in output
 
 
-def test_the_capacity_under_an_slo_holds_in_an_independent_run(local_servers, tmp_path):
-    """The CNN keeps the capacity server-bound (a few hundred req/s on 2 cores), so the knee is the
-    server's. An independent run exactly at the found rate is a coin toss (it is the boundary), so
-    the check is on both sides of it: 20 % below it meets the SLO, 50 % above the first failing rate
-    does not."""
+def test_a_capacity_search_on_triton_gives_an_interval_a_binding_constraint_and_its_verification(local_servers, tmp_path):
+    """The real Triton and the CNN, as a user runs it. The machine's noise moves the number (the truth
+    here is unknown: tests/integration/test_capacity.py asserts the answer against the reference
+    server's known capacity), so this checks what the answer is made of: every rate judged with its
+    interval, an interval around the estimate, the constraint named, two verification runs on either
+    side of it, and the files."""
     address = f"127.0.0.1:{local_servers.ports.triton_grpc}"
     shape = {"kind": "constant-rate", "rate": 10, "max_in_flight": 128}
     scenario = sweep_scenario(tmp_path, address, shape, model="cnn")
     search = ["--find-max-rps", "--slo", "p99_ms=30", "--start-rate", "150", "--precision", "40", "--max-client-cpu", "1.5"]
-    # a short step's few unsent arrivals are a large share at low rates: the bound here is 5 %
-    search += ["--max-unsent", "0.05"]
+    search += ["--max-unsent", "0.05", "--max-steps", "6"]
     result, output = sweep(scenario, tmp_path / "out", *search)
     capacity = result["capacity"]
-    assert capacity["max_rps"] is not None, result["stopped"]
-    assert "capacity under the SLO" in output
-    bound = capacity["first_failing_rps"]
-    assert bound is not None and bound > capacity["max_rps"], capacity
-
-    def open_loop_p99(rate: float) -> float:
-        folder = tmp_path / f"check-{rate:g}"
-        folder.mkdir()
-        target = cnn_target("cnn", "triton-grpc", address)
-        data = {"name": "check", "duration": "7s", "warmup": "2s", "targets": [target], "shape": {**shape, "rate": rate}}
-        run = run_locust(write_scenario(folder, data), folder)
-        figures = run.summary["targets"]["cnn"]
-        assert figures["failures"] == 0
-        return figures["latency_ms"]["p99"]
-
-    assert open_loop_p99(capacity["max_rps"] * 0.8) <= 30, capacity
-    assert open_loop_p99(bound * 1.5) > 30, capacity
+    assert capacity["levels"], result["stopped"]
+    for level in capacity["levels"]:
+        assert level["verdict"] in ("pass", "fail", "unsure")
+        low, high = level["p99_ms_low"], level["p99_ms_high"]
+        assert low is not None and low <= level["p99_ms"] and (high is None or level["p99_ms"] <= high)
+    low, high = capacity["interval_rps"]
+    if capacity["estimate_rps"] is not None:
+        assert low <= capacity["estimate_rps"] and (high is None or capacity["estimate_rps"] <= high)
+        assert capacity["binding"]["constraint"] in ("p99_ms", "error_rate", "saturated", "queue", "generator")
+        sides = [run["side"] for run in capacity["verification"]["runs"]]
+        assert sides[0] == "below" and set(sides) <= {"below", "above"}
+        assert [s["role"] for s in result["steps"]][-len(sides) :] == ["verify"] * len(sides)
+    assert "capacity under the SLO" in output and "precision" in output
+    assert len([s for s in result["steps"] if s["role"] == "search"]) <= 6
+    assert "p99 against the offered rate, the SLO and the boundary" in (tmp_path / "out" / "sweep.html").read_text()

@@ -284,3 +284,21 @@ def test_both_examples_run_headless_with_0_failures(examples_server: ExamplesSer
     wait_until(
         lambda: rows_taken() == wanted, timeout_s=10, what=f"every row of the data set in the handler's log: {sorted(wanted)}"
     )
+
+
+def test_a_wrong_expected_answer_names_its_sample_and_file(examples_server: ExamplesServer, tmp_path: Path) -> None:
+    """One digit of the expected answers is off: only the requests carrying that PNG fail, and their
+    message says which sample it was, by index and file name."""
+    scenario = examples_scenario(tmp_path, examples_server)
+    wrong = 3  # the sample of 3.png (the folder's files sorted by name: 0.png ... 9.png)
+    digits = list(examples_server.mnist_digits)
+    digits[wrong] = (digits[wrong] + 1) % 10
+    (tmp_path / "mnist_answers.jsonl").write_text("".join(f"{digit}\n" for digit in digits))
+
+    run = run_locust(scenario, tmp_path)
+
+    assert run.returncode == 1, run.output
+    mnist = run.summary["targets"]["mnist"]
+    assert 0 < mnist["failures"] < mnist["requests"], mnist  # one sample in ten
+    (error,) = [row["Error"] for row in run.failures_csv if row["Name"] == "mnist"]
+    assert f"unexpected answer for sample {wrong} ({DIGITS[wrong].name}): at $ got {examples_server.mnist_digits[wrong]}" in error

@@ -51,3 +51,26 @@ def test_the_shape_check_fails_every_request_saying_what_came(bare_number_server
     assert target["requests"] > 5 and target["failures"] == target["requests"], target
     errors = {row["Error"] for row in run.failures_csv}
     assert len(errors) == 1 and "bad output: expected a JSON list of 4 items; got int" in errors.pop(), run.failures_csv
+
+
+def test_when_every_request_fails_torchserve_times_are_null_with_the_reason(
+    bare_number_server: ServerPorts, tmp_path: Path
+) -> None:
+    """15 floats per item cannot be read as the handler's rows of 16: every request fails in the handler
+    (HTTP 500). TorchServe counts them in ts_inference_requests_total but adds no latency for them, so
+    queue and request time are no measurement (before: 0.0 ms, as if the server were instant)."""
+    scenario = bare_number_scenario(tmp_path, bare_number_server)
+    text = scenario.read_text().replace("- 16", "- 15")
+    assert text != scenario.read_text()
+    scenario.write_text(text)
+
+    run = run_locust(scenario, tmp_path)
+
+    assert run.returncode == 1, run.output
+    target = run.summary["targets"]["bare"]
+    assert target["requests"] > 5 and target["failures"] == target["requests"], target
+    side = target["server_side"]
+    assert side["queue_ms_avg"] is None and side["request_ms_avg"] is None, side
+    for figure in ("queue_ms_avg", "request_ms_avg"):
+        assert "no request succeeded in the interval: TorchServe times successful requests only" in side["unknown"][figure]
+    assert target["residual_ms"] is None

@@ -158,6 +158,38 @@ def _check_streaming_panels(influxdb: InfluxServer, run_id: str) -> None:
     assert checked >= 2
 
 
+def test_the_stream_figures_are_in_the_console_table_report_html_and_compare(
+    decoupled_triton: DecoupledTriton, tmp_path: Path
+) -> None:
+    """Before, they were only in summary.json and windows.csv."""
+    run = run_locust(_scenario(tmp_path, _target("triton-grpc", decoupled_triton.grpc)), tmp_path)
+    assert run.returncode == 0, run.output[-4000:]
+    streaming = run.summary["targets"]["square"]["streaming"]
+
+    table = run.stdout[run.stdout.index("inferload results") :]
+    assert next(line for line in table.splitlines() if line.startswith("responses / request")).split()[-1] == "4.00"
+    first_p99 = next(line for line in table.splitlines() if line.startswith("first response p99 (ms)"))
+    assert first_p99.split()[-1] == f"{streaming['first_response_ms']['p99']:.2f}"
+    assert "between responses p99 (ms)" in table
+
+    report = (run.results_dir / "report.html").read_text()
+    assert "<th>responses / request</th>" in report and "<th>first response p99 (ms)</th>" in report
+    assert 'alt="square: first response, between responses and responses per second over time"' in report
+
+    compared = subprocess.run(
+        [sys.executable, "-m", "inferload.cli", "compare", str(run.results_dir), str(run.results_dir)],
+        cwd=REPO,
+        env=python_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert compared.returncode == 0, compared.stderr
+    line = next(x for x in compared.stdout.splitlines() if x.startswith("streaming.first_response_ms.p99"))
+    assert line.split()[1:4] == [f"{streaming['first_response_ms']['p99']:.3f}"] * 2 + ["+0.000"]
+    assert any(x.startswith("streaming.responses_per_request") for x in compared.stdout.splitlines())
+
+
 def test_a_decoupled_model_on_triton_http_is_refused_at_start(decoupled_triton: DecoupledTriton, tmp_path: Path) -> None:
     scenario = _scenario(tmp_path, _target("triton-http", decoupled_triton.http))
     run = run_locust(scenario, tmp_path)

@@ -6,7 +6,10 @@ it with `--no-deps` into a new venv whose dependencies are those of the checkout
 requirements are met by them), then, from a working folder outside the checkout and with nothing of
 the checkout importable: `inferload validate` on a packaged sample scenario, `inferload demo` with
 short phases (it builds the sample model into ./.inferload/models on first use) and a short
-headless `locust -f <the packaged locustfile>` run against the real local Triton. Installing the
+headless `locust -f <the packaged locustfile>` run against the real local Triton. When the checkout
+has the native extension (`make build` with cargo: `inferload/_native.abi3.so`), the wheel carries
+it, is tagged `cp310-abi3-<platform>`, and the module imports from the installed wheel and serves;
+without it the wheel is pure (`py3-none-any`) and has no module. Installing the
 dependencies themselves from the declared ranges is what `make test` does for the checkout
 (constraints.txt); tests/unit/test_packaging.py checks every third-party import is declared.
 
@@ -33,10 +36,13 @@ from tests.support.system_tools import REPO
 DEPENDENCIES = next(Path(p) for p in sys.path if p.endswith("site-packages"))
 #: top-level entries of the checkout that are not part of a build (environments, results, caches, tests)
 NOT_BUILT = {".venv", ".git", "results", ".inferload", "build", "dist", "tests", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
+#: the checkout's native module (`make build` with cargo), if it has one
+CHECKOUT_NATIVE = sorted((REPO / "inferload").glob("_native*.so"))
 
 
 @dataclass(frozen=True)
 class Installed:
+    wheel: Path
     venv: Path
     workdir: Path  # outside the checkout
     env: dict[str, str]
@@ -59,6 +65,8 @@ class Installed:
 
 def _not_built(folder: str, names: list[str]) -> set[str]:
     skipped = {n for n in names if n == "__pycache__" or n.endswith((".egg-info", ".mar", ".pt"))}
+    if Path(folder) == REPO / "native":
+        skipped.add("target")  # cargo's build folder (GBs): the module is already in inferload/
     return skipped | (NOT_BUILT & set(names) if Path(folder) == REPO else set())
 
 
@@ -97,7 +105,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     # the venv's own programs first; the dependencies' programs (torchserve, locust) last
     env["PATH"] = os.pathsep.join([str(venv / "bin"), env.get("PATH", ""), str(Path(sys.executable).parent)])
     try:
-        yield Installed(venv, workdir, env)
+        yield Installed(wheel, venv, workdir, env)
     finally:
         shutil.rmtree(venv, ignore_errors=True)
 
@@ -115,6 +123,26 @@ def test_the_installed_package_is_the_wheel_not_the_checkout(installed):
     assert checkout is None and Path(locustfile).is_file()
     assert {p.name for p in Path(scenarios).glob("*.yaml")} == {p.name for p in (REPO / "scenarios").glob("*.yaml")}
     assert not installed.workdir.resolve().is_relative_to(REPO)
+
+
+def test_the_wheel_carries_the_native_module_when_the_checkout_has_one(installed):
+    origin = json.loads(
+        installed.python(
+            "import importlib.util, json; spec = importlib.util.find_spec('inferload._native'); print(json.dumps(spec and spec.origin))"
+        )
+    )
+    if CHECKOUT_NATIVE:
+        assert installed.wheel.name.endswith("-cp310-abi3-linux_x86_64.whl"), installed.wheel.name
+        assert origin is not None and origin.startswith(str(installed.venv / "lib")), origin
+        # the installed module serves: a reference server on free ports answers its health check
+        code = (
+            "import urllib.request, inferload._native as native; server = native.ReferenceServer('{}'); "
+            "print(urllib.request.urlopen(f'http://127.0.0.1:{server.http_port}/v2/health/ready').status); server.stop()"
+        )
+        assert installed.python(code) == "200"
+    else:
+        assert installed.wheel.name.endswith("-py3-none-any.whl"), installed.wheel.name
+        assert origin is None
 
 
 def test_validate_a_packaged_sample_scenario(installed):

@@ -146,3 +146,31 @@ def test_open_loop_a_killed_workers_arrival_share_moves_to_the_live_worker(local
     for row in after:  # the live worker draws the whole rate again, and sends it
         assert abs(float(row["target_rps"]) - RATE) <= 0.15 * RATE, after
         assert float(row["rps"]) >= 0.8 * RATE, after
+
+
+def test_a_stalled_worker_that_comes_back_is_told_to_quit_and_the_users_stay_as_asked(local_servers, tmp_path):
+    """SIGSTOP: the worker says nothing and is declared missing, its users move; SIGCONT: it comes back
+    with its old users. Before, Locust took it back and ran 6 users where the shape asked for 4."""
+    # the stalled worker's calls in flight time out: real failures, allowed here
+    target = tiny_target("t", "triton-grpc", f"127.0.0.1:{local_servers.ports.triton_grpc}", slo={"error_rate": 0.01})
+    shape = {"kind": "steady", "users": USERS, "spawn_rate": 100}
+    scenario = write_scenario(tmp_path, {"name": "worker-stall", "duration": "28s", "targets": [target], "shape": shape})
+    run = start_run(scenario, tmp_path)
+    wait_until(lambda: "All users spawned" in run.output() or run.process.poll() is not None, 60, "both workers running")
+    wait_until(lambda: len(run.worker_pids()) == 2, 10, "the two worker processes")
+    stalled = run.worker_pids()[1]
+    os.kill(stalled, signal.SIGSTOP)
+    try:
+        wait_until(lambda: "went missing" in run.output(), DETECTION_LIMIT_S + 5, "the stalled worker declared missing")
+        wait_until(lambda: "load is on the live workers again" in run.output(), 10, "its users moved to the live worker")
+    finally:
+        os.kill(stalled, signal.SIGCONT)
+    wait_until(lambda: "came back" in run.output(), 15, "the worker told to quit when it came back")
+    summary, rows = finish(run)
+
+    (loss,) = summary["worker_losses"]
+    assert loss["returned_after_s"] is not None and loss["returned_after_s"] > 0, loss
+    returned_at = datetime.fromisoformat(loss["lost_at"]).timestamp() + loss["returned_after_s"]
+    after = windows_between(rows, returned_at + 2.0, run_end(summary) - 1.0)
+    assert len(after) >= 3, (returned_at, rows)
+    assert [int(row["users"]) for row in after] == [USERS] * len(after), after  # not 6: the old users are gone

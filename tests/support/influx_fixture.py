@@ -202,8 +202,8 @@ def write_synthetic_stream_points(url: str, run_id: str, targets: list[str]) -> 
     point function from real merged histograms and written by the real sink: the observed run has no
     decoupled model (tests/integration/test_triton_decoupled.py runs the panels on a real one)."""
     from inferload.measure.stream_record import StreamRecord, StreamTiming
+    from inferload.observe.influx_export import stream_point
     from inferload.observe.sink import SinkSettings, open_sink
-    from inferload.observe.stream_points import stream_point
 
     record = StreamRecord()
     now = time.time()

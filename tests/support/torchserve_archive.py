@@ -18,6 +18,7 @@ def archive_model(
     model_file: Path | None = None,
     extra_files: Sequence[Path] = (),
     version: str = "1.0",
+    config_file: Path | None = None,
 ) -> Path:
     """``store/<name>.mar``. An extra folder's contents land at the archive's top level, the folder
     the handler is imported from (a folder of packages there is importable by the handler)."""
@@ -29,6 +30,8 @@ def archive_model(
         command += ["--model-file", str(model_file)]
     if extra_files:
         command += ["--extra-files", ",".join(str(path) for path in extra_files)]
+    if config_file is not None:  # the model's model-config.yaml (batching, sequence batching, handler settings)
+        command += ["--config-file", str(config_file)]
     store.mkdir(parents=True, exist_ok=True)
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr or done.stdout

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from inferload.results.bursts import burst_recovery, burst_spans
+from inferload.results.summary import burst_recovery, burst_spans
 from tests.support.scenario_factory import scenario
 
 

@@ -163,10 +163,19 @@ def test_the_cli_starts_its_children_unpatched_by_gevent():
     code = (
         "import json, subprocess, sys\n"
         "import inferload.cli, inferload.run.distributed, inferload.run.embedded_locustfile\n"
-        "import inferload.run.model_check, inferload.users.tls, inferload.users.sequence\n"
+        "import inferload.run.triton_check, inferload.users.tls, inferload.users.sequence\n"
         "import inferload.tune.sweep, inferload.tune.tune, inferload.local.demo\n"
         "print(json.dumps(['locust' in sys.modules, 'gevent.monkey' in sys.modules, subprocess.Popen.__module__]))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == '[false, false, "subprocess"]'
+
+
+def test_a_web_ui_lead_quit_by_a_signal_keeps_its_own_exit_code():
+    """Ctrl-C is how a web UI run is quit once its run ended: the lead's 0 (or 1: an SLO) stands; a
+    run the signal cut short exits 130 by itself."""
+    assert exit_code(0, [signal.SIGINT], signal_is_quit=True) == 0
+    assert exit_code(1, [signal.SIGINT], signal_is_quit=True) == 1
+    assert exit_code(130, [signal.SIGINT], signal_is_quit=True) == 130
+    assert exit_code(-signal.SIGKILL, [signal.SIGINT], signal_is_quit=True) == 137

@@ -31,11 +31,11 @@ def test_a_missing_scenario_file_is_a_one_line_error(tmp_path):
     assert "nope.yaml" in done.stderr
 
 
-def test_bad_cli_arguments_are_usage_errors():
+def test_bad_cli_arguments_are_usage_errors():  # every subcommand's bad options: tests/unit/test_cli_options.py
     done = inferload("servers", "sideways")
     assert done.returncode == 2 and "invalid choice" in done.stderr
     done = inferload("servers", "status", "--ports", "triton_grpc=notaport")
-    assert done.returncode == 1 and "--ports" in done.stderr and "Traceback" not in done.stderr
+    assert done.returncode == 2 and "--ports" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_servers_status_reports_nothing_running_for_an_empty_state_dir(tmp_path):

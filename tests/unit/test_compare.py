@@ -200,3 +200,54 @@ def test_a_malformed_summary_exits_2_naming_the_file(runs: tuple[Path, Path], ca
     broken.write_text("")
     assert main_compare(runs[0], runs[1], as_json=False) == EXIT_USAGE
     assert f"{broken}: not valid JSON" in capsys.readouterr().err
+
+
+def test_rename_pairs_a_renamed_target_and_names_it(runs: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    comparison = compare_runs(*runs, renames={"old-only": "new-only"})
+    assert list(comparison.targets) == ["triton-grpc", "old-only"]
+    assert comparison.only_in_a == [] and comparison.only_in_b == [] and comparison.renamed == {"old-only": "new-only"}
+    assert "target: old-only (in B: new-only)" in format_comparison(comparison)
+    assert comparison_to_dict(comparison)["renamed"] == {"old-only": "new-only"}
+    assert main_compare(runs[0], runs[1], as_json=False, rename=["nope=new-only"]) == EXIT_USAGE
+    assert "--rename nope=new-only: A has no target 'nope' (it has: triton-grpc, old-only)" in capsys.readouterr().err
+    assert main_compare(runs[0], runs[1], as_json=False, rename=["old-only"]) == EXIT_USAGE
+    assert "--rename: expected A_NAME=B_NAME" in capsys.readouterr().err
+
+
+def test_a_gate_over_runs_with_no_target_in_common_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = run(tmp_path / "a", "a", {"grpc": target(p99=50.0)})
+    b = run(tmp_path / "b", "b", {"grpc-v2": target(p99=50.0)})
+    assert main_compare(a, b, as_json=False, fail_on=["p99:+10%"]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "--fail-on: A and B have no target in common (A: grpc; B: grpc-v2), so the gate would judge nothing" in err
+    assert "--rename A_NAME=B_NAME" in err
+    assert main_compare(a, b, as_json=False, fail_on=["p99:+10%"], rename=["grpc=grpc-v2"]) == 0
+    out = capsys.readouterr().out
+    assert "grpc (B: grpc-v2) p99:+10%: too few samples for an interval: not judged" in out  # no windows.csv here
+
+
+def test_a_streamed_target_is_compared_on_its_stream_figures_too(tmp_path: Path) -> None:
+    def stream(first_p99: float) -> dict[str, Any]:
+        latency = {"mean": 1.0, "p50": 1.0, "p90": 2.0, "p95": 2.0, "p99": first_p99, "p999": 4.0, "max": 5.0}
+        return {
+            "requests": 100,
+            "responses": 300,
+            "responses_per_s": 15.0,
+            "responses_per_request": 3.0,
+            "max_responses_per_request": 3,
+            "first_response_ms": latency,
+            "inter_response_ms": latency,
+        }
+
+    a = run(tmp_path / "a", "a", {"s": target(p99=50.0, streaming=stream(3.0)), "plain": target(p99=50.0)})
+    b = run(tmp_path / "b", "b", {"s": target(p99=50.0, streaming=stream(6.0)), "plain": target(p99=50.0)})
+    comparison = compare_runs(a, b)
+    changes = {c.figure: c for c in comparison.targets["s"]}
+    assert changes["streaming.first_response_ms.p99"].change_pct == pytest.approx(100.0)
+    assert changes["streaming.responses_per_request"].a == 3.0
+    assert not any(c.figure.startswith("streaming.") for c in comparison.targets["plain"])
+    text = format_comparison(comparison)
+    assert next(x for x in text.splitlines() if x.startswith("streaming.first_response_ms.p99")).split()[1:3] == [
+        "3.000",
+        "6.000",
+    ]

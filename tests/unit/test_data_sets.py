@@ -73,6 +73,26 @@ def test_npy_of_strings_feeds_a_bytes_input(tmp_path: Path) -> None:
     assert [s.tolist() for s in dataset.samples] == [[b"ab"], [b"cde"]]
 
 
+def test_a_1d_npy_gives_samples_of_one_element_to_an_input_of_shape_1(tmp_path: Path) -> None:
+    np.save(tmp_path / "words.npy", np.array([b"hello", b"good morning"]))
+    np.save(tmp_path / "numbers.npy", np.array([1.5, 2.5], dtype=np.float32))
+    words = read_dataset(spec("BYTES", [1], {"dataset": "words.npy"}), tmp_path)
+    numbers = read_dataset(spec("FP32", [1], {"dataset": "numbers.npy"}), tmp_path)
+    assert [s.tolist() for s in words.samples] == [[b"hello"], [b"good morning"]]
+    assert [s.tolist() for s in numbers.samples] == [[1.5], [2.5]]
+    with pytest.raises(DatasetError, match=r"numbers.npy has shape \[2\]: 2 single values.*save the samples as \(N, 4\)"):
+        read_dataset(spec("FP32", [4], {"dataset": "numbers.npy"}), tmp_path)
+
+
+def test_an_array_of_python_objects_is_refused_with_how_to_save_it(tmp_path: Path) -> None:
+    objects = np.array([b"hello", b"good morning"], dtype=object)
+    np.save(tmp_path / "objects.npy", objects, allow_pickle=True)
+    np.savez(tmp_path / "objects.npz", x=objects)
+    for name in ("objects.npy", "objects.npz"):
+        with pytest.raises(DatasetError, match=r"holds Python objects \(dtype object.*np.array\(values, dtype=np.bytes_\)"):
+            read_dataset(spec("BYTES", [1], {"dataset": name}), tmp_path)
+
+
 def test_json_lines_hold_nested_lists_or_objects_keyed_by_input(tmp_path: Path) -> None:
     (tmp_path / "a.jsonl").write_text("[[1, 2], [3, 4]]\n\n[[5, 6], [7, 8]]\n")
     (tmp_path / "b.jsonl").write_text(json.dumps({"x": [1.5], "text": "hello"}) + "\n" + json.dumps({"x": [2.5], "text": "hi"}))
@@ -247,3 +267,16 @@ def test_the_source_reports_a_data_set_problem_with_the_target_and_key(tmp_path:
     inputs = [{"name": "x", "shape": [2], "dtype": "FP32", "data": {"dataset": str(tmp_path / "gone.npy")}}]
     with pytest.raises(DatasetError, match=r"target 't': inputs\[0\]\.data\.dataset: data set not found"):
         RequestSource(target(inputs), tmp_path)
+
+
+def test_a_replayed_sample_picks_the_request_that_starts_from_it_or_carries_it(tmp_path: Path) -> None:
+    """A replay file's `sample` column (docs/scenarios.md): batch 1, each sample's own request, whatever
+    the rotation; batch 2 over 4 samples (requests [0, 1] and [2, 3]), the request that carries it."""
+    shuffled = RequestPool(
+        RequestSource(_lines_target(tmp_path, 5, rotation="random", rotation_seed=7), tmp_path), lambda d: d.samples
+    )
+    assert all(shuffled.encoded(shuffled.index_of_sample(s)) == (s,) for s in range(5))
+    pairs = RequestPool(RequestSource(_lines_target(tmp_path, 4, batch_size=2), tmp_path), lambda d: d.samples)
+    assert [pairs.encoded(pairs.index_of_sample(s)) for s in range(4)] == [(0, 1), (0, 1), (2, 3), (2, 3)]
+    with pytest.raises(IndexError, match="sample 9: the data set has samples 0 to 3"):
+        pairs.index_of_sample(9)

@@ -130,8 +130,17 @@ def test_triton_answers_are_compared_per_sample_with_a_data_set() -> None:
     check = ExpectedCheck(ExpectedValues("arrays", Path("e.npz"), arrays={"OUT": per_sample}), atol=0, rtol=0)
 
     check.arrays({"OUT": per_sample[[4, 5]]}, samples=(4, 5))
-    with pytest.raises(UnexpectedOutput, match=r"^unexpected output 'OUT': got float32 \[2, 2\]; at \[0, 0\] got 0, expected 8"):
+    with pytest.raises(
+        UnexpectedOutput, match=r"^unexpected output 'OUT' for sample 4: got float32 \[2, 2\]; at \[0, 0\] got 0, expected 8"
+    ):
         check.arrays({"OUT": per_sample[[0, 1]]}, samples=(4, 5))
+    wrong_second = per_sample[[4, 5]].copy()
+    wrong_second[1, 1] = -1.0
+    check.sample_label = lambda sample: f"sample {sample} ({sample}.png)"  # as a folder data set names them
+    with pytest.raises(
+        UnexpectedOutput, match=r"^unexpected output 'OUT' for sample 5 \(5.png\): got float32 \[2, 2\]; at \[1, 1\]"
+    ):
+        check.arrays({"OUT": wrong_second}, samples=(4, 5))  # the sample whose row differs
     with pytest.raises(UnexpectedOutput, match=r"no output 'OUT' in the answer \(got: OTHER\)"):
         check.arrays({"OTHER": per_sample}, samples=())
     with pytest.raises(UnexpectedOutput, match="the expected file has 6 samples; this request sent sample 9"):
@@ -144,7 +153,7 @@ def test_torchserve_bodies_are_compared_as_json_per_sample_or_as_bytes() -> None
 
     jsonl.body(b'{"label": 2}', samples=(1,))
     jsonl.body(b'[{"label": 1}, {"label": 2}]', samples=(0, 1))
-    with pytest.raises(UnexpectedOutput, match=r"^unexpected answer: at \$.label got 1, expected 2$"):
+    with pytest.raises(UnexpectedOutput, match=r"^unexpected answer for sample 1: at \$.label got 1, expected 2$"):
         jsonl.body(b'{"label": 1}', samples=(1,))
     with pytest.raises(UnexpectedOutput, match="got a body that is not JSON"):
         jsonl.body(b"<html>", samples=(0,))
@@ -169,7 +178,7 @@ def test_grpc_outputs_are_decoded_by_datatype() -> None:
 
 
 def test_the_start_check_names_expected_outputs_the_model_does_not_have(tmp_path: Path) -> None:
-    from inferload.run.model_check import check_target_against_triton
+    from inferload.run.triton_check import check_target_against_triton
 
     loaded = load_scenario(write(tmp_path, target(expected="out.npz"))).targets[0]
     metadata = {

@@ -46,3 +46,23 @@ def test_compare_and_the_slo_checks_take_their_figures_from_the_list() -> None:
     # the bound of a check is the figure's better direction
     assert slo.bound("p99_ms") == "<=" and slo.bound("min_throughput_rps") == ">=" and slo.bound("min_avg_batch_size") == ">="
     assert slo.bound("max_unsent") == "<=" and slo.bound("not_a_check") == ""
+
+
+def test_a_streamed_target_adds_its_stream_rows_to_the_table_and_the_report() -> None:
+    latency = {"mean": 1.0, "p50": 1.25, "p90": 2.0, "p95": 2.5, "p99": 3.5, "p999": 4.0, "max": 5.0}
+    stream = {
+        "requests": 100,
+        "responses": 400,
+        "responses_per_s": 20.0,
+        "responses_per_request": 4.0,
+        "max_responses_per_request": 4,
+        "first_response_ms": latency,
+        "inter_response_ms": {**latency, "p99": 0.75},
+    }
+    lines = format_table({"t": TARGET, "s": {**TARGET, "streaming": stream}}).splitlines()
+    rows = {line.split("  ")[0].strip(): line.split() for line in lines[1:]}
+    assert rows["responses / request"][-2:] == ["n/a", "4.00"]
+    assert rows["first response p99 (ms)"][-1] == "3.50" and rows["between responses p99 (ms)"][-1] == "0.75"
+    assert "responses / request" not in format_table({"t": TARGET})  # no stream: no stream rows
+    page = targets_html({"s": {**TARGET, "streaming": stream}})
+    assert '<th>first response p50 (ms)</th><td class="num">1.25</td>' in page

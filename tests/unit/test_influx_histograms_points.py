@@ -16,9 +16,9 @@ from inferload.cli import main
 from inferload.measure.hdr import LatencyStats
 from inferload.measure.run_record import RunRecord
 from inferload.observe.histogram_points import MEASUREMENT, histogram_point, line_from_row
+from inferload.observe.influx_export import InfluxExport
 from inferload.observe.influx_range import cmd_report_influx, influxql_string
 from inferload.observe.sink import SinkSettings, encode_point
-from inferload.observe.streaming import StreamingListener
 from inferload.results.histograms import histogram_lines, merge_range, range_figures, write_histograms
 from inferload.results.summary_file import ResultsError
 from tests.support.scenario_factory import scenario, tiny_target
@@ -112,7 +112,7 @@ class CapturingSink:
 
 def streamed_points(record: RunRecord) -> list[Any]:
     scn = scenario({"kind": "steady", "users": 1}, targets=[tiny_target("t", "triton-grpc", "127.0.0.1:1")])
-    listener = StreamingListener(Environment(), record, scn, SinkSettings(url="http://127.0.0.1:1"), run_id=lambda: "r1")
+    listener = InfluxExport(Environment(), record, scn, SinkSettings(url="http://127.0.0.1:1"), run_id=lambda: "r1")
     assert listener.sink is not None
     listener.sink.close(1.0)
     sink = CapturingSink()

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from inferload.errors import BadOutputShape, ScrapeError
-from inferload.run.kserve_check import check_target_against_v2, v2_output_shapes
+from inferload.run.kserve_check import check_target_against_v2, v2_model_batches, v2_output_shapes
 from inferload.scenario.loader import load_scenario
 from inferload.scenario.model import Scenario
 from inferload.servermetrics.figures import server_figures
@@ -186,6 +186,40 @@ def test_inputs_that_do_not_fit_the_v2_metadata_are_named(tmp_path: Path) -> Non
     assert any("dtype FP16 does not match the model's FP32" in line for line in found)
     assert any("shape [8] (per item) does not match the model 'tiny''s [-1, 16]" in line for line in found)
     assert any("'EXTRA' is not an input of the model 'tiny' (it has: INPUT__0)" in line for line in found)
+
+
+#: what Triton answers for its python_backend example add_sub (max_batch_size 0: no batch dimension)
+ADD_SUB_METADATA = {
+    "name": "add_sub",
+    "versions": ["1"],
+    "platform": "python",
+    "inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [4]}, {"name": "INPUT1", "datatype": "FP32", "shape": [4]}],
+    "outputs": [{"name": "OUTPUT0", "datatype": "FP32", "shape": [4]}, {"name": "OUTPUT1", "datatype": "FP32", "shape": [4]}],
+}
+
+
+def _add_sub_target(**extra: Any) -> dict[str, Any]:
+    target = tiny_target("a", "kserve-v2-http", "127.0.0.1:8000", **extra)
+    target["model"] = "add_sub"
+    target["inputs"] = [{"name": "INPUT0", "shape": [4], "dtype": "FP32"}, {"name": "INPUT1", "shape": [4], "dtype": "FP32"}]
+    return target
+
+
+def test_metadata_without_a_batch_dimension_means_the_users_send_the_full_shape(tmp_path: Path) -> None:
+    (target,) = load(tmp_path, _add_sub_target()).targets
+    assert v2_model_batches(target, ADD_SUB_METADATA) is False
+    assert check_target_against_v2(target, ADD_SUB_METADATA) == []
+    assert v2_output_shapes(target, ADD_SUB_METADATA) == {"OUTPUT0": (4,), "OUTPUT1": (4,)}
+    (batched,) = load(tmp_path, tiny_target("a", "kserve-v2-http", "127.0.0.1:8090")).targets
+    assert v2_model_batches(batched, TINY_METADATA) is True
+    assert v2_model_batches(batched, {"inputs": []}) is True  # nothing to tell by: as before
+
+
+def test_a_batch_size_on_metadata_without_a_batch_dimension_is_a_problem(tmp_path: Path) -> None:
+    (target,) = load(tmp_path, _add_sub_target(batch_size=2)).targets
+    (problem,) = check_target_against_v2(target, ADD_SUB_METADATA)
+    assert "batch_size 2 needs a model that batches" in problem
+    assert "no batch dimension ('INPUT0' [4], 'INPUT1' [4]): use batch_size 1" in problem
 
 
 # --- KServe's /metrics --------------------------------------------------------------------------

@@ -1,5 +1,7 @@
 """The package's dependencies point one way (docs/architecture.md, "Layers"): a module imports only
-from its own concern or from concerns in lower layers, so there is no import cycle between concerns.
+from its own concern or from concerns in lower layers, so there is no import cycle between concerns,
+and no module takes part in an import circle inside its concern either (imports inside functions
+count: a lazy import that closes a circle is still one).
 
 Imports under ``if TYPE_CHECKING:`` are annotations only and are not counted.
 """
@@ -7,13 +9,14 @@ Imports under ``if TYPE_CHECKING:`` are annotations only and are not counted.
 from __future__ import annotations
 
 import ast
+from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "inferload"
 
 #: lowest first; a concern may import from its own layer's other concerns only where listed in SAME_LAYER
 LAYERS: list[set[str]] = [
-    {"errors", "paths"},
+    {"errors", "paths", "files", "_native"},  # _native: the Rust extension (native/), imported by users/engine.py
     {"scenario", "measure"},
     {"traffic"},
     {"users", "servermetrics"},
@@ -23,6 +26,7 @@ LAYERS: list[set[str]] = [
     {"run"},
     {"tune"},
     {"local"},
+    {"calibrate"},  # `inferload calibrate`: runs `inferload run` against the reference server (local/)
     {"cli", "locustfile", "inferload"},
 ]
 LAYER_OF = {concern: index for index, layer in enumerate(LAYERS) for concern in layer}
@@ -83,3 +87,52 @@ def test_only_the_run_plugin_imports_the_web_ui() -> None:
         and any(concern(name) == "webui" for name in runtime_imports(ast.parse(path.read_text())))
     )
     assert importers == ["inferload.run.plugin"]
+
+
+def module_name(path: Path) -> str:
+    return ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__")
+
+
+def imported_modules(tree: ast.Module, known: set[str]) -> set[str]:
+    """The package's modules a module imports (``from inferload.a import b`` imports module a.b when
+    there is one; ``from inferload.a.b import name``: module a.b)."""
+    found: set[str] = set()
+    for name in runtime_imports(tree):
+        while name not in known and "." in name:
+            name = name.rsplit(".", 1)[0]
+        if name in known:
+            found.add(name)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "inferload":
+            found.update(f"{node.module}.{alias.name}" for alias in node.names if f"{node.module}.{alias.name}" in known)
+    return found
+
+
+def test_no_module_takes_part_in_an_import_circle() -> None:
+    paths = {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+    graph: TopologicalSorter[str] = TopologicalSorter()
+    for module, path in paths.items():
+        parents = {module.rsplit(".", 1)[0]} if "." in module else set()  # a package's __init__ runs first: not a circle
+        graph.add(module, *(imported_modules(ast.parse(path.read_text()), set(paths)) - {module} - parents))
+    try:
+        graph.prepare()
+    except CycleError as error:
+        raise AssertionError(f"an import circle: {' -> '.join(error.args[1])}") from None
+
+
+#: the pure layers: what a scenario holds, how traffic is drawn, what was measured, what is reported
+LOCUST_FREE = ("scenario", "traffic", "measure", "results")
+
+
+def test_the_pure_layers_import_neither_locust_nor_gevent() -> None:
+    found: list[str] = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = module_name(path)
+        if concern(module) not in LOCUST_FREE:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            found.extend(f"{module} imports {name}" for name in names if name.split(".")[0] in ("locust", "gevent"))
+    assert found == []

@@ -110,7 +110,7 @@ def test_the_wheel_carries_every_sample_scenario_config_and_handler():
         files = {p.relative_to(REPO / folder).as_posix() for p in (REPO / folder).rglob("*") if p.is_file()}
         return {f for f in files if any(fnmatch.fnmatch(f, pattern) for pattern in package_data[package])}
 
-    assert shipped("scenarios") == {p.name for p in (REPO / "scenarios").glob("*.yaml")}
+    assert shipped("scenarios") == {p.name for pattern in ("*.yaml", "*.csv") for p in (REPO / "scenarios").glob(pattern)}
     configs = shipped("model_repository")
     for model in MODEL_NAMES:
         assert {f"{model}/config.pbtxt", f"{model}/configs/gpu_libtorch.pbtxt"} <= configs
@@ -176,3 +176,14 @@ def test_the_docs_fixed_scenario_locustfile_installs_the_scenario(tmp_path):
     done = run_locustfile("-m", "locust", "-f", str(locustfile), "--results-dir", "x", "--list")
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["Available", "Users:", "TritonGrpcCnnUser"]  # scenarios/steady.yaml's one target
+
+
+def test_the_docs_scenario_classes_locustfile_binds_the_classes_itself(tmp_path):
+    """The docs' `scenario_classes` block: the same classes as `install`'s, bound by the locustfile."""
+    text = (REPO / "docs" / "python-api.md").read_text()
+    (block,) = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "scenario_classes(" in b]
+    locustfile = tmp_path / "bound_classes.py"
+    locustfile.write_text(block)
+    done = run_locustfile("-m", "locust", "-f", str(locustfile), "--results-dir", "x", "--list")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["Available", "Users:", "TritonGrpcCnnUser"]

@@ -41,18 +41,26 @@ def test_every_name_in_all_exists_is_public_and_comes_from_inferload():
     assert set(inferload.__all__) <= set(namespace)
 
 
-def test_the_api_names_the_user_classes_the_loaders_the_run_hook_and_every_error():
-    from inferload.run.install import install
+def test_the_api_names_every_user_class_the_client_the_loaders_the_run_hooks_and_every_error():
+    import inferload.users
+    from inferload.run.attached_run import attach
+    from inferload.run.install import install, scenario_classes
     from inferload.scenario.loader import load_scenario
-    from inferload.users import InferenceUser, TorchServeRestUser, TritonGrpcUser, TritonHttpUser
+    from inferload.users.base import InferenceUser
 
     assert inferload.install is install and inferload.load_scenario is load_scenario
-    assert {inferload.InferenceUser, inferload.TritonGrpcUser, inferload.TritonHttpUser, inferload.TorchServeRestUser} == {
-        InferenceUser,
-        TritonGrpcUser,
-        TritonHttpUser,
-        TorchServeRestUser,
+    assert inferload.scenario_classes is scenario_classes and inferload.attach is attach
+    user_classes = {name for name in inferload.users.__all__ if inspect.isclass(getattr(inferload.users, name))} - {
+        "InferenceClient",
+        "InferResult",
     }
+    assert user_classes == {
+        name for name in inferload.__all__ if name.endswith("User")
+    }  # every kind's class, the stream user too
+    for name in user_classes:
+        assert getattr(inferload, name) is getattr(inferload.users, name)
+        assert issubclass(getattr(inferload, name), InferenceUser)
+    assert {"InferenceClient", "InferResult", "inference_task", "Slo", "AttachedRun", "ScenarioClasses"} <= set(inferload.__all__)
     errors = {
         name
         for name, value in vars(inferload.errors).items()
@@ -104,3 +112,26 @@ def test_a_user_class_needs_only_a_target_built_in_python():
     user = TinyModel(Environment(user_classes=[TinyModel]))
     [(spec, array)] = user.input_arrays()
     assert (spec.name, array.shape, str(array.dtype)) == ("INPUT__0", (4, 16), "float32")
+
+
+def test_scenario_classes_returns_the_classes_install_puts_into_a_namespace():
+    seen = fresh_python(
+        "import locust, json\n"
+        "from inferload import install, scenario_classes, scenario_from_dict\n"
+        "data = {'name': 's', 'duration': '10s', 'shape': {'kind': 'steady', 'users': 1}, 'targets': [{'name': 'tiny-grpc',\n"
+        "        'kind': 'triton-grpc', 'address': '127.0.0.1:8001', 'model': 'tiny',\n"
+        "        'inputs': [{'name': 'INPUT__0', 'shape': [16], 'dtype': 'FP32'}]}]}\n"
+        "before = set(globals())\n"
+        "classes = scenario_classes(scenario_from_dict(data))\n"
+        "made = sorted(set(globals()) - before)\n"
+        "namespace = {}\n"
+        "install(namespace, lambda: scenario_from_dict(data))\n"
+        "print(json.dumps({'users': sorted(classes.user_classes), 'shape': classes.shape_class.__name__,\n"
+        "                  'made': made, 'installed': sorted(namespace)}))\n"
+    )
+    assert seen == {
+        "users": ["TinyGrpcUser"],
+        "shape": "ScenarioShape",
+        "made": ["before", "classes"],  # the caller's namespace holds what it bound, nothing more
+        "installed": ["ScenarioShape", "TinyGrpcUser"],
+    }

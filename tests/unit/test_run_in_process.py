@@ -125,7 +125,7 @@ def test_a_run_writes_the_summary_the_contract_describes(tmp_path: Path) -> None
     assert figures["latency_ms"]["p50"] == figures["latency_ms"]["max"] == 5.0
     assert figures["server_side"] is None and figures["cold_start_s"] is None and figures["residual_ms"] is None
     assert summary["slo"] == {"passed": True, "checks": []}
-    assert environment.process_exit_code is None  # a clean run: Locust's own rule (0)
+    assert environment.process_exit_code == 0  # a clean run: 0 from its own figures
     results = tmp_path / "results"
     assert (results / "windows.csv").read_text().startswith("window_start,")
     assert (results / "report.html").read_text().startswith("<!DOCTYPE html>")
@@ -158,11 +158,12 @@ def no_plots(monkeypatch: pytest.MonkeyPatch) -> None:
         (0, {"p99_ms": 1}, 1),  # a breached SLO (every request takes 5 ms)
         (1, None, 1),  # every request failed
         (10, {"error_rate": 0.5}, 0),  # failures within an error-rate SLO
-        (10, None, None),  # failures and no SLO: Locust's own rule (1)
+        (10, None, 1),  # failures and no SLO: 1, from the run's own figures (never Locust's statistics)
+        (0, None, 0),  # a clean run: 0, from the run's own figures too
     ],
 )
 def test_the_exit_code_follows_the_slo_and_the_failures(
-    tmp_path: Path, fail_every: int, slo: dict[str, Any] | None, exit_code: int | None
+    tmp_path: Path, fail_every: int, slo: dict[str, Any] | None, exit_code: int
 ) -> None:
     _, environment, summary = run_in_process(tmp_path, fake_user(5.0, fail_every), slo=slo)
     assert environment.process_exit_code == exit_code

@@ -5,9 +5,9 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from inferload.tune.cpu_sampler import CpuSampler
 from inferload.tune.resources import ResourceSampler
 from inferload.tune.sampler_thread import SamplerThread
+from inferload.tune.step import CpuSampler
 
 
 @dataclass

@@ -245,7 +245,7 @@ MALFORMED = [
     pytest.param(
         del_key("shape.kind"),
         "shape.kind",
-        "required key is missing (one of steady, ramp, burst, stages, constant-rate, poisson, ramping-rate, rate-bursts)",
+        "required key is missing (one of steady, ramp, burst, stages, constant-rate, poisson, ramping-rate, rate-bursts, gamma, replay)",
         id="missing-shape-kind",
     ),
     # wrong types and values
@@ -284,7 +284,7 @@ MALFORMED = [
     pytest.param(
         set_key("shape.kind", "spike"),
         "shape.kind",
-        "expected one of steady, ramp, burst, stages, constant-rate, poisson, ramping-rate, rate-bursts; got 'spike'",
+        "expected one of steady, ramp, burst, stages, constant-rate, poisson, ramping-rate, rate-bursts, gamma, replay; got 'spike'",
         id="bad-shape-kind",
     ),
     pytest.param(

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from inferload.run.model_check import check_target_against_triton
 from inferload.run.model_fit import fit_user_class
 from inferload.run.sequence_check import (
     default_sequence_note,
@@ -22,6 +21,7 @@ from inferload.run.sequence_check import (
     triton_sequence_batching,
     triton_string_correlation_ids,
 )
+from inferload.run.triton_check import check_target_against_triton
 from inferload.scenario.loader import scenario_from_dict
 from inferload.scenario.sequence import DEFAULT_SEQUENCE_LENGTH
 from inferload.scenario.targets import Target

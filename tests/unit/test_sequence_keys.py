@@ -61,8 +61,46 @@ def test_bad_sequence_values_name_the_file_and_key(tmp_path: Path, value: Any, m
     assert problems(tmp_path, scenario(value)) == [f"{tmp_path / 'scenario.yaml'}: {message}"]
 
 
-def test_sequence_on_a_torchserve_target_is_refused(tmp_path: Path) -> None:
-    assert problems(tmp_path, scenario(torchserve_sequence={"length": 2})) == [
-        f"{tmp_path / 'scenario.yaml'}: targets[1].sequence: only applies to Triton targets (a model with"
-        " sequence_batching); this target is torchserve-rest"
+def test_a_torchserve_target_takes_the_sequence_key(tmp_path: Path) -> None:
+    loaded = scenario_from_dict(scenario(torchserve_sequence={"length": 2, "concurrent": 3}))
+    assert loaded.targets[1].sequence == SequenceSpec(length=2, concurrent=3)
+
+
+def test_a_sequence_id_header_next_to_the_sequence_key_is_refused(tmp_path: Path) -> None:
+    for key, headers in (
+        ("headers", {"ts_request_sequence_id": "seq_0"}),
+        ("headers_from_env", {"TS_Request_Sequence_Id": "SEQ"}),
+    ):
+        data = scenario(torchserve_sequence={"length": 2})
+        data["targets"][1][key] = headers
+        (name,) = headers
+        assert problems(tmp_path, data) == [
+            f"{tmp_path / 'scenario.yaml'}: targets[1].{key}.{name}: is set per sequence by this target's sequence key"
+            " (a new id every 2 requests); remove it"
+        ]
+
+
+def test_sequence_on_another_kind_is_refused(tmp_path: Path) -> None:
+    data = steady_one_user(bare_target("b", "bentoml-http", "http://127.0.0.1:3000", sequence={"length": 2}))
+    assert problems(tmp_path, data) == [
+        f"{tmp_path / 'scenario.yaml'}: targets[0].sequence: only applies to Triton targets (a model with"
+        " sequence_batching) and torchserve-rest targets (a model with sequenceBatching); this target is bentoml-http"
     ]
+
+
+def test_torchserve_sequence_steps_carry_the_id_header_and_the_end_on_the_last() -> None:
+    from inferload.scenario.sequence import static_sequence_id_note
+    from inferload.users.sequence import CorrelationIds, SequenceSettings, UserSequences, torchserve_sequence_headers
+
+    sequences = UserSequences(SequenceSettings(length=3, concurrent=1, string_ids=True), CorrelationIds(41, string_ids=True))
+    headers = [torchserve_sequence_headers(sequences.next_step()) for _ in range(4)]
+    assert headers == [
+        {"ts_request_sequence_id": "inferload-41"},
+        {"ts_request_sequence_id": "inferload-41"},
+        {"ts_request_sequence_id": "inferload-41", "ts_request_sequence_end": "true"},
+        {"ts_request_sequence_id": "inferload-42"},
+    ]
+    note = static_sequence_id_note("ts", "torchserve-rest", {"TS_REQUEST_SEQUENCE_ID": "seq_0"}, None)
+    assert note is not None and "carries the one ts_request_sequence_id 'seq_0'" in note
+    assert static_sequence_id_note("ts", "torchserve-rest", {"x": "y"}, None) is None
+    assert static_sequence_id_note("ts", "torchserve-rest", {"ts_request_sequence_id": "a"}, SequenceSpec()) is None

@@ -15,8 +15,8 @@ from inferload.errors import ScrapeError
 from inferload.servermetrics.figures import server_figures
 from inferload.servermetrics.http_client import HttpClient, connection_problem
 from inferload.servermetrics.prometheus import parse_families
+from inferload.servermetrics.readers import ServerReader, server_side, torchserve_metrics_url
 from inferload.servermetrics.reading import ServerSnapshot
-from inferload.servermetrics.snapshots import ServerReader, server_side, torchserve_metrics_url
 from inferload.servermetrics.torchserve import parse_torchserve_metrics
 from inferload.servermetrics.triton import parse_triton_metrics, parse_triton_statistics
 
@@ -205,6 +205,38 @@ def test_the_batch_histogram_of_an_interval_counts_only_sizes_that_grew() -> Non
     before = ServerSnapshot("triton", "cnn", 0.0, {}, {1: 30, 8: 3})
     after = ServerSnapshot("triton", "cnn", 1.0, {}, {1: 32, 8: 3, 16: 4})
     assert server_figures(before, after).batch_sizes == {1: 2, 16: 4}
+
+
+def test_the_average_batch_is_the_histograms_mean_when_requests_fail_in_the_model() -> None:
+    """Triton 2.51 after 11 good and 11 failed requests to its BLS example (failed in execute):
+    inference_count counts the 11 successes, execution_count and batch_stats all 22 executions."""
+    stats = json.loads(capture("triton_stats_bls_sync_http.json"))
+    after = parse_triton_statistics(stats, "bls_sync", taken_at=10.0)
+    assert (after.counters["inferences"], after.counters["executions"], after.batches) == (11, 22, {1: 22})
+    side = server_side(zero_like(after), after)
+    assert side["avg_batch_size"] == 1.0 and side["batch_size_histogram"] == {"1": 22}  # not 11 / 22
+
+
+def test_the_average_batch_weighs_each_size_by_its_executions() -> None:
+    before = ServerSnapshot("triton", "cnn", 0.0, {"inferences": 0.0, "executions": 0.0}, {1: 30, 8: 3})
+    after = ServerSnapshot("triton", "cnn", 1.0, {"inferences": 90.0, "executions": 6.0}, {1: 32, 8: 3, 16: 4})
+    assert server_figures(before, after).avg_batch_size == pytest.approx((2 * 1 + 4 * 16) / 6)
+    assert server_figures(after, after).avg_batch_size is None  # nothing ran
+
+
+def test_torchserve_times_over_an_interval_without_a_success_are_none_with_the_reason() -> None:
+    """TorchServe 0.12 after 10 requests its handler failed: requests +10, its latency counters +0."""
+    counters = {"requests": 1.0, "request_us": 2902577.757, "queued": 1.0, "queue_us": 2880193.734, "inferences": 1.0}
+    before = ServerSnapshot("torchserve", "h", 0.0, counters, has_batch_stats=False)
+    after = ServerSnapshot("torchserve", "h", 5.0, {**counters, "requests": 11.0, "queued": 11.0}, has_batch_stats=False)
+    side = server_side(before, after)
+    assert side["queue_ms_avg"] is None and side["request_ms_avg"] is None
+    assert side["unknown"]["request_ms_avg"].startswith("no request succeeded in the interval")
+    timed = ServerSnapshot(
+        "torchserve", "h", 9.0, {**after.counters, "requests": 21.0, "queued": 21.0, "request_us": 3068405.437}
+    )
+    assert server_side(after, timed)["request_ms_avg"] == pytest.approx(165.827680 / 10)
+    assert "request_ms_avg" not in server_side(after, timed).get("unknown", {})
 
 
 def test_snapshots_of_different_models_do_not_diff() -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from inferload.traffic.shapes import shape_class_for, timeline_for
+from inferload.run.traffic import shape_class_for
+from inferload.traffic.shapes import timeline_for
 from tests.support.scenario_factory import scenario
 
 

@@ -14,7 +14,7 @@ from inferload.results.slo import evaluate, format_checks
 from inferload.run import server_side as run_server_side
 from inferload.run.server_side import ServerSideReadings
 from inferload.servermetrics.reading import ServerSnapshot
-from inferload.servermetrics.sharing import reading_groups, shared_with
+from inferload.servermetrics.sharing import reading_groups, reading_version, shared_with
 from tests.support.scenario_factory import scenario, tiny_target
 
 STEADY = {"kind": "steady", "users": 1}
@@ -50,11 +50,28 @@ def test_triton_versions_and_distinct_metrics_urls_keep_targets_apart() -> None:
     targets = [
         target("v1", "triton-grpc", "127.0.0.1:8001", version="1"),
         target("v2", "triton-grpc", "127.0.0.1:8001", version="2"),
-        target("a", "triton-grpc", "127.0.0.1:8001", metrics_url="http://127.0.0.1:8002/metrics"),
-        target("b", "triton-http", "127.0.0.1:9000", metrics_url="http://127.0.0.1:9002/metrics"),
-        target("c", "triton-http", "127.0.0.1:8000"),
+        target("v1-http", "triton-http", "127.0.0.1:8000", version="1"),
+        target("a", "triton-grpc", "127.0.0.1:8001", model="cnn", metrics_url="http://127.0.0.1:8002/metrics"),
+        target("b", "triton-http", "127.0.0.1:9000", model="cnn", metrics_url="http://127.0.0.1:9002/metrics"),
+        target("c", "triton-http", "127.0.0.1:8000", model="cnn"),
     ]
-    assert names(targets) == [["v1"], ["v2"], ["a", "c"], ["b"]]
+    groups = reading_groups(scenario(STEADY, targets=targets).targets)
+    assert [[t.name for t in group] for group in groups] == [["v1", "v1-http"], ["v2"], ["a", "c"], ["b"]]
+    assert [reading_version(group) for group in groups] == ["1", "2", None, None]
+
+
+def test_an_unversioned_triton_target_shares_with_every_version_of_its_model() -> None:
+    """Triton's unversioned statistics sum every version: a target without a version reads the
+    requests of a ``version: 1`` target too, so they are one reading, of every version."""
+    targets = [
+        target("grpc", "triton-grpc", "127.0.0.1:8001"),
+        target("http-v1", "triton-http", "127.0.0.1:8000", version="1"),
+        target("http-v2", "triton-http", "127.0.0.1:8000", version="2"),
+        target("other", "triton-http", "127.0.0.1:8000", model="cnn", version="1"),
+    ]
+    groups = reading_groups(scenario(STEADY, targets=targets).targets)
+    assert [[t.name for t in group] for group in groups] == [["grpc", "http-v1", "http-v2"], ["other"]]
+    assert [reading_version(group) for group in groups] == [None, "1"]
 
 
 def test_torchserve_targets_share_when_they_read_one_metrics_page_for_one_model() -> None:

@@ -14,11 +14,9 @@ import pytest
 
 from inferload.errors import ScrapeError
 from inferload.observe.sources.nvml import GpuReading, NvmlSource, gpu_point
-from inferload.observe.sources.server import ServerSource, batch_size_points
-from inferload.observe.sources.torchserve import TorchServeSource
-from inferload.observe.sources.triton import TritonSource
+from inferload.observe.sources.server import ServerSource, TorchServeSource, TritonSource, batch_size_points
+from inferload.servermetrics.readers import server_side
 from inferload.servermetrics.reading import ServerSnapshot
-from inferload.servermetrics.snapshots import server_side
 from inferload.servermetrics.torchserve import parse_torchserve_metrics
 from inferload.servermetrics.triton import parse_triton_statistics
 

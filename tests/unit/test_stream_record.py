@@ -11,12 +11,12 @@ import pytest
 from locust.env import Environment
 
 from inferload.errors import GrpcStatusError
-from inferload.measure.run_record import RunRecord, RunRecorder
+from inferload.measure.run_record import RunRecord
 from inferload.measure.stream_record import STREAM_CONTEXT_KEY, StreamRecord, StreamTiming
-from inferload.observe.stream_points import stream_point
-from inferload.results.stream_figures import STREAM_WINDOW_COLUMNS
-from inferload.results.summary import WINDOW_COLUMNS, RunFacts, build_summary, window_rows
+from inferload.observe.influx_export import stream_point
+from inferload.results.summary import STREAM_WINDOW_COLUMNS, WINDOW_COLUMNS, RunFacts, build_summary, window_rows
 from inferload.results.summary_file import read_summary, write_summary
+from inferload.run.recorder import RunRecorder
 from tests.support.scenario_factory import scenario, tiny_target
 
 

@@ -18,17 +18,15 @@ from typing import Any
 import pytest
 
 from inferload.cli import build_parser
-from inferload.errors import InferloadError
+from inferload.errors import InferloadError, UsageError
 from inferload.measure.stability import StabilityRule
 from inferload.observe.sources.nvml import NvmlSource
 from inferload.tune.candidates import SearchSpace
-from inferload.tune.capacity import Verdict
 from inferload.tune.resources import ResourceSampler, process_tree_rss_mib, server_pid_from_state
 from inferload.tune.step import StepResult
 from inferload.tune.stop_rules import StopRules, stop_reason
-from inferload.tune.sweep import Sweep, SweepSettings
-from inferload.tune.sweep_cli import settings_from_args
-from inferload.tune.sweep_file import SWEEP_CSV, write_sweep
+from inferload.tune.sweep import SWEEP_CSV, Sweep, SweepSettings, write_sweep
+from inferload.tune.sweep_cli import settings_from_args, with_gpu
 from inferload.tune.tune import CandidateResult, ServerTune, Tune, TuneSettings
 from tests.support.scenario_factory import write_scenario
 
@@ -174,25 +172,39 @@ def test_the_memory_options_reach_the_stop_rules():
         sweep_args("--server-pid", str(os.getpid()), "--max-server-memory", "2048", "--max-gpu-memory", "1000")
     )
     assert settings.rules.max_server_memory_mib == 2048 and settings.rules.max_gpu_memory_mib == 1000
-    assert settings.server_pid == os.getpid() and settings.gpu is not None
-    assert settings_from_args(sweep_args("--no-gpu")).gpu is None
+    assert settings.server_pid == os.getpid() and settings.gpu is None  # opened last: `with_gpu`
+    assert with_gpu(settings, sweep_args()).gpu is not None
+    assert with_gpu(settings, sweep_args("--no-gpu")).gpu is None
 
 
 @pytest.mark.parametrize(
     ("options", "message"),
     [
         (["--max-server-memory", "1024"], "--max-server-memory: needs the server's process: --server-state DIR or --server-pid"),
-        (["--server-pid", "1", "--max-server-memory", "0"], "--max-server-memory: expected MiB above 0; got 0"),
-        (["--max-gpu-memory", "-1"], "--max-gpu-memory: expected MiB above 0; got -1"),
         (["--max-gpu-memory", "10", "--no-gpu"], "--max-gpu-memory: cannot be used with --no-gpu"),
         (["--server-pid", "1", "--server-state", "x"], "--server-pid and --server-state: give one of them"),
-        (["--server-pid", "0"], "--server-pid: no running process 0"),
+        (["--server-pid", "999999999"], "--server-pid: no running process 999999999"),
     ],
 )
-def test_bad_memory_options_are_refused_naming_the_option(options: list[str], message: str):
-    with pytest.raises(InferloadError) as error:
-        settings_from_args(sweep_args(*options))
+def test_bad_memory_options_are_refused_naming_the_option(options: list[str], message: str, tmp_path: Path):
+    with pytest.raises(UsageError) as error:
+        settings_from_args(sweep_args(*options), tmp_path)
     assert message in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--server-pid", "1", "--max-server-memory", "0"], "argument --max-server-memory: expected a finite number above 0"),
+        (["--max-gpu-memory", "-1"], "argument --max-gpu-memory: expected a finite number above 0"),
+        (["--server-pid", "0"], "argument --server-pid: expected a whole number of 1 or more"),
+    ],
+)
+def test_memory_values_out_of_range_are_refused_as_they_are_read(options: list[str], message: str, capsys):
+    with pytest.raises(SystemExit) as exited:
+        sweep_args(*options)
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err
 
 
 # -- the files --------------------------------------------------------------------------------------
@@ -201,17 +213,24 @@ def test_sweep_csv_keeps_its_columns_and_appends_server_memory(tmp_path: Path):
     write_sweep(tmp_path, {"steps": [row]})
     with open(tmp_path / SWEEP_CSV, newline="") as handle:
         rows = list(csv.reader(handle))
-    assert rows[0][-3:] == ["gpu_util_pct", "gpu_memory_mib", "server_memory_mib"]
+    assert rows[0][-5:-2] == ["gpu_util_pct", "gpu_memory_mib", "server_memory_mib"]
+    assert rows[0][-2:] == ["p50_trend", "role"]  # issue 22's columns, appended after
     assert rows[0][:3] == ["step", "level", "exit_code"]
-    assert rows[1][-3:] == ["", "", "812.3"]  # no GPU: empty cells
+    assert rows[1][-5:] == ["", "", "812.3", "", "search"]  # no GPU: empty cells
 
 
 # -- the tune ---------------------------------------------------------------------------------------
 class NoConfigurator:
+    def current(self) -> dict[str, Any]:
+        return {}
+
     def apply(self, candidate: Any) -> dict[str, Any]:
         return {}
 
     def restore(self) -> None: ...
+
+    def fragment_options(self) -> dict[str, Any]:
+        return {}
 
 
 def test_a_candidate_that_hits_the_memory_ceiling_ends_that_servers_search(tmp_path: Path):
@@ -264,5 +283,5 @@ def test_a_sweep_reads_its_targets_server_pid_and_fails_a_rate_over_the_memory_c
     rules = StopRules(slo={"p99_ms": 50.0}, max_server_memory_mib=1000)
     sweep = Sweep(SweepSettings(scenario, tmp_path / "out", StabilityRule(3, 10, 10), rules, server_state=state))
     assert sweep.plan.server_pid == os.getpid()  # the torchserve entry: the target's server
-    assert sweep.verdict(step(server_memory_mib=900.0), signalled=False) is Verdict.PASS
-    assert sweep.verdict(step(server_memory_mib=1100.0), signalled=False) is Verdict.FAIL
+    assert sweep.passes(step(server_memory_mib=900.0))
+    assert not sweep.passes(step(server_memory_mib=1100.0))

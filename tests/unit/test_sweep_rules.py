@@ -1,5 +1,5 @@
 """`inferload sweep`'s rules without a server: the levels it steps through, when a step is stable,
-why a sweep stops, and how the capacity search brackets and bisects."""
+and why a sweep stops (the capacity search: tests/unit/test_capacity_search.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import re
 import pytest
 
 from inferload.measure.stability import StabilityRule, WindowFigures, first_stable_run
-from inferload.tune.capacity import CapacitySearch, Verdict, search_capacity
 from inferload.tune.levels import LevelsError, parse_levels
 from inferload.tune.step import StepResult
 from inferload.tune.stop_rules import StopRules, stop_reason
@@ -123,48 +122,6 @@ def test_the_knee_is_the_step_of_highest_throughput_per_p99():
     assert (knee_step(steps) or steps[0]).level == 2
 
 
-# -- capacity search ------------------------------------------------------------------------------
-def server_with_capacity(capacity: float, tried: list[float]):
-    def measure(rate: float) -> Verdict:
-        tried.append(rate)
-        return Verdict.PASS if rate <= capacity else Verdict.FAIL
-
-    return measure
-
-
-def test_the_search_brackets_up_then_bisects_to_the_precision():
-    tried: list[float] = []
-    answer = search_capacity(server_with_capacity(730, tried), CapacitySearch(start_rps=100, precision_pct=5))
-    assert tried[:4] == [100, 200, 400, 800]  # doubling until a rate fails
-    assert answer.max_rps is not None and answer.first_failing_rps is not None
-    assert answer.max_rps <= 730 < answer.first_failing_rps
-    assert (answer.precision_pct or 100) <= 5
-
-
-def test_the_search_brackets_down_when_the_start_rate_fails():
-    tried: list[float] = []
-    answer = search_capacity(server_with_capacity(30, tried), CapacitySearch(start_rps=100, precision_pct=10))
-    assert tried[:3] == [100, 50, 25]
-    assert answer.max_rps is not None and answer.max_rps <= 30 < (answer.first_failing_rps or 0)
-
-
-def test_the_search_stops_at_the_generator_limit_and_keeps_the_last_pass():
-    def measure(rate: float) -> Verdict:
-        return Verdict.PASS if rate < 400 else Verdict.GENERATOR
-
-    answer = search_capacity(measure, CapacitySearch(start_rps=100))
-    assert (answer.max_rps, answer.first_failing_rps, answer.ended_by) == (200, None, Verdict.GENERATOR)
-
-
-def test_a_resumed_search_continues_from_its_bracket():
-    tried: list[float] = []
-    answer = search_capacity(
-        server_with_capacity(500, tried), CapacitySearch(start_rps=100, precision_pct=30), low=400, high=800, done=4
-    )
-    assert tried == [600.0, 500.0]
-    assert (answer.max_rps, answer.first_failing_rps, answer.steps) == (500.0, 600.0, 6)
-
-
 def test_late_arrivals_with_every_sender_waiting_on_the_server_are_saturation_not_the_generator():
     # Little's law: 1000 req/s x 18 ms in service = 18 requests in flight, more than 0.8 x 16 senders
     busy = step(1000, 1000, p99=40.0, p50_ms=20.0, send_lag_p50_ms=2.0, send_lag_p99_ms=35.0, max_in_flight=16)
@@ -174,3 +131,16 @@ def test_late_arrivals_with_every_sender_waiting_on_the_server_are_saturation_no
     idle = step(1000, 1000, p99=40.0, p50_ms=20.0, send_lag_p50_ms=2.0, send_lag_p99_ms=35.0, max_in_flight=256)
     rule, reason = stop_reason([idle], StopRules(slo={})) or ("", "")
     assert rule == "generator" and "while senders were free" in reason
+
+
+def test_sweep_settings_refuse_more_local_workers_than_the_machine_takes(tmp_path):
+    """Each step starts that many Locust processes (a sweep of --workers 100000 forked hundreds)."""
+    from inferload.errors import UsageError
+    from inferload.scenario.limits import max_local_workers
+    from inferload.tune.sweep import SweepSettings
+
+    rule, rules = StabilityRule(3, 10, 10), StopRules(slo={})
+    assert SweepSettings(tmp_path / "s.yaml", tmp_path, rule, rules, workers=max_local_workers()).workers == max_local_workers()
+    for workers in (-1, max_local_workers() + 1, 100_000):
+        with pytest.raises(UsageError, match=r"^workers: expected a whole number from 0 to \d+ .*; got "):
+            SweepSettings(tmp_path / "s.yaml", tmp_path, rule, rules, workers=workers)

@@ -11,8 +11,8 @@ import pytest
 
 from inferload.errors import ScrapeError
 from inferload.servermetrics.figures import not_reported, server_figures
+from inferload.servermetrics.readers import ServerReader, server_side
 from inferload.servermetrics.reading import ServerSnapshot
-from inferload.servermetrics.snapshots import ServerReader, server_side
 from inferload.servermetrics.torchserve import (
     NOT_REPORTED,
     no_metrics_url_reason,

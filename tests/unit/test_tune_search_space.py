@@ -11,8 +11,9 @@ import pytest
 
 from inferload.cli import build_parser
 from inferload.errors import InferloadError
+from inferload.run import server_changes
 from inferload.tune import server_config
-from inferload.tune.candidates import SearchSpace, TritonCandidate
+from inferload.tune.candidates import SearchSpace, TorchServeCandidate, TritonCandidate
 from inferload.tune.server_config import ConfigError, TritonConfigurator
 from inferload.tune.tune_cli import search_space
 from inferload.tune.tune_report import config_fragment
@@ -50,18 +51,18 @@ def test_the_options_set_the_search_space():
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        (["--triton-max-batch-sizes", "0"], "--triton-max-batch-sizes: expected numbers of 1 or more; got '0'"),
+        (["--triton-max-batch-sizes", "0"], "--triton-max-batch-sizes: expected numbers from 1 to 65,536; got '0'"),
         (["--triton-max-batch-sizes", "8,x"], "--triton-max-batch-sizes: expected whole numbers separated by commas"),
-        (["--triton-preferred-batch-sizes", "0"], "--triton-preferred-batch-sizes: expected numbers of 1 or more"),
+        (["--triton-preferred-batch-sizes", "0"], "--triton-preferred-batch-sizes: expected numbers from 1 to"),
         (["--triton-preferred-batch-sizes", "8,4"], "--triton-preferred-batch-sizes: expected increasing sizes; got '8,4'"),
         (
             ["--triton-max-batch-sizes", "4,16", "--triton-preferred-batch-sizes", "8"],
             "--triton-preferred-batch-sizes: 8 is above --triton-max-batch-sizes 4",
         ),
-        (["--triton-instances", "0"], "--triton-instances: expected numbers of 1 or more"),
-        (["--triton-delays-us", "-5"], "--triton-delays-us: expected numbers of 0 or more"),
-        (["--torchserve-batch-sizes", "0"], "--torchserve-batch-sizes: expected numbers of 1 or more"),
-        (["--torchserve-workers", "0,2"], "--torchserve-workers: expected numbers of 1 or more"),
+        (["--triton-instances", "0"], "--triton-instances: expected numbers from 1 to"),
+        (["--triton-delays-us", "-5"], "--triton-delays-us: expected numbers from 0 to"),
+        (["--torchserve-batch-sizes", "0"], "--torchserve-batch-sizes: expected numbers from 1 to"),
+        (["--torchserve-workers", "0,2"], "--torchserve-workers: expected numbers from 1 to"),
         (["--torchserve-delays-ms", "5,,20"], "--torchserve-delays-ms: expected whole numbers"),
     ],
 )
@@ -76,8 +77,20 @@ class FakeTriton:
 
     def __init__(self, config: dict[str, Any], drop: str | None = None) -> None:
         self.config = config
+        self.repository = json.loads(json.dumps(config))  # its config.pbtxt
         self.loaded: list[dict[str, Any]] = []
         self.drop = drop  # a key of dynamic_batching/top level this server ignores on load
+        self.unloaded = 0
+
+    def http_json(self, method: str, url: str, body: bytes | None = None, headers: Any = None, timeout: float = 30.0) -> Any:
+        """`server_changes.http_json`'s form: (status, answer); unload, and a load without a config, read the repository."""
+        if url.endswith("/unload"):
+            self.unloaded += 1
+            return 200, {}
+        if url.endswith("/load") and "config" not in json.loads(body or b"{}").get("parameters", {}):
+            self.config = json.loads(json.dumps(self.repository))
+            return 200, {}
+        return 200, self(method, url, body, headers, timeout)
 
     def __call__(self, method: str, url: str, body: bytes | None = None, headers: Any = None, timeout: float = 30.0) -> Any:
         if method == "GET" and url.endswith("/config"):
@@ -98,6 +111,7 @@ ORIGINAL = {"name": "cnn", "max_batch_size": 32, "instance_group": [{"kind": "KI
 def test_a_candidates_max_and_preferred_batch_sizes_are_loaded_and_read_back(monkeypatch):
     triton = FakeTriton(dict(ORIGINAL))
     monkeypatch.setattr(server_config, "_call", triton)
+    monkeypatch.setattr(server_changes, "http_json", triton.http_json)
     configurator = TritonConfigurator("http://t:8000", "cnn")
     applied = configurator.apply(TritonCandidate(True, 500, 2, (2, 4), max_batch_size=8))
     assert triton.loaded[-1]["max_batch_size"] == 8
@@ -105,13 +119,94 @@ def test_a_candidates_max_and_preferred_batch_sizes_are_loaded_and_read_back(mon
     assert applied["max_batch_size"] == 8 and applied["preferred_batch_size"] == [2, 4] and applied["instance_count"] == 2
     configurator.restore()
     assert triton.config == ORIGINAL  # the model's own max_batch_size back
+    assert triton.unloaded == 1 and len(triton.loaded) == 1  # from its config.pbtxt: no override left loaded
 
 
 def test_a_server_that_does_not_run_the_asked_max_batch_size_stops_the_tune(monkeypatch):
     monkeypatch.setattr(server_config, "_call", FakeTriton(dict(ORIGINAL), drop="max_batch_size"))
     with pytest.raises(ConfigError) as error:
         TritonConfigurator("http://t:8000", "cnn").apply(TritonCandidate(True, 500, 1, max_batch_size=8))
-    assert "Triton runs max_batch_size=0 for 'cnn'; 8 was loaded" in str(error.value)
+    assert "Triton loaded max_batch_size=8 for 'cnn' but its config then says max_batch_size=0" in str(error.value)
+
+
+def test_a_model_that_sets_its_own_dynamic_batching_is_said_so(monkeypatch):
+    """A Python model's auto_complete_config turns dynamic batching back on (python_backend's batch_model)."""
+    batching = {**ORIGINAL, "dynamic_batching": {"max_queue_delay_microseconds": 0}}
+
+    class AutoComplete(FakeTriton):
+        def __call__(self, method: str, url: str, body: bytes | None = None, *args: Any, **kwargs: Any) -> Any:
+            answer = super().__call__(method, url, body, *args, **kwargs)
+            self.config.setdefault("dynamic_batching", {"max_queue_delay_microseconds": 0})
+            return answer
+
+    monkeypatch.setattr(server_config, "_call", AutoComplete(batching))
+    with pytest.raises(ConfigError) as error:
+        TritonConfigurator("http://t:8000", "cnn").apply(TritonCandidate(False))
+    message = str(error.value)
+    assert message.startswith("Triton loaded dynamic_batching=False for 'cnn' but its config then says dynamic_batching=True")
+    assert "auto_complete_config" in message
+
+
+def test_an_ensemble_is_refused_before_anything_is_loaded_naming_its_steps(monkeypatch):
+    ensemble = {
+        "name": "pipeline",
+        "platform": "ensemble",
+        "max_batch_size": 0,
+        "ensemble_scheduling": {"step": [{"model_name": "preprocess"}, {"model_name": "resnet50"}]},
+    }
+    triton = FakeTriton(ensemble)
+    monkeypatch.setattr(server_config, "_call", triton)
+    configurator = TritonConfigurator("http://t:8000", "pipeline")
+    with pytest.raises(server_config.ChangesRefused) as error:
+        configurator.apply(TritonCandidate(False))
+    assert "model 'pipeline' is an ensemble (platform: ensemble)" in str(error.value)
+    assert "Tune its steps instead: preprocess, resnet50" in str(error.value)
+    configurator.restore()
+    assert triton.loaded == []  # nothing loaded, nothing to put back
+
+
+def test_torchserve_refusals_say_what_to_do(monkeypatch):
+    def refuse(status: int, kind: str, message: str) -> Any:
+        def call(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+            if method == "GET" and status != 400:
+                return [{"modelName": "m", "modelVersion": "1.0", "modelUrl": "m.mar", "responseTimeout": 300}]
+            body = json.dumps({"code": status, "type": kind, "message": message})
+            raise server_config.HttpRefusal(method, url, status, body)
+
+        return call
+
+    model_api_off = refuse(405, "MethodNotAllowedException", "Requested method is not allowed, please refer to API document.")
+    monkeypatch.setattr(server_config, "_call", model_api_off)
+    configurator = server_config.TorchServeConfigurator("http://ts:9081", "m")
+    with pytest.raises(server_config.ChangesRefused) as error:
+        configurator.apply(TorchServeCandidate())
+    assert str(error.value).startswith(
+        "TorchServe at http://ts:9081 refuses to change model 'm' (DELETE /models/m/1.0 answered HTTP 405"
+        " MethodNotAllowedException: Requested method is not allowed"
+    )
+    assert "enable_model_api=true" in str(error.value)
+    configurator.restore()  # nothing was unregistered: nothing to register again
+    monkeypatch.setattr(server_config, "_call", refuse(400, "InvalidKeyException", "Token Authorization failed."))
+    with pytest.raises(server_config.ChangesRefused) as error:
+        server_config.TorchServeConfigurator("http://ts:9081", "m").apply(TorchServeCandidate())
+    assert "wants its management key (GET /models/m answered HTTP 400 InvalidKeyException" in str(error.value)
+    assert "token_file" in str(error.value)
+
+
+def test_the_torchserve_fragment_keeps_the_response_timeout_and_the_real_management_address():
+    settings = TorchServeCandidate(8, 10, 2).settings()
+    fragment = config_fragment("torchserve", settings, "cnn", "http://10.0.0.5:9081", 300, management_key=True)
+    entry, register = fragment.splitlines()
+    assert '"responseTimeout":300' in entry and '"batchSize":8' in entry
+    assert (
+        "curl -H 'Authorization: Bearer <management key of key_file.json>' -X DELETE 'http://10.0.0.5:9081/models/cnn'"
+        in register
+    )
+    assert (
+        "'http://10.0.0.5:9081/models?url=cnn.mar&batch_size=8&max_batch_delay=10&initial_workers=2&response_timeout=300"
+        in register
+    )
+    assert "8081" not in fragment
 
 
 def test_preferred_sizes_above_the_models_own_max_batch_size_are_refused_naming_the_option(monkeypatch):
@@ -129,3 +224,51 @@ def test_the_winners_fragment_names_its_max_batch_size():
     assert fragment.splitlines()[0] == "max_batch_size: 16"
     assert "preferred_batch_size: [ 4 ]" in fragment and "count: 2" in fragment
     assert "max_batch_size" not in config_fragment("triton", TritonCandidate(False).settings(), "cnn")
+
+
+def test_a_server_that_refuses_every_candidate_ends_its_search_once_and_the_tune_exits_2(tmp_path):
+    from pathlib import Path
+
+    from inferload.measure.stability import StabilityRule
+    from inferload.tune.stop_rules import StopRules
+    from inferload.tune.sweep import SweepSettings
+    from inferload.tune.tune import ServerTune, Tune, TuneSettings
+
+    class Refusing:
+        restored = 0
+
+        def apply(self, candidate: Any) -> dict[str, Any]:
+            raise server_config.ChangesRefused("TorchServe at http://ts:8081 refuses to change model 'm' (...)")
+
+        def restore(self) -> None:
+            self.restored += 1
+
+        def fragment_options(self) -> dict[str, Any]:
+            return {}
+
+    lines: list[str] = []
+    sweep = SweepSettings(Path(tmp_path) / "s.yaml", Path(tmp_path), StabilityRule(3, 10, 10), StopRules(slo={}))
+    settings = TuneSettings(Path(tmp_path) / "s.yaml", Path(tmp_path), sweep=sweep, space=SearchSpace(), printer=lines.append)
+    refusing = Refusing()
+    tuned = Tune(settings, [ServerTune("torchserve", "t", "m", refusing)])
+    assert tuned.run() == 2
+    assert tuned.results == [] and "refuses to change model 'm'" in tuned.server_stops["torchserve"]
+    assert sum("no candidate can be applied" in line for line in lines) == 1, lines
+    assert not any("did not beat" in line for line in lines)
+    assert refusing.restored == 1  # it decides itself whether anything is to be put back
+
+
+def test_a_stage_with_nothing_measured_says_so_instead_of_did_not_beat():
+    from inferload.tune.tune import CandidateResult, stage_outcome
+
+    best = CandidateResult("triton", "no batching, 1 instance", {}, {}, None, None)
+    refused = CandidateResult("triton", "batching 100 us, 1 instance", {}, None, None, None, error="HTTP 400")
+    no_rate = CandidateResult("triton", "batching 1000 us, 1 instance", {}, {}, None, None)
+    assert stage_outcome("batching", [refused, no_rate], best, 5) == (
+        "batching: no candidate measured (1 refused by the server, 1 met the SLO at no rate)"
+    )
+    measured = CandidateResult("triton", "no batching, 1 instance", {}, {}, 200.0, 250.0)
+    slower = CandidateResult("triton", "batching 100 us, 1 instance", {}, {}, 190.0, 250.0)
+    assert stage_outcome("batching", [slower], measured, 5) == (
+        "batching did not beat the best (no batching, 1 instance: 200 req/s) beyond the noise and by 5 %"
+    )

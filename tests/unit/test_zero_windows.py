@@ -7,8 +7,8 @@ from typing import Any
 from locust.env import Environment
 
 from inferload.measure.run_record import RunRecord
+from inferload.observe.influx_export import InfluxExport
 from inferload.observe.sink import SinkSettings
-from inferload.observe.streaming import StreamingListener
 from inferload.results.summary import window_rows
 from tests.support.scenario_factory import scenario, tiny_target
 
@@ -63,7 +63,7 @@ def test_streaming_writes_zero_request_windows_once_and_rewrites_them_when_late_
     record.stopped_at = None  # still running
     scn = scenario({"kind": "steady", "users": 1}, targets=[tiny_target("a", "triton-grpc", "127.0.0.1:1")])
     settings = SinkSettings(url="http://127.0.0.1:1")
-    listener = StreamingListener(Environment(), record, scn, settings, run_id=lambda: "r1", writer=NullWriter())
+    listener = InfluxExport(Environment(), record, scn, settings, run_id=lambda: "r1", writer=NullWriter())
     assert listener.sink is not None
     listener.sink.close(1.0)  # its writer thread: not needed, the points are caught below
     sink = CapturingSink()

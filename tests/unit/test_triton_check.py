@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from inferload.errors import ModelMismatchError, ServerError
-from inferload.run.model_check import (
+from inferload.run.triton_check import (
     check_scenario_models,
     check_target_against_triton,
     fetch_triton_model_info,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from inferload.measure.hdr import LatencyStats
-from inferload.observe.streaming import window_point
+from inferload.observe.influx_export import window_point
 
 
 def test_an_open_loop_window_carries_its_target_rate_unsent_arrivals_and_send_lag():

@@ -1,0 +1,193 @@
+"""No result lost on the ways a run can end badly, against the real Triton: a results folder that
+turns read-only mid-run (a real tmpfs remounted read-only) loses no request of --requests-csv and
+the results follow it to the fallback folder; a disk that fills up leaves no 0-byte or partial
+summary.json (files are written whole or not at all); a SIGKILLed CLI still gets its results
+written (its Locust process is told once: the kernel's repeated parent-death signal is ignored);
+`sweep --resume` after Ctrl-C runs the cut step again, and a cut step is never the best.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from inferload.results.summary_file import read_summary
+from tests.support.locust_runner import python_env
+from tests.support.mounts import fill_up, remount_read_only, tmpfs
+from tests.support.scenario_factory import tiny_target, write_scenario
+from tests.support.system_tools import REPO
+from tests.support.waiting import wait_until
+
+FALLBACK = re.compile(r"writing (?:them|the results) to (\S+?)(?: instead| with requests\.csv)")
+
+
+def scenario(folder: Path, local_servers: Any, duration: str = "6s", users: int = 1) -> Path:
+    target = tiny_target("t", "triton-grpc", f"127.0.0.1:{local_servers.ports.triton_grpc}")
+    data = {
+        "name": "kept",
+        "duration": duration,
+        "warmup": "0s",
+        "targets": [target],
+        "shape": {"kind": "steady", "users": users},
+    }
+    return write_scenario(folder, data)
+
+
+def start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
+    with log.open("wb") as output:
+        return subprocess.Popen(
+            [sys.executable, "-m", "inferload.cli", *args],
+            cwd=REPO,
+            env=python_env(),
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def data_rows(path: Path) -> int:
+    try:
+        with path.open(newline="") as handle:
+            return max(0, sum(1 for _ in csv.reader(handle)) - 1)
+    except OSError:
+        return 0
+
+
+def fallback_folder(output: str) -> Path:
+    found = FALLBACK.findall(output)
+    assert found, output
+    return Path(found[-1])
+
+
+def test_a_results_folder_that_turns_read_only_mid_run_loses_no_request(local_servers, tmp_path):
+    with tmpfs(tmp_path / "mnt", "8m") as mounted:
+        results = mounted / "results"
+        run = start(
+            ["run", str(scenario(tmp_path, local_servers)), "--headless", "--requests-csv", "--out", str(results)],
+            tmp_path / "log",
+        )
+        try:
+            wait_until(lambda: data_rows(results / "requests.csv") >= 20, 90, "requests.csv to fill")
+            remount_read_only(mounted)
+        finally:
+            code = run.wait(timeout=120)
+        output = (tmp_path / "log").read_text()
+        assert code == 0, output
+        assert "requests.csv goes on in" in output, output
+        assert not (results / "summary.json").exists()  # never a partial file in the failed folder
+        assert not list(results.glob(".*.tmp"))
+    fallback = fallback_folder(output)
+    summary = read_summary(fallback)
+    assert summary.targets["t"].requests == data_rows(fallback / "requests.csv") > 20  # every request, none lost
+    assert (fallback / "windows.csv").is_file() and (fallback / "report.html").is_file()
+
+
+def test_a_full_disk_leaves_no_partial_summary_and_the_results_go_to_the_fallback(local_servers, tmp_path):
+    with tmpfs(tmp_path / "mnt", "256k") as mounted:
+        results = mounted / "results"
+        results.mkdir()
+        run = start(["run", str(scenario(tmp_path, local_servers)), "--headless", "--out", str(results)], tmp_path / "log")
+        try:
+            wait_until(lambda: "All users spawned" in (tmp_path / "log").read_text(), 90, "the run to start")
+            fill_up(mounted)
+        finally:
+            code = run.wait(timeout=120)
+        output = (tmp_path / "log").read_text()
+        assert code == 0, output
+        written = sorted(path.name for path in results.iterdir())
+        assert "summary.json" not in written and not [name for name in written if name.endswith(".tmp")], written
+    fallback = fallback_folder(output)
+    assert read_summary(fallback).targets["t"].requests > 0
+    compared = subprocess.run(
+        [sys.executable, "-m", "inferload.cli", "compare", str(fallback), str(fallback), "--json"],
+        cwd=REPO,
+        env=python_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert compared.returncode == 0, compared.stderr
+
+
+def test_a_sigkilled_cli_still_has_its_results_written(local_servers, tmp_path):
+    for attempt in range(2):  # the kernel's repeated signal came in 3 of 4 runs before: twice makes it plain
+        folder = tmp_path / f"attempt-{attempt}"
+        folder.mkdir()
+        log = folder / "log"
+        served = inferences(local_servers)
+        run = start(["run", str(scenario(folder, local_servers, "60s")), "--headless", "--out", str(folder / "results")], log)
+        wait_until(lambda log=log: "All users spawned" in log.read_text(), 90, "the run to start")
+        # killed once Triton has answered some of the run's requests (the native engine's first call
+        # may still be connecting when the users are spawned)
+        wait_until(lambda served=served: inferences(local_servers) >= served + 20 or None, 30, "the run's first answers")
+        threads = psutil.Process(run.pid).num_threads()
+        locust = psutil.Process(run.pid).children()
+        run.send_signal(signal.SIGKILL)
+        run.wait(timeout=30)
+        psutil.wait_procs(locust, timeout=60)
+        output = log.read_text()
+        assert threads >= 2, threads  # what made the kernel send its parent-death signal more than once
+        assert "again: exiting at once" not in output, output
+        summary = json.loads((folder / "results" / "summary.json").read_text())
+        assert summary["interrupted"] is True and summary["targets"]["t"]["requests"] > 0
+
+
+def inferences(local_servers: Any) -> int:
+    """Triton's count of the tiny model's inferences (its statistics API)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{local_servers.ports.triton_http}/v2/models/tiny/stats", timeout=10) as answer:
+        return int(json.loads(answer.read())["model_stats"][0]["inference_count"])
+
+
+def test_sweep_resume_after_ctrl_c_runs_the_cut_step_again_and_a_cut_step_is_never_best(local_servers, tmp_path):
+    target = tiny_target("t", "triton-grpc", f"127.0.0.1:{local_servers.ports.triton_grpc}")
+    path = write_scenario(
+        tmp_path, {"name": "swept", "duration": "30s", "targets": [target], "shape": {"kind": "steady", "users": 1}}
+    )
+    out = tmp_path / "out"
+    options = ["--users", "1,4", "--window", "1s", "--warmup", "1s", "--max-windows", "8", "--stable-windows", "8"]
+    options += ["--tolerance", "50", "--out", str(out), "--no-gpu"]
+    sweep = start(["sweep", str(path), *options], tmp_path / "log")
+    try:
+        wait_until(lambda: (out / "steps" / "02-4" / "run.log").is_file(), 120, "step 2 to start")
+        served = inferences(local_servers)  # step 1 is over: from here on, step 2's requests
+        begun = time.monotonic()
+        # well past its 1 s warm-up: 900 answers (the native engine sends them within the warm-up alone)
+        # and a whole steady window after it
+        wait_until(
+            lambda: (inferences(local_servers) > served + 900 and time.monotonic() - begun > 3.0) or None,
+            60,
+            "step 2's load well past its warm-up",
+            interval_s=0.2,
+        )
+    finally:
+        sweep.send_signal(signal.SIGINT)
+    assert sweep.wait(timeout=120) == 130, (tmp_path / "log").read_text()
+    document = json.loads((out / "sweep.json").read_text())
+    assert document["stopped"]["rule"] == "interrupted"
+    cut = document["steps"][-1]
+    assert cut["level"] == 4 and cut["exit_code"] == 130 and cut["requests"], cut  # it has figures, partial ones
+    assert document["best"] is None or document["best"]["level"] == 1  # the cut step is never the best
+
+    resumed = subprocess.run(
+        [sys.executable, "-m", "inferload.cli", "sweep", str(path), *options, "--resume"],
+        cwd=REPO,
+        env=python_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    document = json.loads((out / "sweep.json").read_text())
+    assert [step["level"] for step in document["steps"]] == [1, 4]  # step 2 ran again, to its end
+    assert all(step["exit_code"] == 0 for step in document["steps"]), document["steps"]
+    assert document["stopped"]["rule"] != "interrupted"

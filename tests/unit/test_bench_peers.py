@@ -1,0 +1,147 @@
+"""The bench's pure parts: the peer tools' output parsers (on captures saved from real runs against
+the reference server, tests/captures/peers/), difference over difference, and issue 20's goal rows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.goals import goal_rows, goals_section
+from bench.peer_output import PeerOutputError, parse_aiperf, parse_h2load, parse_hey, parse_wrk
+from bench.peers import cost_from_pair, residual
+
+CAPTURES = Path(__file__).parents[1] / "captures" / "peers"
+
+
+def capture(name: str) -> str:
+    return (CAPTURES / name).read_text()
+
+
+def test_h2load_saturation_capture() -> None:
+    report = parse_h2load(capture("h2load.txt"))
+    assert (report.succeeded, report.failed) == (6456, 0)
+    assert report.mean_ms == pytest.approx(2.45)  # "time for request": min max MEAN sd
+
+
+def test_h2load_paced_capture_reads_microseconds() -> None:
+    report = parse_h2load(capture("h2load_rps.txt"))
+    assert report.succeeded == 200
+    assert report.mean_ms == pytest.approx(0.459)
+
+
+def test_h2load_cannot_see_grpc_failures() -> None:
+    """The server failed a quarter of these calls (grpc-status in the trailers); h2load counts
+    HTTP 200s: why the bench counts requests on the server."""
+    report = parse_h2load(capture("h2load_grpc_failures.txt"))
+    assert (report.succeeded, report.failed) == (400, 0)
+
+
+def test_wrk_capture() -> None:
+    report = parse_wrk(capture("wrk.txt"))
+    assert (report.succeeded, report.failed) == (16281, 0)
+    assert report.mean_ms == pytest.approx(1.49)
+
+
+def test_wrk_non_2xx_are_failures() -> None:
+    report = parse_wrk(capture("wrk_failures.txt"))
+    assert report.failed == 1784
+    assert report.succeeded == 7302 - 1784
+
+
+def test_hey_capture() -> None:
+    report = parse_hey(capture("hey.txt"))
+    assert (report.succeeded, report.failed) == (5475, 0)
+    assert report.mean_ms == pytest.approx(2.9)
+
+
+def test_hey_paced_capture() -> None:
+    report = parse_hey(capture("hey_rate.txt"))
+    assert report.succeeded > 0 and report.failed == 0
+    assert report.mean_ms is not None and report.mean_ms > 0
+
+
+def test_hey_statuses_and_transport_errors() -> None:
+    failures = parse_hey(capture("hey_failures.txt"))
+    assert (failures.succeeded, failures.failed) == (288, 112)
+    refused = parse_hey(capture("hey_refused.txt"))
+    assert (refused.succeeded, refused.failed, refused.mean_ms) == (0, 20, None)
+
+
+@pytest.mark.parametrize("parse", [parse_h2load, parse_wrk, parse_hey, parse_aiperf])
+def test_output_without_its_summary_is_an_error(parse: Any) -> None:
+    with pytest.raises(PeerOutputError):
+        parse("connection refused\n")
+
+
+def run(requests: int, cpu_s: float, wall_s: float) -> dict[str, Any]:
+    return {"server_requests": requests, "cpu_s": cpu_s, "wall_s": wall_s}
+
+
+def test_difference_over_difference_cancels_start_up() -> None:
+    # 0.5 s of start-up CPU and 1 s of start-up wall in both; 20 µs per request; 10,000 req/s
+    short, long = run(10_000, 0.5 + 0.2, 1 + 1), run(90_000, 0.5 + 1.8, 1 + 9)
+    assert cost_from_pair(short, long) == {"us_per_request": 20.0, "rps": 10_000.0}
+
+
+def test_difference_with_noise_larger_than_the_requests_says_so() -> None:
+    figures = cost_from_pair(run(1000, 6.7, 30), run(3000, 6.0, 31))
+    assert figures["us_per_request"] is None and "noise" in figures["note"]
+    assert cost_from_pair(run(1000, 1, 2), run(1000, 2, 3))["us_per_request"] is None
+
+
+def test_residual_needs_both_means() -> None:
+    assert residual({"tool_mean_ms": 0.75, "server_mean_ms": 0.5}) == 0.25
+    assert residual({"tool_mean_ms": None, "server_mean_ms": 0.5}) is None
+
+
+def results_with(engine_grpc: dict[str, Any], h2load: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    table = {"inferload engine (grpc)": engine_grpc, "h2load": h2load}
+    return {
+        "machine": {"cpu_model": "x", "usable_cores": 2, "load_average_at_start": [1.0, 1.0, 1.0]},
+        "peers": {"servers": {"triton": {"table": table}, "reference": {"table": table, **extra}}},
+    }
+
+
+def verdicts(results: dict[str, Any]) -> dict[str, bool | None]:
+    return {row.goal: row.met for row in goal_rows(results)}
+
+
+def test_goals_met_missed_and_not_measured() -> None:
+    results = results_with(
+        {"residual_ms": 0.2, "us_per_request": 20.0, "send_lag_p99_ms": 0.05, "achieved_ratio": 1.001},
+        {"residual_ms": 0.26, "us_per_request": 8.0},
+    )
+    got = verdicts(results)
+    assert got["Fidelity, grpc: engine's mean − Triton's mean request at 200 req/s"] is True
+    assert got["Pacing: engine's send-lag p99 at 200 req/s (reference server)"] is True
+    assert got["Pacing: achieved / configured rate at 200 req/s"] is True
+    assert got["Cost, grpc: engine's client CPU per request at saturation (reference server)"] is True  # 2.5x h2load
+    assert got["Fidelity, http: engine's mean − Triton's mean request at 200 req/s"] is None
+    assert got["Scale-out: engine, `--workers 2` / one process (reference server, saturated)"] is None
+
+
+def test_goals_missed_on_the_peer_ratio_alone() -> None:
+    """Under 25 µs but more than 3x h2load; under 0.25 ms but above h2load's residual: missed."""
+    results = results_with(
+        {"residual_ms": 0.2, "us_per_request": 24.0, "send_lag_p99_ms": 0.2, "achieved_ratio": 0.99},
+        {"residual_ms": 0.15, "us_per_request": 7.0},
+        pacing_80pct={"rate_rps": 8000, "send_lag_ms": {"p99": 0.3}, "achieved_ratio": 0.996},
+    )
+    results["peers"]["scale_out"] = {"speedup_2_vs_1": 1.85}
+    got = verdicts(results)
+    assert got["Fidelity, grpc: engine's mean − Triton's mean request at 200 req/s"] is False
+    assert got["Cost, grpc: engine's client CPU per request at saturation (reference server)"] is False
+    assert got["Pacing: engine's send-lag p99 at 200 req/s (reference server)"] is False
+    assert got["Pacing: achieved / configured rate at 200 req/s"] is False
+    assert got["Pacing: engine's send-lag p99 at 80 % of its own ceiling (reference server)"] is False
+    assert got["Pacing: achieved / configured rate at 80 %"] is True
+    assert got["Scale-out: engine, `--workers 2` / one process (reference server, saturated)"] is True
+
+
+def test_goals_section_names_the_machine() -> None:
+    lines = goals_section(results_with({}, {}))
+    assert lines[0] == "## Issue 20's goals in this run"
+    assert "x, 2 cores, load average 1.0" in lines[2]
+    assert any("not measured" in line for line in lines)

@@ -1,0 +1,173 @@
+"""calibration.json (`inferload.results.calibration`): its reader, where the latest lives, the
+roofline from case results, and the run's start warning (`inferload.results.calibration`)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from inferload.calibrate.command import roofline_of
+from inferload.errors import ConfigFileError
+from inferload.measure.receive_shift import RECEIVE_SHIFT_ENV, receive_shift_us
+from inferload.results.calibration import (
+    Bounds,
+    Calibration,
+    CaseResult,
+    PercentileError,
+    Roofline,
+    calibration_at_start,
+    default_calibration_path,
+    latest_calibration,
+    latest_calibration_path,
+    peak_rate_rps,
+    read_calibration,
+)
+from tests.support.scenario_factory import scenario, tiny_target
+
+
+def case(protocol: str, rate: float | None, within: bool, processes: int = 1) -> CaseResult:
+    p = PercentileError(measured_ms=2.1, true_ms=2.0, error_us=100.0, error_pct=5.0, within=within)
+    return CaseResult(
+        name=f"{protocol}-{rate}",
+        protocol=protocol,
+        target_kind=f"kserve-v2-{protocol}",
+        loop="closed" if rate is None else "open",
+        law_name="fixed",
+        law={"law": "fixed", "ms": 2.0},
+        users=8 if rate is None else None,
+        configured_rps=rate,
+        processes=processes,
+        requests=100,
+        server_records=100,
+        failures=0,
+        throughput_rps=rate or 500.0,
+        percentiles={k: p for k in ("p50", "p90", "p99", "p999")},
+        achieved_rps=rate,
+        rate_error_pct=0.0 if rate else None,
+        send_lag_ms={"p50": 0.01, "p99": 0.05, "max": 0.1} if rate else None,
+        unsent=0 if rate else None,
+        cpu_us_per_request=40.0,
+        within_bounds=within,
+        misses=[] if within else ["p99 off"],
+    )
+
+
+def certificate(grpc_roofline: float | None = 400.0, transport: str = "native") -> Calibration:
+    roof = Roofline(
+        rps_per_process=grpc_roofline,
+        first_failing_rps_per_process=800.0,
+        tested_rps_per_process=[100, 400, 800],
+        ceiling_rps_per_process=2000.0,
+    )
+    return Calibration(
+        schema_="inferload-calibration/1",
+        created_at="2026-12-01T12:00:00+00:00",
+        elapsed_s=50.0,
+        quick=True,
+        transport=transport,
+        processes=1,
+        machine={"hostname": "h", "cpus": 2},
+        versions={"python": "3.11"},
+        bounds=Bounds(),
+        floor={"fixed": {"grpc": {"samples": 300, "p50_us": 60.0, "p90_us": 80.0, "p99_us": 120.0}}, "method": {"text": "probe"}},
+        cases=[case("grpc", 400.0, True)],
+        roofline={"grpc": roof, "http": roof.model_copy(update={"rps_per_process": 300.0})},
+        goals=[],
+    )
+
+
+def test_a_certificate_reads_back_as_written(tmp_path: Path) -> None:
+    path = tmp_path / "calibration.json"
+    path.write_text(certificate().to_json())
+    data = json.loads(path.read_text())
+    assert data["schema"] == "inferload-calibration/1" and "schema_" not in data
+    read = read_calibration(path)
+    assert read == certificate()
+    assert read.roofline_rps_per_process("grpc") == 400.0 and read.roofline_rps_per_process("http") == 300.0
+    assert read.roofline_rps_per_process("other") is None
+    assert read.floor_of("fixed", "grpc") == {"samples": 300, "p50_us": 60.0, "p90_us": 80.0, "p99_us": 120.0}
+    assert read.floor_of("none", "grpc") is None
+
+
+def test_a_bad_certificate_names_the_file_and_the_key(tmp_path: Path) -> None:
+    path = tmp_path / "calibration.json"
+    data: dict[str, Any] = json.loads(certificate().to_json())
+    path.write_text(json.dumps({**data, "schema": "inferload-calibration/2"}))
+    with pytest.raises(ConfigFileError, match=r"calibration.json: schema: expected 'inferload-calibration/1'"):
+        read_calibration(path)
+    del data["roofline"]
+    path.write_text(json.dumps(data))
+    with pytest.raises(ConfigFileError, match=r"calibration.json: roofline: Field required"):
+        read_calibration(path)
+    path.write_text("{")
+    with pytest.raises(ConfigFileError, match="expected JSON"):
+        read_calibration(path)
+
+
+def test_the_latest_certificate_is_named_by_the_environment_or_lives_in_the_home(tmp_path: Path) -> None:
+    assert default_calibration_path({"INFERLOAD_HOME": str(tmp_path)}) == tmp_path / "calibration.json"
+    assert default_calibration_path({"HOME": "/home/u"}) == Path("/home/u/.cache/inferload/calibration.json")
+    assert latest_calibration_path({"INFERLOAD_CALIBRATION": "none", "INFERLOAD_HOME": str(tmp_path)}) is None
+    assert latest_calibration({"INFERLOAD_HOME": str(tmp_path)}) is None  # none written yet: nothing applies
+    (tmp_path / "calibration.json").write_text(certificate().to_json())
+    found = latest_calibration({"INFERLOAD_HOME": str(tmp_path)})
+    assert found is not None and found[0] == tmp_path / "calibration.json"
+    with pytest.raises(ConfigFileError, match="cannot be read"):  # a file named outright must exist
+        latest_calibration({"INFERLOAD_CALIBRATION": str(tmp_path / "missing.json")})
+
+
+def test_the_roofline_is_the_highest_rate_below_the_first_miss() -> None:
+    results = [
+        case("grpc", None, False),
+        case("grpc", 800.0, True),
+        case("grpc", 100.0, True),
+        case("grpc", 400.0, False),
+        case("http", 200.0, False),
+        case("grpc", 1600.0, True, processes=2),
+    ]
+    roof = roofline_of(results, "grpc", 2000.0)
+    # 800/1 passed but came after the miss at 400: the roofline is contiguous from the lowest rate
+    assert roof.rps_per_process == 100.0 and roof.first_failing_rps_per_process == 400.0
+    assert roof.tested_rps_per_process == [100.0, 400.0, 800.0, 800.0] and roof.ceiling_rps_per_process == 2000.0
+    http = roofline_of(results, "http", None)
+    assert http.rps_per_process is None and http.first_failing_rps_per_process == 200.0
+
+
+def test_a_run_above_the_roofline_is_warned_at_start(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    (tmp_path / "calibration.json").write_text(certificate().to_json())
+    env = {"INFERLOAD_HOME": str(tmp_path)}
+    fast = scenario({"kind": "constant-rate", "rate": 1000}, targets=[tiny_target("t", "triton-grpc", "127.0.0.1:8001")])
+    with caplog.at_level(logging.WARNING, logger="inferload.results.calibration"):
+        applied = calibration_at_start(fast, processes=1, transport="native", environ=env)
+    assert applied is not None and applied["above_roofline"] == ["grpc"] and applied["configured_rps_per_process"] == 1000.0
+    assert "the generator, not the server, would be the limit at this rate: add workers" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="inferload.results.calibration"):  # three processes share it: below
+        applied = calibration_at_start(fast, processes=3, transport="native", environ=env)
+    assert applied is not None and applied["above_roofline"] == [] and not caplog.text
+    closed = scenario({"kind": "steady", "users": 64})
+    assert peak_rate_rps(closed.shape) is None
+    with caplog.at_level(logging.WARNING, logger="inferload.results.calibration"):
+        applied = calibration_at_start(closed, processes=1, transport="python", environ=env)
+    assert applied is not None and applied["configured_rps_per_process"] is None
+    assert "certified the native transport; this run uses the python transport" in caplog.text
+    assert calibration_at_start(fast, 1, "native", {"INFERLOAD_HOME": str(tmp_path / "empty")}) is None
+
+
+def test_the_receive_shift_is_whole_microseconds_or_nothing() -> None:
+    assert receive_shift_us({RECEIVE_SHIFT_ENV: "200"}) == 200
+    assert receive_shift_us({}) == 0
+    assert receive_shift_us({RECEIVE_SHIFT_ENV: "-5"}) == 0 and receive_shift_us({RECEIVE_SHIFT_ENV: "x"}) == 0
+
+
+def test_a_bad_calibrate_option_exits_2_naming_it() -> None:
+    from tests.support.cli import inferload
+
+    done = inferload("calibrate", "--protocols", "grpc,udp", timeout_s=60)
+    assert done.returncode == 2 and "--protocols: expected a comma list of grpc, http; got 'grpc,udp'" in done.stderr
+    done = inferload("calibrate", "--bound-us", "-1", timeout_s=60)
+    assert done.returncode == 2 and "--bound-us: expected 0 or more" in done.stderr

@@ -1,0 +1,255 @@
+"""The capacity search without a server: its decisions, its curve, its boundary and interval, the
+binding constraint, cliffs, verification and where it measures next, against a simulated queue whose
+truth is known (tests/support/queue_sim.py: N slots, FIFO, fixed service time). Every draw is seeded,
+so these cannot flip."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from inferload.tune.capacity import (
+    FAIL,
+    PASS,
+    UNSURE,
+    Bounds,
+    CapacitySearch,
+    NextRun,
+    RunEvidence,
+    SearchEnd,
+    judge,
+    next_run,
+    search_capacity,
+    verification_rates,
+    verify_runs,
+)
+from inferload.tune.capacity_stats import histogram_of
+from tests.support.queue_sim import simulate_run, true_boundary
+
+SLOTS, SERVICE_MS, BOUND_MS = 4, 10.0, 30.0
+BOUNDS = Bounds({"p99_ms": BOUND_MS})
+
+
+def simulated(seed: int, windows: int = 4, **extra: object):
+    rng = np.random.default_rng(seed)
+    tried: list[tuple[float, str]] = []
+
+    def measure(rate: float, role: str) -> RunEvidence:
+        tried.append((rate, role))
+        return simulate_run(rate, SLOTS, SERVICE_MS, rng, windows=windows, step=len(tried), **extra)  # type: ignore[arg-type]
+
+    return measure, tried
+
+
+def test_a_rate_passes_only_under_the_bound_and_fails_only_over_it():
+    rng = np.random.default_rng(1)
+    runs = [simulate_run(rate, SLOTS, SERVICE_MS, rng, windows=4) for rate in (100, 300, 400)]
+    levels = judge(runs, BOUNDS).levels
+    assert [level.verdict for level in levels] == [PASS, UNSURE, FAIL]
+    p99 = levels[1].metric("p99_ms")
+    assert p99 is not None and p99.low <= BOUND_MS < p99.high  # 300 req/s is within the noise of the bound
+
+
+@pytest.mark.parametrize("seed", [11, 12, 13])
+def test_the_interval_contains_the_known_boundary(seed: int):
+    """M/D/4 at 10 ms, p99 <= 30 ms: the truth is 305 req/s (a long simulation). Poisson arrivals, 4
+    windows of 1 s per run, precision 10 %."""
+    truth = true_boundary(SLOTS, SERVICE_MS, BOUND_MS)
+    measure, tried = simulated(seed)
+    answer = search_capacity(measure, CapacitySearch(start_rps=100, precision_pct=10), BOUNDS)
+    boundary = answer.judgement.boundary
+    assert boundary.low_rps <= truth <= boundary.high_rps, (boundary, answer.end)
+    assert boundary.estimate_rps is not None and abs(boundary.estimate_rps / truth - 1) < 0.1
+    assert boundary.binding == "p99_ms" and "p99 ≤ 30 ms" in (boundary.binding_words or "")
+    assert [rate for rate, _ in tried[:3]] == [100, 200, 400]  # bracketing: doubled while it passed
+    assert len([r for r in tried if r[1] == "search"]) <= 12
+
+
+def test_a_search_verifies_its_answer_below_and_above():
+    """Evenly spaced arrivals: the boundary is sharp (400 req/s), so 0.9x must pass and 1.1x fail."""
+    measure, tried = simulated(21, windows=4, poisson=False)
+    answer = search_capacity(measure, CapacitySearch(start_rps=100, precision_pct=10), BOUNDS)
+    boundary = answer.judgement.boundary
+    checks = [rate for rate, role in tried if role == "verify"]
+    assert checks == [rate for _, rate in verification_rates(boundary)]
+    assert checks[0] <= 0.9 * (boundary.estimate_rps or 0) + 1e-3 and checks[1] >= 1.1 * (boundary.estimate_rps or 0) - 1e-3
+    verification = answer.verification
+    assert verification is not None and verification.verified is True, verification
+    assert verification.words().startswith("verified: 0.") and "meets the SLO" in verification.words()
+    assert boundary.low_rps <= 400 <= boundary.high_rps
+
+
+def test_a_verification_that_goes_the_wrong_way_says_so():
+    rng = np.random.default_rng(22)
+    boundary = judge([simulate_run(rate, SLOTS, SERVICE_MS, rng, poisson=False) for rate in (380, 420)], BOUNDS).boundary
+    wrong = [simulate_run(rate, SLOTS, SERVICE_MS, rng, poisson=False) for rate in (300, 350)]  # "above" at 350 passes
+    verification = verify_runs(wrong, boundary, BOUNDS)
+    assert verification.verified is False and verification.words().startswith("NOT verified")
+    assert "meets it too" in verification.words()
+
+
+def test_a_cliff_is_said_as_such():
+    """Evenly spaced arrivals on 4 slots of 10 ms: 10 ms until 400 req/s, then the queue grows without bound."""
+    rng = np.random.default_rng(3)
+    runs = [simulate_run(rate, SLOTS, SERVICE_MS, rng, windows=4, poisson=False) for rate in (200, 380, 420)]
+    boundary = judge(runs, BOUNDS).boundary
+    assert boundary.cliff is not None and "a cliff: p99 jumps" in boundary.cliff and "between 380 and 420" in boundary.cliff
+    assert boundary.low_rps == 380 and boundary.high_rps == 420
+    assert boundary.estimate_rps == 400  # across a cliff, interpolating means nothing: the midpoint
+
+
+def test_a_rate_that_failed_below_one_that_passed_is_measured_again():
+    rng = np.random.default_rng(4)
+    stalled = simulate_run(150, SLOTS, SERVICE_MS, rng, windows=4, stall_ms=400.0, stall_chance=1.0, step=2)
+    runs = [simulate_run(100, SLOTS, SERVICE_MS, rng, step=1), stalled, simulate_run(250, SLOTS, SERVICE_MS, rng, step=3)]
+    judgement = judge(runs, BOUNDS)
+    assert [level.verdict for level in judgement.levels][1:] == [FAIL, PASS]
+    step = next_run(judgement, CapacitySearch(start_rps=100), len(runs))
+    assert isinstance(step, NextRun) and step.rate == 150 and "measured again" in step.why
+
+
+def test_a_hard_constraint_binds_when_it_comes_first():
+    rng = np.random.default_rng(5)
+    runs = [
+        simulate_run(100, SLOTS, SERVICE_MS, rng),
+        RunEvidence(200, simulate_run(200, SLOTS, SERVICE_MS, rng).windows, (("memory", "server memory 900 MiB > 800 MiB"),)),
+    ]
+    boundary = judge(runs, BOUNDS).boundary
+    assert boundary.binding == "memory" and "server memory 900 MiB > 800 MiB" in (boundary.binding_words or "")
+    assert (boundary.highest_pass_rps, boundary.first_over_rps) == (100, 200)
+
+
+def test_errors_bind_when_the_latency_is_fine():
+    rng = np.random.default_rng(6)
+    quick = [histogram_of(rng.lognormal(1.0, 0.2, 500)) for _ in range(4)]
+    failing = [histogram_of(rng.lognormal(1.0, 0.2, 450), failures=50) for _ in range(4)]
+    boundary = judge([RunEvidence(100, tuple(quick)), RunEvidence(200, tuple(failing))], BOUNDS).boundary
+    assert boundary.binding == "error_rate" and "errors ≤ 1.00%" in (boundary.binding_words or "")
+
+
+def test_the_generator_ends_the_search_with_a_lower_bound():
+    rng = np.random.default_rng(7)
+
+    def measure(rate: float, role: str) -> RunEvidence:
+        run = simulate_run(rate, SLOTS, SERVICE_MS, rng)
+        return RunEvidence(run.rate, run.windows, generator="the client used 0.95 cores" if rate >= 200 else None)
+
+    answer = search_capacity(measure, CapacitySearch(start_rps=100), BOUNDS)
+    assert answer.end.reason == "generator" and "at 200 req/s: the client used 0.95 cores" in answer.end.words
+    assert answer.judgement.boundary.high_rps == math.inf and answer.judgement.boundary.highest_pass_rps == 100
+
+
+def test_no_rate_above_the_calibrated_ceiling_is_offered():
+    measure, tried = simulated(8)
+    answer = search_capacity(measure, CapacitySearch(start_rps=100, ceiling_rps=150, verify=False), BOUNDS)
+    assert max(rate for rate, _ in tried) == 150 and answer.end.reason == "ceiling"
+
+
+def test_a_search_with_no_passing_rate_says_so():
+    measure, tried = simulated(9)
+    answer = search_capacity(measure, CapacitySearch(start_rps=3200, min_share=1 / 8), Bounds({"p99_ms": 5.0}))
+    assert answer.end.reason == "no-pass" and answer.verification is None
+    assert [rate for rate, _ in tried] == [3200, 1600, 800, 400]
+
+
+def test_a_resumed_search_carries_on_from_its_runs():
+    """Stopped after 3 runs and resumed with them, it measures what an uninterrupted search would."""
+    measure, tried = simulated(10)
+    first = search_capacity(measure, CapacitySearch(start_rps=100, max_steps=3, verify=False), BOUNDS)
+    assert first.end.reason == "steps" and len(tried) == 3
+    resumed = search_capacity(measure, CapacitySearch(start_rps=100, max_steps=6, verify=False), BOUNDS, first.runs)
+    whole_measure, whole = simulated(10)
+    search_capacity(whole_measure, CapacitySearch(start_rps=100, max_steps=6, verify=False), BOUNDS)
+    assert len(resumed.runs) == 6 and tried == whole
+
+
+def test_the_search_stops_when_the_interval_is_within_the_precision():
+    judgement = judge(
+        [
+            simulate_run(rate, SLOTS, SERVICE_MS, np.random.default_rng(int(rate)), windows=4, poisson=False)
+            for rate in (380, 420)
+        ],
+        BOUNDS,
+    )
+    step = next_run(judgement, CapacitySearch(start_rps=100, precision_pct=15), 2)
+    assert isinstance(step, SearchEnd) and step.reason == "precision"
+    step = next_run(judgement, CapacitySearch(start_rps=100, precision_pct=5), 2)
+    assert isinstance(step, NextRun) and 380 < step.rate < 420
+
+
+def test_a_run_the_generator_stalled_is_left_out_and_measured_again():
+    """A stall of the client's machine (send lag with free senders) says nothing of the server."""
+    rng = np.random.default_rng(30)
+    stalled_once: set[float] = set()
+
+    def measure(rate: float, role: str) -> RunEvidence:
+        run = simulate_run(rate, SLOTS, SERVICE_MS, rng, windows=4, poisson=False, stall_ms=300.0, stall_chance=0.0)
+        if rate == 200 and rate not in stalled_once:
+            stalled_once.add(rate)
+            stalled = simulate_run(rate, SLOTS, SERVICE_MS, rng, windows=4, poisson=False, stall_ms=400.0, stall_chance=1.0)
+            return RunEvidence(rate, stalled.windows, invalid="send lag p99 212 ms > 37.5 ms while senders were free")
+        return run
+
+    answer = search_capacity(measure, CapacitySearch(start_rps=100, precision_pct=10, verify=False), BOUNDS)
+    levels = {level.rate: level for level in answer.judgement.levels}
+    assert levels[200].runs == 1 and levels[200].verdict == PASS  # the stalled run is not in it
+    assert len([run for run in answer.runs if run.rate == 200]) == 2
+    assert answer.judgement.boundary.low_rps <= 400 <= answer.judgement.boundary.high_rps
+
+
+def test_a_rate_the_generator_cannot_send_on_time_ends_the_search():
+    rng = np.random.default_rng(31)
+
+    def measure(rate: float, role: str) -> RunEvidence:
+        run = simulate_run(rate, SLOTS, SERVICE_MS, rng)
+        return RunEvidence(run.rate, run.windows, invalid="send lag p99 90 ms > 20 ms" if rate >= 200 else None)
+
+    answer = search_capacity(measure, CapacitySearch(start_rps=100), BOUNDS)
+    assert answer.end.reason == "generator" and "at 200 req/s: 3 runs in a row" in answer.end.words
+
+
+def test_late_arrivals_are_the_servers_when_it_did_not_keep_up():
+    """Send lag with senders to spare is the client's stall, unless the server fell behind the rate."""
+    from inferload.tune.capacity_steps import generator_lag
+    from inferload.tune.step import StepResult
+    from inferload.tune.stop_rules import StopRules
+
+    rules = StopRules(slo={"p99_ms": 150.0}, max_send_lag_p99_ms=20.0)
+    common = {"requests": 800, "error_rate": 0.0, "p99_ms": 90.0, "arrivals": 800, "unsent": 0, "max_in_flight": 128}
+    stalled = StepResult(
+        1, 200, 0, 10.0, "r", achieved_rps=198.0, p50_ms=25.0, send_lag_p50_ms=1.0, send_lag_p99_ms=80.0, **common
+    )
+    assert generator_lag(stalled, rules) == "send lag p99 80.0 ms > 37.5 ms while senders were free"
+    behind = StepResult(
+        2,
+        200,
+        0,
+        10.0,
+        "r",
+        achieved_rps=164.0,
+        p50_ms=560.0,
+        send_lag_p50_ms=30.0,
+        send_lag_p99_ms=480.0,
+        p50_trend=2.2,
+        **common,
+    )
+    assert generator_lag(behind, rules) is None
+
+
+def test_a_verification_that_goes_the_other_way_takes_its_runs_into_the_answer():
+    """The server got slower between the search and its check (a busy machine): 4 slots of 10 ms while
+    searching, 4 of 13 ms when verified. The answer says so and its fit takes the checks in."""
+    rng = np.random.default_rng(40)
+
+    def measure(rate: float, role: str) -> RunEvidence:
+        service = SERVICE_MS if role == "search" else 13.0
+        return simulate_run(rate, SLOTS, service, rng, windows=4, poisson=False)
+
+    answer = search_capacity(measure, CapacitySearch(start_rps=100, precision_pct=10), BOUNDS)
+    assert answer.verification is not None and answer.verification.verified is False
+    assert answer.refit and answer.searched is not None
+    below = answer.verification.runs[0].level.rate
+    assert answer.judgement.boundary.low_rps < below  # the fail below the old boundary is in the fit
+    assert answer.searched.low_rps <= 400 <= answer.searched.high_rps
