@@ -6,8 +6,7 @@ SPEC_JSON holds a `MeasureSpec` (variant, addresses, users, rate or closed loop,
 requests to warm up and to measure, server pids to watch, Triton statistics, InfluxDB). The
 process runs Locust as a library (LocalRunner, the same greenlets as `locust --headless`),
 waits out the warm-up, and then reads its own CPU accounting (`getrusage(RUSAGE_SELF)`: all
-threads, gRPC's C threads included) plus its child processes' (psutil: the gRPC call process of
-``INFERLOAD_GRPC_CALLS=process`` is the client's cost), the servers' CPU (psutil, process trees), the machine's
+threads, gRPC's C threads and the native engine's included) plus its child processes' (psutil), the servers' CPU (psutil, process trees), the machine's
 idle time and Locust's request totals at the start and at the end of the measured span.
 A request counter is polled, never hooked, so measuring adds no per-request cost.
 """
@@ -38,10 +37,10 @@ from bench.plain_users import PlainFastHttpUser, PlainTritonGrpcUser, triton_inf
 
 VARIANTS = (
     "grpc-inferload",
-    "grpc-inferload-native",  # the same user with native-thread calls (INFERLOAD_GRPC_CALLS=native)
-    "grpc-inferload-process",  # the same user with a call process (INFERLOAD_GRPC_CALLS=process)
+    "grpc-inferload-python",  # the same user on the Python transport (INFERLOAD_TRANSPORT=python)
     "grpc-plain",
     "http-inferload",
+    "http-inferload-python",
     "http-plain",
     "rest-inferload",
     "rest-plain",
@@ -94,9 +93,8 @@ class Measurement:
     server_avg_batch_size: float | None = None
     streaming: dict[str, Any] | None = None
     errors: list[str] = field(default_factory=list)
-    #: the part of client_cpu_us_per_request spent in child processes (the gRPC call process)
+    #: the part of client_cpu_us_per_request spent in child processes (none today)
     client_children_cpu_us_per_request: float = 0.0
-    call_process_batching: dict[str, Any] | None = None
 
 
 def _input_array(spec: MeasureSpec) -> np.ndarray:
@@ -219,7 +217,7 @@ class _Mark:
 
 
 def _mark(env: Environment, spec: MeasureSpec) -> _Mark:
-    from inferload.servermetrics import snapshots as server_stats
+    from inferload.servermetrics import readers as server_stats
 
     triton = None
     if spec.triton_stats:
@@ -249,23 +247,28 @@ def _measured_enough(env: Environment, spec: MeasureSpec, start: _Mark) -> bool:
 
 def measure(spec: MeasureSpec) -> Measurement:
     streaming = None
-    if spec.variant in ("grpc-inferload-native", "grpc-inferload-process"):
-        from inferload.users.native_calls import CALLS_ENV
+    if spec.variant.endswith("-python"):
+        from inferload.users.engine import TRANSPORT_ENV
 
-        os.environ[CALLS_ENV] = spec.variant.rsplit("-", 1)[1]
+        os.environ[TRANSPORT_ENV] = "python"
     if "-inferload" in spec.variant:
-        from inferload.measure.run_record import RunRecorder
+        from inferload.run.recorder import RunRecorder
 
         cls, scenario = inferload_user_class(spec)
         env = Environment(user_classes=[cls])
+        from inferload.users.engine import assign_engine
+
+        engine = assign_engine(env, [cls], scenario.window)  # before the recorder, as a run wires it
         recorder = RunRecorder(env, scenario.warmup, scenario.window)
+        if engine is not None:
+            engine.attach(recorder.record, None, scenario.warmup)
         if spec.influx_url:
+            from inferload.observe.influx_export import InfluxExport
             from inferload.observe.sink import settings_from_mapping
-            from inferload.observe.streaming import StreamingListener
 
             settings = settings_from_mapping({"url": spec.influx_url, "database": "bench"}, environ={})
             assert settings is not None  # a URL was given
-            streaming = StreamingListener(env, recorder.record, scenario, settings, run_id=lambda: "bench")
+            streaming = InfluxExport(env, recorder.record, scenario, settings, run_id=lambda: "bench")
     else:
         env = Environment(user_classes=[plain_user_class(spec)])
     runner = env.create_local_runner()
@@ -277,28 +280,13 @@ def measure(spec: MeasureSpec) -> Measurement:
     while not _measured_enough(env, spec, start) and time.perf_counter() < deadline:
         gevent.sleep(POLL_S)
     end = _mark(env, spec)
-    batching = _call_process_batching(env.user_classes[0])
     runner.quit()
     stream_stats = streaming.close() if streaming is not None else None
-    result = _summarise(spec, start, end, stream_stats)
-    result.call_process_batching = batching
-    return result
-
-
-def _call_process_batching(cls: type) -> dict[str, Any] | None:
-    """Requests per write and replies per read of the call process, warm-up included (process variant)."""
-    process = getattr(cls, "call_process_of_class", None)
-    if process is None or not process.writes or not process.batches_read:
-        return None
-    return {
-        "calls": process.calls,
-        "requests_per_write": round(process.calls / process.writes, 2),
-        "replies_per_read": round(process.calls / process.batches_read, 2),
-    }
+    return _summarise(spec, start, end, stream_stats)
 
 
 def _summarise(spec: MeasureSpec, start: _Mark, end: _Mark, stream_stats: dict[str, Any] | None) -> Measurement:
-    from inferload.servermetrics import snapshots as server_stats
+    from inferload.servermetrics import readers as server_stats
 
     wall = end.at - start.at
     requests = end.requests - start.requests

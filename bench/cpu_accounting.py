@@ -1,7 +1,7 @@
 """CPU accounting of a bench client process: its own, its children's, and server process trees.
 
-A gRPC call process (``INFERLOAD_GRPC_CALLS=process``) is a child of the client and its CPU is the
-client's cost, so `self_cpu` adds the live children's (psutil) to ``getrusage(RUSAGE_SELF)``.
+A client's child processes are the client's cost, so `self_cpu` adds the live children's (psutil) to
+``getrusage(RUSAGE_SELF)`` (which counts every thread: gRPC's and the native engine's).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def tree_cpu_s(pids: list[int]) -> float:
 
 
 def children_cpu() -> tuple[float, float]:
-    """This process's live children's CPU (user, system): a gRPC call process is the client's cost."""
+    """This process's live children's CPU (user, system): children are the client's cost."""
     user = system = 0.0
     for child in psutil.Process().children(recursive=True):
         try:

@@ -3,13 +3,9 @@
 In interleaved rounds, at a paced load (250 req/s, 4 users) and at saturation (closed loop,
 16 users), each in its own process:
 
-- ``grpc-inferload``: the Triton gRPC user as a run makes it (each call blocks its greenlet through
-  gRPC's own gevent integration, the default);
-- ``grpc-inferload-native``: the same user with ``INFERLOAD_GRPC_CALLS=native`` (a native thread
-  per user, completions handed to the hub in batches: `inferload.users.native_calls`);
-- ``grpc-inferload-process``: the same user with ``INFERLOAD_GRPC_CALLS=process`` (its calls made
-  by one `grpc.aio` call process outside gevent, requests and replies in batches over a
-  socketpair: `inferload.users.call_process`); the call process's CPU is charged to the client;
+- ``grpc-inferload``: the Triton gRPC user as a run makes it (the native engine when it is built);
+- ``grpc-inferload-python``: the same user on the Python transport (``INFERLOAD_TRANSPORT=python``:
+  each call blocks its greenlet through gRPC's own gevent integration);
 - ``grpc-plain``: Locust's documented gRPC user (interceptor + raw stub);
 - ``grpc-aio-ceiling``: `bench.grpc_ceiling`, a `grpc.aio` client with the same pre-built request
   and concurrency, no Locust, no gevent.
@@ -32,7 +28,7 @@ from typing import Any
 from bench.client import MeasureSpec
 from inferload.paths import REPO_ROOT
 
-VARIANTS = ("grpc-inferload", "grpc-inferload-native", "grpc-inferload-process", "grpc-plain", "grpc-aio-ceiling")
+VARIANTS = ("grpc-inferload", "grpc-inferload-python", "grpc-plain", "grpc-aio-ceiling")
 LOADS: dict[str, dict[str, Any]] = {
     "paced": {"users": 4, "rate_rps": 250.0, "requests": 2000},
     "saturation": {"users": 16, "rate_rps": None, "requests": 6000},
@@ -89,11 +85,6 @@ def send_path(
                     runs[load][variant].append(result)
     us = {load: {v: _median([r["client_cpu_us_per_request"] for r in rs]) for v, rs in by.items()} for load, by in runs.items()}
     rps = {load: {v: _median([r["rps"] for r in rs]) for v, rs in by.items()} for load, by in runs.items()}
-    # the call process's share of grpc-inferload-process's CPU per request
-    children_us = {
-        load: _median([r.get("client_children_cpu_us_per_request", 0.0) for r in by["grpc-inferload-process"]])
-        for load, by in runs.items()
-    }
 
     def ratio(load: str, a: str, b: str) -> float | None:
         x, y = us[load].get(a), us[load].get(b)
@@ -101,12 +92,8 @@ def send_path(
 
     ratios = {
         load: {
-            "native_vs_gevent_path": ratio(load, "grpc-inferload-native", "grpc-inferload"),
-            "native_vs_plain": ratio(load, "grpc-inferload-native", "grpc-plain"),
-            "native_vs_aio_ceiling": ratio(load, "grpc-inferload-native", "grpc-aio-ceiling"),
-            "process_vs_gevent_path": ratio(load, "grpc-inferload-process", "grpc-inferload"),
-            "process_vs_plain": ratio(load, "grpc-inferload-process", "grpc-plain"),
-            "process_vs_aio_ceiling": ratio(load, "grpc-inferload-process", "grpc-aio-ceiling"),
+            "inferload_vs_python_transport": ratio(load, "grpc-inferload", "grpc-inferload-python"),
+            "python_transport_vs_plain": ratio(load, "grpc-inferload-python", "grpc-plain"),
             "inferload_vs_plain": ratio(load, "grpc-inferload", "grpc-plain"),
             "inferload_vs_aio_ceiling": ratio(load, "grpc-inferload", "grpc-aio-ceiling"),
             "plain_vs_aio_ceiling": ratio(load, "grpc-plain", "grpc-aio-ceiling"),
@@ -118,7 +105,6 @@ def send_path(
         "rounds": rounds,
         "us_per_request_median": us,
         "rps_median": rps,
-        "call_process_us_per_request_median": children_us,
         "ratios": ratios,
         "runs": runs,
     }

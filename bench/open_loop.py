@@ -9,16 +9,15 @@ unsent arrivals, and the send lag (intended -> actual send time) percentiles.
 A Poisson run's arrival count is itself random: at R req/s over T s its standard deviation is
 sqrt(R T) (0.5 % of the count at 2,000/s over 20 s), so "achieved within 1 % of the configured
 rate" can be missed by the draw alone. The generator's own count for the seed is therefore
-replayed here (`inferload.traffic.arrivals.next_arrival` over the same steady window, with the seed
-derived exactly as `inferload.traffic.scheduler` derives it for process 0 of 1) and reported next to the
-run's: `achieved / expected` isolates the generator's error from the draw's randomness
+replayed here (the scenario's arrival law, `inferload.traffic.laws.law_for`, over the same steady
+window with the run's seed: every process draws that one stream) and reported next to the run's:
+`achieved / expected` isolates the generator's error from the draw's randomness
 (`expected / configured`).
 """
 
 from __future__ import annotations
 
 import json
-import random
 import resource
 import shutil
 import subprocess
@@ -33,7 +32,8 @@ import yaml
 from bench.profiles import summarise_collapsed
 from inferload.paths import LOCUSTFILE, REPO_ROOT
 from inferload.scenario.model import Scenario, is_open_loop
-from inferload.traffic.arrivals import INFINITY, next_arrival, rate_timeline
+from inferload.traffic.arrivals import SEED_MULTIPLIER
+from inferload.traffic.laws import law_for
 
 FRACTIONS = (0.5, 0.8)  # of item 2's gRPC closed-loop maximum
 KINDS = ("poisson", "constant-rate")
@@ -42,12 +42,11 @@ STEADY_S = 20
 SEED = 7
 MAX_IN_FLIGHT = 64  # senders (the shape's default); item 2 needs 16 closed-loop users for its maximum
 TARGET_NAME = "triton-grpc"
-#: the seed `ArrivalScheduler._run_target` uses for process `index` (here: 0 of 1 processes)
-SEED_MULTIPLIER = 1_000_003
 
 
-def process_seed(seed: int, process_index: int = 0) -> int:
-    return seed * SEED_MULTIPLIER + process_index
+def process_seed(seed: int, target_index: int = 0) -> int:
+    """The seed of a target's stream in `inferload.traffic.arrivals.RateLaw` (one target: index 0)."""
+    return seed * SEED_MULTIPLIER + target_index
 
 
 def scenario_data(kind: str, rate: float, address: str, model: str, seed: int = SEED) -> dict[str, Any]:
@@ -72,21 +71,10 @@ def scenario_data(kind: str, rate: float, address: str, model: str, seed: int = 
     }
 
 
-def expected_arrivals(scenario: Scenario, start: float, end: float, seed: int | None) -> int:
-    """How many arrivals the generator itself draws in [start, end) of run time, for this seed.
-
-    Replays `ArrivalScheduler._run_target` for a single target on process 0 of 1 (share 1.0).
-    """
+def expected_arrivals(scenario: Scenario, start: float, end: float, seed: int) -> int:
+    """How many arrivals the scenario's arrival law draws in [start, end) of run time, for this seed."""
     assert is_open_loop(scenario.shape), scenario.shape
-    timeline = rate_timeline(scenario.shape, scenario.duration)
-    rng = random.Random(None if seed is None else process_seed(seed))
-    count, t = 0, 0.0
-    while True:
-        t = next_arrival(timeline, t, 1.0, rng)
-        if t == INFINITY or t >= end:
-            return count
-        if t >= start:
-            count += 1
+    return sum(1 for arrival in law_for(scenario).arrivals(seed) if start <= arrival.t_s < end)
 
 
 def run_one(work_dir: Path, kind: str, rate: float, address: str, model: str, profile_to: Path | None = None) -> dict[str, Any]:
@@ -132,7 +120,7 @@ def run_one(work_dir: Path, kind: str, rate: float, address: str, model: str, pr
     steady_s = summary["steady_s"]
     scenario = Scenario.model_validate(data)
     seed = data["shape"].get("seed")
-    expected = expected_arrivals(scenario, WARMUP_S, WARMUP_S + steady_s, seed)
+    expected = expected_arrivals(scenario, WARMUP_S, WARMUP_S + steady_s, seed or 0)  # constant-rate draws nothing
     configured_count = ol["configured_rps"] * steady_s
     sent = ol["arrivals"] - ol["unsent"]
     idle = (machine_after.idle - machine_before.idle) + (

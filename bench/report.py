@@ -26,7 +26,8 @@ def machine_section(m: dict[str, Any]) -> list[str]:
         f"- CPU: {m['cpu_model']}, {m['usable_cores']} usable cores ({m['logical_cores']} logical), "
         f"{m['memory_gib']} GiB memory, {m['os']}",
         f"- Python {m['python']}; {packages}",
-        f"- load average at start: {', '.join(str(x) for x in m['load_average_at_start'])}",
+        f"- load average at start: {', '.join(str(x) for x in m['load_average_at_start'])}"
+        + (f"; at end: {', '.join(str(x) for x in m['load_average_at_end'])}" if m.get("load_average_at_end") else ""),
     ]
 
 
@@ -80,7 +81,7 @@ def fidelity_section(f: dict[str, Any], target_ms: float) -> list[str]:
     for row in f["loads"]:
         for variant, note in (
             ("grpc-inferload", ""),
-            ("grpc-inferload-native", " (native calls)"),
+            ("grpc-inferload-python", " (Python transport)"),
             ("grpc-plain", " (plain user)"),
         ):
             r = row.get(variant)
@@ -242,18 +243,90 @@ def profile_section(p: dict[str, Any]) -> list[str]:
     return lines
 
 
+def peers_section(p: dict[str, Any]) -> list[str]:
+    """Item 10: the side-by-side table, one per server, and the engine's pacing and scale-out."""
+    d = p["durations"]
+    lines = [
+        f"## 10. The peers side by side ({p['in_flight']} in flight at saturation; median of {p['rounds']} round(s))",
+        "",
+        f"Black box: CPU = the tool's process tree (wait4 rusage); requests = the server's own count; CPU per "
+        f"request and req/s = difference over difference of a {d['short_s']:g} s and a {d['long_s']:g} s run. "
+        f"Residual = the tool's own mean − the server's mean request duration in a {d['paced_s']:g} s run at "
+        f"{p['fidelity_rps']:g} req/s (wrk cannot pace). Load average {p['load_start'][0]} at the start"
+        + (f", {p['load_end'][0]} at the end." if p.get("load_end") else "."),
+    ]
+    if p.get("missing"):
+        lines += ["", "Not run: " + "; ".join(f"{tool} ({why})" for tool, why in p["missing"].items())]
+    for server, measured in p["servers"].items():
+        lines += ["", f"**{server}**", ""]
+        if "error" in measured:
+            lines.append(f"failed: {measured['error']}")
+            continue
+        lines += [
+            "| client | protocol | CPU µs / request | req/s saturated | residual at 200 req/s | send-lag p99 | failures |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for tool, row in measured["table"].items():
+            residual = row.get("residual_ms")
+            lag = row.get("send_lag_p99_ms")
+            lines.append(
+                f"| {tool} | {row['protocol']} | {_fmt(row['us_per_request'])} | {_fmt(row['rps'], 0)} | "
+                f"{'–' if residual is None else f'{residual:.3f} ms'} | {'–' if lag is None else f'{lag:.3f} ms'} | "
+                f"{row['failures']}{' (' + '; '.join(row['errors'][:2]) + ')' if row['errors'] else ''} |"
+            )
+        at_80 = measured.get("pacing_80pct")
+        if at_80:
+            lag = at_80.get("send_lag_ms") or {}
+            lines += [
+                "",
+                f"Engine at 80 % of its own ceiling ({at_80['ceiling_rps']:.0f} req/s): {at_80['rate_rps']} req/s, "
+                f"achieved ratio {at_80.get('achieved_ratio')}, send lag p50 {lag.get('p50')} / p99 {lag.get('p99')} "
+                f"/ max {lag.get('max')} ms.",
+            ]
+    scale = p.get("scale_out")
+    if scale:
+        rates = {tool: r.get("rps") for tool, r in scale["rps"].items()}
+        lines += [
+            "",
+            f"Scale-out ({scale['server']}): "
+            + ", ".join(f"{t} {v} req/s" for t, v in rates.items())
+            + f"; speedup {scale['speedup_2_vs_1']}.",
+        ]
+    return lines
+
+
 def render_markdown(results: dict[str, Any]) -> str:
     targets = results["targets"]
     lines = [
         f"# inferload bench {results['started_at']}",
         "",
-        *machine_section(results["machine"]),
-        "",
-        f"Model `{results['model']}` on the real local Triton and TorchServe (loopback).",
-        "",
         *goals_section(results, results.get("soak")),
         "",
+        *machine_section(results["machine"]),
+        "",
+        f"Model `{results['model']}` on the real local Triton (and TorchServe for items 1–7) and the reference server (loopback).",
+        "",
     ]
+    if results.get("item_errors"):
+        lines += [
+            "Items that failed (the others' figures are kept): "
+            + "; ".join(f"{k}: {v}" for k, v in results["item_errors"].items()),
+            "",
+        ]
+    if "peers" in results:
+        lines += [*peers_section(results["peers"]), ""]
+    if "traced_residual" in results:
+        t = results["traced_residual"]
+        if t.get("measured"):
+            r = t["residual_ms"]
+            lines += [
+                f"## 11. Traced per-request residual (engine, gRPC, Triton, {t['rate_rps']:g} req/s)",
+                "",
+                f"p50 {r['p50']} / p90 {r['p90']} / p99 {r['p99']} / max {r['max']} ms over {r['n']} joined requests.",
+                "",
+            ]
+        else:
+            lines += ["## 11. Traced per-request residual", "", f"not measured: {t.get('note')}", ""]
     if "client_cpu" in results:
         lines += [*client_cpu_section(results["client_cpu"], targets), ""]
     if "max_throughput" in results:

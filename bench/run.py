@@ -1,12 +1,16 @@
 """`make bench`: benchmarks of the load generator itself, against the real local servers.
 
-    python -m bench.run [--out DIR] [--rounds N] [--profile] [--items 1,2,3,4,5,7,8,9]
+    python -m bench.run [--quick] [--out DIR] [--rounds N] [--profile] [--items 10,11]
 
-Starts Triton and TorchServe (identity model, free loopback ports, a temporary state dir),
-measures every client variant in its own process, side by side and interleaved round by round,
-and writes `results/bench-<UTC time>/results.json` and `results.md`. Everything it starts is
-stopped before it returns. Runs in about 15 minutes on two cores (item 7, the data-set cost, about 3;
-item 8, the gRPC send path and scale-out, about 4; item 9, the trace join cost, about 6).
+Starts Triton (identity model, free loopback ports, a temporary state dir; TorchServe too when an
+item needs it), measures every client in its own process, side by side and interleaved round by
+round, and writes `results/bench-<UTC time>/results.json` and `results.md`; results.json is
+rewritten after every item, so an item that fails keeps what the others measured. Everything it
+starts is stopped before it returns. The default items are issue 20's: 10, the peers side by side
+(bench/peers.py: h2load, wrk, hey, grpc.aio, AIPerf where installed, inferload's engine and Python
+transport, against Triton and the reference server; pacing and scale-out) and 11, the engine's
+traced per-request residual at 200 req/s. Items 1–9 are issue 14's (`--items 1,2,...`).
+`--quick`: one round, short runs (a few minutes on a quiet machine).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -30,6 +35,7 @@ from bench.client import MeasureSpec
 from bench.fidelity_trace import traced_residual
 from bench.grpc_engine import scale_out, send_path
 from bench.open_loop import open_loop_accuracy
+from bench.peers import FIDELITY_RPS, FULL, QUICK, TritonCount, peers
 from bench.profiles import profile_variant
 from bench.report import render_markdown
 from bench.trace_cost import measure_trace_cost
@@ -200,7 +206,7 @@ def fidelity(bench: Bench, grpc_max_rps: float) -> dict[str, Any]:
     for fraction in FIDELITY_FRACTIONS:
         rate = round(grpc_max_rps * fraction)
         row: dict[str, Any] = {"fraction": fraction, "rate_rps": rate}
-        variants = ("grpc-inferload", "grpc-inferload-native", "grpc-plain") if fraction == 0.5 else ("grpc-inferload",)
+        variants = ("grpc-inferload", "grpc-inferload-python", "grpc-plain") if fraction == 0.5 else ("grpc-inferload",)
         for variant in variants:
             r = bench.measure(
                 bench.spec(
@@ -246,9 +252,9 @@ def fidelity(bench: Bench, grpc_max_rps: float) -> dict[str, Any]:
 
 
 def streaming_cost(bench: Bench, rounds: int) -> dict[str, Any]:
-    needed = ("inferload.observe.streaming", "inferload.observe.sink")
+    needed = ("inferload.observe.influx_export", "inferload.observe.sink")
     if any(importlib.util.find_spec(m) is None for m in needed):
-        return {"measured": False, "note": "not measured yet: inferload/sink or inferload/observe/streaming.py missing"}
+        return {"measured": False, "note": "not measured yet: inferload/sink or inferload/observe/influx_export.py missing"}
     from inferload.local.influxdb import LocalInfluxDB
 
     log("[5] streaming cost: InfluxDB sink points/s, generator with streaming on vs off")
@@ -337,31 +343,50 @@ def data_set_cost(bench: Bench, rounds: int) -> dict[str, Any]:
     }
 
 
+ITEMS = (1, 2, 3, 4, 5, 7, 8, 9, 10, 11)
+
 # ---- main -------------------------------------------------------------------------------
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, help="results folder (default results/bench-<UTC time>)")
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of item 1 (default 3)")
+    parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 3; 1 with --quick)")
+    parser.add_argument("--quick", action="store_true", help="one round of short runs (item 10: 1 s / 4 s / 3 s paced)")
     parser.add_argument("--profile", action="store_true", help="also record py-spy profiles of the gRPC and REST users")
     parser.add_argument(
         "--items",
-        default="1,2,3,4,5,7,8,9",
-        help="comma-separated items to run (default all; 3 and 4 need 2, which then runs too)",
+        default="10,11",
+        help="comma-separated items to run (default 10,11: issue 20's; 1-9 are issue 14's; 3 and 4 need 2)",
     )
     parser.add_argument(
         "--soak-result", type=Path, help="a soak.json of `make soak` (bench/soak.py): goal 4's figure in the goals table"
     )
     args = parser.parse_args(argv)
-    items = {int(x) for x in args.items.split(",") if x.strip()}
+    try:
+        items = {int(x) for x in args.items.split(",") if x.strip()}
+    except ValueError:
+        parser.error(f"--items: expected comma-separated item numbers, got {args.items!r}")
+    if not items <= set(ITEMS):
+        parser.error(f"--items: unknown item(s) {sorted(items - set(ITEMS))}; known: {ITEMS}")
+    if args.rounds is None:
+        args.rounds = 1 if args.quick else 3
     if items & {3, 4}:
         items.add(2)
     started = time.monotonic()
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out_dir = args.out or REPO_ROOT / "results" / f"bench-{stamp}"
     out_dir.mkdir(parents=True, exist_ok=True)
-    results: dict[str, Any] = {"started_at": stamp, "machine": machine.describe(), "model": MODEL, "targets": TARGETS}
+    results: dict[str, Any] = {
+        "started_at": stamp,
+        "machine": machine.describe(),
+        "model": MODEL,
+        "targets": TARGETS,
+        "quick": args.quick,
+        "items": sorted(items),
+        "item_load": {},
+        "item_errors": {},
+    }
     if args.soak_result is not None:
         results["soak"] = json.loads(args.soak_result.read_text())
     log(f"inferload bench -> {out_dir}\nmachine: {json.dumps(results['machine'])}")
@@ -371,35 +396,81 @@ def main(argv: list[str] | None = None) -> int:
     from inferload.local.servers.ports import ServerPorts
 
     build_models((MODEL,))
+
+    def keep() -> None:
+        (out_dir / "results.json").write_text(json.dumps(results, indent=2))
+
+    def keep_peers(partial: dict[str, Any]) -> None:
+        results["peers"] = partial
+        keep()
+
+    def item(number: int, key: str, measure: Any) -> None:
+        """Run one item: its result under ``key``, its load average at start and end, any error
+        recorded (the other items still run), results.json rewritten."""
+        if number not in items:
+            return
+        load_start = [round(x, 2) for x in os.getloadavg()]
+        try:
+            results[key] = measure()
+        except Exception as error:  # an item's failure must not lose the others' figures
+            results["item_errors"][str(number)] = f"{type(error).__name__}: {error}"
+            log(f"item {number} failed: {error}")
+        results["item_load"][str(number)] = {"start": load_start, "end": [round(x, 2) for x in os.getloadavg()]}
+        keep()
+
+    which = ("triton", "torchserve") if items & {1, 2, 3, 5, 7} else ("triton",)
     with tempfile.TemporaryDirectory(prefix="inferload-bench-") as tmp:
         bench = Bench(out_dir=out_dir, work_dir=Path(tmp))
         servers = LocalServers(Path(tmp) / "servers", ServerPorts.free(), models=(MODEL,))
         try:
-            up = servers.up(timeout_s=180)
+            up = servers.up(which=which, timeout_s=300)
             triton, ts = urls("triton", servers.ports), urls("torchserve", servers.ports)
             bench.addresses = {"triton_grpc": triton["grpc"], "triton_http": triton["http"], "torchserve": ts["inference"]}
             bench.server_pids = {name: entry["pid"] for name, entry in up["servers"].items()}
             log(f"servers up: {bench.addresses}")
-            if 1 in items:
-                results["client_cpu"] = client_cpu(bench, args.rounds)
-            if 2 in items:
-                results["max_throughput"] = max_throughput(bench)
-                grpc_max = results["max_throughput"]["variants"]["grpc-inferload"]["rps"]
-            if 3 in items:
-                results["fidelity"] = fidelity(bench, grpc_max)
-            if 4 in items:
-                results["open_loop_accuracy"] = open_loop_accuracy(
+            item(
+                10,
+                "peers",
+                lambda: peers(
+                    TritonCount(bench.addresses["triton_grpc"], bench.addresses["triton_http"]),
+                    QUICK if args.quick else FULL,
+                    args.rounds,
+                    log,
+                    keep_peers,
+                ),
+            )
+            item(
+                11,
+                "traced_residual",
+                lambda: traced_residual(
+                    bench.work_dir,
+                    bench.addresses["triton_grpc"],
+                    FIDELITY_RPS,
+                    16,
+                    (QUICK if args.quick else FULL).paced_s,
+                    log,
+                ),
+            )
+            item(1, "client_cpu", lambda: client_cpu(bench, args.rounds))
+            item(2, "max_throughput", lambda: max_throughput(bench))
+            grpc_max = ((results.get("max_throughput") or {}).get("variants") or {}).get("grpc-inferload", {}).get("rps", 0.0)
+            item(3, "fidelity", lambda: fidelity(bench, grpc_max))
+            item(
+                4,
+                "open_loop_accuracy",
+                lambda: open_loop_accuracy(
                     bench.work_dir, grpc_max, bench.addresses["triton_grpc"], MODEL, log, out_dir if args.profile else None
-                )
-            if 5 in items:
-                results["streaming"] = streaming_cost(bench, 2)
-            if 7 in items:
-                results["data_set"] = data_set_cost(bench, args.rounds)
-            if 8 in items:
-                results["grpc_engine"] = send_path(
-                    bench.measure, bench.spec, bench.addresses["triton_grpc"], MODEL, args.rounds, log
-                )
-                results["grpc_engine"]["scale_out"] = scale_out(bench.spec, log)
+                ),
+            )
+            item(5, "streaming", lambda: streaming_cost(bench, 2))
+            item(7, "data_set", lambda: data_set_cost(bench, args.rounds))
+
+            def engine_item() -> dict[str, Any]:
+                engine = send_path(bench.measure, bench.spec, bench.addresses["triton_grpc"], MODEL, args.rounds, log)
+                engine["scale_out"] = scale_out(bench.spec, log)
+                return engine
+
+            item(8, "grpc_engine", engine_item)
             if args.profile:
                 results["profiles"] = {
                     v: profile_variant(
@@ -410,24 +481,29 @@ def main(argv: list[str] | None = None) -> int:
                     for v in ("grpc-inferload", "grpc-plain", "rest-inferload", "rest-plain")
                 }
             if 9 in items:  # last: tracing every request has crashed this Triton build (docs/observability.md)
-                results["trace_cost"] = measure_trace_cost(
-                    bench.work_dir,
-                    bench.addresses["triton_grpc"],
-                    bench.addresses["triton_http"],
-                    bench.server_pids["triton"],
-                    TRACE_COST_ROUNDS,
-                    8.0,
-                    MAX_USERS,
-                    DEFAULT_TRACE_RATE,
-                    log,
+                item(
+                    9,
+                    "trace_cost",
+                    lambda: measure_trace_cost(
+                        bench.work_dir,
+                        bench.addresses["triton_grpc"],
+                        bench.addresses["triton_http"],
+                        bench.server_pids["triton"],
+                        TRACE_COST_ROUNDS,
+                        8.0,
+                        MAX_USERS,
+                        DEFAULT_TRACE_RATE,
+                        log,
+                    ),
                 )
                 log_file = Path(up["servers"]["triton"]["log"])
-                if results["trace_cost"]["error"] and log_file.is_file():  # the figures so far are kept
+                if (results.get("trace_cost") or {}).get("error") and log_file.is_file():  # the figures so far are kept
                     shutil.copy(log_file, out_dir / "triton-item9.log")
         finally:
             servers.down()
     results["elapsed_s"] = round(time.monotonic() - started, 1)
-    (out_dir / "results.json").write_text(json.dumps(results, indent=2))
+    results["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    keep()
     markdown = render_markdown(results)
     (out_dir / "results.md").write_text(markdown)
     log("\n" + markdown)

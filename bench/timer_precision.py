@@ -6,7 +6,7 @@ No server, no Locust users: one greenlet waits for 3,000 arrivals (evenly spaced
 mean gap 200 µs, 300 µs, 2 ms) and records how late after each intended time it runs. This is
 the floor under the open-loop send lag (item 4 of `make bench`): libev's epoll backend rounds
 every timer wait up to whole milliseconds (at least 1 ms), so `gevent.sleep` alone gives
-~0.55 ms p50 / ~1.1 ms p99. (A timerfd wait was tried and not kept: docs/benchmarks.md.)
+~0.55 ms p50 / ~1.1 ms p99. (A timerfd wait was tried and not kept: docs/benchmarks-history.md.)
 """
 
 from __future__ import annotations
