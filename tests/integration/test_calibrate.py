@@ -98,14 +98,17 @@ def test_the_gate_keeps_every_figure_within_its_ci_bound_at_a_low_rate(quick: tu
         floor = calibration.floor_of(lowest.law_name, protocol)
         assert floor is not None
         floor_p99_us = floor["p99_us"]
+        assert lowest.send_lag_ms is not None  # unsent arrivals are in the rate (achieved = sent)
+        lag_max_us = 1000.0 * (lowest.send_lag_ms["max"] or 0.0)
         for key in ("p50", "p90", "p99"):
             p = lowest.percentiles[key]
             assert p.error_us is not None and p.true_ms is not None
             under_us = 0.01 * p.true_ms * 1000 + 50 + floor_p99_us
             over_us = (GATE_OVER_PCT / 100 * p.true_ms * 1000 + GATE_OVER_US) * max(1.0, load_per_core)
-            assert -under_us <= p.error_us <= over_us, (lowest.name, key, p, load_per_core)
+            if key == "p99":  # an open-loop latency counts from the intended send: the machine's own send lag is in it
+                over_us += lag_max_us
+            assert -under_us <= p.error_us <= over_us, (lowest.name, key, p, lowest.send_lag_ms, load_per_core)
         assert lowest.rate_error_pct is not None and abs(lowest.rate_error_pct) <= GATE_RATE_PCT, lowest
-        assert lowest.send_lag_ms is not None  # unsent arrivals are in the rate (achieved = sent)
         assert (lowest.send_lag_ms["p99"] or 0) <= GATE_LAG_P99_MS * max(1.0, load_per_core), lowest
     for case in calibration.cases:  # one user: each request joined with its own record, never under the truth
         if case.joined_error_us is not None:
