@@ -17,22 +17,25 @@ The slow path is far longer than the load generator's own hiccups on a busy 2-co
 
 Afterwards the model's trace settings are back to what they were (level OFF). With two Locust
 workers (``inferload run --workers 2``) the master joins both workers' requests.
+
+Each test has a Triton of its own: Triton 2.51 crashes now and then with tracing on (CI once lost
+the module's one Triton in its first test, and all three failed). A test whose Triton crashed (its
+log says so) runs once more on a new one; any other failure fails.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pytest
 import requests
 
 from inferload.local.servers.triton_local import trace_arguments
 from tests.support.cli import inferload
-from tests.support.example_triton import ExampleTriton, example_triton
+from tests.support.example_triton import ExampleTriton, on_triton_surviving_its_crash
 from tests.support.locust_runner import run_locust
 from tests.support.scenario_factory import write_scenario
 
@@ -41,12 +44,12 @@ CLOCK_PRECISION_MS = 0.05
 PARTS = ("network_client_ms", "frontend_ms", "queue_ms", "compute_input_ms", "compute_infer_ms", "compute_output_ms")
 
 
-@pytest.fixture(scope="module")
-def tail_triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ExampleTriton]:
-    work = tmp_path_factory.mktemp("triton-tail")
-    models = {"tail_queue": "tail_queue", "tail_slow": "tail_slow"}
-    with example_triton(work, models, *trace_arguments(work / "trace.json")) as server:
-        yield server
+MODELS = {"tail_queue": "tail_queue", "tail_slow": "tail_slow"}
+
+
+def on_traced_triton(tmp_path: Path, body: Callable[[ExampleTriton, Path], None]) -> None:
+    """``body`` on a Triton of its own with a trace file; once more on a new one if Triton crashed."""
+    on_triton_surviving_its_crash(tmp_path, MODELS, lambda folder: trace_arguments(folder / "trace.json"), body)
 
 
 def _rows(folder: Path, name: str, slow_every: int | None) -> str:
@@ -107,38 +110,47 @@ def _tail(folder: Path, kind: str, address: str, model: str, users: int, blocker
     return tail
 
 
-def test_queueing_tail_over_grpc(tail_triton: ExampleTriton, tmp_path: Path) -> None:
-    tail = _tail(tmp_path, "triton-grpc", tail_triton.grpc, "tail_queue", users=5, blocker=True)
-    assert tail["verdict"] == "queueing", tail
-    assert tail["verdict_line"].startswith("the p99 is queueing"), tail
-    assert tail["above_p99"]["median_ms"]["queue_ms"] > 100, tail  # behind a 200 ms execution
-    assert tail["above_p99"]["median_ms"]["compute_infer_ms"] < 20, tail  # the traced requests are all fast
-    assert tail["above_p99"]["batch_size_median"] == 1, tail  # no dynamic batching: each request alone
-    settings = requests.get(f"http://{tail_triton.http}/v2/models/tail_queue/trace/setting", timeout=5).json()
-    assert settings["trace_level"] == ["OFF"], settings  # restored after the run
+def test_queueing_tail_over_grpc(tmp_path: Path) -> None:
+    def body(server: ExampleTriton, folder: Path) -> None:
+        tail = _tail(folder, "triton-grpc", server.grpc, "tail_queue", users=5, blocker=True)
+        assert tail["verdict"] == "queueing", tail
+        assert tail["verdict_line"].startswith("the p99 is queueing"), tail
+        assert tail["above_p99"]["median_ms"]["queue_ms"] > 100, tail  # behind a 200 ms execution
+        assert tail["above_p99"]["median_ms"]["compute_infer_ms"] < 20, tail  # the traced requests are all fast
+        assert tail["above_p99"]["batch_size_median"] == 1, tail  # no dynamic batching: each request alone
+        settings = requests.get(f"http://{server.http}/v2/models/tail_queue/trace/setting", timeout=5).json()
+        assert settings["trace_level"] == ["OFF"], settings  # restored after the run
+
+    on_traced_triton(tmp_path, body)
 
 
-def test_compute_tail_over_http(tail_triton: ExampleTriton, tmp_path: Path) -> None:
-    tail = _tail(tmp_path, "triton-http", tail_triton.http, "tail_slow", users=1)
-    assert tail["verdict"] == "compute", tail
-    assert tail["above_p99"]["median_ms"]["compute_infer_ms"] > 150, tail  # the 200 ms slow path
-    assert tail["around_p50"]["median_ms"]["compute_infer_ms"] < 20, tail
-    assert tail["above_p99"]["median_ms"]["queue_ms"] < 20, tail
+def test_compute_tail_over_http(tmp_path: Path) -> None:
+    def body(server: ExampleTriton, folder: Path) -> None:
+        tail = _tail(folder, "triton-http", server.http, "tail_slow", users=1)
+        assert tail["verdict"] == "compute", tail
+        assert tail["above_p99"]["median_ms"]["compute_infer_ms"] > 150, tail  # the 200 ms slow path
+        assert tail["around_p50"]["median_ms"]["compute_infer_ms"] < 20, tail
+        assert tail["above_p99"]["median_ms"]["queue_ms"] < 20, tail
+
+    on_traced_triton(tmp_path, body)
 
 
-def test_the_master_joins_every_workers_requests(tail_triton: ExampleTriton, tmp_path: Path) -> None:
-    out = tmp_path / "results"
-    # over HTTP: a CLI that spoke gRPC before starting its workers has seen a rare gRPC abort at fork
-    # (inferload/run/die_with_parent.py)
-    scenario = _scenario(tmp_path, "triton-http", tail_triton.http, "tail_queue", users=3, blocker=True, duration="3s")
-    done = inferload("run", str(scenario), "--headless", "--workers", "2", "--out", str(out), timeout_s=180)
-    assert done.returncode == 0, done.stdout + done.stderr
-    figures = json.loads((out / "summary.json").read_text())["targets"]["t"]
-    tail = figures["tail"]
-    assert tail["available"] is True, tail
-    # every steady successful request was traced (rate 1) and each worker's half of them joined; the
-    # last few may miss the trace file Triton flushes at the restore (CI once: 231 of 234)
-    assert tail["client_requests"] >= tail["joined"] >= 0.97 * tail["client_requests"], (tail, figures["requests"])
-    assert tail["client_requests"] >= 0.9 * figures["requests"] > 0, (tail, figures["requests"])
-    assert tail["verdict"] == "queueing", tail
-    assert tail["residual_ms"]["n"] == tail["joined"], tail  # both workers' requests in the distribution
+def test_the_master_joins_every_workers_requests(tmp_path: Path) -> None:
+    def body(server: ExampleTriton, folder: Path) -> None:
+        out = folder / "results"
+        # over HTTP: a CLI that spoke gRPC before starting its workers has seen a rare gRPC abort at fork
+        # (inferload/run/die_with_parent.py)
+        scenario = _scenario(folder, "triton-http", server.http, "tail_queue", users=3, blocker=True, duration="3s")
+        done = inferload("run", str(scenario), "--headless", "--workers", "2", "--out", str(out), timeout_s=180)
+        assert done.returncode == 0, done.stdout + done.stderr
+        figures = json.loads((out / "summary.json").read_text())["targets"]["t"]
+        tail = figures["tail"]
+        assert tail["available"] is True, tail
+        # every steady successful request was traced (rate 1) and each worker's half of them joined; the
+        # last few may miss the trace file Triton flushes at the restore (CI once: 231 of 234)
+        assert tail["client_requests"] >= tail["joined"] >= 0.97 * tail["client_requests"], (tail, figures["requests"])
+        assert tail["client_requests"] >= 0.9 * figures["requests"] > 0, (tail, figures["requests"])
+        assert tail["verdict"] == "queueing", tail
+        assert tail["residual_ms"]["n"] == tail["joined"], tail  # both workers' requests in the distribution
+
+    on_traced_triton(tmp_path, body)
