@@ -2,8 +2,9 @@
 run: the first section of results.md.
 
 The figures come from item 10 (bench/peers.py: the side-by-side table against Triton and the
-reference server, the engine's pacing there, the scale-out) and item 11 (the engine's traced
-per-request residual at 200 req/s on Triton). Fidelity is judged on Triton (the issue's own
+reference server, the engine's pacing there, the scale-out) and item 11 (the traced per-request
+residual at 200 req/s on Triton: a traced target's requests carry per-request ids, which only the
+Python transport sends today, so that row is the Python transport's, not the engine's). Fidelity is judged on Triton (the issue's own
 table), cost and pacing on the reference server (the generator's own ceiling). "Nothing lost" is
 `make test` / `make fallback`, not a bench figure: its row says so.
 """
@@ -80,7 +81,7 @@ def fidelity_rows(results: dict[str, Any]) -> list[GoalRow]:
     p99 = (traced.get("residual_ms") or {}).get("p99") if traced.get("measured") else None
     rows.append(
         GoalRow(
-            "Fidelity: traced per-request residual p99 (engine, gRPC, Triton, 200 req/s)",
+            "Fidelity: traced per-request residual p99 (Python transport: traced requests carry ids; gRPC, Triton, 200 req/s)",
             _num(p99, ".3f", " ms"),
             f"≤ {TRACED_P99_MAX_MS:g} ms",
             None if p99 is None else p99 <= TRACED_P99_MAX_MS,
