@@ -1,0 +1,72 @@
+"""The tests that trace Triton run once more on a new Triton when the first one crashed
+(`tests.support.example_triton.on_triton_surviving_its_crash`), and only then: a real SIGSEGV sent
+to a real Triton makes it write the crash line that Triton 2.51's own crash with tracing on writes."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.support.example_triton import ExampleTriton, on_triton_surviving_its_crash
+from tests.support.waiting import wait_until
+
+MODELS = {"tail_queue": "tail_queue"}
+
+
+def _crash(server: ExampleTriton) -> None:
+    port = server.http.rsplit(":", 1)[1]
+    [triton] = [
+        p
+        for p in psutil.process_iter(["name", "cmdline"])
+        if p.info["name"] == "tritonserver" and f"--http-port={port}" in (p.info["cmdline"] or [])
+    ]
+    os.kill(triton.pid, signal.SIGSEGV)
+    wait_until(server.crashed, 30, "Triton's crash line in its log")
+    wait_until(lambda: _exited(triton), 60, "the crashed Triton gone")
+
+
+def _exited(process: psutil.Process) -> bool:
+    try:
+        return process.status() == psutil.STATUS_ZOMBIE  # ended, not yet reaped by its parent
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_a_test_whose_triton_crashed_runs_once_more_on_a_new_one(tmp_path: Path) -> None:
+    servers: list[str] = []
+
+    def body(server: ExampleTriton, folder: Path) -> str:
+        servers.append(server.http)
+        if len(servers) == 1:
+            _crash(server)  # then the request below is refused: not an assertion, and still a crash
+        assert server.ready("tail_queue")
+        return folder.name
+
+    assert on_triton_surviving_its_crash(tmp_path, MODELS, lambda folder: [], body) == "attempt-2"
+    assert len(servers) == 2 and servers[0] != servers[1]
+
+
+def test_any_other_failure_fails_at_once(tmp_path: Path) -> None:
+    attempts: list[str] = []
+
+    def body(server: ExampleTriton, folder: Path) -> None:
+        attempts.append(folder.name)
+        assert server.crashed() is False
+        raise AssertionError("a wrong figure")
+
+    with pytest.raises(AssertionError, match="a wrong figure"):
+        on_triton_surviving_its_crash(tmp_path, MODELS, lambda folder: [], body)
+    assert attempts == ["attempt-1"]
+
+
+def test_a_second_crash_fails(tmp_path: Path) -> None:
+    def body(server: ExampleTriton, folder: Path) -> None:
+        _crash(server)
+        raise AssertionError(f"Triton crashed in {folder.name}")
+
+    with pytest.raises(AssertionError, match="attempt-2"):
+        on_triton_surviving_its_crash(tmp_path, MODELS, lambda folder: [], body)
