@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -40,6 +41,8 @@ from inferload.run.server_changes import (
 from inferload.tune.candidates import Candidate, TorchServeCandidate, TritonCandidate
 
 LOAD_TIMEOUT_S = 300.0
+#: how long a TorchServe registration's workers may take to be READY after it answered, and how often to look
+WORKERS_READY_S, WORKERS_POLL_S = 60.0, 0.5
 
 
 class ConfigError(InferloadError):
@@ -276,12 +279,22 @@ class TorchServeConfigurator:
         )
         self._call("POST", f"{self.url}/models?{query}", timeout=LOAD_TIMEOUT_S)
 
-    def apply(self, candidate: Candidate) -> dict[str, Any]:
+    def apply(
+        self, candidate: Candidate, clock: Callable[[], float] = time.monotonic, pause: Callable[[float], None] = time.sleep
+    ) -> dict[str, Any]:
+        """Register the model with ``candidate``'s settings and read them back. A synchronous
+        registration can answer before its workers are READY (seen under load: workers=0 just
+        after): the read-back waits up to WORKERS_READY_S for the asked number."""
         if not isinstance(candidate, TorchServeCandidate):
             raise TypeError("a TorchServe candidate is needed")
         self._register(candidate)
+        wanted = candidate.settings()
+        deadline = clock() + WORKERS_READY_S
         applied = self.applied()
-        for key, asked in candidate.settings().items():
+        while applied["workers"] != wanted["workers"] and clock() < deadline:
+            pause(WORKERS_POLL_S)
+            applied = self.applied()
+        for key, asked in wanted.items():
             if applied[key] != asked:
                 raise ConfigError(
                     f"TorchServe registered {self.model!r} with {key}={asked!r} but describe-model then says {key}={applied[key]!r}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import parse_qs, urlparse
 
 import pytest
 
@@ -163,6 +164,51 @@ def test_an_ensemble_is_refused_before_anything_is_loaded_naming_its_steps(monke
     assert "Tune its steps instead: preprocess, resnet50" in str(error.value)
     configurator.restore()
     assert triton.loaded == []  # nothing loaded, nothing to put back
+
+
+class SlowWorkersTorchServe:
+    """A TorchServe management API whose registration answers before its workers are READY: the
+    describe-model after it says no worker for ``not_ready_reads`` reads (seen under load)."""
+
+    def __init__(self, not_ready_reads: int) -> None:
+        self.not_ready_reads = not_ready_reads
+        self.registered: dict[str, Any] | None = None
+
+    def __call__(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        if method == "POST":
+            self.registered = {k: v[0] for k, v in parse_qs(urlparse(url).query).items()}
+            return {"status": "registered"}
+        if method == "DELETE":
+            return {"status": "unregistered"}
+        described: dict[str, Any] = {"modelName": "m", "modelVersion": "1.0", "modelUrl": "m.mar", "responseTimeout": 120}
+        if self.registered is None:
+            return [{**described, "batchSize": 1, "maxBatchDelay": 100, "workers": [{"status": "READY"}]}]
+        workers = int(self.registered["initial_workers"])
+        ready = self.not_ready_reads <= 0
+        self.not_ready_reads -= 1
+        batching = {"batchSize": int(self.registered["batch_size"]), "maxBatchDelay": int(self.registered["max_batch_delay"])}
+        return [{**described, **batching, "workers": [{"status": "READY"}] * workers if ready else []}]
+
+
+def test_a_torchserve_registration_is_read_back_once_its_workers_are_ready(monkeypatch):
+    server = SlowWorkersTorchServe(not_ready_reads=3)
+    monkeypatch.setattr(server_config, "_call", server)
+    now = [0.0]
+    applied = server_config.TorchServeConfigurator("http://ts:9081", "m").apply(
+        TorchServeCandidate(8, 10, 1), clock=lambda: now[0], pause=lambda s: now.__setitem__(0, now[0] + s)
+    )
+    assert applied == {"batch_size": 8, "max_batch_delay_ms": 10, "workers": 1}
+    assert now[0] == 3 * server_config.WORKERS_POLL_S  # it waited for the workers, no longer
+
+
+def test_a_torchserve_whose_workers_never_come_up_is_refused_after_the_wait(monkeypatch):
+    monkeypatch.setattr(server_config, "_call", SlowWorkersTorchServe(not_ready_reads=10_000))
+    now = [0.0]
+    with pytest.raises(ConfigError, match="with workers=1 but describe-model then says workers=0"):
+        server_config.TorchServeConfigurator("http://ts:9081", "m").apply(
+            TorchServeCandidate(8, 10, 1), clock=lambda: now[0], pause=lambda s: now.__setitem__(0, now[0] + s)
+        )
+    assert server_config.WORKERS_READY_S <= now[0] < server_config.WORKERS_READY_S + 1
 
 
 def test_torchserve_refusals_say_what_to_do(monkeypatch):
