@@ -83,7 +83,12 @@ def test_tune_on_triton_applies_reads_back_scores_and_restores_each_candidate(lo
     baseline, batching = document["candidates"]
     assert baseline["applied"]["dynamic_batching"] is False and baseline["applied"]["instance_count"] == 1
     assert batching["applied"]["dynamic_batching"] is True and batching["applied"]["max_queue_delay_microseconds"] == 2000
-    assert batching["avg_batch"] is None or batching["avg_batch"] > 1  # batches formed, read from the server
+    # batches formed, read from the server: at the candidate's highest measured rate (its best step may
+    # be a low rate where a 2 ms delay rarely pairs two requests; a loaded run here once read 1.0 there)
+    steps = json.loads((Path(batching["folder"]) / "sweep.json").read_text())["steps"]
+    measured = [step for step in steps if step.get("avg_batch") is not None]
+    assert measured, steps
+    assert max(measured, key=lambda step: step["level"])["avg_batch"] > 1, measured
     winner = document["winners"]["triton"]
     best = max(document["candidates"], key=ranked)
     assert winner["name"] == best["name"] and ranked(winner) == ranked(best)
