@@ -20,6 +20,7 @@ without bound; a write never raises into the writer greenlet or the master's mes
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import logging
 import shutil
@@ -77,8 +78,13 @@ class RequestLog:
             if path is None:
                 raise ValueError("the master or a local run needs a path for requests.csv")
             path.parent.mkdir(parents=True, exist_ok=True)
-            with open(path, "w", newline="") as handle:
-                csv.writer(handle).writerow(COLUMNS)
+            try:
+                with open(path, "w", newline="") as handle:
+                    csv.writer(handle).writerow(COLUMNS)
+            except OSError as error:  # a full disk at the start: no row yet, the file goes on elsewhere
+                with contextlib.suppress(OSError):
+                    path.unlink()  # never a partial file left in the results folder
+                self._fail_over(error, rows_written=False)
             if isinstance(runner, MasterRunner):
                 events.worker_report.add_listener(self._on_worker_report)
             else:
@@ -156,15 +162,19 @@ class RequestLog:
             for t, target, latency, outcome in rows:
                 writer.writerow((f"{t:.6f}", safe_cell(target), f"{latency:.3f}", safe_cell(outcome), worker_cell))
 
-    def _fail_over(self, error: OSError) -> bool:
-        """The results folder failed: go on in a new temporary folder, with what was written so far."""
+    def _fail_over(self, error: OSError, rows_written: bool = True) -> bool:
+        """The results folder failed: go on in a new temporary folder, with what was written so far
+        (``rows_written`` False: nothing was, not even the header)."""
         assert self.path is not None
         try:
             folder = Path(tempfile.mkdtemp(prefix="inferload-results-"))
             fallback = folder / self.path.name
-            try:
-                shutil.copyfile(self.path, fallback)  # the rows written before, when the old file can still be read
-            except OSError:
+            copied = False
+            if rows_written:
+                with contextlib.suppress(OSError):  # the rows written before, when the old file can still be read
+                    shutil.copyfile(self.path, fallback)
+                    copied = True
+            if not copied:
                 with open(fallback, "w", newline="") as handle:
                     csv.writer(handle).writerow(COLUMNS)
         except OSError as again:

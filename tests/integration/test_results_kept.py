@@ -119,6 +119,31 @@ def test_a_full_disk_leaves_no_partial_summary_and_the_results_go_to_the_fallbac
     assert compared.returncode == 0, compared.stderr
 
 
+def test_a_disk_full_before_the_start_sends_requests_csv_and_the_results_to_the_fallback(local_servers, tmp_path):
+    """The probe's case: `--requests-csv` on a disk already full crashed at start with a traceback
+    and left a 0-byte requests.csv."""
+    with tmpfs(tmp_path / "mnt", "256k") as mounted:
+        results = mounted / "results"
+        results.mkdir()
+        fill_up(mounted)
+        done = subprocess.run(
+            [sys.executable, "-m", "inferload.cli", "run", str(scenario(tmp_path, local_servers, duration="3s")),
+             "--headless", "--requests-csv", "--out", str(results)],
+            cwd=REPO, env=python_env(), capture_output=True, text=True, timeout=180,
+        )  # fmt: skip
+        output = done.stdout + done.stderr
+        assert done.returncode == 0, output
+        assert "Traceback" not in output and "requests.csv goes on in" in output, output
+        assert list(results.iterdir()) == [], output  # no 0-byte requests.csv, no partial file
+    fallback = fallback_folder(output)
+    summary = read_summary(fallback)
+    assert summary.targets["t"].requests > 0
+    with (fallback / "requests.csv").open(newline="") as handle:
+        header = next(csv.reader(handle))
+    assert header[:3] == ["time", "target", "latency_ms"]
+    assert data_rows(fallback / "requests.csv") >= summary.targets["t"].requests  # warm-up 0 s: every request
+
+
 def test_a_sigkilled_cli_still_has_its_results_written(local_servers, tmp_path):
     for attempt in range(2):  # the kernel's repeated signal came in 3 of 4 runs before: twice makes it plain
         folder = tmp_path / f"attempt-{attempt}"
