@@ -47,7 +47,7 @@ class ExampleTriton:
 
     def crashed(self) -> bool:
         """Triton 2.51 crashes now and then with tracing on (SIGSEGV in TRITONBACKEND_ResponseSend,
-        docs/servers.md): its log then says ``Signal (11) received``."""
+        docs/observability.md): its log then says ``Signal (11) received``."""
         return CRASH_LINE in self.log.read_text(errors="replace")
 
 
