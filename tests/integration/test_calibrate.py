@@ -190,15 +190,16 @@ SHIFT_TOLERANCE_US = {"native": 20.0, "python": 100.0}
 
 @pytest.mark.parametrize("transport", ["native", "python"])
 def test_a_client_wrong_by_200_us_is_reported_within_20_us(tmp_path: Path, transport: str) -> None:
-    """Five baseline/shifted pairs; calibrate's joined p5 error (the requests a loaded machine
-    delayed least) must move by 200 ± 20 µs on the engine (± 100 µs on the Python transport), the
-    median of the pairs' differences. The p50's
-    differences are printed alongside: on a quiet machine they agree; on a loaded one the p50
-    itself moves by milliseconds from run to run."""
+    """Five baseline/shifted pairs; calibrate's joined error must move by 200 ± 20 µs on the
+    engine (± 100 µs on the Python transport). A pure shift moves every quantile by the shift, so
+    each pair's p5 and p50 differences are ten estimates of it, and their median is judged. A
+    loaded machine throws some of them: the p5 moved 127-253 µs from pair to pair on a CI run where
+    the p50 stayed within 20 µs, and on other loaded runs the p50 moved by milliseconds while the p5
+    held. The median of both survives either."""
     p5, p50 = [], []
     for attempt in range(PAIRS):
         base, shifted = _shift_pair(tmp_path, transport, f"{transport}-{attempt}")
         p5.append(shifted["p5"] - base["p5"])
         p50.append(shifted["p50"] - base["p50"])
     print(f"{transport}: p5 differences {p5}, p50 differences {p50}, load {os.getloadavg()}")
-    assert abs(float(np.median(p5)) - SHIFT_US) <= SHIFT_TOLERANCE_US[transport], (p5, p50, os.getloadavg())
+    assert abs(float(np.median(p5 + p50)) - SHIFT_US) <= SHIFT_TOLERANCE_US[transport], (p5, p50, os.getloadavg())
