@@ -192,7 +192,6 @@ def latest_calibration(environ: Mapping[str, str] | None = None) -> tuple[Path, 
     return path, read_calibration(path)
 
 
-
 def peak_rate_rps(shape: Any) -> float | None:
     """The highest rate an open-loop shape asks for (all processes together); None for closed loop."""
     rates = [getattr(shape, key, None) for key in ("rate", "from_rate", "to_rate", "base_rate", "burst_rate")]

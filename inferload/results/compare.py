@@ -99,7 +99,10 @@ def compare_summaries(
         a=RunInfo(a_path, a.run_id, a.scenario),
         b=RunInfo(b_path, b.run_id, b.scenario),
         targets={
-            old: [change_of(f.name, f.value(a_targets[old]), f.value(b_targets[new])) for f in _shown(a_targets[old], b_targets[new])]
+            old: [
+                change_of(f.name, f.value(a_targets[old]), f.value(b_targets[new]))
+                for f in _shown(a_targets[old], b_targets[new])
+            ]
             for old, new in pairs
         },
         only_in_a=[name for name in a_targets if name not in dict(pairs)],

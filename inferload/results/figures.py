@@ -227,6 +227,4 @@ def format_burstiness(targets: Mapping[str, Any]) -> str | None:
         parts.append(f"{name} {sent_text} (scheduled {scheduled_text})")
     if not parts:
         return None
-    return (
-        "burstiness sent (CV of the gaps between sends, all workers; Poisson 1, evenly spaced 0): " + ", ".join(parts)
-    )
+    return "burstiness sent (CV of the gaps between sends, all workers; Poisson 1, evenly spaced 0): " + ", ".join(parts)

@@ -13,6 +13,7 @@ wholly inside it, so its bounds are rounded inwards to whole windows and the cov
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,6 +103,8 @@ def merge_range(
 ) -> list[RangeFigures]:
     """`range_figures` over histogram lines from any place (`source` names it in errors; the
     InfluxDB `latency_histograms` points read back as lines: inferload/observe/influx_range.py)."""
+    if t_from is not None and t_to is not None and t_to <= t_from:
+        raise ResultsError(f"--to must be after --from; the range given ends {t_from - t_to:g} s before it starts")
     wanted = set(workers) if workers else {ALL}
     found: dict[str, RangeFigures] = {}
     seen_workers: set[str] = set()
@@ -132,9 +135,13 @@ def parse_time(option: str, text: str | None, run_start: float) -> float | None:
     from datetime import datetime
 
     try:
-        return run_start + float(text.removesuffix("s"))
+        seconds = float(text.removesuffix("s"))
     except ValueError:
         pass
+    else:
+        if not math.isfinite(seconds):
+            raise ResultsError(f"{option}: expected a finite number of seconds; got {text!r}")
+        return run_start + seconds
     try:
         return datetime.fromisoformat(text).timestamp()
     except ValueError:

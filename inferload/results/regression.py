@@ -154,8 +154,11 @@ def gate(
     only_a = [name for name in a.values if name not in {old for old, _ in pairs}]
     only_b = [name for name in b.values if name not in {new for _, new in pairs}]
     if only_a or only_b:
-        found = "; ".join(part for part in (f"only in A: {', '.join(only_a)}" if only_a else "",
-                                           f"only in B: {', '.join(only_b)}" if only_b else "") if part)
+        found = "; ".join(
+            part
+            for part in (f"only in A: {', '.join(only_a)}" if only_a else "", f"only in B: {', '.join(only_b)}" if only_b else "")
+            if part
+        )
         note += f"; not gated, {found} (--rename A_NAME=B_NAME pairs a renamed target)"
     return results, note
 

@@ -17,8 +17,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from inferload.results.curve_plots import Curve, CurvePoint, plot_curves_side_by_side
 from inferload.files import write_atomically
+from inferload.results.curve_plots import Curve, CurvePoint, plot_curves_side_by_side
 from inferload.results.figures import REPORT, REPORT_OPEN_LOOP, STREAMING, is_number, server_side_notes, streamed, value_at
 from inferload.results.files import GPU_NAME, WINDOWS_NAME, GpuSeries, ResultsError, TargetSeries, Windows, read_gpu, read_windows
 from inferload.results.model import RunSummary, TargetSummary

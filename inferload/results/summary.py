@@ -1,15 +1,19 @@
 """summary.json (a `RunSummary`) and the per-window CSV, from a run's record (contract: docs/results.md)."""
 
 from __future__ import annotations
+
 import csv
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
 from inferload.files import replacing
 from inferload.measure.csv_safe import safe_rows
-from inferload.measure.hdr import LatencyStats
+from inferload.measure.hdr import LatencyStats, WindowStats
+from inferload.measure.stream_record import StreamRecord
 from inferload.results.files import WINDOWS_NAME
 from inferload.results.histograms import write_histograms
 from inferload.results.model import (
@@ -19,6 +23,7 @@ from inferload.results.model import (
     RunSummary,
     SendLag,
     ServerSide,
+    StreamFigures,
     StreamingStats,
     TargetSummary,
     WorkerLoss,
@@ -27,16 +32,9 @@ from inferload.results.slo import evaluate, slo_section
 from inferload.results.summary_file import write_summary
 from inferload.results.tail import tail_summary
 from inferload.scenario.model import RunOutline, Scenario, is_open_loop
-from inferload.scenario.shapes import ReplayShape
+from inferload.scenario.shapes import BurstShape, RateBurstsShape, ReplayShape
 from inferload.scenario.targets import Target
 from inferload.traffic.arrivals import RateTimeline, rate_timeline
-from typing import Any
-from inferload.measure.hdr import LatencyStats, WindowStats
-from inferload.measure.stream_record import StreamRecord
-from inferload.results.model import LatencyMs, StreamFigures
-import statistics
-from inferload.scenario.shapes import BurstShape, RateBurstsShape
-
 
 # -- bursts ------------------------------------------------------------
 # Burst recovery: for each burst of a `burst` or `rate-bursts` shape, how bad the tail got and how

@@ -23,12 +23,13 @@ the rest.
 """
 
 from __future__ import annotations
+
+import math
 import statistics
 from collections.abc import Sequence
 from typing import Any
+
 from inferload.measure.trace_join import COMPONENTS, JoinedRequest
-import math
-from inferload.measure.trace_join import JoinedRequest
 
 #: the verdict's kinds and the parts each adds up
 KINDS: dict[str, tuple[str, ...]] = {

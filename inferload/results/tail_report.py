@@ -4,9 +4,11 @@ milliseconds of each part above the p99 and around the p50), the table of median
 a table and its histogram as an inline SVG (no image, no script, nothing fetched)."""
 
 from __future__ import annotations
+
 import html
 from collections.abc import Mapping
 from typing import Any
+
 from inferload.measure.trace_join import COMPONENTS
 from inferload.results.plots import _new_figure, _png
 
