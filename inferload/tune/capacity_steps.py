@@ -219,7 +219,12 @@ def answer_lines(capacity: dict[str, Any]) -> list[str]:
     elif capacity.get("max_rps") is not None:
         lines.append(f"capacity under the SLO: at least {capacity['max_rps']:g} req/s (no upper end found)")
     else:
-        lines.append("capacity under the SLO: no rate met it")
+        unsure = sorted(level["rate"] for level in capacity.get("levels") or [] if level.get("verdict") == "unsure")
+        if unsure:
+            rates = ", ".join(f"{rate:g}" for rate in unsure)
+            lines.append(f"capacity under the SLO: not found: no rate passed, and {rates} req/s were within the noise of it")
+        else:
+            lines.append("capacity under the SLO: no rate met it")
     passing, failing = capacity.get("max_rps"), capacity.get("first_failing_rps")
     if passing is not None or failing is not None:
         lines.append(

@@ -31,8 +31,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from inferload.errors import InferloadError
+from inferload.errors import InferloadError, ServerChangeError
 from inferload.run.server_changes import (
+    ChangeKind,
     JournalEntry,
     ServerJournal,
     restore_torchserve_registration,
@@ -104,6 +105,18 @@ def _torchserve_refusal(error: HttpRefusal, url: str, model: str) -> ConfigError
     return error
 
 
+def write_down(
+    journal: ServerJournal, kind: ChangeKind, url: str, model: str, original: dict[str, Any], access: dict[str, Any]
+) -> JournalEntry:
+    """The original written to the journal before the first change. When it cannot be (another
+    inferload changes the same model, a killed one left it changed, the folder is not writable) no
+    candidate can be applied, and the server is not the one refusing: ChangesRefused with the journal's words."""
+    try:
+        return journal.record(kind, url, model, original, access)
+    except ServerChangeError as error:
+        raise ChangesRefused(f"{error}; nothing was changed") from None
+
+
 def _triton_ensemble_refusal(config: dict[str, Any], model: str) -> ChangesRefused | None:
     """A Triton ensemble: what can be tuned instead (its steps); None for any other model."""
     scheduling = config.get("ensemble_scheduling")
@@ -163,7 +176,7 @@ class TritonConfigurator:
         if ensemble is not None:
             raise ensemble
         if self.journal is not None and self.entry is None:  # written down before anything changes
-            self.entry = self.journal.record("triton-model-config", self.url, self.model, self.original, self.access)
+            self.entry = write_down(self.journal, "triton-model-config", self.url, self.model, self.original, self.access)
         config = copy.deepcopy(self.original)
         if candidate.batching:
             if int(config.get("max_batch_size", 0)) <= 0:
@@ -262,7 +275,7 @@ class TorchServeConfigurator:
         if self.original is None:
             self.original = self.describe()
         if self.journal is not None and self.entry is None:  # written down before anything changes
-            self.entry = self.journal.record("torchserve-registration", self.url, self.model, self.original, self.access)
+            self.entry = write_down(self.journal, "torchserve-registration", self.url, self.model, self.original, self.access)
         current = self.describe()
         self._call("DELETE", f"{self.url}/models/{urllib.parse.quote(self.model)}/{urllib.parse.quote(current['modelVersion'])}")
         self.changed = True

@@ -192,6 +192,10 @@ class Sweep:
     def _load_previous(self) -> None:
         previous = read_sweep(self.settings.out)
         if previous is None:
+            if self.settings.resume:
+                raise UsageError(
+                    f"--resume: nothing to resume: {self.settings.out}/sweep.json does not exist (drop --resume to start)"
+                )
             return
         if not self.settings.resume:
             raise UsageError(f"{self.settings.out}/sweep.json exists: pass --resume to carry on, or another --out")

@@ -415,10 +415,15 @@ def _peak(values: Iterable[float | None]) -> float | None:
 def stage_outcome(stage: str, tried: list[CandidateResult], best: CandidateResult, margin_pct: float) -> str:
     """Why a stage did not change the best: nothing measured (each refused, or no rate met the SLO),
     or measured and not better beyond the noise (its interval clears the best's) and by the margin."""
-    refused = sum(1 for r in tried if r.error is not None)
     if all(r.ranked_rps is None for r in tried):
-        parts = [f"{refused} refused by the server"] if refused else []
-        parts += [f"{len(tried) - refused} met the SLO at no rate"] if len(tried) > refused else []
+        interrupted = sum(1 for r in tried if r.error == "interrupted")
+        refused = sum(1 for r in tried if r.error is not None) - interrupted
+        counts = {
+            "refused by the server": refused,
+            "interrupted": interrupted,
+            "passed the SLO at no rate": len(tried) - refused - interrupted,
+        }
+        parts = [f"{count} {words}" for words, count in counts.items() if count]
         return f"{stage}: no candidate measured ({', '.join(parts)})"
     if best.ranked_rps is None:
         return f"{stage}: no capacity to compare with"

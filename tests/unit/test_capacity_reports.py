@@ -133,3 +133,17 @@ def test_the_console_names_the_interval_the_constraint_and_the_precision():
     assert lines[0].startswith("capacity under the SLO: ") and "95 % interval [" in lines[0]
     assert any(line.startswith("  binding constraint: latency (p99)") for line in lines)
     assert any("precision" in line and "the search made its 4 runs" in line for line in lines)
+
+
+def test_no_capacity_says_whether_rates_failed_or_were_within_the_noise():
+    failed = {"estimate_rps": None, "max_rps": None, "levels": [{"rate": 100.0, "verdict": "fail"}]}
+    assert answer_lines(failed)[0] == "capacity under the SLO: no rate met it"
+    unsure = {"estimate_rps": None, "max_rps": None}
+    unsure["levels"] = [
+        {"rate": 200.0, "verdict": "unsure"},
+        {"rate": 100.0, "verdict": "unsure"},
+        {"rate": 400.0, "verdict": "fail"},
+    ]
+    assert answer_lines(unsure)[0] == (
+        "capacity under the SLO: not found: no rate passed, and 100, 200 req/s were within the noise of it"
+    )

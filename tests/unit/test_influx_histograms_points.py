@@ -19,7 +19,7 @@ from inferload.observe.histogram_points import MEASUREMENT, histogram_point, lin
 from inferload.observe.influx_export import InfluxExport
 from inferload.observe.influx_range import cmd_report_influx, influxql_string
 from inferload.observe.sink import SinkSettings, encode_point
-from inferload.results.histograms import histogram_lines, merge_range, range_figures, write_histograms
+from inferload.results.histograms import histogram_lines, merge_range, parse_time, range_figures, write_histograms
 from inferload.results.summary_file import ResultsError
 from tests.support.scenario_factory import scenario, tiny_target
 
@@ -151,3 +151,16 @@ def test_report_from_influxdb_says_what_is_missing_or_malformed(capsys: pytest.C
     with pytest.raises(SystemExit) as stopped:
         main(["report"])
     assert stopped.value.code == 2 and "give RESULTS_DIR, or --influx-url with --run-id" in capsys.readouterr().err
+
+
+def test_a_range_that_ends_before_it_starts_or_is_not_finite_is_refused(tmp_path: Path):
+    record = distributed_record()
+    write_histograms(tmp_path, record)
+    with pytest.raises(ResultsError, match="--to must be after --from; the range given ends 99998 s before it starts"):
+        range_figures(tmp_path, START + 99999, START + 1, None)
+    with pytest.raises(ResultsError, match="--to must be after --from"):
+        merge_range([], START + 5, START + 5, None, "InfluxDB")
+    for text in ("nan", "inf", "-infs"):
+        with pytest.raises(ResultsError, match=f"--from: expected a finite number of seconds; got '{text}'"):
+            parse_time("--from", text, START)
+    assert parse_time("--to", "30s", START) == START + 30

@@ -285,3 +285,23 @@ def test_a_sweep_reads_its_targets_server_pid_and_fails_a_rate_over_the_memory_c
     assert sweep.plan.server_pid == os.getpid()  # the torchserve entry: the target's server
     assert sweep.passes(step(server_memory_mib=900.0))
     assert not sweep.passes(step(server_memory_mib=1100.0))
+
+
+def sweep_settings(tmp_path: Path, *, resume: bool, levels: tuple[float, ...] = (1.0, 2.0)) -> SweepSettings:
+    inputs = [{"name": "x", "shape": [4], "dtype": "FP32"}]
+    target = {"name": "t", "kind": "triton-http", "address": "http://127.0.0.1:1", "model": "m", "inputs": inputs}
+    data = {"name": "s", "duration": "10s", "targets": [target], "shape": {"kind": "steady", "users": 1}}
+    rules = StopRules(slo={"p99_ms": 50.0})
+    return SweepSettings(write_scenario(tmp_path, data), tmp_path / "out", StabilityRule(3, 10, 10), rules, levels, resume=resume)
+
+
+def test_resume_needs_a_sweep_of_the_same_plan_and_a_new_sweep_needs_an_empty_out(tmp_path: Path):
+    with pytest.raises(UsageError, match=r"--resume: nothing to resume: .*/out/sweep\.json does not exist"):
+        Sweep(sweep_settings(tmp_path, resume=True))
+    first = Sweep(sweep_settings(tmp_path, resume=False))
+    first.save()
+    with pytest.raises(UsageError, match=r"sweep\.json exists: pass --resume to carry on, or another --out"):
+        Sweep(sweep_settings(tmp_path, resume=False))
+    with pytest.raises(UsageError, match="is another sweep's \\(its plan differs\\)"):
+        Sweep(sweep_settings(tmp_path, resume=True, levels=(1.0, 4.0)))
+    assert Sweep(sweep_settings(tmp_path, resume=True)).steps == []

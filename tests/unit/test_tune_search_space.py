@@ -5,17 +5,21 @@ config override loaded through Triton's model-control API and is checked against
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+import psutil
 import pytest
 
 from inferload.cli import build_parser
 from inferload.errors import InferloadError
 from inferload.run import server_changes
+from inferload.run.server_changes import ServerJournal
 from inferload.tune import server_config
 from inferload.tune.candidates import SearchSpace, TorchServeCandidate, TritonCandidate
-from inferload.tune.server_config import ConfigError, TritonConfigurator
+from inferload.tune.server_config import ChangesRefused, ConfigError, TritonConfigurator
 from inferload.tune.tune_cli import search_space
 from inferload.tune.tune_report import config_fragment
 
@@ -311,10 +315,27 @@ def test_a_stage_with_nothing_measured_says_so_instead_of_did_not_beat():
     refused = CandidateResult("triton", "batching 100 us, 1 instance", {}, None, None, None, error="HTTP 400")
     no_rate = CandidateResult("triton", "batching 1000 us, 1 instance", {}, {}, None, None)
     assert stage_outcome("batching", [refused, no_rate], best, 5) == (
-        "batching: no candidate measured (1 refused by the server, 1 met the SLO at no rate)"
+        "batching: no candidate measured (1 refused by the server, 1 passed the SLO at no rate)"
     )
+    cut = CandidateResult("triton", "batching 100 us, 1 instance", {}, {}, None, None, error="interrupted")
+    assert stage_outcome("batching", [cut], best, 5) == "batching: no candidate measured (1 interrupted)"
     measured = CandidateResult("triton", "no batching, 1 instance", {}, {}, 200.0, 250.0)
     slower = CandidateResult("triton", "batching 100 us, 1 instance", {}, {}, 190.0, 250.0)
     assert stage_outcome("batching", [slower], measured, 5) == (
         "batching did not beat the best (no batching, 1 instance: 200 req/s) beyond the noise and by 5 %"
     )
+
+
+def test_a_journal_held_by_another_inferload_refuses_every_candidate_and_blames_no_server(tmp_path: Path):
+    """The journal cannot take the original (another running inferload changes the model): the
+    search of that server ends at once, in the journal's words, and nothing on the server changed."""
+    journal = ServerJournal(tmp_path / "journal")
+    entry = journal.record("triton-model-config", "http://127.0.0.1:1", "cnn", {"max_batch_size": 8})
+    parent = entry.owner.model_copy(update={"pid": os.getppid(), "started": psutil.Process(os.getppid()).create_time()})
+    journal.path_of(entry.kind, entry.server, entry.model).write_text(
+        entry.model_copy(update={"owner": parent}).model_dump_json()
+    )
+    configurator = TritonConfigurator("http://127.0.0.1:1", "cnn", original={"max_batch_size": 8}, journal=journal)
+    with pytest.raises(ChangesRefused, match=f"being changed by another inferload.*pid {os.getppid()}.*; nothing was changed"):
+        configurator.apply(TritonCandidate(batching=True, max_queue_delay_us=100))
+    assert not configurator.changed and configurator.entry is None
