@@ -32,7 +32,7 @@ from inferload.scenario.headers import HeadersError, request_headers
 from inferload.scenario.targets import Target
 from inferload.scenario.tls import requests_tls
 from inferload.servermetrics.http_client import connection_problem
-from inferload.users.base import InferenceUser
+from inferload.users.base import InferenceUser, batched_output_names
 from inferload.users.triton_grpc import open_channel
 
 logger = logging.getLogger(__name__)
@@ -257,4 +257,5 @@ def fit_kserve_target(cls: type[InferenceUser], check: bool, timeout_s: float = 
         return []
     cls.model_batches = v2_model_batches(target, info)
     cls.expected_outputs = v2_output_shapes(target, info)
+    cls.batched_outputs = batched_output_names(info, cls.model_batches)
     return check_target_against_v2(target, info) if check else []

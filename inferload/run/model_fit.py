@@ -35,7 +35,7 @@ from inferload.scenario.kinds import Server
 from inferload.scenario.model import Scenario
 from inferload.scenario.targets import Target
 from inferload.users import InferenceUser
-from inferload.users.base import expected_output_shapes
+from inferload.users.base import batched_output_names, expected_output_shapes
 from inferload.users.triton_stream import TritonStreamUser
 
 logger = logging.getLogger(__name__)
@@ -81,6 +81,7 @@ def fit_user_class(cls: type[InferenceUser], info: ModelInfo) -> None:
     model_config = config.get("config", config)  # gRPC's JSON wraps it
     max_batch = int(model_config.get("max_batch_size", 0) or 0) if cls.model_batches else 0
     cls.expected_outputs = expected_output_shapes(cls.target, metadata, max_batch)
+    cls.batched_outputs = batched_output_names(metadata, max_batch > 0)
     cls.sequence_settings = sequence_settings_for(cls.target, config)  # None unless a sequence model
     note = default_sequence_note(cls.target, config)
     if note:

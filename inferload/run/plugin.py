@@ -41,6 +41,9 @@ from inferload.run.trace_run import TraceRun
 from inferload.run.traffic import ScenarioShape, shape_class_for
 from inferload.run.workers import WorkerWatch
 from inferload.scenario.model import Scenario, is_open_loop
+from inferload.scenario.replay_checks import targets_given_batches
+from inferload.scenario.replay_file import ReplayFileError
+from inferload.scenario.shapes import ReplayShape
 from inferload.scenario.targets import Target
 from inferload.servermetrics.windows import ServerWindowPoller
 from inferload.traffic.arrivals import AdjustableTimeline
@@ -108,6 +111,7 @@ class InferloadRun:
             self.restore_leftovers()
         # on a distributed run the master checked already
         self.check_models(check=not is_worker and not self.options.skip_start_checks)
+        self.mark_replay_batches()
         # the engine's listeners come before the recorder's: a worker's report carries what it just drained
         self.engine = None if isinstance(runner, MasterRunner) else self.assign_engine(environment)
         self.recorder = RunRecorder(
@@ -236,6 +240,29 @@ class InferloadRun:
         a server cannot be reached, does not serve the model, or the tensors differ from the model's.
         Without `check`, an unreadable model is only a warning: the run goes on and counts its failures."""
         fit_to_models(self.scenario, self.user_classes.values(), self.models, check)
+
+    def mark_replay_batches(self) -> None:
+        """The targets a replay's rows give batch sizes of their own go through the Python transport
+        (their requests are made when first asked for); StartCheckError for one whose model does not batch."""
+        shape = self.scenario.shape
+        if not isinstance(shape, ReplayShape):
+            return
+        try:
+            given = {target.name for target in targets_given_batches(shape, self.scenario.targets)}
+        except ReplayFileError as error:
+            raise StartCheckError([f"shape.file: {error}"], skippable=False) from None
+        problems = []
+        for cls in self.user_classes.values():
+            if cls.target.name not in given:
+                continue
+            if not cls.model_batches:
+                problems.append(
+                    f"shape.file: {Path(shape.file).name} gives target {cls.target.name!r} batch sizes other than its"
+                    f" batch_size {cls.target.batch_size}, but its model takes no batch dimension (max_batch_size 0)"
+                )
+            cls.replay_batches = True
+        if problems:
+            raise StartCheckError(problems, skippable=False)
 
     def model_info(self, target: Target) -> ModelInfo | None:
         """A Triton target's model metadata and config: shipped with the locustfile, or read now."""

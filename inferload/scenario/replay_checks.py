@@ -133,6 +133,20 @@ def _sample_count(target: Target, base_dir: Path) -> int | None:
     return len(next(iter(read.values())).samples)
 
 
+def targets_given_batches(shape: ReplayShape, targets: Sequence[Target]) -> list[Target]:
+    """The targets some row of the replay gives a batch size other than their own ``batch_size``
+    (each such request is made when first asked for; see ``users.request_pool.RequestPool.index_for``)."""
+    end = math.inf if shape.duration is None else shape.start + shape.duration
+    facts = scan_replay(Path(shape.file), shape.start, end)
+    given: dict[str, Target] = {}
+    for row_target, (largest, _line) in facts.max_batch.items():
+        smallest = facts.min_batch.get(row_target, largest)
+        for target in _receivers(row_target, targets):
+            if smallest != target.batch_size or largest != target.batch_size:
+                given[target.name] = target
+    return list(given.values())
+
+
 def _batch_checks(name: str, facts: ReplayFacts, targets: Sequence[Target]) -> list[Check]:
     checks: list[Check] = []
     for row_target, (batch, line) in sorted(facts.max_batch.items(), key=lambda item: item[1][1]):

@@ -299,6 +299,8 @@ class ReplayFacts:
     max_sample: dict[str | None, tuple[int, int]] = field(default_factory=dict)
     #: target (None: rows without one) -> (largest batch, its line)
     max_batch: dict[str | None, tuple[int, int]] = field(default_factory=dict)
+    #: target (None: rows without one) -> its smallest batch
+    min_batch: dict[str | None, int] = field(default_factory=dict)
     #: rows with t_s in [window_start, window_end) and the first and last such time
     window_rows: int = 0
     window_first_s: float | None = None
@@ -306,6 +308,28 @@ class ReplayFacts:
 
 
 def scan_replay(path: Path, window_start: float = 0.0, window_end: float = math.inf, pause: Pause | None = None) -> ReplayFacts:
+    """Read the whole file once (ReplayFileError at its first problem) and keep what the checks need;
+    a file unchanged since it was last read (same size and modification time) is not read again."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return _scan(path, window_start, window_end, pause)
+    key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size, window_start, window_end)
+    facts = _SCANNED.get(key)
+    if facts is None:
+        facts = _scan(path, window_start, window_end, pause)
+        _SCANNED[key] = facts
+        while len(_SCANNED) > MAX_SCANS_KEPT:
+            _SCANNED.pop(next(iter(_SCANNED)))
+    return facts
+
+
+#: the facts of the files last scanned (validation, the start's checks and the law read one file)
+MAX_SCANS_KEPT = 8
+_SCANNED: dict[tuple[str, int, int, float, float], ReplayFacts] = {}
+
+
+def _scan(path: Path, window_start: float, window_end: float, pause: Pause | None) -> ReplayFacts:
     """Read the whole file once (ReplayFileError at its first problem) and keep what the checks need."""
     facts = ReplayFacts()
     for line, row in replay_rows(path, pause):
@@ -331,6 +355,7 @@ def scan_replay(path: Path, window_start: float = 0.0, window_end: float = math.
             best = facts.max_batch.get(row.target)
             if best is None or row.batch > best[0]:
                 facts.max_batch[row.target] = (row.batch, line)
+            facts.min_batch[row.target] = min(row.batch, facts.min_batch.get(row.target, row.batch))
         if window_start <= row.t_s < window_end:
             facts.window_rows += 1
             if facts.window_first_s is None:

@@ -11,7 +11,6 @@ in a smooth weighted round robin (deterministic: the same on every process).
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -20,8 +19,6 @@ from pathlib import Path
 from inferload.scenario.replay_file import Pause, ReplayFileError, replay_rows, scan_replay, window_period
 from inferload.scenario.shapes import ReplayShape
 from inferload.traffic.arrivals import Arrival
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -102,7 +99,6 @@ class ReplayLaw:
         chooser = WeightedTargets(self.targets)
         start, end, duration = self.start_s, self.window_end_s, self.run_duration_s
         offset = 0.0  # played seconds of the passes before this one
-        batch_said = False
         while True:
             for _, row in replay_rows(self.path, self.pause):
                 if row.t_s < start:
@@ -112,12 +108,6 @@ class ReplayLaw:
                 played = offset + (row.t_s - start) * scale
                 if played >= duration:
                     return
-                if row.batch is not None and not batch_said:
-                    batch_said = True
-                    logger.warning(
-                        "replay %s: its batch column is not applied yet: every request goes at its target's batch_size",
-                        self.path.name,
-                    )
                 yield Arrival(played, row.target or chooser.next(), row.sample, row.batch)
             if not self.loop or period is None:
                 return

@@ -50,7 +50,7 @@ from inferload.users.sequence import SequenceSettings
 if TYPE_CHECKING:
     from inferload.users.engine import NativeEngine, NativeSlot, NativeTarget
 
-__all__ = ["InferenceUser", "RefusedBackoff", "expected_output_shapes", "inference_task"]
+__all__ = ["InferenceUser", "RefusedBackoff", "batched_output_names", "expected_output_shapes", "inference_task"]
 
 #: the exit code of a test stopped for a configuration error (inferload's rule: 2 for usage errors)
 EXIT_USAGE = 2
@@ -77,6 +77,12 @@ class InferenceUser(User):
     #: expected output shapes including the batch dimension, from the model's metadata
     #: when it could be read (name -> shape; -1 matches any size); empty: batch check only
     expected_outputs: ClassVar[dict[str, tuple[int, ...]]] = {}
+    #: the outputs of `expected_outputs` whose first dimension is the batch (a request of another batch
+    #: size, a replay row's, must answer with its own there)
+    batched_outputs: ClassVar[frozenset[str]] = frozenset()
+    #: a replay's rows give this target batch sizes other than its own (set at start): each such
+    #: request is made in Python when first asked for, so the target goes through the Python transport
+    replay_batches: ClassVar[bool] = False
     #: False for a Triton model with max_batch_size 0: the scenario's shape is then the model's
     #: full shape and the tensor is sent without a batch dimension
     model_batches: ClassVar[bool] = True
@@ -191,6 +197,22 @@ class InferenceUser(User):
         self.sent_request_index = picked[0]
         return picked
 
+    def request_batch(self) -> int:
+        """The batch size of the request `next_request()` last picked (the target's, or a replay row's)."""
+        index = self.sent_request_index
+        return self.target.batch_size if index is None else self.request_pool().batch_of(index)
+
+    def expected_outputs_now(self) -> dict[str, tuple[int, ...]]:
+        """`expected_outputs` for the request last picked: its batch dimension is that request's."""
+        if not self.batched_outputs:
+            return self.expected_outputs
+        batch = self.request_batch()
+        if batch == self.target.batch_size:
+            return self.expected_outputs
+        return {
+            name: (batch, *dims[1:]) if name in self.batched_outputs else dims for name, dims in self.expected_outputs.items()
+        }
+
     def input_arrays(self) -> list[tuple[InputSpec, np.ndarray]]:
         """The first request's arrays, batch dimension included (unless the model does not batch).
 
@@ -225,6 +247,8 @@ class InferenceUser(User):
             return "a sequence model's requests carry per-request correlation IDs"
         if target.trace is not None or cls.trace_records is not None:
             return "traced requests carry per-request ids"
+        if cls.replay_batches:
+            return "its replay's batch column gives requests batch sizes of their own, made when first asked for"
         if cls.native_target.__func__ is InferenceUser.native_target.__func__:  # type: ignore[attr-defined]
             return f"the {target.kind} kind has no native path yet"
         return None
@@ -284,6 +308,18 @@ def expected_output_shapes(target: Target, metadata: dict[str, Any] | None, max_
             dims = (target.batch_size, *dims[1:])
         shapes[output["name"]] = dims
     return shapes
+
+
+def batched_output_names(metadata: Mapping[str, Any] | None, batches: bool) -> frozenset[str]:
+    """The outputs whose first dimension is the batch: the metadata's leading -1 on a model that batches."""
+    if not metadata or not batches:
+        return frozenset()
+    names = set()
+    for output in metadata.get("outputs", ()) or ():
+        dims = list(output.get("shape", ()) or ()) if isinstance(output, Mapping) else []
+        if dims and int(dims[0]) == -1:
+            names.add(str(output.get("name")))
+    return frozenset(names)
 
 
 # -- checks when a user class is made ---------------------------------------------------------------

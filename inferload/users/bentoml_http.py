@@ -178,7 +178,7 @@ class BentoMLHttpUser(InferenceUser):
         index, request = self.next_request()
         headers = {"Content-Type": request.content_type, **self._own_headers}
         body = post_for_answer(self._client, self._path, request.body, headers, self.target.response_check, error_detail)
-        check_list_answer(body, self.target, self._expected, self.request_pool(), index)
+        check_list_answer(body, self.target, self._expected, self.request_pool(), index, self.request_batch())
         return len(body)
 
     def close(self) -> None:

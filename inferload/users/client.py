@@ -179,8 +179,8 @@ def inference_task(user: InferenceUser) -> None:
         return
     if user.arrivals is not None:
         intended, arrival = user.arrivals.take_arrival()
-        sample = None if arrival is None else arrival.sample
-        user.client._send_arrival(intended, None if sample is None else user.request_pool().index_of_sample(sample))
+        index = None if arrival is None else user.request_pool().index_for(arrival.sample, arrival.batch)
+        user.client._send_arrival(intended, index)
         return
     result = user.client.infer()
     pause_s = user.refused_backoff.after(result.error)

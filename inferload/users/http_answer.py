@@ -71,10 +71,13 @@ def close_client(user: object) -> None:
         delattr(user, "_client")
 
 
-def check_list_answer(answer: bytes, target: Target, expected: ExpectedCheck | None, pool: RequestPool[Any], index: int) -> None:
-    """``response_check: shape``: a JSON list of ``batch_size`` items; ``expected``: request ``index``'s samples' answers."""
+def check_list_answer(
+    answer: bytes, target: Target, expected: ExpectedCheck | None, pool: RequestPool[Any], index: int, batch: int
+) -> None:
+    """``response_check: shape``: a JSON list of ``batch`` items (request ``index``'s rows: the
+    target's ``batch_size``, or a replay row's); ``expected``: request ``index``'s samples' answers."""
     if target.response_check == "shape":
-        check_json_list(answer, target.batch_size)
+        check_json_list(answer, batch)
     elif expected is not None:
         expected.body(answer, pool.samples(index))
 

@@ -46,7 +46,7 @@ class KServeV1HttpUser(KServeHttpUser):
         index, body = self.post_next()
         check = self.target.response_check
         if check == "shape":
-            v1_predictions(body, self.target.batch_size)
+            v1_predictions(body, self.request_batch())
         elif check == "expected" and self._expected is not None:
             predictions = v1_predictions(body, None)
             answer = predictions[0] if len(predictions) == 1 else predictions

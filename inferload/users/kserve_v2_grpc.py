@@ -47,8 +47,9 @@ class KServeV2GrpcUser(TritonGrpcUser):
         except grpc.RpcError as exc:
             raise get_error_grpc(exc) from None
         if self.expected_outputs and self.target.response_check == "shape":
+            shapes = self.expected_outputs_now()
             for output in response.outputs:
-                expected = self.expected_outputs.get(output.name)
+                expected = shapes.get(output.name)
                 if expected is not None:
                     check_output_shape(output.name, tuple(output.shape), expected)
         if self._expected is not None:

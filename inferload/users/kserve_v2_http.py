@@ -51,7 +51,7 @@ class KServeV2HttpUser(KServeHttpUser):
             answer = v2_answer(body)
             if check == "shape":
                 shapes = v2_output_shapes(answer)
-                for name, expected in self.expected_outputs.items():
+                for name, expected in self.expected_outputs_now().items():
                     if name in shapes:
                         check_output_shape(name, shapes[name], expected)
             elif self._expected is not None:

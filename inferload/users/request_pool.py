@@ -83,6 +83,27 @@ class RequestSource:
         name = self._sample_names[sample] if 0 <= sample < len(self._sample_names) else label
         return label if name == label else f"{label} ({name})"
 
+    @property
+    def has_samples(self) -> bool:
+        """Some input is fed by a data set."""
+        return bool(self._samples)
+
+    def batch_data(self, index: int, start: int, batch: int) -> RequestData:
+        """A request of ``batch`` rows (a replay row's batch size): data-set samples ``start``,
+        ``start + 1``, ... (wrapping at the data set's end); a generated input's rows are the
+        target's own request's, repeated as far as needed."""
+        count = len(next(iter(self._samples.values()))) if self._samples else 0
+        samples = tuple((start + k) % count for k in range(batch)) if count else ()
+        arrays = []
+        for spec in self.target.inputs:
+            fed = self._samples.get(spec.name)
+            if fed is None:
+                own = self._generated[spec.name]
+                arrays.append((spec, own[np.arange(batch) % own.shape[0]]))
+            else:
+                arrays.append((spec, _stack([fed[i] for i in samples])))
+        return RequestData(index=index, samples=samples, arrays=tuple(arrays))
+
     def data(self, index: int) -> RequestData:
         """Request ``index``'s arrays (stacked from its samples; not for the hot path)."""
         plan = self._plan[index]
@@ -103,12 +124,35 @@ def _stack(samples: list[np.ndarray]) -> np.ndarray:
     return stacked
 
 
+#: the bytes of input a pool keeps of the requests it made for a replay's batch sizes (the oldest go first)
+MAX_BATCHED_BYTES = 256 * 2**20
+
+
+@dataclass(frozen=True)
+class BatchedRequest(Generic[T]):
+    """A request made for a replay row's batch size: encoded, its samples, its batch, its input bytes."""
+
+    encoded: T
+    samples: tuple[int, ...]
+    batch: int
+    nbytes: int
+
+
 class RequestPool(Generic[T]):
-    """Every distinct request of a target, encoded by ``encode`` when the pool is made; ``next()`` picks."""
+    """Every distinct request of a target, encoded by ``encode`` when the pool is made; ``next()`` picks.
+
+    A replay row with a batch size other than the target's gets a request made for it on first use
+    (``index_for``), kept for the next row that asks for the same (start sample, batch); those
+    requests' indices follow the pool's own and are never reused."""
 
     def __init__(self, source: RequestSource, encode: Callable[[RequestData], T], *, worker_index: int = 0) -> None:
         self.source = source
+        self._encode = encode
         self._requests: list[T] = [encode(source.data(index)) for index in range(source.size)]
+        self._batched: dict[int, BatchedRequest[T]] = {}
+        self._batched_index: dict[tuple[int, int], int] = {}
+        self._batched_bytes = 0
+        self._next_batched = len(self._requests)
         self._random = source.target.rotation == "random"
         self._rng = np.random.default_rng([source.target.rotation_seed or 0, worker_index])
         self._order: list[int] = self._rng.permutation(source.size).tolist() if self._random else list(range(source.size))
@@ -139,11 +183,47 @@ class RequestPool(Generic[T]):
 
     def encoded(self, index: int) -> T:
         """Request ``index`` as encoded (without moving the cursor)."""
+        if index >= len(self._requests):
+            return self._batched[index].encoded
         return self._requests[index]
 
     def samples(self, index: int) -> tuple[int, ...]:
         """The data-set sample indices request ``index`` carries (for checks of the answer)."""
+        if index >= len(self._requests):
+            return self._batched[index].samples
         return self.source.samples(index)
+
+    def batch_of(self, index: int) -> int:
+        """How many rows request ``index`` carries (what its answer's batch dimension must be)."""
+        if index >= len(self._requests):
+            return self._batched[index].batch
+        return self.source.target.batch_size
+
+    def index_for(self, sample: int | None, batch: int | None) -> int | None:
+        """The request of a replay row: the one starting at ``sample`` with ``batch`` rows (None:
+        the target's batch size; a model that does not batch takes its own request). Without a
+        sample it starts where the rotation's next request does. None: the next in turn."""
+        if batch is None or batch == self.source.target.batch_size or not self.source.model_batches:
+            return None if sample is None else self.index_of_sample(sample)
+        start = 0
+        if self.source.has_samples:
+            start = sample if sample is not None else self.samples(self.next()[0])[0]
+        known = self._batched_index.get((start, batch))
+        if known is not None:
+            return known
+        index = self._next_batched
+        self._next_batched += 1
+        data = self.source.batch_data(index, start, batch)
+        nbytes = sum(int(array.nbytes) for _, array in data.arrays)
+        self._batched[index] = BatchedRequest(self._encode(data), data.samples, batch, nbytes)
+        self._batched_index[(start, batch)] = index
+        self._batched_bytes += nbytes
+        while self._batched_bytes > MAX_BATCHED_BYTES and len(self._batched) > 1:  # the oldest go
+            oldest = next(iter(self._batched))
+            gone = self._batched.pop(oldest)
+            self._batched_bytes -= gone.nbytes
+            del self._batched_index[(gone.samples[0] if gone.samples else 0, gone.batch)]
+        return index
 
     def index_of_sample(self, sample: int) -> int:
         """The request that starts from data-set sample ``sample`` (a replay file's `sample`), or, with

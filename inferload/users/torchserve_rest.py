@@ -108,7 +108,7 @@ class TorchServeRestUser(InferenceUser):
             if self._sequences is not None:  # no answer, or the server's error: that sequence starts afresh
                 self._sequences.abandon()
             raise
-        check_list_answer(body, self.target, self._expected, self.request_pool(), index)
+        check_list_answer(body, self.target, self._expected, self.request_pool(), index, self.request_batch())
         return len(body)
 
     def close(self) -> None:

@@ -119,9 +119,9 @@ class TritonHttpUser(InferenceUser):
     def send(self) -> int:
         result = self._post_next()
         size = 0
-        check_shapes = self.target.response_check == "shape"
+        shapes = self.expected_outputs_now() if self.target.response_check == "shape" else None
         for output in result.get_response().get("outputs", []):
-            expected = self.expected_outputs.get(output["name"]) if check_shapes else None
+            expected = shapes.get(output["name"]) if shapes is not None else None
             if expected is not None:
                 check_output_shape(output["name"], tuple(output["shape"]), expected)
             size += int(output.get("parameters", {}).get("binary_data_size", 0))

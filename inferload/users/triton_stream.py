@@ -189,8 +189,9 @@ class TritonStreamUser(TritonGrpcUser):
         """The target's response check on one response that carries outputs (as the unary user checks an answer)."""
         try:
             if self.expected_outputs and self.target.response_check == "shape":
+                shapes = self.expected_outputs_now()
                 for output in answer.outputs:
-                    expected = self.expected_outputs.get(output.name)
+                    expected = shapes.get(output.name)
                     if expected is not None:
                         check_output_shape(output.name, tuple(output.shape), expected)
             if self._expected is not None:  # response_check: expected, on every response

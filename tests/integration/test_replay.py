@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 import yaml
 
 from inferload.local.servers.triton_local import trace_arguments
@@ -249,3 +250,37 @@ def test_a_sweep_steps_a_recording_through_rates_keeping_its_bursts(
         # and the recording's bursts (its CV over the whole recording: within a half)
         assert open_loop["configured_rps"] == pytest.approx(step["level"], rel=0.35), (step, open_loop)
         assert open_loop["burstiness"]["scheduled_cv"] == pytest.approx(recording_cv, rel=0.5), open_loop
+
+
+def _batch_executions(server: ExampleTriton) -> dict[int, int]:
+    """Triton's executions of the model by batch size so far (its statistics; no dynamic batching:
+    each request is one execution at the batch it carried)."""
+    answer = requests.get(f"http://{server.http}/v2/models/{MODEL}/stats", timeout=10)
+    assert answer.status_code == 200, answer.text
+    [model] = answer.json()["model_stats"]
+    return {int(entry["batch_size"]): int(entry["compute_infer"]["count"]) for entry in model.get("batch_stats", [])}
+
+
+@pytest.mark.parametrize("kind", ["triton-grpc", "triton-http"])
+def test_a_replays_batch_column_sends_each_request_at_its_rows_batch_size(
+    traced_triton: tuple[ExampleTriton, Path], tmp_path: Path, kind: str
+) -> None:
+    """Rows of batch 1 to 4 (tail_queue batches up to 4, without dynamic batching): Triton executes
+    each request at its row's batch size, and every answer passes the shape check at that batch."""
+    server, _ = traced_triton
+    batches = [1, 2, 3, 4, 2, 4, 1, 3] * 4  # 32 rows, 10 a second
+    replay = tmp_path / "batches.csv"
+    replay.write_text("t_s,batch\n" + "".join(f"{0.1 * (i + 1):.1f},{b}\n" for i, b in enumerate(batches)))
+    data: dict[str, Any] = {"name": "replay-batch", "duration": "4s", "warmup": "0s", "window": "1s"}
+    address = server.grpc if kind == "triton-grpc" else server.http
+    data["targets"] = [{**_target(address), "kind": kind, "response_check": "shape"}]
+    data["shape"] = {"kind": "replay", "file": str(replay), "max_in_flight": 8}
+    before = _batch_executions(server)
+    run = run_locust(write_scenario(tmp_path, data), tmp_path)
+    assert run.returncode == 0, run.output
+    after = _batch_executions(server)
+    executed = {size: after.get(size, 0) - before.get(size, 0) for size in after}
+    assert {size: count for size, count in executed.items() if count} == dict(Counter(batches)), (executed, run.output[-3000:])
+    figures = run.summary["targets"]["t"]
+    assert figures["requests"] == len(batches) and figures["failures"] == 0, figures
+    assert "its replay's batch column gives requests batch sizes of their own" in run.output, run.output[-3000:]

@@ -14,6 +14,7 @@ import pytest
 from inferload.scenario.datasets import DatasetError, pool_nbytes, read_dataset, request_plan
 from inferload.scenario.targets import InputSpec, Target
 from inferload.scenario.tensors import numpy_dtype
+from inferload.users import request_pool
 from inferload.users.payload import make_input_array
 from inferload.users.request_pool import RequestData, RequestPool, RequestSource
 
@@ -280,3 +281,53 @@ def test_a_replayed_sample_picks_the_request_that_starts_from_it_or_carries_it(t
     assert [pairs.encoded(pairs.index_of_sample(s)) for s in range(4)] == [(0, 1), (0, 1), (2, 3), (2, 3)]
     with pytest.raises(IndexError, match="sample 9: the data set has samples 0 to 3"):
         pairs.index_of_sample(9)
+
+
+def test_a_replayed_batch_gets_a_request_of_that_many_rows_made_once(tmp_path: Path) -> None:
+    """A replay file's `batch` column: a request of `batch` rows from the row's sample on (wrapping at
+    the data set's end), the generated input's rows repeated; made on first use, then picked again."""
+    encoded: list[RequestData] = []
+
+    def encode(data: RequestData) -> RequestData:
+        encoded.append(data)
+        return data
+
+    pool = RequestPool(RequestSource(_lines_target(tmp_path, 5), tmp_path), encode)
+    assert pool.index_for(None, None) is None and pool.index_for(3, 1) == pool.index_of_sample(3)  # the target's own
+    index = pool.index_for(3, 4)
+    assert index is not None and index >= pool.size
+    made = pool.encoded(index)
+    assert made.samples == (3, 4, 0, 1) and pool.samples(index) == (3, 4, 0, 1) and pool.batch_of(index) == 4
+    assert made.arrays[0][1].tolist() == [[b"sample 3"], [b"sample 4"], [b"sample 0"], [b"sample 1"]]
+    assert made.arrays[1][1].tolist() == [[1.5, 1.5]] * 4
+    made_before = len(encoded)
+    assert pool.index_for(3, 4) == index and len(encoded) == made_before  # kept, not made again
+    assert pool.index_for(3, 2) != index and pool.batch_of(0) == 1
+    # without a sample it starts where the rotation's next request does
+    following = pool.index_for(None, 2)
+    assert following is not None and pool.samples(following)[1] == (pool.samples(following)[0] + 1) % 5
+
+
+def test_the_requests_made_for_batches_are_bounded_and_the_oldest_go_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sizes: list[int] = []
+
+    def encode(data: RequestData) -> tuple[int, ...]:
+        sizes.append(sum(array.nbytes for _, array in data.arrays))
+        return data.samples
+
+    pool = RequestPool(RequestSource(_lines_target(tmp_path, 8), tmp_path), encode)
+    one = pool.index_for(0, 2)
+    assert one is not None
+    monkeypatch.setattr(request_pool, "MAX_BATCHED_BYTES", sizes[-1] * 2)  # room for two of them
+    two, three = pool.index_for(1, 2), pool.index_for(2, 2)
+    assert two is not None and three is not None and len({one, two, three}) == 3
+    with pytest.raises(KeyError):
+        pool.encoded(one)  # the oldest went
+    assert pool.encoded(three) == (2, 3) and pool.index_for(0, 2) not in (one, two, three)  # made anew, a new index
+
+
+def test_a_model_that_does_not_batch_takes_its_own_request_whatever_the_row_says(tmp_path: Path) -> None:
+    pool = RequestPool(RequestSource(_lines_target(tmp_path, 3), tmp_path, model_batches=False), lambda d: d.samples)
+    assert pool.index_for(2, 4) == pool.index_of_sample(2) and pool.index_for(None, 4) is None

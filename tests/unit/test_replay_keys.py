@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from inferload.scenario.loader import load_scenario, scenario_from_dict, scenario_to_dict
+from inferload.scenario.replay_checks import targets_given_batches
 from inferload.scenario.shapes import GammaShape, ReplayShape
 from tests.support.scenario_factory import bare_target, key_problems, write_scenario
 
@@ -144,3 +145,25 @@ def test_a_batch_over_the_request_bound(tmp_path: Path) -> None:
     shape = replay(tmp_path, "t_s,batch\n0,2\n0.1,17\n")
     [(key, message)] = key_problems(tmp_path, scenario_data(shape, target))
     assert key == "shape.file" and message.startswith("trace.csv line 3: batch 17 makes target 'a''s requests 71,303,168 bytes")
+
+
+def test_the_targets_a_replay_gives_batches_of_their_own_are_known_before_the_run(tmp_path: Path) -> None:
+    """Rows naming a target give it their batches; rows without one give every target theirs; a
+    batch equal to the target's own batch_size is no batch of its own."""
+    a, b = bare_target("a", "triton-grpc", "127.0.0.1:8001"), bare_target("b", "triton-grpc", "127.0.0.1:8001")
+    b["batch_size"] = 2
+
+    files = iter(range(100))
+
+    def given(text: str) -> list[str]:
+        shape = replay(tmp_path, text, name=f"trace{next(files)}.csv")
+        scenario = load_scenario(write_scenario(tmp_path, scenario_data(shape, a, b)))
+        assert isinstance(scenario.shape, ReplayShape)
+        return sorted(t.name for t in targets_given_batches(scenario.shape, scenario.targets))
+
+    assert given("t_s,target\n0,a\n0.5,b\n") == []
+    assert given("t_s,target,batch\n0,a,1\n0.5,b,2\n") == []
+    assert given("t_s,target,batch\n0,a,1\n0.5,b,1\n") == ["b"]
+    assert given("t_s,target,batch\n0,a,4\n0.5,b,2\n") == ["a"]
+    assert given("t_s,batch\n0,2\n0.5,2\n") == ["a"]
+    assert given("t_s,batch\n0,1\n0.5,2\n") == ["a", "b"]
