@@ -48,8 +48,16 @@ COLUMNS = ["time", "target", "latency_ms", "outcome", "worker"]
 FLUSH_EVERY_S = 1.0
 
 
+#: what requests.csv is called while the run writes it (renamed to its own name when the run ends)
+PARTIAL_SUFFIX = ".partial"
+
+
 class RequestLog:
     """Collects rows on every process; writes them where the results are (master or local).
+
+    The rows go to ``requests.csv.partial`` while the run goes on, renamed ``requests.csv`` once the
+    last row is written: a folder that failed, or a process killed outright, leaves a file whose name
+    says it is not whole, never a requests.csv that looks complete.
 
     A worker learns whether the master asked for the log only with the first spawn message (Locust
     sends the master's options then), so workers always attach one, and `enabled` reads the options
@@ -59,7 +67,8 @@ class RequestLog:
 
     def __init__(self, environment: Environment, path: Path | None) -> None:
         self.environment = environment
-        self.path = path
+        #: where the rows are written now (``requests.csv.partial`` until `close()`, then requests.csv)
+        self.path = None if path is None else partial_path(path)
         self._rows: list[tuple[float, str, float, str]] = []
         self._writer: gevent.Greenlet | None = None
         self._is_worker = isinstance(environment.runner, WorkerRunner)
@@ -75,15 +84,15 @@ class RequestLog:
         if isinstance(runner, WorkerRunner):
             events.report_to_master.add_listener(self._on_report_to_master)
         else:
-            if path is None:
+            if self.path is None:
                 raise ValueError("the master or a local run needs a path for requests.csv")
-            path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
             try:
-                with open(path, "w", newline="") as handle:
+                with open(self.path, "w", newline="") as handle:
                     csv.writer(handle).writerow(COLUMNS)
             except OSError as error:  # a full disk at the start: no row yet, the file goes on elsewhere
                 with contextlib.suppress(OSError):
-                    path.unlink()  # never a partial file left in the results folder
+                    self.path.unlink()  # never a partial file left in the results folder
                 self._fail_over(error, rows_written=False)
             if isinstance(runner, MasterRunner):
                 events.worker_report.add_listener(self._on_worker_report)
@@ -135,10 +144,20 @@ class RequestLog:
             self._append(rows, "local")
 
     def close(self) -> None:
+        """The last rows written, and the file given its own name (requests.csv)."""
         if self._writer is not None:
             self._writer.kill(block=False)
             self._writer = None
         self.flush()
+        if self.path is None or self.path.suffix != PARTIAL_SUFFIX:
+            return
+        whole = self.path.with_suffix("")
+        try:
+            self.path.replace(whole)
+        except OSError as error:
+            logger.error("cannot rename %s to %s (%s): its rows are all there", self.path, whole.name, error.strerror or error)
+            return
+        self.path = whole  # a web UI's next run appends to it
 
     def _append(self, rows: list, worker: str) -> None:
         assert self.path is not None
@@ -187,6 +206,9 @@ class RequestLog:
             error.strerror or error,
             fallback,
         )
+        if rows_written:
+            with contextlib.suppress(OSError):  # a folder that went read-only keeps it, named .partial
+                self.path.unlink()
         self.path, self.fallback_dir = fallback, folder
         return True
 
@@ -194,6 +216,11 @@ class RequestLog:
         if not self.dropped_rows:
             logger.error("cannot write %s (%s): request rows are dropped from now on (counted)", self.path, error)
         self.dropped_rows += len(rows)
+
+
+def partial_path(path: Path) -> Path:
+    """requests.csv's name while it is written: ``requests.csv.partial``."""
+    return path.with_name(path.name + PARTIAL_SUFFIX)
 
 
 class RunRecorder:

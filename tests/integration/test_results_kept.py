@@ -77,7 +77,7 @@ def test_a_results_folder_that_turns_read_only_mid_run_loses_no_request(local_se
             tmp_path / "log",
         )
         try:
-            wait_until(lambda: data_rows(results / "requests.csv") >= 20, 90, "requests.csv to fill")
+            wait_until(lambda: data_rows(results / "requests.csv.partial") >= 20, 90, "requests.csv to fill")
             remount_read_only(mounted)
         finally:
             code = run.wait(timeout=120)
@@ -86,9 +86,12 @@ def test_a_results_folder_that_turns_read_only_mid_run_loses_no_request(local_se
         assert "requests.csv goes on in" in output, output
         assert not (results / "summary.json").exists()  # never a partial file in the failed folder
         assert not list(results.glob(".*.tmp"))
+        # the part written before it failed keeps the name that says so: no requests.csv that looks whole
+        assert sorted(path.name for path in results.iterdir()) == ["requests.csv.partial"], output
     fallback = fallback_folder(output)
     summary = read_summary(fallback)
     assert summary.targets["t"].requests == data_rows(fallback / "requests.csv") > 20  # every request, none lost
+    assert not (fallback / "requests.csv.partial").exists()
     assert (fallback / "windows.csv").is_file() and (fallback / "report.html").is_file()
 
 
