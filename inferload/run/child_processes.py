@@ -68,9 +68,12 @@ def exit_code(returncode: int, signals: Sequence[int], signal_is_quit: bool = Fa
 class ChildProcesses:
     """Locust processes of one `inferload` command; use as a context manager around the run."""
 
-    def __init__(self, signal_is_quit: bool = False) -> None:
-        """`signal_is_quit`: a signal is how the lead is meant to end (a web UI run): its exit code stands."""
+    def __init__(self, signal_is_quit: bool = False, on_second: Callable[[int], None] | None = None) -> None:
+        """`signal_is_quit`: a signal is how the lead is meant to end (a web UI run): its exit code stands.
+        `on_second`: called with a second signal once it is forwarded (a command that ends at once then:
+        `StopSignals.exit_at_once`); None: the block goes on until the lead has exited."""
         self.signal_is_quit = signal_is_quit
+        self.on_second = on_second
         self.lead: subprocess.Popen[bytes] | None = None
         self.helpers: list[subprocess.Popen[bytes]] = []
         #: the signals the CLI received while the block ran
@@ -117,6 +120,8 @@ class ChildProcesses:
             return  # the repeat of a parent's death (one per thread it had), not a second request to stop
         self.signals.append(signum)
         self._forward(signum)
+        if self.on_second is not None and len(self.signals) > 1:
+            self.on_second(signum)
 
     def _forward(self, signum: int) -> None:
         if self.lead is not None and self.lead.poll() is None:
@@ -176,11 +181,15 @@ class StopSignals:
         self.received.append(signum)
         name = signal.Signals(signum).name
         if len(self.received) > 1:
-            sys.stderr.write(f"{self.command}: {name} again: exiting at once{self.on_second}\n")
-            sys.stderr.flush()
-            os._exit(128 + int(signum))
+            self.exit_at_once(signum)
         sys.stderr.write(f"{self.command}: {name}: stopping (send it again to exit at once)\n")
         sys.stderr.flush()
+
+    def exit_at_once(self, signum: int) -> None:
+        """A second signal: the process ends now (128 + its number), saying so."""
+        sys.stderr.write(f"{self.command}: {signal.Signals(signum).name} again: exiting at once{self.on_second}\n")
+        sys.stderr.flush()
+        os._exit(128 + int(signum))
 
     def __enter__(self) -> StopSignals:
         for signum in FORWARDED:

@@ -112,6 +112,8 @@ class SweepSettings:
     #: the GPUs' readings (NVML); None or a source that reads nothing: no GPU columns
     gpu: GpuSource | None = field(default=None, compare=False)
     printer: Callable[[str], None] = field(default=print, compare=False)
+    #: called with a second signal during a step, once forwarded to it (tune ends at once then)
+    on_second_signal: Callable[[int], None] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         # each step starts `workers` Locust processes: the CLI bounds --workers as it reads it, and a
@@ -297,7 +299,7 @@ class Sweep:
     def run(self) -> int:
         """The sweep (or capacity search); 0 when it ended by its own rules, 2 when a step could not
         start, 128+N when a signal stopped it."""
-        with ChildProcesses() as children:
+        with ChildProcesses(on_second=self.settings.on_second_signal) as children:
             if self.settings.capacity is not None:
                 self._find_capacity(children, self.settings.capacity)
             elif self.settings.ramp_hold is not None:

@@ -203,6 +203,7 @@ class Tune:
                 capacity=replace(capacity, start_rps=start_rps, verify=False),  # candidates are compared by their intervals
                 budget_s=None if left is None else max(left - self.apply_s, 0.0),
                 printer=lambda line: say("      " + line),
+                on_second_signal=self.signals.exit_at_once,  # a second signal during a step: at once, as between them
             )
         )
         sweep.run()

@@ -16,6 +16,7 @@ import json
 import signal
 import subprocess
 import sys
+import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -174,6 +175,35 @@ def test_a_signal_stops_a_tune_at_once_puts_the_server_back_and_keeps_what_was_m
     assert registration(management) == before
     assert ServerJournal(journal).entries() == []
     assert no_process_mentions(str(tmp_path / "out"))
+
+
+def test_a_second_signal_during_a_step_ends_the_tune_at_once_and_restore_puts_the_server_back(
+    local_servers, triton_url, tmp_path
+):
+    """Two SIGINTs 0.2 s apart while a step runs: the tune exits 130 at once, as a second signal
+    between steps does, without waiting for the step or putting the server back; the journal keeps
+    what to put back, and `inferload restore` does."""
+    before = get(f"{triton_url}/v2/models/cnn/config")
+    journal = tmp_path / "journal"
+    target = cnn_target("triton", "triton-grpc", f"127.0.0.1:{local_servers.ports.triton_grpc}")
+    args = tune_args(tmp_path, "triton", target, "--triton-url", triton_url, "--triton-delays-us", "2000")
+    tune = start(args, journal, tmp_path / "tune.log")
+    try:
+        wait_until(lambda: first_step_running(tmp_path / "out"), 120, "the first step to start")
+    finally:
+        tune.send_signal(signal.SIGINT)
+        time.sleep(0.2)
+        tune.send_signal(signal.SIGINT)
+    assert wait_gone(tune, 10) == 130, (tmp_path / "tune.log").read_text()
+    output = (tmp_path / "tune.log").read_text()
+    assert "inferload tune: SIGINT again: exiting at once; the journal keeps what to put back" in output, output
+    assert "putting the original settings back" not in output, output
+    wait_until(lambda: no_process_mentions(str(tmp_path / "out")), 30, "the tune's step to end")
+    assert len(ServerJournal(journal).entries()) == 1
+    restored = inferload("restore", journal=journal)
+    assert restored.returncode == 0, restored.stdout + restored.stderr
+    assert get(f"{triton_url}/v2/models/cnn/config") == before
+    assert ServerJournal(journal).entries() == []
 
 
 # -- a traced run -----------------------------------------------------------------------------------------

@@ -48,6 +48,17 @@ def test_a_signal_to_the_cli_goes_to_the_lead_and_the_handlers_are_restored():
     assert signal.getsignal(signal.SIGTERM) == before
 
 
+def test_a_second_signal_is_forwarded_and_then_handed_to_the_command_that_ends_at_once():
+    seconds: list[int] = []
+    with ChildProcesses(on_second=seconds.append) as children:
+        children.start(SLEEPER, lead=True)
+        os.kill(os.getpid(), signal.SIGINT)
+        assert seconds == []  # the first stops the lead; the command carries on
+        os.kill(os.getpid(), signal.SIGINT)
+        code = children.wait()
+    assert seconds == [signal.SIGINT] and children.signals == [signal.SIGINT, signal.SIGINT] and code == 130
+
+
 def test_sighup_is_forwarded_as_sigterm():
     with ChildProcesses() as children:
         lead = children.start(SLEEPER, lead=True)
