@@ -7,8 +7,8 @@ ModelInferRequest (FP32 [1, 16]) or its HTTP form (Triton's binary tensor extens
 - gRPC: h2load (a pre-framed ModelInferRequest over h2c, `content-type: application/grpc`,
   `te: trailers`), the raw grpc.aio client (`bench.grpc_ceiling`), inferload's native engine and
   its Python transport (`INFERLOAD_TRANSPORT=python`), each an `inferload run --headless`;
-- HTTP: wrk, hey, inferload's engine and Python transport (`triton-http`), and AIPerf where it
-  is installed (`bench.aiperf`).
+- HTTP: wrk, hey, inferload's engine and Python transport (`triton-http`), and AIPerf (`bench.aiperf`:
+  its own venv, the tensor as v2 JSON).
 
 The method treats every tool alike (black box):
 
@@ -48,7 +48,8 @@ from typing import Any, Protocol
 import numpy as np
 import yaml
 
-from bench.peer_output import PeerOutputError, ToolReport, parse_h2load, parse_hey, parse_wrk
+from bench.peer_output import PeerOutputError, ToolReport, parse_aiperf, parse_h2load, parse_hey, parse_wrk
+from inferload.errors import InferloadError
 from inferload.paths import REPO_ROOT
 
 MODEL = "identity"
@@ -156,6 +157,8 @@ class Payloads:
     http_body: Path
     http_json_size: int
     wrk_script: Path
+    #: the same tensor as Triton's v2 JSON (AIPerf's template)
+    http_json: dict[str, Any]
 
 
 def write_payloads(folder: Path) -> Payloads:
@@ -181,7 +184,8 @@ def write_payloads(folder: Path) -> Payloads:
         'wrk.headers["Content-Type"] = "application/octet-stream"\n'
         f'wrk.headers["Inference-Header-Content-Length"] = "{json_size}"\n'
     )
-    return Payloads(grpc_framed, http_body, int(json_size or 0), script)
+    as_json = {"inputs": [{"name": INPUT, "shape": [1, 16], "datatype": "FP32", "data": array.ravel().tolist()}]}
+    return Payloads(grpc_framed, http_body, int(json_size or 0), script, as_json)
 
 
 # ---- the tools ------------------------------------------------------------------------------
@@ -198,6 +202,14 @@ class Invocation:
 
 def _stdout_report(parse: Callable[[str], ToolReport]) -> Callable[[str, Path], ToolReport]:
     return lambda stdout, _folder: parse(stdout)
+
+
+def _aiperf_report(_stdout: str, folder: Path) -> ToolReport:
+    try:
+        text = (folder / "aiperf" / "profile_export_aiperf.json").read_text()
+    except OSError as error:
+        raise PeerOutputError(f"AIPerf wrote no profile_export_aiperf.json: {error.strerror}") from None
+    return parse_aiperf(text)
 
 
 def _ceiling_report(stdout: str, folder: Path) -> ToolReport:
@@ -249,6 +261,7 @@ TOOLS: dict[str, str] = {
     "inferload python (grpc)": "grpc",
     "wrk": "http",
     "hey": "http",
+    "aiperf": "http",
     "inferload engine (http)": "http",
     "inferload python (http)": "http",
 }
@@ -279,6 +292,14 @@ def invocation(
         command = ["hey", "-z", f"{seconds:g}s", *pace, "-m", "POST", "-D", str(payloads.http_body)]
         command += ["-T", "application/octet-stream", "-H", f"Inference-Header-Content-Length: {payloads.http_json_size}"]
         return Invocation([*command, http_url], _stdout_report(parse_hey), {})
+    if tool == "aiperf":
+        from bench.aiperf import aiperf_command, ensure_aiperf
+
+        aiperf, tokenizer = ensure_aiperf()
+        command = aiperf_command(
+            aiperf, tokenizer, server.http_address, MODEL, payloads.http_json, seconds, rate, IN_FLIGHT, folder / "aiperf"
+        )
+        return Invocation(command, _aiperf_report, {})
     if tool == "grpc.aio":
         command = [sys.executable, "-m", "bench.grpc_ceiling", server.grpc_address, MODEL, str(IN_FLIGHT)]
         command += [f"{seconds:g}s", "none" if rate is None else f"{rate:g}", str(folder / "ceiling.json")]
@@ -297,7 +318,15 @@ def invocation(
 
 
 def tool_available(tool: str) -> str | None:
-    """Why ``tool`` cannot run here (None: it can)."""
+    """Why ``tool`` cannot run here (None: it can). AIPerf's venv is made here on first use (minutes)."""
+    if tool == "aiperf":
+        from bench.aiperf import ensure_aiperf
+
+        try:
+            ensure_aiperf()
+        except (InferloadError, OSError, subprocess.SubprocessError) as error:
+            return f"AIPerf's venv could not be made: {error}"
+        return None
     binary = tool if tool in ("h2load", "wrk", "hey") else None
     if binary and shutil.which(binary) is None:
         package = {"h2load": "nghttp2-client"}.get(binary, binary)

@@ -7,7 +7,7 @@ item needs it), measures every client in its own process, side by side and inter
 round, and writes `results/bench-<UTC time>/results.json` and `results.md`; results.json is
 rewritten after every item, so an item that fails keeps what the others measured. Everything it
 starts is stopped before it returns. The default items are issue 20's: 10, the peers side by side
-(bench/peers.py: h2load, wrk, hey, grpc.aio, AIPerf where installed, inferload's engine and Python
+(bench/peers.py: h2load, wrk, hey, grpc.aio, AIPerf, inferload's engine and Python
 transport, against Triton and the reference server; pacing and scale-out) and 11, the engine's
 traced per-request residual at 200 req/s. Items 1–9 are issue 14's (`--items 1,2,...`).
 `--quick`: one round, short runs (a few minutes on a quiet machine).

@@ -3,6 +3,7 @@ the reference server, tests/captures/peers/), difference over difference, and is
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -145,3 +146,18 @@ def test_goals_section_names_the_machine() -> None:
     assert lines[0] == "## Issue 20's goals in this run"
     assert "x, 2 cores, load average 1.0" in lines[2]
     assert any("not measured" in line for line in lines)
+
+
+def test_aiperf_sends_the_tensor_as_v2_json_closed_loop_or_paced() -> None:
+    from bench.aiperf import aiperf_command
+
+    body = {"inputs": [{"name": "INPUT__0", "shape": [1, 2], "datatype": "FP32", "data": [0.5, 1.5]}]}
+    closed = aiperf_command(Path("aiperf"), Path("tok"), "127.0.0.1:8000", "identity", body, 4, None, 16, Path("out"))
+    extra = json.loads(closed[closed.index("--extra-inputs") + 1])
+    assert json.loads(extra["payload_template"]) == body and extra["response_field"] == "outputs[0].name"
+    assert closed[closed.index("--custom-endpoint") + 1] == "/v2/models/identity/infer"
+    assert closed[closed.index("--concurrency") + 1] == "16" and "--request-rate" not in closed
+    assert closed[closed.index("--benchmark-duration") + 1] == "4" and closed[closed.index("--tokenizer") + 1] == "tok"
+    paced = aiperf_command(Path("aiperf"), Path("tok"), "127.0.0.1:8000", "identity", body, 8, 200.0, 16, Path("out"))
+    assert paced[paced.index("--request-rate") + 1] == "200" and "--concurrency" not in paced
+    assert paced[paced.index("--arrival-pattern") + 1] == "constant"
