@@ -54,6 +54,7 @@ from inferload.errors import (
     ServerChangeError,
     ServerError,
     StartCheckError,
+    StoppedBeforeStart,
     UsageError,
 )
 
@@ -134,6 +135,7 @@ __all__ = [
     "ServerError",
     "Slo",
     "StartCheckError",
+    "StoppedBeforeStart",
     "Target",
     "TorchServeRestUser",
     "TritonGrpcUser",

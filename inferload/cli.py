@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from inferload.errors import EXIT_USAGE, InferloadError, ScenarioError, UsageError
-from inferload.run import cli_values
+from inferload.run import cli_values, early_signals
 from inferload.run.child_processes import ChildProcesses
 from inferload.run.command import locust_command
 from inferload.scenario.limits import MAX_REMOTE_WORKERS, MAX_USERS, max_local_workers
@@ -264,6 +264,8 @@ def main(argv: list[str] | None = None) -> int:
         argv, locust_args = argv[: argv.index("--")], argv[argv.index("--") + 1 :]
     args = parser.parse_args(argv)  # a bad option: one line and exit 2 (CommandParser.error)
     args.locust_args = locust_args
+    # a command that runs children: a stop signal while it starts is held for its handlers (early_signals)
+    release = early_signals.hold() if args.command in COMMANDS_WITH_CHILDREN else None
     try:
         return run_command(parser, args)
     except ScenarioError as exc:  # one line per problem, each naming the file and the key path
@@ -276,6 +278,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("inferload: interrupted", file=sys.stderr)
         return 130
+    finally:
+        if release is not None:
+            release()
+
+
+#: the commands whose Locust processes (or steps) take the stop signals (`ChildProcesses`, `StopSignals`)
+COMMANDS_WITH_CHILDREN = frozenset({"run", "sweep", "tune", "demo", "worker"})
 
 
 def error_prefix(command: str) -> str:

@@ -7,6 +7,7 @@
     │   ├── ModelMismatchError      the scenario's tensors do not match the served model
     │   ├── StartCheckError         the start checks found problems before any load (.problems)
     │   └── RunKeyError             a distributed run has no usable run key (INFERLOAD_RUN_KEY)
+    ├── StoppedBeforeStart          SIGINT/SIGTERM came while the command started: nothing was started (128 + it)
     ├── ServerChangeError           a server's settings could not be changed, journaled or put back
     ├── ServerError                 a local server could not be started, reached or stopped
     │   ├── PortInUseError          a configured port is already taken
@@ -99,6 +100,17 @@ class StartCheckError(UsageError):
 
 class RunKeyError(UsageError):
     """No usable run key where a distributed run needs one."""
+
+
+class StoppedBeforeStart(InferloadError):
+    """A stop signal came while the command was starting (`inferload.run.early_signals`): it ends
+    before it starts anything, with the shell's code for that signal (130 for SIGINT, 143 for SIGTERM)."""
+
+    def __init__(self, signum: int) -> None:
+        import signal
+
+        self.exit_code = 128 + int(signum)
+        super().__init__(f"{signal.Signals(signum).name} while starting: stopped before anything was started")
 
 
 class ServerChangeError(InferloadError):

@@ -17,6 +17,11 @@ from typing import Any
 
 import locust  # noqa: F401  (before the rest: gevent monkey patching)
 
+from inferload.run import early_signals
+
+if __name__ != "inferload.locustfile":  # Locust loads it: SIGINT/SIGTERM held while the rest imports (RunStopper takes them)
+    early_signals.hold()
+
 from inferload.run.install import install
 from inferload.run.plugin import scenario_path_from_argv
 from inferload.scenario.loader import load_scenario

@@ -33,6 +33,9 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import IO, Any
 
+from inferload.errors import StoppedBeforeStart
+from inferload.run import early_signals
+
 FORWARDED: dict[signal.Signals, signal.Signals] = {
     signal.SIGINT: signal.SIGINT,
     signal.SIGTERM: signal.SIGTERM,
@@ -129,6 +132,9 @@ class ChildProcesses:
                 os.kill(self.lead.pid, FORWARDED.get(signal.Signals(signum), signal.SIGTERM))
 
     def __enter__(self) -> ChildProcesses:
+        held = early_signals.take()
+        if held:  # the command was told to stop while it started: nothing is started
+            raise StoppedBeforeStart(held[0])
         for signum in FORWARDED:
             self._previous[signum] = signal.signal(signum, self._on_signal)
         return self
@@ -192,6 +198,9 @@ class StopSignals:
         os._exit(128 + int(signum))
 
     def __enter__(self) -> StopSignals:
+        held = early_signals.take()
+        if held:
+            raise StoppedBeforeStart(held[0])
         for signum in FORWARDED:
             self._previous[signum] = signal.signal(signum, self._on_signal)
         return self

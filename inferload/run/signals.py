@@ -44,6 +44,8 @@ from locust.env import Environment
 from locust.rpc import Message
 from locust.runners import STATE_INIT, STATE_MISSING, STATE_RUNNING, STATE_SPAWNING, MasterRunner, Runner, WorkerRunner
 
+from inferload.run import early_signals
+
 logger = logging.getLogger(__name__)
 
 STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM)
@@ -93,6 +95,8 @@ class RunStopper:
         for signum in (*STOP_SIGNALS, PARENT_DEATH):
             self._handlers.append(gevent.signal_handler(signum, self.on_signal, signum))
         self.environment.events.quitting.add_listener(self._on_quitting)
+        for held in early_signals.take():  # came while the process started: acted on now
+            self.on_signal(held)
         return self
 
     def uninstall(self) -> None:

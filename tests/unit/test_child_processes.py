@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from inferload.run import child_processes
+from inferload.errors import StoppedBeforeStart
+from inferload.run import child_processes, early_signals
 from inferload.run.child_processes import ChildProcesses, exit_code
 from inferload.run.distributed import DistributedRun, master_command
 from tests.support.ports import free_port
@@ -57,6 +58,23 @@ def test_a_second_signal_is_forwarded_and_then_handed_to_the_command_that_ends_a
         os.kill(os.getpid(), signal.SIGINT)
         code = children.wait()
     assert seconds == [signal.SIGINT] and children.signals == [signal.SIGINT, signal.SIGINT] and code == 130
+
+
+def test_a_signal_while_the_command_starts_is_held_and_nothing_is_started():
+    """`early_signals`: SIGINT before the handlers are installed neither raises KeyboardInterrupt where
+    it lands nor is lost: the block that would start the children refuses to (130, nothing started)."""
+    before = signal.getsignal(signal.SIGINT)
+    release = early_signals.hold()
+    try:
+        os.kill(os.getpid(), signal.SIGINT)  # no KeyboardInterrupt here
+        refused = pytest.raises(StoppedBeforeStart, match="SIGINT while starting: stopped before anything was started")
+        with refused as stopped, ChildProcesses() as children:
+            children.start(SLEEPER, lead=True)
+        assert stopped.value.exit_code == 130
+        assert early_signals.take() == []  # taken once
+    finally:
+        release()
+    assert signal.getsignal(signal.SIGINT) == before
 
 
 def test_sighup_is_forwarded_as_sigterm():
