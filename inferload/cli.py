@@ -283,8 +283,9 @@ def main(argv: list[str] | None = None) -> int:
             release()
 
 
-#: the commands whose Locust processes (or steps) take the stop signals (`ChildProcesses`, `StopSignals`)
-COMMANDS_WITH_CHILDREN = frozenset({"run", "sweep", "tune", "demo", "worker"})
+#: the commands whose Locust processes (or steps) take the stop signals soon after they start (`ChildProcesses`,
+#: `StopSignals`); not demo: its servers start first, and a Ctrl-C meanwhile stops it at once
+COMMANDS_WITH_CHILDREN = frozenset({"run", "sweep", "tune", "worker"})
 
 
 def error_prefix(command: str) -> str:

@@ -5,7 +5,8 @@ models; the CLI validates the scenario). A SIGINT then was a KeyboardInterrupt t
 landed (seen in a tune step's run.log), and in a process started with ``&`` by a non-interactive
 shell (SIGINT ignored) it was lost: the run went on. `hold` makes a handler note SIGINT and SIGTERM
 and nothing else: inferload's locustfile holds them as Locust loads it, the CLI while a command that
-runs children (run, sweep, tune, demo, worker) starts. The handlers installed later take what was
+runs children at once (run, sweep, tune, worker; not demo, whose servers start first: a Ctrl-C
+there stops it at once, as before) starts. The handlers installed later take what was
 held (`take`) and act on it: the CLI stops before it starts anything (`StoppedBeforeStart`: 128 +
 the signal's number), Locust's `RunStopper` as a signal at that moment would (the run not started:
 no results, exit 130/143). Left unheld: Locust's own imports, before it loads the locustfile.
