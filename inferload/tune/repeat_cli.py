@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from inferload.errors import UsageError
+from inferload.errors import StoppedBeforeStart, UsageError
 from inferload.results.repeats import format_repeats, repetition_folder, write_repeats
 from inferload.scenario.loader import load_scenario
 
@@ -30,7 +30,14 @@ def cmd_run_repeated(args: argparse.Namespace, scenario_name: str, run_once: Cal
         folder = repetition_folder(out, index)
         print(f"inferload run: repetition {index} of {args.repeat} -> {folder}", flush=True)
         repetition = argparse.Namespace(**{**vars(args), "out": folder, "run_id": f"{run_id}-r{index:02d}", "repeat": 1})
-        code = run_once(repetition, load_scenario(args.scenario))
+        try:
+            code = run_once(repetition, load_scenario(args.scenario))
+        except StoppedBeforeStart as stopped:  # a signal between two repetitions: the ones run are kept
+            if not folders:
+                raise
+            print(f"inferload run: {stopped}", flush=True)
+            codes.append(stopped.exit_code)
+            break
         folders.append(folder)
         codes.append(code)
         if code == EXIT_USAGE or code >= 128:  # start checks failed, or a signal: no more repetitions
