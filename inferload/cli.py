@@ -13,10 +13,11 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
-from inferload.errors import EXIT_USAGE, InferloadError, ScenarioError, UsageError
+from inferload.errors import EXIT_USAGE, InferloadError, ScenarioError, StoppedBeforeStart, UsageError
 from inferload.run import cli_values, early_signals
 from inferload.run.child_processes import ChildProcesses
 from inferload.run.command import locust_command
@@ -257,15 +258,28 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # a stop signal from here until the command's own handlers is held for them (early_signals):
+    # building the parser alone imports every command's module (half a second)
+    release = early_signals.hold()
+    try:
+        return _main(list(sys.argv[1:] if argv is None else argv), release)
+    finally:
+        release()
+
+
+def _main(argv: list[str], release: Callable[[], None]) -> int:
     parser = build_parser()
-    argv = list(sys.argv[1:] if argv is None else argv)
     locust_args: list[str] = []
     if "--" in argv:  # everything after -- is for Locust
         argv, locust_args = argv[: argv.index("--")], argv[argv.index("--") + 1 :]
     args = parser.parse_args(argv)  # a bad option: one line and exit 2 (CommandParser.error)
     args.locust_args = locust_args
-    # a command that runs children: a stop signal while it starts is held for its handlers (early_signals)
-    release = early_signals.hold() if args.command in COMMANDS_WITH_CHILDREN else None
+    if args.command not in COMMANDS_WITH_CHILDREN:  # Python's own handlers from now on; a signal held so far stops it
+        release()
+        held = early_signals.take()
+        if held:
+            print(f"inferload: {StoppedBeforeStart(held[0])}", file=sys.stderr)
+            return 128 + held[0]
     try:
         return run_command(parser, args)
     except ScenarioError as exc:  # one line per problem, each naming the file and the key path
@@ -278,9 +292,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("inferload: interrupted", file=sys.stderr)
         return 130
-    finally:
-        if release is not None:
-            release()
 
 
 #: the commands whose Locust processes (or steps) take the stop signals soon after they start (`ChildProcesses`,

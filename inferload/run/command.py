@@ -8,9 +8,12 @@ from pathlib import Path
 
 from inferload.paths import LOCUSTFILE
 
+#: how the CLI starts Locust: `python -m locust` with stop signals held from the first line (see the module)
+LOCUST_ENTRY = "inferload.run.locust_entry"
+
 
 def locust_command(scenario: Path, headless: bool, out: Path | None, run_id: str | None, extra: list[str]) -> list[str]:
-    command = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--scenario", str(scenario)]
+    command = [sys.executable, "-m", LOCUST_ENTRY, "-f", str(LOCUSTFILE), "--scenario", str(scenario)]
     if headless:
         command.append("--headless")
     if out is not None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from inferload.run.child_processes import ChildProcesses
+from inferload.run.command import LOCUST_ENTRY
 from inferload.run.embedded_locustfile import write_embedded_locustfile
 from inferload.run.run_key import RUN_KEY_ENV, run_key_for_distributed_run
 from inferload.scenario.model import Scenario
@@ -55,7 +56,7 @@ def master_command(run: DistributedRun, locustfile: Path, port: int) -> list[str
     command = [
         sys.executable,
         "-m",
-        "locust",
+        LOCUST_ENTRY,
         "-f",
         str(locustfile),
         "--master",
@@ -81,7 +82,7 @@ def worker_command(master_host: str, port: int, locustfile: str = "-") -> list[s
     """A Locust worker (it needs inferload installed) running `locustfile`: a local worker, the
     master's own file; `inferload worker`, the file it downloaded and verified; "-", whatever the
     master serves (Locust downloads it and checks nothing)."""
-    command = [sys.executable, "-m", "locust", "-f", locustfile, "--worker"]
+    command = [sys.executable, "-m", LOCUST_ENTRY, "-f", locustfile, "--worker"]
     return [*command, "--master-host", master_host, "--master-port", str(port)]
 
 

@@ -9,7 +9,9 @@ runs children at once (run, sweep, tune, worker; not demo, whose servers start f
 there stops it at once, as before) starts. The handlers installed later take what was
 held (`take`) and act on it: the CLI stops before it starts anything (`StoppedBeforeStart`: 128 +
 the signal's number), Locust's `RunStopper` as a signal at that moment would (the run not started:
-no results, exit 130/143). Left unheld: Locust's own imports, before it loads the locustfile.
+no results, exit 130/143). The CLI starts Locust through `inferload.run.locust_entry`, which holds
+them from its first line, before Locust's own imports (half a second). Left unheld: the
+interpreter's start and the few imports before the hold (tens of milliseconds).
 
 Signal dispositions belong to the process, so what was held is this module's (one list per process).
 """

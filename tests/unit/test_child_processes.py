@@ -16,7 +16,7 @@ from inferload.run import child_processes, early_signals
 from inferload.run.child_processes import ChildProcesses, exit_code
 from inferload.run.distributed import DistributedRun, master_command
 from tests.support.ports import free_port
-from tests.support.scenario_factory import scenario
+from tests.support.scenario_factory import scenario, tiny_target, write_scenario
 from tests.support.waiting import wait_until
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
@@ -208,3 +208,26 @@ def test_a_web_ui_lead_quit_by_a_signal_keeps_its_own_exit_code():
     assert exit_code(1, [signal.SIGINT], signal_is_quit=True) == 1
     assert exit_code(130, [signal.SIGINT], signal_is_quit=True) == 130
     assert exit_code(-signal.SIGKILL, [signal.SIGINT], signal_is_quit=True) == 137
+
+
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_a_signal_while_the_cli_starts_stops_it_with_130_and_nothing_started(tmp_path, monkeypatch, capsys, command):
+    """SIGINT while `inferload` builds its parser (it imports every command's module): `validate`
+    stops at once; `run` stops before it starts Locust. Either way 130, no traceback, and the
+    handlers are as they were."""
+    from inferload import cli
+
+    path = write_scenario(tmp_path, {"name": "s", "duration": "2s", "targets": [tiny_target("t", "triton-grpc", "127.0.0.1:1")],
+                                     "shape": {"kind": "steady", "users": 1}})  # fmt: skip
+    real = cli.build_parser
+
+    def parser_with_a_signal():  # as a Ctrl-C lands while the CLI starts
+        os.kill(os.getpid(), signal.SIGINT)
+        return real()
+
+    monkeypatch.setattr(cli, "build_parser", parser_with_a_signal)
+    before = signal.getsignal(signal.SIGINT)
+    args = [command, str(path)] + (["--headless", "--out", str(tmp_path / "out")] if command == "run" else [])
+    assert cli.main(args) == 130
+    assert "SIGINT while starting: stopped before anything was started" in capsys.readouterr().err
+    assert signal.getsignal(signal.SIGINT) == before and not (tmp_path / "out").exists()
