@@ -92,9 +92,10 @@ def first_step_running(out: Path) -> bool:
     return any(out.glob("*/01/steps/01-*/run.log"))
 
 
-def first_step_log(out: Path) -> str:
-    logs = list(out.glob("*/01/steps/01-*/run.log"))
-    return logs[0].read_text(errors="replace") if logs else ""
+def cnn_successes(triton_url: str) -> int:
+    """Triton's count of the cnn model's successful requests so far."""
+    [model] = get(f"{triton_url}/v2/models/cnn/stats")["model_stats"]
+    return int(model["inference_stats"]["success"]["count"])
 
 
 @pytest.fixture
@@ -193,8 +194,10 @@ def test_a_second_signal_during_a_step_ends_the_tune_at_once_and_restore_puts_th
     target = cnn_target("triton", "triton-grpc", f"127.0.0.1:{local_servers.ports.triton_grpc}")
     args = tune_args(tmp_path, "triton", target, "--triton-url", triton_url, "--triton-delays-us", "2000")
     tune = start(args, journal, tmp_path / "tune.log")
-    try:  # the step's load is on: the first signal makes it write its results, which takes seconds
-        wait_until(lambda: "All users spawned" in first_step_log(tmp_path / "out"), 120, "the first step's load")
+    try:  # the step's load is on (Triton answers it): the first signal makes it write its results, which takes seconds
+        wait_until(lambda: first_step_running(tmp_path / "out"), 120, "the first step to start")
+        served = cnn_successes(triton_url)  # the candidate is loaded before its first step starts
+        wait_until(lambda: cnn_successes(triton_url) > served + 50, 60, "the first step's load")
     finally:
         tune.send_signal(signal.SIGINT)
         time.sleep(0.2)
