@@ -4,9 +4,10 @@ A process's imports and checks take a second or more (Locust imports inferload a
 models; the CLI validates the scenario). A SIGINT then was a KeyboardInterrupt traceback wherever it
 landed (seen in a tune step's run.log), and in a process started with ``&`` by a non-interactive
 shell (SIGINT ignored) it was lost: the run went on. `hold` makes a handler note SIGINT and SIGTERM
-and nothing else: inferload's locustfile holds them as Locust loads it, the CLI while a command that
-runs children at once (run, sweep, tune, worker; not demo, whose servers start first: a Ctrl-C
-there stops it at once, as before) starts. The handlers installed later take what was
+and nothing else: inferload's locustfile holds them as Locust loads it; the CLI from main's first
+line, until a command that runs children at once (run, sweep, tune, worker) installs its handlers;
+any other command (demo too, whose servers start first) gets Python's own back once its options
+are read, and stops with 128 + the signal if one came meanwhile. The handlers installed later take what was
 held (`take`) and act on it: the CLI stops before it starts anything (`StoppedBeforeStart`: 128 +
 the signal's number), Locust's `RunStopper` as a signal at that moment would (the run not started:
 no results, exit 130/143). The CLI starts Locust through `inferload.run.locust_entry`, which holds
