@@ -165,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     from inferload.tune.tune_cli import add_tune_parser
 
     add_tune_parser(sub)
-    from inferload.observe.recording_cli import add_trace_to_replay_parser
+    from inferload.observe.recording import add_trace_to_replay_parser
 
     add_trace_to_replay_parser(sub)
     from inferload.calibrate.command import add_calibrate_parser
@@ -321,7 +321,7 @@ def run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
 
         return cmd_tune(args)
     if args.command == "trace-to-replay":
-        from inferload.observe.recording_cli import cmd_trace_to_replay
+        from inferload.observe.recording import cmd_trace_to_replay
 
         return cmd_trace_to_replay(args)
     if args.command == "calibrate":

@@ -14,18 +14,153 @@ Refused connections are counted per window too (`refused_windows`), for the run'
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
+from array import array
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
 from inferload.measure.gaps import GapStats
 from inferload.measure.hdr import ClosedStats, LatencyStats, WindowStats
-from inferload.measure.outages import Outage, RefusedWindow, find_outages
-from inferload.measure.send_times import SendTimes
 from inferload.measure.stream_record import StreamRecord, StreamTiming
 from inferload.measure.windows import WindowStore
+
+
+# Open-loop requests' actual send times, merged over every process, as each target's sent gaps.
+#
+# The burstiness a run really sent is the CV of the gaps between its requests' send times, all
+# workers together (each worker sends every n-th arrival: its own gaps say nothing of the whole).
+# So times are kept per (window, target) until the window closes (when the run record closes its
+# histograms: `RunRecord._close_old_windows`, some seconds after the window's end, once every
+# worker's report for it is in), then sorted and added in time order to the target's `GapStats`,
+# counting only the steady state's. A time for a window already folded (a report later than that)
+# is counted in ``late`` and left out. Memory is bounded by the windows still open. Workers drain
+# their times with every report (about every 3 s, well before a window closes).
+@dataclass
+class SendTimes:
+    open: dict[WindowKey, array[float]] = field(default_factory=dict)
+    gaps: dict[str, GapStats] = field(default_factory=lambda: defaultdict(GapStats))
+    #: windows below this index are folded into `gaps`
+    folded_before: int | None = None
+    #: times that came for a window already folded (left out of `gaps`)
+    late: int = 0
+
+    def add(self, index: int, target: str, t: float) -> None:
+        if self.folded_before is not None and index < self.folded_before:
+            self.late += 1
+            return
+        times = self.open.get((index, target))
+        if times is None:
+            times = self.open[(index, target)] = array("d")
+        times.append(t)
+
+    def fold_before(self, index: int, steady_from: float | None) -> None:
+        """Fold every window below ``index`` into the gaps, in time order (times before ``steady_from`` left out)."""
+        for key in sorted(key for key in self.open if key[0] < index):
+            _fold(self.gaps[key[1]], self.open.pop(key), steady_from)
+        self.folded_before = index if self.folded_before is None else max(self.folded_before, index)
+
+    def figures(self, target: str, steady_from: float | None) -> GapStats:
+        """The target's gaps so far, windows still open included (nothing is folded here)."""
+        stats = copy.copy(self.gaps.get(target) or GapStats())
+        for key in sorted(key for key in self.open if key[1] == target):
+            _fold(stats, self.open[key], steady_from)
+        return stats
+
+    def drain_to_wire(self) -> list[list[Any]]:
+        """Every open window's times as ``[index, target, float64 bytes]``; leaves them empty."""
+        wire = [[index, target, times.tobytes()] for (index, target), times in self.open.items()]
+        self.open.clear()
+        return wire
+
+    def merge_wire(self, wire: list[list[Any]]) -> None:
+        for index, target, raw in wire:
+            times = array("d")
+            times.frombytes(bytes(raw))
+            if self.folded_before is not None and int(index) < self.folded_before:
+                self.late += len(times)
+                continue
+            mine = self.open.get((int(index), target))
+            if mine is None:
+                self.open[(int(index), target)] = times
+            else:
+                mine.extend(times)
+
+
+def _fold(stats: GapStats, times: array[float], steady_from: float | None) -> None:
+    for t in sorted(times):
+        if steady_from is None or t >= steady_from:
+            stats.add(t)
+
+
+# Outages: streaks of refused connections, found from per-window refusal counts.
+#
+# Users report each refused attempt (a `ConnectionRefused` failure); the run record keeps, per
+# window and target, how many there were and when the first and the last happened. An outage runs
+# from the first refusal of a streak to its last: a streak goes on through windows in which nothing
+# succeeded (the users back off, so a window may hold no attempt at all) and ends at the first
+# window with successes and no refusal.
+@dataclass(slots=True)
+class RefusedWindow:
+    """Refused attempts in one window of one target: how many, first and last (wall clock, s)."""
+
+    count: int
+    first: float
+    last: float
+
+    def add(self, count: int, first: float, last: float) -> None:
+        self.count += count
+        self.first = min(self.first, first)
+        self.last = max(self.last, last)
+
+    def to_wire(self) -> list[float]:
+        return [self.count, self.first, self.last]
+
+
+@dataclass(frozen=True)
+class Outage:
+    """A streak of refused connections to one target."""
+
+    start: float  # wall clock, seconds: the streak's first refusal
+    end: float  # its last refusal
+    failures: int  # refused attempts in the streak
+
+    def as_dict(self) -> dict[str, Any]:
+        """`{"start": ISO-8601, "end": ISO-8601, "failures": n}` (summary.json's form)."""
+        return {"start": _iso(self.start), "end": _iso(self.end), "failures": self.failures}
+
+
+def find_outages(
+    refused: Mapping[tuple[int, str], RefusedWindow], windows: Mapping[tuple[int, str], WindowStats], target: str
+) -> list[Outage]:
+    """The target's outages, oldest first."""
+    indices = sorted({i for i, t in refused if t == target} | {i for i, t in windows if t == target})
+    found: list[Outage] = []
+    current: Outage | None = None
+    for index in indices:
+        streak = refused.get((index, target))
+        if streak is not None:
+            if current is None:
+                current = Outage(streak.first, streak.last, streak.count)
+            else:
+                current = Outage(min(current.start, streak.first), max(current.end, streak.last), current.failures + streak.count)
+            continue
+        stats = windows.get((index, target))
+        if current is not None and stats is not None and stats.successes:
+            found.append(current)
+            current = None
+    if current is not None:
+        found.append(current)
+    return found
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, timezone.utc).isoformat()
+
 
 logger = logging.getLogger(__name__)
 
@@ -200,7 +335,7 @@ class RunRecord:
         ]
 
     def outages(self, target: str) -> list[Outage]:
-        """The target's streaks of refused connections (see `inferload.measure.outages`)."""
+        """The target's streaks of refused connections (see `inferload.measure.run_record`)."""
         return find_outages(self.refused_windows, self.windows, target)
 
     # -- reports between workers and the master -------------------------------------------------

@@ -10,6 +10,7 @@ after 0 successes, no server side).
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -17,9 +18,168 @@ from pathlib import Path
 from typing import Any
 
 from inferload.errors import InferloadError
-from inferload.results.figures import COMPARE, STREAMING, Figure, streamed
+from inferload.results.figures import COMPARE, STREAMING, Figure, streamed, value_at
+from inferload.results.files import WINDOWS_NAME, TargetSeries, read_windows
 from inferload.results.model import RunSummary
+from inferload.results.noise import Interval, change_interval
+from inferload.results.repeats import GATED, read_repeats
 from inferload.results.summary_file import ResultsError, read_summary, summary_file
+
+# `inferload compare A B --fail-on p99:+10%`: a regression gate that fails only beyond the noise.
+#
+# A rule ``FIGURE:±P%`` fails when the whole 95 % interval of the change B − A, relative to A, lies
+# beyond P % in the rule's direction: ``p99:+10%`` fails when even the interval's low end is more than
+# 10 % above A; ``throughput:-5%`` when even its high end is more than 5 % below. A change whose
+# interval still reaches the threshold is reported as "within the noise" and passes. Figures:
+# ``p50, p90, p95, p99, p999, mean, throughput, error_rate``. Samples: `inferload.results.noise`.
+#
+# Targets are paired by name, or by ``renames`` (A's name -> B's: ``--rename OLD=NEW``). A gate that
+# would judge nothing (no target in both runs: a renamed target) is a usage error, never a pass:
+# ``gate`` raises ``InferloadError`` (exit 2); a target found in one run only is named, not gated.
+_RULE = re.compile(r"^(?P<figure>[a-z0-9_]+):(?P<sign>[+-])(?P<pct>\d+(\.\d+)?)%?$")
+
+
+@dataclass(frozen=True)
+class GateRule:
+    figure: str
+    pct: float  # signed: +10 means "fail when it rose by more than 10 %"
+
+    @property
+    def text(self) -> str:
+        return f"{self.figure}:{self.pct:+g}%"
+
+
+def parse_rule(text: str) -> GateRule:
+    match = _RULE.match(text.strip())
+    if match is None or match["figure"] not in GATED:
+        raise InferloadError(f"--fail-on: expected FIGURE:+P% or FIGURE:-P% with FIGURE one of {', '.join(GATED)}; got {text!r}")
+    pct = float(match["pct"])
+    if pct <= 0:
+        raise InferloadError(f"--fail-on {text!r}: the threshold must be above 0 %")
+    return GateRule(match["figure"], pct if match["sign"] == "+" else -pct)
+
+
+@dataclass(frozen=True)
+class RunFigures:
+    """One side of a comparison: a figure's value per target and its samples."""
+
+    folder: Path
+    values: dict[str, dict[str, float | None]]  # target -> gate -> value
+    samples: dict[str, dict[str, list[float]]]  # target -> gate -> samples
+    kind: str  # "repetitions" | "windows"
+
+
+def read_run_figures(folder: Path) -> RunFigures:
+    """A results folder's figures: a repeated run (repeat.json) or one run (summary.json + windows.csv)."""
+    folder = Path(folder)
+    if folder.is_file():
+        folder = folder.parent
+    repeats = read_repeats(folder)
+    values: dict[str, dict[str, float | None]] = {}
+    samples: dict[str, dict[str, list[float]]] = {}
+    if repeats is not None:
+        for target, figures in repeats["targets"].items():
+            values[target] = {gate: figures[gate]["mean"] for gate in GATED if gate in figures}
+            samples[target] = {gate: list(figures[gate]["values"]) for gate in GATED if gate in figures}
+        return RunFigures(folder, values, samples, "repetitions")
+    summary = read_summary(folder)
+    windows = read_windows(folder / WINDOWS_NAME).by_target
+    for target, figures in summary.targets.items():
+        values[target] = {}
+        samples[target] = {}
+        series = windows.get(target)
+        for gate, (path, column) in GATED.items():
+            value = value_at(figures, path)
+            values[target][gate] = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+            samples[target][gate] = _window_samples(series, gate, column) if series is not None else []
+    return RunFigures(folder, values, samples, "windows")
+
+
+def _window_samples(series: TargetSeries, gate: str, column: str | None) -> list[float]:
+    """The figure in each steady window (the last, cut short by the stop, left out); [] when windows.csv
+    does not carry it (read_windows keeps rps, p50, p95, p99, requests and failures)."""
+    steady = [i for i, phase in enumerate(series.phase) if phase == "steady"][:-1]
+    if column is None:  # error_rate: failures / requests per window
+        return [(series.failures[i] or 0.0) / (series.requests[i] or 1.0) for i in steady if series.requests[i]]
+    column_values: list[float | None] | None = getattr(series, column, None)
+    if column_values is None:
+        return []
+    return [value for i in steady if (value := column_values[i]) is not None]
+
+
+@dataclass(frozen=True)
+class GateResult:
+    target: str
+    rule: GateRule
+    a: float | None
+    b: float | None
+    interval: Interval | None
+    failed: bool
+    verdict: str
+
+
+def judge(rule: GateRule, target: str, a: RunFigures, b: RunFigures, b_target: str | None = None) -> GateResult:
+    """One rule on A's ``target`` against B's ``b_target`` (default: the same name)."""
+    other = b_target or target
+    label = target if other == target else f"{target} (B: {other})"
+    value_a, value_b = a.values[target].get(rule.figure), b.values[other].get(rule.figure)
+    if value_a is None or value_b is None:
+        return GateResult(label, rule, value_a, value_b, None, False, "not measured in both runs: not judged")
+    interval = change_interval(value_a, value_b, a.samples[target].get(rule.figure, []), b.samples[other].get(rule.figure, []))
+    if interval is None or interval.low_pct is None or interval.high_pct is None:
+        return GateResult(label, rule, value_a, value_b, interval, False, "too few samples for an interval: not judged")
+    beyond = interval.low_pct > rule.pct if rule.pct > 0 else interval.high_pct < rule.pct
+    span = f"{interval.change_pct:+.1f} % (95 % interval {interval.low_pct:+.1f} .. {interval.high_pct:+.1f} %)"
+    verdict = f"{span}: beyond {rule.pct:+g} %, FAIL" if beyond else f"{span}: within the noise or the threshold, pass"
+    return GateResult(label, rule, value_a, value_b, interval, beyond, verdict)
+
+
+def target_pairs(a_targets: list[str], b_targets: list[str], renames: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(A's name, B's name) of each target in both runs, in A's order; InferloadError when a rename
+    names a target that is not there."""
+    for old, new in renames.items():
+        if old not in a_targets:
+            raise InferloadError(f"--rename {old}={new}: A has no target {old!r} (it has: {', '.join(a_targets) or 'none'})")
+        if new not in b_targets:
+            raise InferloadError(f"--rename {old}={new}: B has no target {new!r} (it has: {', '.join(b_targets) or 'none'})")
+    return [(name, renames.get(name, name)) for name in a_targets if renames.get(name, name) in b_targets]
+
+
+def gate(
+    a_folder: Path, b_folder: Path, rules: list[GateRule], renames: Mapping[str, str] | None = None
+) -> tuple[list[GateResult], str]:
+    """Every rule for every target in both runs; and a note on where the samples came from (and on
+    targets found in one run only). InferloadError when no target is in both: nothing to gate."""
+    a, b = read_run_figures(a_folder), read_run_figures(b_folder)
+    pairs = target_pairs(list(a.values), list(b.values), renames or {})
+    if not pairs:
+        raise InferloadError(
+            f"--fail-on: A and B have no target in common (A: {', '.join(a.values) or 'none'};"
+            f" B: {', '.join(b.values) or 'none'}), so the gate would judge nothing; pair a renamed target"
+            " with --rename A_NAME=B_NAME"
+        )
+    results = [judge(rule, old, a, b, new) for old, new in pairs for rule in rules]
+    note = f"noise from A's {a.kind} and B's {b.kind}" + (
+        "" if a.kind == b.kind == "repetitions" else " (windows within one run: repetitions, --repeat N, are stronger evidence)"
+    )
+    only_a = [name for name in a.values if name not in {old for old, _ in pairs}]
+    only_b = [name for name in b.values if name not in {new for _, new in pairs}]
+    if only_a or only_b:
+        found = "; ".join(
+            part
+            for part in (f"only in A: {', '.join(only_a)}" if only_a else "", f"only in B: {', '.join(only_b)}" if only_b else "")
+            if part
+        )
+        note += f"; not gated, {found} (--rename A_NAME=B_NAME pairs a renamed target)"
+    return results, note
+
+
+def format_gate(results: list[GateResult], note: str) -> str:
+    lines = [f"regression gate ({note}):"]
+    for result in results:
+        lines.append(f"  {result.target} {result.rule.text}: {result.verdict}")
+    return "\n".join(lines)
+
 
 EXIT_USAGE = 2
 
@@ -90,7 +250,7 @@ def compare_summaries(
 ) -> Comparison:
     """Compare two loaded summaries (pure); ``renames``: A's target name -> B's (InferloadError when
     one names a target that is not there)."""
-    from inferload.results.regression import target_pairs
+    from inferload.results.compare import target_pairs
 
     a_targets, b_targets = a.targets, b.targets
     pairs = target_pairs(list(a_targets), list(b_targets), renames or {})
@@ -178,7 +338,7 @@ def main_compare(a: Path, b: Path, as_json: bool, fail_on: list[str] | None = No
     """The CLI command: print the comparison (and the regression gate with `fail_on`); exit 1 when a
     gate rule fails beyond the noise, 2 when a run cannot be read, a rule or rename is malformed, or
     the gate would judge nothing (no target in both runs)."""
-    from inferload.results.regression import format_gate, gate, parse_rule
+    from inferload.results.compare import format_gate, gate, parse_rule
     from inferload.results.repeats import read_repeats
 
     try:

@@ -26,8 +26,7 @@ from inferload.results.files import WINDOWS_NAME, read_windows
 from inferload.results.summary_file import SUMMARY_NAME, read_summary
 from inferload.run.child_processes import ChildProcesses
 from inferload.run.command import locust_command
-from inferload.tune.resources import GpuSource, ResourceSampler
-from inferload.tune.sampler_thread import SamplerThread
+from inferload.tune.resources import GpuSource, ResourceSampler, SamplerThread
 
 # -- cpu sampler ------------------------------------------------------------
 # The load generator's own CPU during a step: per load-generating process, over the steady part.

@@ -36,13 +36,30 @@ import gevent
 from gevent.queue import Queue
 
 from inferload.errors import ConnectionRefused
-from inferload.measure.receive_shift import receive_shift_us
 from inferload.traffic.arrivals import Arrival
 from inferload.users.failures import classify_exception
 
 if TYPE_CHECKING:
     from inferload.users.base import InferenceUser
     from inferload.users.engine import NativeSlot
+import os
+from collections.abc import Mapping
+
+# The test-only receive-time shift: the one place that names it (docs/calibration.md, "The test hook").
+#
+# ``INFERLOAD_TEST_RECEIVE_SHIFT_US`` (whole microseconds) makes the client wrong by a known amount:
+# every receive time the client records is that much later, in the Python transport
+# (`inferload.users.client`, read once per client) and in the native engine (`receive_shift_ns` in
+# ``native/src/engine/clock.rs``, read once per process). A calibration run with it must report
+# every latency figure that much too high: the test that shows the calibration can see an error.
+# Never set it outside tests.
+RECEIVE_SHIFT_ENV = "INFERLOAD_TEST_RECEIVE_SHIFT_US"
+
+
+def receive_shift_us(environ: Mapping[str, str] | None = None) -> int:
+    """The shift in whole µs (0 when the variable is absent, empty, negative or not a whole number)."""
+    text = (os.environ if environ is None else environ).get(RECEIVE_SHIFT_ENV, "").strip()
+    return int(text) if text.isdigit() else 0
 
 
 @dataclass(frozen=True)
@@ -85,7 +102,7 @@ class InferenceClient:
 
     def __init__(self, user: InferenceUser) -> None:
         self.user = user
-        #: test-only (`inferload.measure.receive_shift`): ms added to every receive time; 0 in real runs
+        #: test-only (`inferload.users.client`): ms added to every receive time; 0 in real runs
         self.receive_shift_ms = receive_shift_us() / 1000.0
 
     def infer(self, request_index: int | None = None) -> InferResult:

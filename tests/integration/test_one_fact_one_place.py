@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 from inferload.local.models.definitions import get_spec
-from inferload.local.servers.readiness import torchserve_infer, triton_infer
+from inferload.local.servers.manager import torchserve_infer, triton_infer
 from inferload.observe.collector import NvmlSourceConfig, build_source, sources_from_scenario
 from inferload.observe.sources import ServerSource
 from inferload.scenario.loader import scenario_from_dict

@@ -15,8 +15,8 @@ import pytest
 
 from inferload.errors import ScrapeError
 from inferload.local.models.definitions import get_spec
+from inferload.local.servers.manager import torchserve_infer, triton_infer
 from inferload.local.servers.ports import ServerPorts
-from inferload.local.servers.readiness import torchserve_infer, triton_infer
 from inferload.servermetrics.readers import server_side, snapshot
 
 SERVER_SIDE_KEYS = {"queue_ms_avg", "compute_ms_avg", "request_ms_avg", "avg_batch_size", "batch_size_histogram"}

@@ -12,7 +12,6 @@ import pytest
 
 from inferload.calibrate.command import roofline_of
 from inferload.errors import ConfigFileError
-from inferload.measure.receive_shift import RECEIVE_SHIFT_ENV, receive_shift_us
 from inferload.results.calibration import (
     Bounds,
     Calibration,
@@ -26,6 +25,7 @@ from inferload.results.calibration import (
     peak_rate_rps,
     read_calibration,
 )
+from inferload.users.client import RECEIVE_SHIFT_ENV, receive_shift_us
 from tests.support.scenario_factory import scenario, tiny_target
 
 

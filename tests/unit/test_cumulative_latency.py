@@ -11,7 +11,7 @@ import pytest
 
 from inferload.measure.hdr import LatencyStats
 from inferload.measure.run_record import RunRecord
-from inferload.observe.cumulative import CumulativeLatency, cumulative_point, first_steady_index
+from inferload.observe.influx_export import CumulativeLatency, cumulative_point, first_steady_index
 
 START = 4_000_000.0
 

@@ -9,8 +9,7 @@ import tracemalloc
 import pytest
 
 from inferload.measure.hdr import ClosedStats, LatencyStats
-from inferload.measure.outages import Outage
-from inferload.measure.run_record import RunRecord
+from inferload.measure.run_record import Outage, RunRecord
 from inferload.measure.windows import WindowStore
 from inferload.results.summary import window_rows
 

@@ -1,12 +1,11 @@
-"""The step samplers' shared thread (`inferload.tune.sampler_thread`): started, sampling, stopped."""
+"""The step samplers' shared thread (`inferload.tune.resources`): started, sampling, stopped."""
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
 
-from inferload.tune.resources import ResourceSampler
-from inferload.tune.sampler_thread import SamplerThread
+from inferload.tune.resources import ResourceSampler, SamplerThread
 from inferload.tune.step import CpuSampler
 
 

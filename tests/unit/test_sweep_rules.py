@@ -8,10 +8,10 @@ import re
 import pytest
 
 from inferload.measure.stability import StabilityRule, WindowFigures, first_stable_run
-from inferload.tune.levels import LevelsError, parse_levels
 from inferload.tune.step import StepResult
 from inferload.tune.stop_rules import StopRules, stop_reason
 from inferload.tune.sweep import knee_step
+from inferload.tune.sweep_cli import LevelsError, parse_levels
 
 
 def step(level: float, rps: float | None, p99: float | None = 10.0, **extra: object) -> StepResult:

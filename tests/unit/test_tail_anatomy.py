@@ -121,7 +121,7 @@ def test_client_records_keep_steady_successes_and_travel_to_the_master() -> None
 
 
 def test_the_report_section_shows_the_verdict_and_the_parts() -> None:
-    from inferload.results.tail_report import tail_html
+    from inferload.results.report import tail_html
 
     typical = [request(10.0, queue=1.0, compute=5.0) for _ in range(97)]
     tail = tail_summary({"available": True, "requests": [*typical, *(request(100.0, queue=90.0) for _ in range(3))]}, 50.0, 10.0)

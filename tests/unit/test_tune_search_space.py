@@ -20,8 +20,8 @@ from inferload.run.server_changes import ServerJournal
 from inferload.tune import server_config
 from inferload.tune.candidates import SearchSpace, TorchServeCandidate, TritonCandidate
 from inferload.tune.server_config import ChangesRefused, ConfigError, TritonConfigurator
+from inferload.tune.tune import config_fragment
 from inferload.tune.tune_cli import search_space
-from inferload.tune.tune_report import config_fragment
 
 
 def tune_args(*options: str) -> Any:

@@ -15,7 +15,7 @@ pub fn wall_s() -> f64 {
 /// variable `INFERLOAD_TEST_RECEIVE_SHIFT_US` (whole µs, read once per process; absent or not a
 /// number: 0) is added to every receive time the engine stamps, so that a calibration can be shown
 /// to see a client error of a known size. The Python transport reads the same variable
-/// (`inferload/measure/receive_shift.py`). Never set it outside tests.
+/// (`inferload/users/client.py`). Never set it outside tests.
 pub fn receive_shift_ns() -> u64 {
     static SHIFT_NS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     *SHIFT_NS.get_or_init(|| {

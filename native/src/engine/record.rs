@@ -270,7 +270,7 @@ pub struct Recorder {
     pub stream_counts: HashMap<(i64, usize), [u64; 3]>,
     pub stream_steady: HashMap<usize, StreamTotals>,
     /// open loop: each request's actual send time (wall clock s) by its window, for the burstiness
-    /// sent (`RunRecord.record_send`, `measure/send_times.py`)
+    /// sent (`RunRecord.record_send`, `measure/run_record.py`)
     pub send_times: HashMap<(i64, usize), Vec<f64>>,
 }
 
