@@ -65,15 +65,11 @@ if TYPE_CHECKING:
     from inferload.scenario.model import Scenario
     from inferload.scenario.targets import DataSpec, InputSpec, Slo, Target
     from inferload.users.base import InferenceUser
-    from inferload.users.bentoml_http import BentoMLHttpUser
+    from inferload.users.bentoml import BentoMLHttpUser
     from inferload.users.client import InferenceClient, InferResult, inference_task
-    from inferload.users.kserve_v1_http import KServeV1HttpUser
-    from inferload.users.kserve_v2_grpc import KServeV2GrpcUser
-    from inferload.users.kserve_v2_http import KServeV2HttpUser
-    from inferload.users.torchserve_rest import TorchServeRestUser
-    from inferload.users.triton_grpc import TritonGrpcUser
-    from inferload.users.triton_http import TritonHttpUser
-    from inferload.users.triton_stream import TritonStreamUser
+    from inferload.users.kserve import KServeV1HttpUser, KServeV2GrpcUser, KServeV2HttpUser
+    from inferload.users.torchserve import TorchServeRestUser
+    from inferload.users.triton import TritonGrpcUser, TritonHttpUser, TritonStreamUser
 
 #: name -> the module it is imported from on first use
 _LAZY = {
@@ -81,14 +77,14 @@ _LAZY = {
     "InferenceClient": "inferload.users.client",
     "InferResult": "inferload.users.client",
     "inference_task": "inferload.users.client",
-    "TritonGrpcUser": "inferload.users.triton_grpc",
-    "TritonStreamUser": "inferload.users.triton_stream",
-    "TritonHttpUser": "inferload.users.triton_http",
-    "TorchServeRestUser": "inferload.users.torchserve_rest",
-    "KServeV2HttpUser": "inferload.users.kserve_v2_http",
-    "KServeV2GrpcUser": "inferload.users.kserve_v2_grpc",
-    "KServeV1HttpUser": "inferload.users.kserve_v1_http",
-    "BentoMLHttpUser": "inferload.users.bentoml_http",
+    "TritonGrpcUser": "inferload.users.triton",
+    "TritonStreamUser": "inferload.users.triton",
+    "TritonHttpUser": "inferload.users.triton",
+    "TorchServeRestUser": "inferload.users.torchserve",
+    "KServeV2HttpUser": "inferload.users.kserve",
+    "KServeV2GrpcUser": "inferload.users.kserve",
+    "KServeV1HttpUser": "inferload.users.kserve",
+    "BentoMLHttpUser": "inferload.users.bentoml",
     "Target": "inferload.scenario.targets",
     "InputSpec": "inferload.scenario.targets",
     "DataSpec": "inferload.scenario.targets",

@@ -26,8 +26,15 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from inferload.errors import InferloadError, Problem, ScenarioError, ScrapeError
-from inferload.observe.sink import BackgroundWriter, Point, SinkSettings, open_sink, seconds_to_ns, settings_from_mapping
-from inferload.observe.sink.secrets import mask_secrets
+from inferload.observe.sink import (
+    BackgroundWriter,
+    Point,
+    SinkSettings,
+    mask_secrets,
+    open_sink,
+    seconds_to_ns,
+    settings_from_mapping,
+)
 from inferload.observe.sources import (
     BentoMLSource,
     KServeSource,

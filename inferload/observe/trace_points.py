@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from inferload.measure.trace_join import ServerTrace
-from inferload.observe.sink.line_protocol import FieldValue, Point
+from inferload.observe.sink import FieldValue, Point
 
 MEASUREMENT = "triton_traces"
 #: the columns of a row that are not Triton timestamps

@@ -33,7 +33,7 @@ from inferload.scenario.targets import Target
 from inferload.scenario.tls import requests_tls
 from inferload.servermetrics.http_client import connection_problem
 from inferload.users.base import InferenceUser, batched_output_names
-from inferload.users.triton_grpc import open_channel
+from inferload.users.triton import open_channel
 
 logger = logging.getLogger(__name__)
 

@@ -36,7 +36,7 @@ from inferload.scenario.model import Scenario
 from inferload.scenario.targets import Target
 from inferload.users import InferenceUser
 from inferload.users.base import batched_output_names, expected_output_shapes
-from inferload.users.triton_stream import TritonStreamUser
+from inferload.users.triton import TritonStreamUser
 
 logger = logging.getLogger(__name__)
 

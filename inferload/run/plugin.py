@@ -49,8 +49,8 @@ from inferload.traffic.arrivals import AdjustableTimeline
 from inferload.traffic.ramp_hold import RampHoldPlan, RampHoldRule, parse_ramp_hold, ramp_problem, ramp_timeline
 from inferload.users import InferenceUser, user_class_for
 from inferload.users.engine import NativeEngine, assign_engine
-from inferload.webui.attach import attach_inference_tab
-from inferload.webui.server_view import ServerReadings
+from inferload.webui.live import ServerReadings
+from inferload.webui.tab import attach_inference_tab
 
 # A web UI run's results written when the run ends, not when Locust quits.
 #

@@ -1,6 +1,6 @@
 """TorchServe request bodies as a scenario states them: the JSON ``body_template`` rule, the
 ``media_type`` (Content-Type header) form and each ``content_type``'s default header, and what raw
-and text bodies need of their input. Pure; the encoding itself is ``inferload.users.torchserve_body``.
+and text bodies need of their input. Pure; the encoding itself is ``inferload.users.torchserve``.
 
 The template rule, exactly: every occurrence of the literal text ``$data`` in ``body_template`` is
 replaced by the request's data as compact JSON (the input array, batch dimension first, as

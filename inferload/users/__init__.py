@@ -14,16 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from inferload.users.base import InferenceUser
-    from inferload.users.bentoml_http import BentoMLHttpUser
+    from inferload.users.bentoml import BentoMLHttpUser
     from inferload.users.classes import user_class_for
     from inferload.users.client import InferenceClient, InferResult, inference_task
-    from inferload.users.kserve_v1_http import KServeV1HttpUser
-    from inferload.users.kserve_v2_grpc import KServeV2GrpcUser
-    from inferload.users.kserve_v2_http import KServeV2HttpUser
-    from inferload.users.torchserve_rest import TorchServeRestUser
-    from inferload.users.triton_grpc import TritonGrpcUser
-    from inferload.users.triton_http import TritonHttpUser
-    from inferload.users.triton_stream import TritonStreamUser
+    from inferload.users.kserve import KServeV1HttpUser, KServeV2GrpcUser, KServeV2HttpUser
+    from inferload.users.torchserve import TorchServeRestUser
+    from inferload.users.triton import TritonGrpcUser, TritonHttpUser, TritonStreamUser
 
 __all__ = [
     "BentoMLHttpUser",

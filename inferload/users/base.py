@@ -279,7 +279,7 @@ class InferenceUser(User):
 
     def call_context(self) -> dict[str, Any] | None:
         """What the last call measured beyond its latency, for the request event's context (a
-        streamed request's `StreamTiming`, see `inferload.users.triton_stream`); None: nothing."""
+        streamed request's `StreamTiming`, see `inferload.users.triton`); None: nothing."""
         return None
 
     # -- protocol hooks -------------------------------------------------------------------

@@ -10,14 +10,11 @@ from pathlib import Path
 
 from inferload.scenario.targets import Target
 from inferload.users.base import InferenceUser
-from inferload.users.bentoml_http import BentoMLHttpUser
-from inferload.users.kserve_v1_http import KServeV1HttpUser
-from inferload.users.kserve_v2_grpc import KServeV2GrpcUser
-from inferload.users.kserve_v2_http import KServeV2HttpUser
-from inferload.users.torchserve_rest import TorchServeRestUser
-from inferload.users.triton_grpc import TritonGrpcUser as TritonGrpcUser  # not a kind's class: for `inferload.users`
-from inferload.users.triton_http import TritonHttpUser
-from inferload.users.triton_stream import TritonStreamUser
+from inferload.users.bentoml import BentoMLHttpUser
+from inferload.users.kserve import KServeV1HttpUser, KServeV2GrpcUser, KServeV2HttpUser
+from inferload.users.torchserve import TorchServeRestUser
+from inferload.users.triton import TritonGrpcUser as TritonGrpcUser  # not a kind's class: for `inferload.users`
+from inferload.users.triton import TritonHttpUser, TritonStreamUser
 
 USER_CLASS_BY_KIND: dict[str, type[InferenceUser]] = {
     # unary ModelInfer, or the gRPC stream once the start check finds a decoupled model

@@ -1,5 +1,5 @@
 """Request payloads: input arrays made from a scenario's data spec, and the raw encodings TorchServe
-bodies are built from (`inferload.users.torchserve_body`).
+bodies are built from (`inferload.users.torchserve`).
 
 Arrays are made and encoded once per process, up front, by the target's request pool
 (`inferload.users.request_pool`), never per request. Every array has the batch dimension first:

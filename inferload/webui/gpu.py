@@ -16,8 +16,7 @@ from typing import Any
 import gevent
 import requests
 
-from inferload.observe.sink.secrets import mask_secrets
-from inferload.observe.sink.settings import SinkSettings
+from inferload.observe.sink import SinkSettings, mask_secrets
 
 logger = logging.getLogger(__name__)
 

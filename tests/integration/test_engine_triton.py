@@ -27,7 +27,7 @@ from inferload.measure.run_record import RunRecord
 from inferload.scenario.tls import TlsSettings
 from inferload.users.failures import classify_exception
 from inferload.users.tls import http_tls_options
-from inferload.users.trace_ids import grpc_id_field
+from inferload.users.triton import grpc_id_field
 from tests.support.engine_triton import (
     EngineTriton,
     engine_triton,

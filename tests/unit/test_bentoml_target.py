@@ -16,7 +16,7 @@ from inferload.scenario.loader import load_scenario
 from inferload.scenario.model import Scenario
 from inferload.servermetrics.bentoml import bentoml_metrics_url, parse_bentoml_metrics
 from inferload.servermetrics.figures import server_figures
-from inferload.users.bentoml_http import BentoMLHttpUser, api_path, encode_bentoml_body
+from inferload.users.bentoml import BentoMLHttpUser, api_path, encode_bentoml_body
 from inferload.users.request_pool import RequestPool, RequestSource
 from tests.support.scenario_factory import key_problems, steady_one_user, tiny_target, write_scenario
 

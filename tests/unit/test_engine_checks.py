@@ -22,14 +22,11 @@ from tritonclient.grpc import service_pb2
 from tritonclient.http._utils import _raise_if_error
 from tritonclient.utils import InferenceServerException
 
-from inferload.users.bentoml_http import BentoMLHttpUser
+from inferload.users.bentoml import BentoMLHttpUser
 from inferload.users.failures import _classify_triton, classify_exception
-from inferload.users.kserve_v1_http import KServeV1HttpUser
-from inferload.users.kserve_v2_grpc import response_size
-from inferload.users.kserve_v2_http import KServeV2HttpUser
-from inferload.users.torchserve_rest import TorchServeRestUser
-from inferload.users.triton_grpc import TritonGrpcUser
-from inferload.users.triton_http import TritonHttpUser
+from inferload.users.kserve import KServeV1HttpUser, KServeV2HttpUser, response_size
+from inferload.users.torchserve import TorchServeRestUser
+from inferload.users.triton import TritonGrpcUser, TritonHttpUser
 
 native = pytest.importorskip("inferload._native", reason="the native engine is not built (make build)")
 

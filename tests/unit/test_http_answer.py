@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from inferload.errors import HttpStatusError
-from inferload.users.bentoml_http import error_detail as bentoml_detail
+from inferload.users.bentoml import error_detail as bentoml_detail
 from inferload.users.http_answer import close_client, json_error_detail, post_for_answer
 
 

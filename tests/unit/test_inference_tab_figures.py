@@ -11,8 +11,15 @@ from inferload.measure.run_record import RunRecord
 from inferload.results.summary import RunFacts, build_summary
 from inferload.scenario.model import Scenario
 from inferload.servermetrics.reading import ServerSnapshot
-from inferload.webui.live import LiveInputs, LocustError, errors_by_class, inference_stats
-from inferload.webui.server_view import ServerReadings, ServerView, server_views
+from inferload.webui.live import (
+    LiveInputs,
+    LocustError,
+    ServerReadings,
+    ServerView,
+    errors_by_class,
+    inference_stats,
+    server_views,
+)
 from tests.support.scenario_factory import scenario, tiny_target
 
 START = 3_000_000.0

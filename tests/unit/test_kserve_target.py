@@ -18,10 +18,16 @@ from inferload.scenario.loader import load_scenario
 from inferload.scenario.model import Scenario
 from inferload.servermetrics.figures import server_figures
 from inferload.servermetrics.kserve import kserve_metrics_url, parse_kserve_metrics
-from inferload.users.kserve_bodies import v1_predictions, v1_request_body, v2_answer, v2_output_arrays, v2_request_body
-from inferload.users.kserve_v1_http import v1_predict_path
-from inferload.users.kserve_v2_grpc import response_size
-from inferload.users.kserve_v2_http import v2_infer_path
+from inferload.users.kserve import (
+    response_size,
+    v1_predict_path,
+    v1_predictions,
+    v1_request_body,
+    v2_answer,
+    v2_infer_path,
+    v2_output_arrays,
+    v2_request_body,
+)
 from tests.support.scenario_factory import key_problems, steady_one_user, tiny_target, write_scenario
 
 CAPTURES = Path(__file__).resolve().parents[1] / "captures"

@@ -20,7 +20,7 @@ from inferload.scenario.targets import Target
 from inferload.users import user_class_for
 from inferload.users.failures import check_json_list, describe_answer
 from inferload.users.request_pool import RequestPool, RequestSource
-from inferload.users.torchserve_rest import TorchServeRestUser
+from inferload.users.torchserve import TorchServeRestUser
 
 TRITON = {
     "name": "triton",

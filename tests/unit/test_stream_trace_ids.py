@@ -8,9 +8,7 @@ import numpy as np
 from tritonclient.grpc import service_pb2
 
 from inferload.measure.trace_records import ClientTraceRecords
-from inferload.users.trace_ids import grpc_id_field
-from inferload.users.triton_grpc import infer_request
-from inferload.users.triton_stream import EMPTY_FINAL_PARAMETER, empty_final_parameter_bytes
+from inferload.users.triton import EMPTY_FINAL_PARAMETER, empty_final_parameter_bytes, grpc_id_field, infer_request
 from tests.unit.test_stream_user import N, data_response, error_response, final_response, square_target, streaming_user
 
 

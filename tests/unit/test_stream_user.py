@@ -22,12 +22,12 @@ from inferload.run.model_fit import fit_user_class
 from inferload.run.triton_check import check_target_against_triton, triton_model_decoupled
 from inferload.scenario.targets import Target
 from inferload.users import user_class_for
-from inferload.users.triton_grpc import infer_request
-from inferload.users.triton_stream import (
+from inferload.users.triton import (
     EMPTY_FINAL_PARAMETER,
     FINAL_PARAMETER,
     TritonStreamUser,
     empty_final_parameter_bytes,
+    infer_request,
     is_final,
 )
 

@@ -11,7 +11,7 @@ from inferload.measure.trace_join import JoinedRequest, ServerTrace, join
 from inferload.measure.trace_records import ClientTiming, ClientTraceRecords, drain, merge_message
 from inferload.results.tail import tail_anatomy, tail_summary
 from inferload.servermetrics.triton_trace import json_entries, parse_traces, read_traces, restorable, run_settings
-from inferload.users.trace_ids import grpc_id_field, http_body_with_id
+from inferload.users.triton import grpc_id_field, http_body_with_id
 
 
 def stamps(t0: int, queue: int, compute: int, http: bool = True) -> dict[str, int]:

@@ -1,4 +1,4 @@
-"""TorchServe request bodies (``inferload.users.torchserve_body``, ``inferload.scenario.bodies``): each
+"""TorchServe request bodies (``inferload.users.torchserve``, ``inferload.scenario.bodies``): each
 content_type's bytes and Content-Type, the ``body_template`` rule, and the media type guessed from
 file names."""
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from inferload.scenario.bodies import fill_template, guess_media_type, media_type_problem, template_problem
-from inferload.users.torchserve_body import (
+from inferload.users.torchserve import (
     BodyError,
     encode_body,
     encode_json_body,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from inferload.observe.sink.line_protocol import Point, seconds_to_ns
+from inferload.observe.sink import Point, seconds_to_ns
 
 logger = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ from abc import ABC, abstractmethod
 from typing import Protocol
 
 from inferload.errors import ScrapeError
-from inferload.observe.sink.line_protocol import FieldValue, Point, seconds_to_ns
+from inferload.observe.sink import FieldValue, Point, seconds_to_ns
 from inferload.servermetrics.bentoml import BentoMLMetricsReader
 from inferload.servermetrics.figures import ServerFigures, server_figures
 from inferload.servermetrics.http_client import HttpClient, PageClient

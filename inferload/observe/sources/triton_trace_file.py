@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from inferload.errors import ScrapeError
-from inferload.observe.sink.line_protocol import Point, seconds_to_ns
+from inferload.observe.sink import Point, seconds_to_ns
 from inferload.observe.trace_points import trace_point
 from inferload.servermetrics.triton_trace import parse_traces
 

@@ -1,6 +1,6 @@
 //! How an answer is judged: the failure classes and messages of the Python path, byte for byte
-//! (`users/failures.py`, `users/http_answer.py`, `users/kserve_http.py`, `users/kserve_bodies.py`,
-//! tritonclient's `_get_error` / `InferResult` and `users/triton_http.py`), so that Locust, which
+//! (`users/failures.py`, `users/http_answer.py`, `users/kserve.py`,
+//! tritonclient's `_get_error` / `InferResult` and `users/triton.py`), so that Locust, which
 //! groups failures by message, groups the engine's failures with the Python path's.
 //!
 //! A check is built once per target ([`Check`]); [`judge_grpc`] and [`judge_http`] run it on one
@@ -92,11 +92,11 @@ pub enum AnswerRule {
     /// tritonclient.http's answer: status 200 with its error rule, the JSON header read as
     /// `InferResult` reads it, the shapes (when given); length = the outputs' `binary_data_size`
     TritonHttp,
-    /// a KServe v2 JSON answer (`kserve_bodies.v2_answer`), the shapes when given; length = body
+    /// a KServe v2 JSON answer (`v2_answer`), the shapes when given; length = body
     V2Shapes,
     /// a JSON list of `length` items (`failures.check_json_list`)
     JsonList { length: usize },
-    /// `{"predictions": [length items]}` (`kserve_bodies.v1_predictions`)
+    /// `{"predictions": [length items]}` (`v1_predictions`)
     V1Predictions { length: usize },
 }
 
@@ -473,7 +473,7 @@ pub fn check_json_list(body: &[u8], length: usize) -> Result<(), Failure> {
     ))
 }
 
-/// `kserve_bodies.v1_predictions(body, length)`.
+/// `v1_predictions(body, length)`.
 pub fn check_v1_predictions(body: &[u8], length: usize) -> Result<(), Failure> {
     let answer = pyjson::parse_stdlib(body);
     let predictions = match &answer {
@@ -505,7 +505,7 @@ pub fn check_v1_predictions(body: &[u8], length: usize) -> Result<(), Failure> {
     ))
 }
 
-/// `kserve_bodies.v2_answer`, then (with shapes) `v2_output_shapes` and the user's shape loop.
+/// `v2_answer`, then (with shapes) `v2_output_shapes` and the user's shape loop.
 fn check_v2_answer(check: &Check, body: &[u8]) -> Result<(), Failure> {
     let answer = pyjson::parse_stdlib(body);
     let outputs = match &answer {

@@ -1,4 +1,4 @@
-//! Triton's `ModelStreamInfer` for decoupled models (`users/triton_stream.py`): one bidirectional
+//! Triton's `ModelStreamInfer` for decoupled models (`users/triton.py`): one bidirectional
 //! gRPC stream per slot, opened at its first call (again after the stream broke or a call timed
 //! out), its requests sent one at a time. Each request is a pick from the target's requests with
 //! `triton_enable_empty_final_response` appended (every request then ends with a response flagged

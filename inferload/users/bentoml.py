@@ -33,8 +33,7 @@ from inferload.users.expected import expected_check_of
 from inferload.users.http_answer import check_list_answer, close_client, json_error_detail, post_for_answer
 from inferload.users.request_pool import RequestData
 from inferload.users.tls import http_tls_options, native_tls
-from inferload.users.torchserve_body import BodyError, encode_raw
-from inferload.users.torchserve_rest import native_list_check
+from inferload.users.torchserve import BodyError, encode_raw, native_list_check
 
 # -- bentoml body ------------------------------------------------------------
 # BentoML request bodies, pure: one request's arrays → the bytes and Content-Type of ``POST /<api>``.

@@ -1,0 +1,540 @@
+"""Triton's users: `TritonGrpcUser` (unary ``ModelInfer``), `TritonHttpUser` (``/v2/models/<m>/infer``)
+and `TritonStreamUser` (decoupled models over the ``ModelStreamInfer`` stream), with the request ids
+a traced run puts on each request.
+
+Decoupled models: a decoupled model (``model_transaction_policy { decoupled: true }`` in its config) answers one
+request with zero or more responses, and only over the gRPC stream: Triton refuses it on the
+unary `ModelInfer` and over HTTP. Every `triton-grpc` target's user class is a `TritonStreamUser`;
+the start check (`inferload.run.model_fit`) sets `decoupled` from the model's config, and only
+then do its users stream. Otherwise every call is `TritonGrpcUser`'s unary one, unchanged.
+
+Streaming, each user opens one stream (at its first call, again after the stream broke or a
+call timed out) and sends its requests on it one at a time: each request is a pick from
+`TritonGrpcUser`'s pre-encoded requests (nothing is encoded per call) with Triton's
+``triton_enable_empty_final_response`` parameter appended (protobuf merges concatenated
+messages), so that every request ends with a response flagged ``triton_final_response`` even
+when the model sends its final flag alone. The target's response check applies to every
+response that carries outputs.
+Responses are read in the user's own greenlet (no hand-off), each timed on arrival:
+
+- the complete-request latency (first byte sent -> final flag) is what the request event
+  reports, so every existing figure keeps its meaning;
+- time to first response, time between responses and the number of responses (those that carry
+  outputs; Triton's empty final response is not one) go with the request event as a
+  `StreamTiming` in ``context["stream"]`` (see `inferload.measure.stream_record`).
+
+A response with an error fails its request (the rest of its responses are still read, up to its
+final one); an error response without ``triton_final_response`` (Triton refused the request
+before the model saw it) is final. A call that times out cancels the stream: late responses
+cannot be counted for the next request.
+
+A traced target (``trace``, the per-request join with Triton's trace) puts the request id on each
+streamed request as the unary user does (`inferload.users.triton`, appended to the pre-encoded
+bytes) and keeps its times from the send to the arrival of its final response (the complete
+request; `time.monotonic_ns`, the clock of Triton's trace); failed requests are not kept. Triton
+traces a streamed request once, with a ``GRPC_SEND_START``/``GRPC_SEND_END`` pair per response
+(docs/observability.md).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+from urllib.parse import quote
+
+import gevent
+import gevent.queue
+import grpc
+import numpy as np
+import tritonclient.http as httpclient
+from tritonclient.grpc import service_pb2
+from tritonclient.grpc._utils import get_error_grpc
+from tritonclient.http._utils import _raise_if_error
+from tritonclient.utils import InferenceServerException, serialize_byte_tensor
+
+from inferload.errors import RequestError, RequestTimeout
+from inferload.measure.stream_record import STREAM_CONTEXT_KEY, StreamTiming
+from inferload.scenario.headers import request_headers
+from inferload.scenario.targets import InputSpec
+from inferload.scenario.tls import TlsSettings
+from inferload.users.base import InferenceUser
+from inferload.users.engine import NativeTarget
+from inferload.users.expected import expected_check_of, grpc_outputs, http_outputs
+from inferload.users.failures import check_output_shape
+from inferload.users.request_pool import RequestData
+from inferload.users.sequence import http_body_with_sequence, native_sequence, user_sequences
+from inferload.users.tls import grpc_credentials, http_tls_options, native_tls
+
+
+# Triton over HTTP/REST (tritonclient.http, built on geventhttpclient: native under Locust).
+#
+# Each distinct request's body (JSON header + binary tensors, from tritonclient's own
+# ``generate_request_body``) is built once per process and target (``users.request_pool``); a call
+# picks the next one and posts it through the tritonclient client (so its TLS settings apply),
+# instead of ``infer()``, which rebuilds the body on every call.
+def _host_port(address: str) -> str:
+    for scheme in ("http://", "https://"):
+        if address.startswith(scheme):
+            return address[len(scheme) :].rstrip("/")
+    return address.rstrip("/")
+
+
+@dataclass(frozen=True)
+class HttpRequest:
+    """One pre-built inference body: the JSON header's length goes in Inference-Header-Content-Length."""
+
+    body: bytes
+    json_size: int | None
+
+
+def infer_uri(model: str, version: str) -> str:
+    """The path tritonclient's ``infer()`` posts to."""
+    if version:
+        return f"v2/models/{quote(model)}/versions/{version}/infer"
+    return f"v2/models/{quote(model)}/infer"
+
+
+class TritonHttpUser(InferenceUser):
+    abstract = True
+    target_kinds = ("triton-http",)
+    request_type = "HTTP"
+    native_sequences = True
+
+    @classmethod
+    def encode_request(cls, data: RequestData) -> HttpRequest:
+        """The body of one request, tensors as binary data (what ``infer()`` would post)."""
+        inputs = []
+        for spec, array in data.arrays:
+            infer_input = httpclient.InferInput(spec.name, list(array.shape), spec.dtype)
+            infer_input.set_data_from_numpy(array, binary_data=True)
+            inputs.append(infer_input)
+        outputs = [httpclient.InferRequestedOutput(name, binary_data=True) for name in cls.target.outputs] or None
+        body, json_size = httpclient.InferenceServerClient.generate_request_body(inputs, outputs=outputs)
+        return HttpRequest(body=body, json_size=json_size)
+
+    @classmethod
+    def native_target(cls) -> NativeTarget:
+        """The engine's HTTP target: each pre-built body with its JSON header's length, Triton's answer checks."""
+        target = cls.target
+        headers = request_headers(target.name, target.headers, target.headers_from_env, target.token_file, cls.scenario_dir)
+        pool = cls.request_pool_of_class
+        assert pool is not None  # native_target_id encodes the pool first
+        path = "/" + infer_uri(target.model, target.version or "")
+        requests: list[Any] = []
+        for request in pool.encoded_requests:
+            own = [("Inference-Header-Content-Length", str(request.json_size))] if request.json_size is not None else []
+            requests.append((path, request.body, own))
+        shapes = cls.expected_outputs if target.response_check == "shape" else {}
+        scheme = "https" if target.tls is not None else "http"
+        return NativeTarget(
+            protocol="http",
+            address=f"{scheme}://{_host_port(target.address)}",
+            requests=requests,
+            check={
+                "status": "2xx" if target.response_check == "none" else "200",
+                "detail": {"json_keys": ["error"], "chars": 160},
+                "answer": "triton_http",
+                "shapes": {name: list(dims) for name, dims in shapes.items()},
+            },
+            headers=list(headers.items()),
+            tls=native_tls(target.tls, cls.scenario_dir, target.name) if target.tls is not None else None,
+            sequence=native_sequence(cls.sequence_settings),
+        )
+
+    def connect(self) -> None:
+        target = self.target
+        tls = http_tls_options(target.tls, self.scenario_dir, target.name) if target.tls is not None else {}
+        self._client = httpclient.InferenceServerClient(
+            url=_host_port(target.address),
+            connection_timeout=target.timeout,
+            network_timeout=target.timeout,
+            ssl=target.tls is not None,
+            **tls,
+        )
+        self._expected = expected_check_of(type(self))  # response_check: expected (file read once per process)
+        self._outputs = [httpclient.InferRequestedOutput(name, binary_data=True) for name in target.outputs] or None
+        self._version = target.version or ""
+        self._sequences = user_sequences(self.sequence_settings, target.sequence)  # None unless a sequence model
+        self.request_pool()  # this process's requests of the target, encoded once (by its first user)
+        self._uri = infer_uri(target.model, self._version)
+        self._headers = (
+            request_headers(target.name, target.headers, target.headers_from_env, target.token_file, self.scenario_dir) or None
+        )
+
+    def send(self) -> int:
+        result = self._post_next()
+        size = 0
+        shapes = self.expected_outputs_now() if self.target.response_check == "shape" else None
+        for output in result.get_response().get("outputs", []):
+            expected = shapes.get(output["name"]) if shapes is not None else None
+            if expected is not None:
+                check_output_shape(output["name"], tuple(output["shape"]), expected)
+            size += int(output.get("parameters", {}).get("binary_data_size", 0))
+        if self._expected is not None:  # only this check decodes the answer
+            samples = self.request_pool().samples(self._request_index)
+            self._expected.arrays(http_outputs(result), samples)
+        return size
+
+    def _post_next(self) -> httpclient.InferResult:
+        """Post the next pre-built body as it is (a pick; nothing is encoded)."""
+        self._request_index, request = self.next_request()  # the index: which samples an expected check compares
+        body, json_size = request.body, request.json_size
+        if self._sequences is not None:  # the step's ID and flags go in the JSON header (only it is re-encoded)
+            body, json_size = http_body_with_sequence(body, json_size, self._sequences.next_step())
+        traced = self.trace_records
+        if traced is not None:  # the trace join: an id in the JSON header, the times kept
+            number, request_id = traced.next_id()
+            body, json_size = http_body_with_id(body, json_size, request_id)
+        headers = dict(self._headers) if self._headers else {}
+        if json_size is not None:
+            headers["Inference-Header-Content-Length"] = str(json_size)
+        sent_ns = time.monotonic_ns()
+        try:
+            response = self._client._post(self._uri, body, headers, None)
+            _raise_if_error(response)
+        except Exception:
+            if self._sequences is not None:  # no answer, or the server's error: that sequence starts afresh
+                self._sequences.abandon()
+            raise
+        if traced is not None:
+            traced.add(number, sent_ns, time.monotonic_ns())
+        return httpclient.InferResult(response, False)
+
+    def close(self) -> None:
+        client = getattr(self, "_client", None)
+        if client is not None:
+            client.close()
+            self._client = None
+
+
+# Triton over gRPC: Triton's `ModelInfer` called through a raw gRPC method handle.
+#
+# The requests (`ModelInferRequest`, tensors as raw bytes, the way tritonclient.grpc builds them) are
+# built and serialized once per process and target (`users.request_pool`); each call picks the next
+# one and sends its bytes as they are. Measured by
+# `make bench` (docs/benchmarks.md): tritonclient's `infer()` rebuilds, copies and serializes the
+# whole request on every call. Failures are raised as tritonclient's `InferenceServerException`
+# (gRPC status and message), exactly as tritonclient raises them.
+#
+# gRPC under gevent needs `grpc.experimental.gevent.init_gevent()` before any channel is made;
+# the locustfile does that at import. Each user closes its channel in `on_stop`, or a headless
+# run prints its summary and then never exits.
+#
+# This is the Python transport: each call blocks its greenlet through gRPC's gevent integration.
+# The native engine (`inferload.users.engine`) makes the same calls from the same pre-encoded bytes
+# (`native_target`) without Python when the extension is built.
+# A request id put on a pre-encoded Triton request, without re-encoding it (the trace join).
+#
+# gRPC: ``ModelInferRequest.id`` (field 3) appended to the serialized message (a protobuf merge:
+# the last value of a scalar field wins). HTTP: ``"id"`` put first in the JSON header (the body's
+# first byte is the header's ``{``; the binary tensors after it are copied once).
+#: ``ModelInferRequest.id``: field 3, wire type 2 (length-delimited)
+_ID_TAG = b"\x1a"
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def grpc_id_field(request_id: str) -> bytes:
+    """The serialized ``id`` field to append to a serialized ModelInferRequest (encoded by hand: a
+    quarter of the time protobuf takes to build and serialize a message for it)."""
+    data = request_id.encode()
+    return _ID_TAG + _varint(len(data)) + data
+
+
+def http_body_with_id(body: bytes, json_size: int | None, request_id: str) -> tuple[bytes, int | None]:
+    """A pre-built HTTP inference body (JSON header first) with ``"id"`` in its header: (body, json_size)."""
+    if not body.startswith(b"{"):
+        raise ValueError("an inference body starts with its JSON header")
+    member = b'{"id":' + json.dumps(request_id).encode() + b","
+    tagged = b"".join((member, memoryview(body)[1:]))
+    return tagged, None if json_size is None else json_size + len(member) - 1
+
+
+MAX_GRPC_MESSAGE_SIZE = 2**31 - 1  # what tritonclient.grpc allows both ways
+MODEL_INFER_METHOD = "/inference.GRPCInferenceService/ModelInfer"
+CHANNEL_OPTIONS = [
+    ("grpc.max_send_message_length", MAX_GRPC_MESSAGE_SIZE),
+    ("grpc.max_receive_message_length", MAX_GRPC_MESSAGE_SIZE),
+]
+
+
+def infer_request(model: str, version: str, inputs: list[tuple[InputSpec, np.ndarray]], outputs: tuple[str, ...]) -> Any:
+    """The ModelInferRequest for these tensors (raw contents, one per input)."""
+    request = service_pb2.ModelInferRequest(model_name=model, model_version=version)
+    for spec, array in inputs:
+        tensor = request.inputs.add()
+        tensor.name = spec.name
+        tensor.datatype = spec.dtype
+        tensor.shape.extend(int(d) for d in array.shape)
+        if spec.dtype == "BYTES":
+            serialized = serialize_byte_tensor(array)
+            request.raw_input_contents.append(serialized.item() if serialized.size > 0 else b"")
+        else:
+            request.raw_input_contents.append(np.ascontiguousarray(array).tobytes())
+    for name in outputs:
+        request.outputs.add().name = name
+    return request
+
+
+def open_channel(address: str, tls: TlsSettings | None, base_dir: Path, target: str) -> grpc.Channel:
+    """A plain channel, or a TLS one (``grpc.secure_channel``) when the target has ``tls``."""
+    if tls is None:
+        return grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+    credentials, options = grpc_credentials(tls, base_dir, target)
+    return grpc.secure_channel(address, credentials, options=CHANNEL_OPTIONS + options)
+
+
+class TritonGrpcUser(InferenceUser):
+    abstract = True
+    target_kinds = ("triton-grpc",)
+    request_type = "gRPC"
+    native_sequences = True
+
+    def connect(self) -> None:
+        target = self.target
+        # the target's headers go as gRPC metadata (keys in lower case, as gRPC requires)
+        headers = request_headers(target.name, target.headers, target.headers_from_env, target.token_file, self.scenario_dir)
+        self._metadata = tuple((name.lower(), value) for name, value in headers.items()) or None
+        self._channel = open_channel(target.address, target.tls, self.scenario_dir, target.name)
+        self._expected = expected_check_of(type(self))  # response_check: expected (file read once per process)
+        # this process's requests of the target, encoded once (by its first user); send() picks from them
+        self.request_pool()
+        self._sequences = user_sequences(self.sequence_settings, target.sequence)  # None unless a sequence model
+        # request_serializer None: the pool's bytes go on the wire unchanged
+        self._model_infer: Any = self._channel.unary_unary(
+            MODEL_INFER_METHOD,
+            request_serializer=None,
+            response_deserializer=service_pb2.ModelInferResponse.FromString,
+        )
+
+    @classmethod
+    def native_target(cls) -> NativeTarget:
+        """The engine's gRPC target: the pool's serialized requests, the output shapes to check."""
+        target = cls.target
+        headers = request_headers(target.name, target.headers, target.headers_from_env, target.token_file, cls.scenario_dir)
+        check: dict[str, Any] = {"answer": "none"}
+        if cls.expected_outputs and target.response_check == "shape":
+            check = {"answer": "grpc_shapes", "shapes": {name: list(dims) for name, dims in cls.expected_outputs.items()}}
+        pool = cls.request_pool_of_class
+        assert pool is not None  # native_target_id encodes the pool first
+        return NativeTarget(
+            protocol="grpc",
+            address=target.address,
+            requests=list(pool.encoded_requests),
+            check=check,
+            headers=[(name.lower(), value) for name, value in headers.items()],
+            tls=native_tls(target.tls, cls.scenario_dir, target.name) if target.tls is not None else None,
+            sequence=native_sequence(cls.sequence_settings),
+            stream=bool(getattr(cls, "decoupled", False)),
+        )
+
+    @classmethod
+    def encode_request(cls, data: RequestData) -> bytes:
+        """The serialized ModelInferRequest (sent as is by every call that picks it)."""
+        target = cls.target
+        return infer_request(target.model, target.version or "", list(data.arrays), target.outputs).SerializeToString()
+
+    def send(self) -> int:
+        index, request_bytes = self.next_request()  # a pick from the pre-encoded requests, nothing encoded
+        if self._sequences is not None:  # the step's ID and flags: parameters appended (a protobuf merge)
+            request_bytes += self._sequences.next_step().grpc_parameters
+        traced = self.trace_records
+        if traced is not None:  # the trace join: an id on the request, its times kept
+            number, request_id = traced.next_id()
+            request_bytes += grpc_id_field(request_id)
+            sent_ns = time.monotonic_ns()
+        try:
+            response = self._model_infer(request_bytes, timeout=self.target.timeout, metadata=self._metadata)
+        except grpc.RpcError as exc:
+            if self._sequences is not None:
+                self._sequences.abandon()
+            raise get_error_grpc(exc) from None
+        if traced is not None:
+            traced.add(number, sent_ns, time.monotonic_ns())
+        if self.expected_outputs and self.target.response_check == "shape":
+            shapes = self.expected_outputs_now()
+            for output in response.outputs:
+                expected = shapes.get(output.name)
+                if expected is not None:
+                    check_output_shape(output.name, tuple(output.shape), expected)
+        if self._expected is not None:  # only this check decodes the answer
+            self._expected.arrays(grpc_outputs(response), self.request_pool().samples(index))
+        return sum(len(raw) for raw in response.raw_output_contents)
+
+    def close(self) -> None:
+        channel = getattr(self, "_channel", None)
+        if channel is not None:
+            channel.close()
+            self._channel = None
+
+
+MODEL_STREAM_INFER_METHOD = "/inference.GRPCInferenceService/ModelStreamInfer"
+#: the request parameter that makes Triton send the final flag in a response of its own
+EMPTY_FINAL_PARAMETER = "triton_enable_empty_final_response"
+#: the response parameter that marks a request's last response
+FINAL_PARAMETER = "triton_final_response"
+
+
+def empty_final_parameter_bytes() -> bytes:
+    """``parameters {triton_enable_empty_final_response: true}`` as bytes to append to a serialized
+    ModelInferRequest (a map entry: appending it adds it to the request's parameters)."""
+    extra = service_pb2.ModelInferRequest()
+    extra.parameters[EMPTY_FINAL_PARAMETER].bool_param = True
+    return extra.SerializeToString()
+
+
+def is_final(response: Any) -> bool:
+    """Whether a ModelStreamInferResponse ends its request."""
+    parameters = response.infer_response.parameters
+    if FINAL_PARAMETER in parameters:
+        return bool(parameters[FINAL_PARAMETER].bool_param)
+    return bool(response.error_message)  # Triton refused the request itself: one error response, no flag
+
+
+class RequestStream:
+    """One open `ModelStreamInfer` call: requests go in through a queue, responses are read by the caller."""
+
+    def __init__(self, method: Any, metadata: Any) -> None:
+        self._requests: gevent.queue.Queue[bytes | None] = gevent.queue.Queue()
+        self._call = method(self._request_iterator(), metadata=metadata)
+
+    def _request_iterator(self) -> Any:
+        while True:
+            request = self._requests.get()
+            if request is None:
+                return
+            yield request
+
+    def send(self, request: bytes) -> None:
+        self._requests.put(request)
+
+    def next_response(self) -> Any:
+        """The next response (blocks the greenlet); StopIteration when the server ended the stream."""
+        return next(self._call)
+
+    def close(self) -> None:
+        self._requests.put(None)
+        self._call.cancel()
+
+
+class TritonStreamUser(TritonGrpcUser):
+    abstract = True
+
+    #: set from the model's config at start: True streams every call (see the module docstring)
+    decoupled: ClassVar[bool] = False
+
+    def connect(self) -> None:
+        super().connect()  # channel, metadata, the pre-encoded requests: as the unary user makes them
+        if not self.decoupled:
+            return
+        self._final_parameter = empty_final_parameter_bytes()
+        self._model_stream_infer = self._channel.stream_stream(
+            MODEL_STREAM_INFER_METHOD,
+            request_serializer=None,  # the bytes above go on the wire unchanged
+            response_deserializer=service_pb2.ModelStreamInferResponse.FromString,
+        )
+        self._stream: RequestStream | None = None
+        self._timing: StreamTiming | None = None
+
+    def send(self) -> int:
+        if not self.decoupled:
+            return super().send()
+        self._timing = None
+        _, request_bytes = self.next_request()  # a pick from the pre-encoded requests, nothing encoded
+        request_bytes += self._final_parameter  # parameters appended: a protobuf merge
+        if self._sequences is not None:  # a decoupled sequence model: the step's ID and flags too
+            request_bytes += self._sequences.next_step().grpc_parameters
+        traced = self.trace_records
+        if traced is not None:  # the trace join: an id on the request (as the unary user puts it)
+            number, request_id = traced.next_id()
+            request_bytes += grpc_id_field(request_id)
+        if self._stream is None:
+            self._stream = RequestStream(self._model_stream_infer, self._metadata)
+        timeout = RequestTimeout(f"timeout: no final response from {self.target.address} in time")
+        try:
+            with gevent.Timeout(self.target.timeout, timeout):
+                received, failure, sent_ns, final_ns = self._stream_one(self._stream, request_bytes)
+        except grpc.RpcError as exc:  # the stream broke (server down, cancelled): a new one next call
+            self._drop_stream()
+            if self._sequences is not None:
+                self._sequences.abandon()
+            raise get_error_grpc(exc) from None
+        except StopIteration:
+            self._drop_stream()
+            raise RequestError(f"stream closed: {self.target.address} ended the gRPC stream before the final response") from None
+        except BaseException:  # a timeout, or the user stopped mid-request: its late responses go with the stream
+            self._drop_stream()
+            raise
+        if failure is not None:  # every response of the request was read: the stream goes on
+            self._timing = None
+            raise failure
+        if traced is not None:  # sent -> the final response read (the complete request)
+            traced.add(number, sent_ns, final_ns)
+        return received
+
+    def _stream_one(self, stream: RequestStream, request: bytes) -> tuple[int, Exception | None, int, int]:
+        """Send the request and read its responses up to the final one: (bytes received, the
+        request's first failure or None, when it was sent, when its final response arrived); sets
+        `_timing`. Times are ``time.monotonic_ns()``: the clock of Triton's trace (the trace join)."""
+        started = time.monotonic_ns()
+        stream.send(request)
+        arrivals: list[int] = []
+        received = 0
+        failure: Exception | None = None
+        while True:
+            response = stream.next_response()
+            now = time.monotonic_ns()
+            if response.error_message:
+                failure = failure or InferenceServerException(msg=response.error_message)
+            else:
+                answer = response.infer_response
+                if answer.outputs:  # an empty final response carries none
+                    arrivals.append(now)
+                    received += sum(len(raw) for raw in answer.raw_output_contents)
+                    failure = failure or self._answer_failure(answer)
+            if is_final(response):
+                break
+        gaps = tuple((b - a) / 1e6 for a, b in itertools.pairwise(arrivals))
+        first = (arrivals[0] - started) / 1e6 if arrivals else None
+        self._timing = StreamTiming(responses=len(arrivals), first_response_ms=first, gaps_ms=gaps)
+        return received, failure, started, now
+
+    def _answer_failure(self, answer: Any) -> Exception | None:
+        """The target's response check on one response that carries outputs (as the unary user checks an answer)."""
+        try:
+            if self.expected_outputs and self.target.response_check == "shape":
+                shapes = self.expected_outputs_now()
+                for output in answer.outputs:
+                    expected = shapes.get(output.name)
+                    if expected is not None:
+                        check_output_shape(output.name, tuple(output.shape), expected)
+            if self._expected is not None:  # response_check: expected, on every response
+                self._expected.arrays(grpc_outputs(answer))
+        except RequestError as exc:
+            return exc
+        return None
+
+    def call_context(self) -> dict[str, Any] | None:
+        timing = getattr(self, "_timing", None)
+        return {STREAM_CONTEXT_KEY: timing} if timing is not None else None
+
+    def _drop_stream(self) -> None:
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None
+
+    def close(self) -> None:
+        if self.decoupled and getattr(self, "_stream", None) is not None:
+            self._drop_stream()
+        super().close()
