@@ -132,7 +132,7 @@ def _wait_time(spec: MeasureSpec) -> Any:
 def inferload_user_class(spec: MeasureSpec) -> tuple[type, Any]:
     """The user class a real run makes for this target, set up as `InferloadRun` does."""
     from inferload.run.plugin import InferloadRun
-    from inferload.scenario.model import Scenario
+    from inferload.scenario.schema import Scenario
 
     scenario = Scenario.model_validate(
         {

@@ -31,7 +31,7 @@ import yaml
 
 from bench.profiles import summarise_collapsed
 from inferload.paths import LOCUSTFILE, REPO_ROOT
-from inferload.scenario.model import Scenario, is_open_loop
+from inferload.scenario.schema import Scenario, is_open_loop
 from inferload.traffic.arrivals import SEED_MULTIPLIER
 from inferload.traffic.laws import law_for
 

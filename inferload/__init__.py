@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from inferload.run.attached_run import AttachedRun, attach
     from inferload.run.install import ScenarioClasses, install, scenario_classes
     from inferload.scenario.loader import load_scenario, scenario_from_dict
-    from inferload.scenario.model import Scenario
+    from inferload.scenario.schema import Scenario
     from inferload.scenario.targets import DataSpec, InputSpec, Slo, Target
     from inferload.users.base import InferenceUser
     from inferload.users.bentoml import BentoMLHttpUser
@@ -89,7 +89,7 @@ _LAZY = {
     "InputSpec": "inferload.scenario.targets",
     "DataSpec": "inferload.scenario.targets",
     "Slo": "inferload.scenario.targets",
-    "Scenario": "inferload.scenario.model",
+    "Scenario": "inferload.scenario.schema",
     "load_scenario": "inferload.scenario.loader",
     "scenario_from_dict": "inferload.scenario.loader",
     "attach": "inferload.run.attached_run",

@@ -19,8 +19,7 @@ from typing import Any, NoReturn
 
 from inferload.errors import EXIT_USAGE, InferloadError, ScenarioError, StoppedBeforeStart, UsageError
 from inferload.run import cli_values, early_signals
-from inferload.run.child_processes import ChildProcesses
-from inferload.run.command import locust_command
+from inferload.run.child_processes import ChildProcesses, locust_command
 from inferload.scenario.limits import MAX_REMOTE_WORKERS, MAX_USERS, max_local_workers
 
 #: `inferload run --worker-wait`: how long a headless master waits for all its workers to join
@@ -358,8 +357,7 @@ def run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from inferload.local.demo import DemoSettings, run_demo
-    from inferload.local.demo_servers import demo_server
+    from inferload.local.demo import DemoSettings, demo_server, run_demo
     from inferload.local.models.build import ensure_models
     from inferload.run.results_dir import unwritable_problem
 
@@ -435,7 +433,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if refused:
         raise UsageError(refused)
     if args.repeat != 1:
-        from inferload.tune.repeat_cli import cmd_run_repeated
+        from inferload.tune.tune_cli import cmd_run_repeated
 
         return cmd_run_repeated(args, scenario.name, run_once)
     return run_once(args, scenario)
@@ -478,8 +476,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     """Download the master's locustfile, run it only when it is signed with this machine's run key."""
     import tempfile
 
-    from inferload.run.distributed import worker_command
-    from inferload.run.locustfile_fetch import fetch_verified_locustfile
+    from inferload.run.distributed import fetch_verified_locustfile, worker_command
     from inferload.run.run_key import require_run_key
 
     key = require_run_key("inferload worker")  # RunKeyError: exit 2

@@ -25,7 +25,7 @@ if __name__ != "inferload.locustfile":  # Locust loads it: SIGINT/SIGTERM held w
 from inferload.run.install import install
 from inferload.run.plugin import scenario_path_from_argv
 from inferload.scenario.loader import load_scenario
-from inferload.scenario.model import Scenario
+from inferload.scenario.schema import Scenario
 
 EXIT_NO_SCENARIO = 2
 

@@ -24,9 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from inferload.calibrate.cases import LAWS, Case, Plan, plan
 from inferload.calibrate.floor import FloorProbe, probe_floor
-from inferload.calibrate.runner import RunLayout, joined_errors_us, judge, run_case, true_latencies_ns
+from inferload.calibrate.runner import LAWS, Case, Plan, RunLayout, joined_errors_us, judge, plan, run_case, true_latencies_ns
 from inferload.errors import UsageError
 from inferload.local.reference_server import ReferenceServerProcess, reference_config_from_dict
 from inferload.results.calibration import Bounds, Calibration, CaseResult, Goal, Roofline, default_calibration_path

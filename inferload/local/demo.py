@@ -1,7 +1,7 @@
 """`inferload demo`: the seeds' Triton-vs-TorchServe comparison on the embedded default.
 
 `--servers` picks the servers compared (default Triton and TorchServe; KServe too, see
-`demo_servers.py` and docs/comparing-servers.md). They all start locally on loopback with the sample model; each server then gets the
+`DEMO_SERVERS` below and docs/comparing-servers.md). They all start locally on loopback with the sample model; each server then gets the
 same payload at the same concurrency, one at a time (on a small machine, two servers loaded
 at once would measure each other): a steady phase and a bursty phase, each after its own
 warm-up, which is excluded. Every phase is a plain `locust --headless` run of a generated
@@ -21,6 +21,7 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -29,22 +30,87 @@ from typing import Any
 import yaml
 
 from inferload.errors import InferloadError
-from inferload.local.demo_servers import DEFAULT_DEMO_SERVERS, demo_server, server_of_kind
 from inferload.local.models.specs import SPECS as MODEL_SPECS
+from inferload.local.models.specs import ModelSpec
 from inferload.local.servers.manager import LocalServers
 from inferload.local.servers.ports import ServerPorts
 from inferload.measure.stability import StabilityRule
 from inferload.results.figures import format_table
-from inferload.results.model import DemoCapacity, RunSummary, SloSection
 from inferload.results.report import write_report
+from inferload.results.schema import DemoCapacity, RunSummary, SloSection
 from inferload.results.summary_file import SUMMARY_NAME, read_summary, write_summary
-from inferload.run.child_processes import ChildProcesses
-from inferload.run.command import locust_command
+from inferload.run.child_processes import ChildProcesses, locust_command
 from inferload.scenario.loader import load_scenario
 from inferload.tune.capacity import CapacitySearch
 from inferload.tune.server_config import TorchServeConfigurator, TritonConfigurator
 from inferload.tune.stop_rules import StopRules
 from inferload.tune.sweep import Sweep, SweepSettings
+
+# The servers `inferload demo --servers` can compare, one entry each: how the demo reaches it.
+#
+# Each entry names the local server (``LocalServers``), the target kind the demo sends with, a label
+# for the console, and the target keys (address, metrics page, body form) for a given model and
+# ports. Adding a server to the comparison is one entry here (and its ``*_local.py`` in
+# ``local/servers``); the demo itself loops over whatever ``--servers`` lists.
+DEFAULT_DEMO_SERVERS: tuple[str, ...] = ("triton", "torchserve")
+
+
+@dataclass(frozen=True)
+class DemoServer:
+    name: str  # LocalServers' name: "triton", "torchserve", "kserve", ...
+    kind: str  # the target kind the demo sends with
+    label: str  # how the console names it
+    keys: Callable[[ModelSpec, ServerPorts], dict[str, Any]]  # address and protocol keys of its target
+
+
+def _triton(spec: ModelSpec, ports: ServerPorts) -> dict[str, Any]:
+    return {"address": f"127.0.0.1:{ports.triton_grpc}", "outputs": [spec.output_name]}
+
+
+def _torchserve(spec: ModelSpec, ports: ServerPorts) -> dict[str, Any]:
+    return {
+        "address": f"http://127.0.0.1:{ports.ts_inference}",
+        "content_type": "octet-stream",
+        "metrics_url": f"http://127.0.0.1:{ports.ts_metrics}/metrics",
+    }
+
+
+def _kserve(spec: ModelSpec, ports: ServerPorts) -> dict[str, Any]:
+    return {
+        "address": f"127.0.0.1:{ports.kserve_grpc}",
+        "outputs": [spec.output_name],
+        "metrics_url": f"http://127.0.0.1:{ports.kserve_http}/metrics",
+    }
+
+
+def _bentoml(spec: ModelSpec, ports: ServerPorts) -> dict[str, Any]:
+    # POST /<model> with {"INPUT__0": [...]}; /metrics on the same port (the target's default)
+    return {"address": f"http://127.0.0.1:{ports.bentoml_http}", "content_type": "json"}
+
+
+DEMO_SERVERS: dict[str, DemoServer] = {
+    server.name: server
+    for server in (
+        DemoServer("triton", "triton-grpc", "Triton (gRPC)", _triton),
+        DemoServer("torchserve", "torchserve-rest", "TorchServe (REST)", _torchserve),
+        DemoServer("kserve", "kserve-v2-grpc", "KServe (v2 gRPC)", _kserve),
+        DemoServer("bentoml", "bentoml-http", "BentoML (HTTP)", _bentoml),
+    )
+}
+
+
+def demo_server(name: str) -> DemoServer:
+    """The entry of ``name``; a ValueError naming the servers the demo knows."""
+    try:
+        return DEMO_SERVERS[name]
+    except KeyError:
+        raise ValueError(f"the demo cannot compare {name!r}; it knows: {', '.join(DEMO_SERVERS)}") from None
+
+
+def server_of_kind(kind: str) -> DemoServer:
+    """The entry whose demo target has ``kind``."""
+    return next(server for server in DEMO_SERVERS.values() if server.kind == kind)
+
 
 # The demo's short tuning pass: each server's capacity under a p99 target, as it is configured, and
 # the configuration that reached it, read back from the server (issue 10, item 7).
@@ -175,7 +241,7 @@ class DemoSettings:
     model: str = "cnn"
     #: the closing capacity pass: each server's capacity under p99 <= this (ms); None skips it
     capacity_p99_ms: float | None = 100.0
-    #: the servers compared, one at a time, in this order (names in ``demo_servers.DEMO_SERVERS``)
+    #: the servers compared, one at a time, in this order (names in ``DEMO_SERVERS``)
     servers: tuple[str, ...] = DEFAULT_DEMO_SERVERS
 
 

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from inferload.measure.decoupled_record import StreamRecord, StreamTiming
 from inferload.measure.gaps import GapStats
 from inferload.measure.hdr import ClosedStats, LatencyStats, WindowStats
-from inferload.measure.stream_record import StreamRecord, StreamTiming
 from inferload.measure.windows import WindowStore
 
 

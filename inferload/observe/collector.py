@@ -44,9 +44,9 @@ from inferload.observe.sources import (
     TorchServeSource,
     TritonSource,
 )
-from inferload.observe.sources.triton_trace_config import TritonTraceSourceConfig, build_trace_source, trace_sources
+from inferload.observe.sources.triton_trace_file import TritonTraceSourceConfig, build_trace_source, trace_sources
 from inferload.scenario.durations import DURATION_HINT, parse_duration
-from inferload.scenario.model import Scenario
+from inferload.scenario.schema import Scenario
 from inferload.servermetrics.bentoml import bentoml_metrics_url
 from inferload.servermetrics.http_client import HttpClient
 from inferload.servermetrics.kserve import kserve_metrics_url

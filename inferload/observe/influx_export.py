@@ -9,7 +9,7 @@ rather than a gap): a request never waits on InfluxDB, and a dead or slow Influx
 points (counted), never load. On the master, windows close a Locust report interval later (the
 workers' figures arrive with their reports), and a window that receives late figures is written
 again with its merged totals (same series and time: InfluxDB keeps the last). Each window's HDR
-histogram goes with it (`latency_histograms`, observe/histogram_points.py), and each target's exact
+histogram goes with it (`latency_histograms`, observe/points.py), and each target's exact
 figures since the end of the warm-up (`requests_cumulative`, below). Run start and stop,
 the end of the warm-up and every change of the shape's user count go to `events`.
 
@@ -42,13 +42,13 @@ import gevent
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
+from inferload.measure.decoupled_record import StreamWindow
 from inferload.measure.hdr import ClosedStats, LatencyStats, WindowStats
 from inferload.measure.run_record import RunRecord
-from inferload.measure.stream_record import StreamWindow
-from inferload.observe.histogram_points import histogram_point
+from inferload.observe.points import histogram_point
 from inferload.observe.sink import BackgroundWriter, Point, SinkSettings, Writer, open_sink, seconds_to_ns, settings_from_mapping
 from inferload.results.run_id import default_run_id  # the same id the results use
-from inferload.scenario.model import RunOutline, Scenario
+from inferload.scenario.schema import RunOutline, Scenario
 
 # The `requests_cumulative` InfluxDB measurement: exact percentiles since the end of the warm-up.
 #
@@ -448,7 +448,7 @@ class InfluxExport:
         return given or default_run_id(self.scenario.name, self.record.started_at or time.time())
 
 
-MEASUREMENT = "streams"
+STREAMS_MEASUREMENT = "streams"
 FIGURES = ("mean", "p50", "p90", "p99", "max")
 
 
@@ -466,4 +466,4 @@ def stream_point(run_id: str, target_tags: dict[str, str], index: int, window_s:
         for key in FIGURES:
             fields[f"{prefix}_{key}_ms"] = figures[key]
     tags = {"run_id": run_id, "worker": "all", **target_tags}
-    return Point(MEASUREMENT, tags, fields, seconds_to_ns(index * window_s))
+    return Point(STREAMS_MEASUREMENT, tags, fields, seconds_to_ns(index * window_s))

@@ -1,6 +1,6 @@
 """`inferload report --influx-url URL --run-id ID [--from T] [--to T] [--workers W,...]`: exact
 percentiles over any range and subset of workers from the window histograms a run streamed to
-InfluxDB (`latency_histograms`, see observe/histogram_points.py), instead of a results folder.
+InfluxDB (`latency_histograms`, see observe/points.py), instead of a results folder.
 
 It reads through the v1 `/query` API (InfluxQL: InfluxDB 1.x, 2.x with a DBRP mapping, 3.x), with
 the streaming options' credentials (INFLUX_TOKEN, else INFLUX_USER/INFLUX_PASSWORD). Times are
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from inferload.observe.histogram_points import MEASUREMENT, line_from_row
+from inferload.observe.points import HISTOGRAM_MEASUREMENT, line_from_row
 from inferload.observe.sink import SinkSettings, mask_secrets, settings_from_mapping
 from inferload.results.histograms import RangeFigures, merge_range, parse_time, print_range
 from inferload.results.summary_file import ResultsError
@@ -95,11 +95,11 @@ def histogram_lines(reader: InfluxReader, run_id: str, t_from: float | None, t_t
     if t_to is not None:
         where.append(f"time < {round(t_to * 1e9)}")
     lines = []
-    for row in reader.rows(f'SELECT * FROM "{MEASUREMENT}" WHERE {" AND ".join(where)}'):
+    for row in reader.rows(f'SELECT * FROM "{HISTOGRAM_MEASUREMENT}" WHERE {" AND ".join(where)}'):
         try:
             lines.append(line_from_row(row))
         except ValueError as error:
-            raise ResultsError(f"InfluxDB {MEASUREMENT}, run {run_id!r}, time {row.get('time')} ns: {error}") from None
+            raise ResultsError(f"InfluxDB {HISTOGRAM_MEASUREMENT}, run {run_id!r}, time {row.get('time')} ns: {error}") from None
     return lines
 
 
@@ -114,7 +114,7 @@ def influx_range_figures(
         lines = histogram_lines(reader, run_id, begin, end)
     finally:
         reader.close()
-    return start, merge_range(lines, begin, end, workers, f"InfluxDB {MEASUREMENT} of run {run_id!r}")
+    return start, merge_range(lines, begin, end, workers, f"InfluxDB {HISTOGRAM_MEASUREMENT} of run {run_id!r}")
 
 
 def cmd_report_influx(args: argparse.Namespace) -> int:

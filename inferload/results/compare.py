@@ -20,9 +20,8 @@ from typing import Any
 from inferload.errors import InferloadError
 from inferload.results.figures import COMPARE, STREAMING, Figure, streamed, value_at
 from inferload.results.files import WINDOWS_NAME, TargetSeries, read_windows
-from inferload.results.model import RunSummary
-from inferload.results.noise import Interval, change_interval
-from inferload.results.repeats import GATED, read_repeats
+from inferload.results.repeats import GATED, Interval, change_interval, read_repeats
+from inferload.results.schema import RunSummary
 from inferload.results.summary_file import ResultsError, read_summary, summary_file
 
 # `inferload compare A B --fail-on p99:+10%`: a regression gate that fails only beyond the noise.
@@ -31,7 +30,7 @@ from inferload.results.summary_file import ResultsError, read_summary, summary_f
 # beyond P % in the rule's direction: ``p99:+10%`` fails when even the interval's low end is more than
 # 10 % above A; ``throughput:-5%`` when even its high end is more than 5 % below. A change whose
 # interval still reaches the threshold is reported as "within the noise" and passes. Figures:
-# ``p50, p90, p95, p99, p999, mean, throughput, error_rate``. Samples: `inferload.results.noise`.
+# ``p50, p90, p95, p99, p999, mean, throughput, error_rate``. Samples: `inferload.results.repeats`.
 #
 # Targets are paired by name, or by ``renames`` (A's name -> B's: ``--rename OLD=NEW``). A gate that
 # would judge nothing (no target in both runs: a renamed target) is a usage error, never a pass:

@@ -2,21 +2,103 @@
 
 The repetitions are ordinary results folders (`repeat-01/` ...) under the run's folder; repeat.json
 next to them holds, per target and figure, the N values, their mean and the mean's 95 % interval
-(Student's t over the repetitions: `inferload.results.noise`). `inferload compare` reads it to tell a
+(Student's t over the repetitions: `inferload.results.repeats`). `inferload compare` reads it to tell a
 change from the noise.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
+import math
+import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from inferload.results.figures import value_at
-from inferload.results.model import RunSummary
-from inferload.results.noise import mean_interval
+from inferload.results.schema import RunSummary
 from inferload.results.summary_file import ResultsError, read_summary
+
+# How noisy a figure is, and whether a change between two runs is beyond that noise.
+#
+# A figure's **samples** are its values in each repetition of a run (`inferload run --repeat N`,
+# repeat.json) when there are at least two, else its values in each steady window of the one run
+# (windows.csv). The change B − A is the difference of the exact figures (of the means of the
+# repetitions); its 95 % interval is Welch's: ± t · sqrt(var_A/n_A + var_B/n_B), t from Student's
+# distribution with Welch–Satterthwaite degrees of freedom. Window samples measure how much the figure
+# moves within a run, a lower bound on run-to-run noise: repetitions are the stronger evidence.
+#: Student's t, two-sided 95 % (the 0.975 quantile), by degrees of freedom; between rows: interpolated
+_T975 = (
+    (1, 12.706), (2, 4.303), (3, 3.182), (4, 2.776), (5, 2.571), (6, 2.447), (7, 2.365), (8, 2.306), (9, 2.262),
+    (10, 2.228), (12, 2.179), (15, 2.131), (20, 2.086), (25, 2.060), (30, 2.042), (40, 2.021), (60, 2.000),
+    (120, 1.980), (100000, 1.960),
+)  # fmt: skip
+
+
+def t975(df: float) -> float:
+    """Student's t 0.975 quantile for `df` degrees of freedom (df >= 1)."""
+    dfs = [d for d, _ in _T975]
+    if df <= 1:
+        return _T975[0][1]
+    index = bisect.bisect_left(dfs, df)
+    if index >= len(dfs):
+        return 1.960
+    (d0, t0), (d1, t1) = _T975[index - 1], _T975[index]
+    return t0 + (t1 - t0) * (df - d0) / (d1 - d0)
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A change B − A with its 95 % interval, absolute and relative to A (None: not computable)."""
+
+    change: float
+    low: float
+    high: float
+    a: float
+    samples_a: int
+    samples_b: int
+
+    @property
+    def change_pct(self) -> float | None:
+        return None if self.a == 0 else self.change / abs(self.a) * 100.0
+
+    @property
+    def low_pct(self) -> float | None:
+        return None if self.a == 0 else self.low / abs(self.a) * 100.0
+
+    @property
+    def high_pct(self) -> float | None:
+        return None if self.a == 0 else self.high / abs(self.a) * 100.0
+
+
+def mean_interval(values: Sequence[float]) -> tuple[float, float, float] | None:
+    """(mean, low, high): the mean of `values` with its 95 % interval; None for fewer than 2 values."""
+    if len(values) < 2:
+        return None
+    mean = statistics.fmean(values)
+    half = t975(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+    return mean, mean - half, mean + half
+
+
+def change_interval(a: float, b: float, samples_a: Sequence[float], samples_b: Sequence[float]) -> Interval | None:
+    """B − A (the exact figures `a`, `b`) with Welch's 95 % interval from each side's samples."""
+    if len(samples_a) < 2 or len(samples_b) < 2:
+        return None
+    var_a = statistics.variance(samples_a) / len(samples_a)
+    var_b = statistics.variance(samples_b) / len(samples_b)
+    spread = math.sqrt(var_a + var_b)
+    if spread == 0:
+        df = 100000.0
+    else:
+        df = (var_a + var_b) ** 2 / (
+            (var_a**2 / (len(samples_a) - 1) if var_a else 0.0) + (var_b**2 / (len(samples_b) - 1) if var_b else 0.0)
+        )
+    half = t975(df) * spread
+    change = b - a
+    return Interval(change, change - half, change + half, a, len(samples_a), len(samples_b))
+
 
 REPEAT_JSON = "repeat.json"
 #: gate name -> (path in a target summary, windows.csv column or None)

@@ -19,11 +19,20 @@ from typing import Any
 
 from inferload.files import write_atomically
 from inferload.measure.trace_join import COMPONENTS
-from inferload.results.curve_plots import Curve, CurvePoint, plot_curves_side_by_side
 from inferload.results.figures import REPORT, REPORT_OPEN_LOOP, STREAMING, is_number, server_side_notes, streamed, value_at
 from inferload.results.files import GPU_NAME, WINDOWS_NAME, GpuSeries, ResultsError, TargetSeries, Windows, read_gpu, read_windows
-from inferload.results.model import RunSummary, TargetSummary
-from inferload.results.plots import _new_figure, _png, plot_gpu, plot_server_side, plot_stream, plot_timeline
+from inferload.results.plots import (
+    Curve,
+    CurvePoint,
+    _new_figure,
+    _png,
+    plot_curves_side_by_side,
+    plot_gpu,
+    plot_server_side,
+    plot_stream,
+    plot_timeline,
+)
+from inferload.results.schema import RunSummary, TargetSummary
 from inferload.results.slo import bound
 from inferload.results.summary_file import read_summary
 

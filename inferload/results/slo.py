@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from inferload.results.figures import BY_NAME, Figure, value_at
-from inferload.results.model import SloCheck, SloSection
-from inferload.scenario.model import RunOutline, Scenario
+from inferload.results.schema import SloCheck, SloSection
+from inferload.scenario.schema import RunOutline, Scenario
 from inferload.scenario.targets import Slo
 
 # scenario slo key -> figure name

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 from inferload.files import replacing
 from inferload.measure.csv_safe import safe_rows
+from inferload.measure.decoupled_record import StreamRecord
 from inferload.measure.hdr import LatencyStats, WindowStats
-from inferload.measure.stream_record import StreamRecord
 from inferload.results.files import WINDOWS_NAME
 from inferload.results.histograms import write_histograms
-from inferload.results.model import (
+from inferload.results.schema import (
     Burstiness,
     LatencyMs,
     OpenLoop,
@@ -31,7 +31,7 @@ from inferload.results.model import (
 from inferload.results.slo import evaluate, slo_section
 from inferload.results.summary_file import write_summary
 from inferload.results.tail import tail_summary
-from inferload.scenario.model import RunOutline, Scenario, is_open_loop
+from inferload.scenario.schema import RunOutline, Scenario, is_open_loop
 from inferload.scenario.shapes import BurstShape, RateBurstsShape, ReplayShape
 from inferload.scenario.targets import Target
 from inferload.traffic.arrivals import RateTimeline, rate_timeline
@@ -125,7 +125,7 @@ def burst_recovery(
 # -- stream figures ------------------------------------------------------------
 # A streamed target's figures for summary.json (`targets.<t>.streaming`) and windows.csv.
 #
-# Pure functions of a run's `StreamRecord` (see `inferload.measure.stream_record`). A target that
+# Pure functions of a run's `StreamRecord` (see `inferload.measure.decoupled_record`). A target that
 # had no streamed request gets no `streaming` block and empty stream columns in windows.csv.
 
 

@@ -21,7 +21,7 @@ from pydantic_core import ErrorDetails
 
 from inferload.errors import InferloadError
 from inferload.files import write_atomically
-from inferload.results.model import Count, Number, RunSummary
+from inferload.results.schema import Count, Number, RunSummary
 
 SUMMARY_NAME = "summary.json"
 

@@ -47,7 +47,7 @@ from inferload.results.run_id import default_run_id
 from inferload.run.recorder import RunRecorder
 from inferload.run.results_dir import run_id_problem
 from inferload.scenario.limits import MIN_WINDOW_S
-from inferload.scenario.model import RunOutline, Scenario
+from inferload.scenario.schema import RunOutline, Scenario
 from inferload.scenario.targets import Slo, Target
 
 # What only the master (or a local run) needs is imported there, when attach runs: a worker's
@@ -56,7 +56,7 @@ from inferload.scenario.targets import Slo, Target
 if TYPE_CHECKING:
     from inferload.observe.influx_export import InfluxExport
     from inferload.observe.sink import SinkSettings
-    from inferload.results.model import RunSummary
+    from inferload.results.schema import RunSummary
     from inferload.run.server_side import ServerSideReadings
 
 logger = logging.getLogger(__name__)

@@ -12,11 +12,11 @@ from typing import Any
 from inferload.errors import InferloadError
 from inferload.measure.run_record import RunRecord
 from inferload.results.figures import format_burstiness, format_table, value_at
-from inferload.results.model import RunSummary
 from inferload.results.report import write_report
+from inferload.results.schema import RunSummary
 from inferload.results.slo import format_checks
 from inferload.results.summary import RunFacts, build_summary, write_results
-from inferload.scenario.model import RunOutline, Scenario
+from inferload.scenario.schema import RunOutline, Scenario
 
 logger = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ import grpc.experimental.gevent as grpc_gevent
 from locust import events
 
 from inferload.errors import ModelMismatchError, ScenarioError
-from inferload.scenario.model import Scenario
+from inferload.scenario.schema import Scenario
 
 if TYPE_CHECKING:
     from inferload.run.traffic import ScenarioShape
@@ -65,8 +65,8 @@ def scenario_classes(load: Callable[[], Scenario] | Scenario, known_models: dict
     from inferload.run.plugin import InferloadRun  # after gevent is set up
     from inferload.run.secure_port import secure_master_port
     from inferload.run.signals import RunStopper
-    from inferload.run.worker_wait import add_arguments as add_worker_wait_argument
-    from inferload.run.worker_wait import watch_worker_arrival
+    from inferload.run.workers import add_arguments as add_worker_wait_argument
+    from inferload.run.workers import watch_worker_arrival
 
     events.init_command_line_parser.add_listener(add_arguments)
     events.init_command_line_parser.add_listener(add_worker_wait_argument)

@@ -32,7 +32,7 @@ from inferload.run.triton_check import (
 )
 from inferload.scenario.headers import HeadersError, request_headers
 from inferload.scenario.kinds import Server
-from inferload.scenario.model import Scenario
+from inferload.scenario.schema import Scenario
 from inferload.scenario.targets import Target
 from inferload.users import InferenceUser
 from inferload.users.base import batched_output_names, expected_output_shapes

@@ -23,8 +23,8 @@ from locust.runners import STATE_MISSING, STATE_RUNNING, STATE_SPAWNING, MasterR
 from inferload.errors import StartCheckError
 from inferload.measure.stability import StabilityRule
 from inferload.observe.influx_export import InfluxExport, sink_settings_from_options
-from inferload.results.model import RunSummary
 from inferload.results.run_id import default_run_id
+from inferload.results.schema import RunSummary
 from inferload.results.summary import RunFacts
 from inferload.run import finish
 from inferload.run.model_fit import ModelInfo, ModelInfos, fit_to_models
@@ -34,17 +34,15 @@ from inferload.run.ramp_hold import RampHold
 from inferload.run.recorder import RequestLog, RunRecorder
 from inferload.run.results_dir import check_results_dir
 from inferload.run.server_changes import ServerJournal, same_host
-from inferload.run.server_side import ServerSideReadings
-from inferload.run.stable_stop import StableStop, parse_stop_when_stable
+from inferload.run.server_side import ServerSideReadings, ServerWindowPoller
 from inferload.run.trace_run import TraceRun
-from inferload.run.traffic import ScenarioShape, shape_class_for
+from inferload.run.traffic import ScenarioShape, StableStop, parse_stop_when_stable, shape_class_for
 from inferload.run.workers import WorkerWatch
-from inferload.scenario.model import Scenario, is_open_loop
 from inferload.scenario.replay_checks import targets_given_batches
 from inferload.scenario.replay_file import ReplayFileError
+from inferload.scenario.schema import Scenario, is_open_loop
 from inferload.scenario.shapes import ReplayShape
 from inferload.scenario.targets import Target
-from inferload.servermetrics.windows import ServerWindowPoller
 from inferload.traffic.arrivals import AdjustableTimeline
 from inferload.traffic.ramp_hold import RampHoldPlan, RampHoldRule, parse_ramp_hold, ramp_problem, ramp_timeline
 from inferload.users import InferenceUser, user_class_for

@@ -2,7 +2,7 @@
 restored after, the client's request ids and times gathered, joined with the trace file, and the
 tail anatomy handed to the summary (``targets.<t>.tail``).
 
-Every process with users tags its requests (`inferload.measure.trace_records`); workers send what
+Every process with users tags its requests (`inferload.measure.trace_join`); workers send what
 they kept with their reports to the master, signed with the run key, so the join is done once, on
 the master, with each worker's records (durations only: no clock is compared across machines).
 The master (or a local run) changes and restores the settings and reads the trace file (the settings
@@ -28,14 +28,13 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from inferload.errors import ScrapeError, ServerChangeError
 from inferload.measure.report_auth import SignedReports
-from inferload.measure.trace_join import ServerTrace, join
-from inferload.measure.trace_records import ClientTiming, ClientTraceRecords, drain, merge_message
+from inferload.measure.trace_join import ClientTiming, ClientTraceRecords, ServerTrace, drain, join, merge_message
 from inferload.observe.influx_range import InfluxReader, influxql_string
+from inferload.observe.points import TRACE_MEASUREMENT, trace_from_row
 from inferload.observe.sink import SinkSettings
-from inferload.observe.trace_points import MEASUREMENT, trace_from_row
 from inferload.results.summary_file import ResultsError
 from inferload.run.server_changes import JournalEntry, ServerJournal
-from inferload.scenario.model import Scenario
+from inferload.scenario.schema import Scenario
 from inferload.scenario.targets import Target
 from inferload.servermetrics.triton_trace import TraceSettingsClient, read_traces, restorable, run_settings, trace_files
 from inferload.users import InferenceUser
@@ -88,13 +87,13 @@ def influx_traces(
     where = f'"run_id" = {influxql_string(run_id)} AND "model" = {influxql_string(model)}'
 
     def count() -> int:
-        rows = reader.rows(f'SELECT count("trace_id") FROM "{MEASUREMENT}" WHERE {where}')
+        rows = reader.rows(f'SELECT count("trace_id") FROM "{TRACE_MEASUREMENT}" WHERE {where}')
         return int(rows[0].get("count") or 0) if rows else 0
 
     try:
         if settled_count(count, quiet_s, deadline_s) == 0:
             return []
-        rows = reader.rows(f'SELECT * FROM "{MEASUREMENT}" WHERE {where}')
+        rows = reader.rows(f'SELECT * FROM "{TRACE_MEASUREMENT}" WHERE {where}')
     finally:
         reader.close()
     return [trace_from_row(row) for row in rows]
@@ -303,7 +302,7 @@ class TraceRun:
             return f"the trace records cannot be read from InfluxDB: {exc}"
         if not traces:
             return (
-                f"no {MEASUREMENT} points of run {self.run_id!r} and model {target.model!r} in "
+                f"no {TRACE_MEASUREMENT} points of run {self.run_id!r} and model {target.model!r} in "
                 f"{self.influx.describe()}: run the collector next to Triton with its trace file "
                 f"(python -m collectors --scenario ... --run-id {self.run_id}, or a triton-trace source)"
             )

@@ -21,7 +21,7 @@ from inferload.errors import ModelMismatchError, ServerError
 from inferload.run.sequence_check import sequence_problems
 from inferload.scenario.expected import read_expected
 from inferload.scenario.headers import request_headers
-from inferload.scenario.model import Scenario
+from inferload.scenario.schema import Scenario
 from inferload.scenario.targets import Target
 from inferload.scenario.tls import tls_hint
 from inferload.users.tls import grpc_credentials, http_tls_options

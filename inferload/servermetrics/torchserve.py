@@ -31,8 +31,7 @@ import time
 import urllib.parse
 
 from inferload.errors import ScrapeError
-from inferload.servermetrics.http_client import HttpClient, PageClient
-from inferload.servermetrics.prometheus import parse_families, total
+from inferload.servermetrics.http_client import HttpClient, PageClient, parse_families, total
 from inferload.servermetrics.reading import ServerSnapshot
 
 DEFAULT_METRICS_PORT = 8082

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from inferload.scenario.model import Scenario, is_open_loop
 from inferload.scenario.replay_file import Pause
+from inferload.scenario.schema import Scenario, is_open_loop
 from inferload.scenario.shapes import ReplayShape
 from inferload.traffic.arrivals import ArrivalLaw, RateLaw, Timeline, rate_timeline
 from inferload.traffic.replay import ReplayLaw

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from inferload.measure.hdr import LatencyStats
-from inferload.scenario.model import Scenario
+from inferload.scenario.schema import Scenario
 from inferload.scenario.shapes import ConstantRateShape, PoissonShape
 from inferload.traffic.arrivals import AdjustableTimeline
 

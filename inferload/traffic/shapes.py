@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Protocol
 
-from inferload.scenario.model import Scenario, is_open_loop
+from inferload.scenario.schema import Scenario, is_open_loop
 from inferload.scenario.shapes import BurstShape, RampShape, StagesShape, SteadyShape
 
 

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from inferload.measure.hdr import LatencyStats
-from inferload.results.noise import t975
+from inferload.results.repeats import t975
 
 #: two-sided confidence of every interval
 CONFIDENCE = 0.95

@@ -24,8 +24,7 @@ import yaml
 from inferload.measure.stability import StabilityRule, WindowFigures, first_stable_run
 from inferload.results.files import WINDOWS_NAME, read_windows
 from inferload.results.summary_file import SUMMARY_NAME, read_summary
-from inferload.run.child_processes import ChildProcesses
-from inferload.run.command import locust_command
+from inferload.run.child_processes import ChildProcesses, locust_command
 from inferload.tune.resources import GpuSource, ResourceSampler, SamplerThread
 
 # -- cpu sampler ------------------------------------------------------------

@@ -27,11 +27,19 @@ from inferload.measure.stability import StabilityRule
 from inferload.run.child_processes import ChildProcesses
 from inferload.scenario.limits import max_local_workers
 from inferload.scenario.loader import load_scenario, scenario_to_dict
-from inferload.scenario.model import Scenario, is_open_loop
+from inferload.scenario.schema import Scenario, is_open_loop
 from inferload.traffic.ramp_hold import RampHoldRule
 from inferload.tune.capacity import CapacitySearch, RunEvidence, SearchEnd, search_capacity
-from inferload.tune.capacity_steps import answer_lines, bounds_of, capacity_record, evidence_of, min_requests
-from inferload.tune.ramp_hold_sweep import ramp_answer, ramp_lines, ramp_plan
+from inferload.tune.capacity_steps import (
+    answer_lines,
+    bounds_of,
+    capacity_record,
+    evidence_of,
+    min_requests,
+    ramp_answer,
+    ramp_lines,
+    ramp_plan,
+)
 from inferload.tune.resources import GpuSource, server_pid_from_state
 from inferload.tune.step import StepPlan, StepResult, run_step
 from inferload.tune.stop_rules import StopRules, cpu_bound, memory_limit, queue_growth, saturation, slo_breach, stop_reason

@@ -8,7 +8,7 @@ import html
 from pathlib import Path
 from typing import Any
 
-from inferload.results.curve_plots import (
+from inferload.results.plots import (
     Curve,
     CurvePoint,
     RampWindowPoint,
@@ -16,8 +16,7 @@ from inferload.results.curve_plots import (
     plot_ramp_hold,
     plot_sweep_curve,
 )
-from inferload.tune.capacity_steps import answer_lines
-from inferload.tune.ramp_hold_sweep import ramp_lines
+from inferload.tune.capacity_steps import answer_lines, ramp_lines
 
 SWEEP_HTML = "sweep.html"
 COLUMNS = (

@@ -40,7 +40,7 @@ from locust import User, constant
 from locust.exception import StopTest
 
 from inferload.errors import ScenarioError
-from inferload.measure.trace_records import ClientTraceRecords
+from inferload.measure.trace_join import ClientTraceRecords
 from inferload.scenario.kinds import SERVER_KINDS, TARGET_KINDS
 from inferload.scenario.targets import InputSpec, Target
 from inferload.users.client import ArrivalQueue, InferenceClient, RefusedBackoff, inference_task

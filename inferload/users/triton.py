@@ -21,7 +21,7 @@ Responses are read in the user's own greenlet (no hand-off), each timed on arriv
   reports, so every existing figure keeps its meaning;
 - time to first response, time between responses and the number of responses (those that carry
   outputs; Triton's empty final response is not one) go with the request event as a
-  `StreamTiming` in ``context["stream"]`` (see `inferload.measure.stream_record`).
+  `StreamTiming` in ``context["stream"]`` (see `inferload.measure.decoupled_record`).
 
 A response with an error fails its request (the rest of its responses are still read, up to its
 final one); an error response without ``triton_final_response`` (Triton refused the request
@@ -57,7 +57,7 @@ from tritonclient.http._utils import _raise_if_error
 from tritonclient.utils import InferenceServerException, serialize_byte_tensor
 
 from inferload.errors import RequestError, RequestTimeout
-from inferload.measure.stream_record import STREAM_CONTEXT_KEY, StreamTiming
+from inferload.measure.decoupled_record import STREAM_CONTEXT_KEY, StreamTiming
 from inferload.scenario.headers import request_headers
 from inferload.scenario.targets import InputSpec
 from inferload.scenario.tls import TlsSettings

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from inferload.measure.hdr import LatencyStats
-from inferload.results.model import ServerSide, SloCheck, TargetSummary
+from inferload.results.schema import ServerSide, SloCheck, TargetSummary
 from inferload.results.slo import bound, evaluate
 from inferload.results.summary import configured_rps, open_loop_figures, target_figures
-from inferload.scenario.model import Scenario, is_open_loop
+from inferload.scenario.schema import Scenario, is_open_loop
 
 # -- series ------------------------------------------------------------
 # Per-window figures for the tab's charts: p99, throughput and the open-loop target rate of the

@@ -26,7 +26,7 @@ from flask import Blueprint, Response, jsonify, request
 from locust.env import Environment
 
 from inferload.observe.sink import SinkSettings
-from inferload.scenario.model import Scenario
+from inferload.scenario.schema import Scenario
 from inferload.webui.gpu import GpuWatch
 from inferload.webui.live import LiveInputs, LocustError, ServerReadings, inference_stats, phase_of, server_views
 

@@ -30,7 +30,7 @@ from inferload.local.servers.manager import torchserve_infer, triton_infer
 from inferload.observe.collector import NvmlSourceConfig, build_source, sources_from_scenario
 from inferload.observe.sources import ServerSource
 from inferload.scenario.loader import scenario_from_dict
-from inferload.scenario.model import Scenario
+from inferload.scenario.schema import Scenario
 from inferload.servermetrics.figures import server_figures
 from inferload.servermetrics.readers import ServerReader, server_side, snapshot
 from inferload.servermetrics.reading import ServerSnapshot

@@ -201,7 +201,7 @@ def write_synthetic_stream_points(url: str, run_id: str, targets: list[str]) -> 
     """`streams` points (Triton decoupled models) for the observed run's targets, made by the real
     point function from real merged histograms and written by the real sink: the observed run has no
     decoupled model (tests/integration/test_triton_decoupled.py runs the panels on a real one)."""
-    from inferload.measure.stream_record import StreamRecord, StreamTiming
+    from inferload.measure.decoupled_record import StreamRecord, StreamTiming
     from inferload.observe.influx_export import stream_point
     from inferload.observe.sink import SinkSettings, open_sink
 

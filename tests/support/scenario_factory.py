@@ -11,7 +11,7 @@ import yaml
 
 from inferload.errors import Problem, ScenarioError
 from inferload.scenario.loader import load_scenario
-from inferload.scenario.model import Scenario
+from inferload.scenario.schema import Scenario
 
 
 def write_scenario(folder: Path, data: Any, name: str = "scenario.yaml") -> Path:

@@ -13,7 +13,7 @@ import pytest
 
 from inferload.errors import ScrapeError
 from inferload.scenario.loader import load_scenario
-from inferload.scenario.model import Scenario
+from inferload.scenario.schema import Scenario
 from inferload.servermetrics.bentoml import bentoml_metrics_url, parse_bentoml_metrics
 from inferload.servermetrics.figures import server_figures
 from inferload.users.bentoml import BentoMLHttpUser, api_path, encode_bentoml_body

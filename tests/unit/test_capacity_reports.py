@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from inferload.results.curve_plots import Curve, CurvePoint, capacity_figure, side_by_side_figure, sweep_figure
-from inferload.results.model import DemoCapacity, RunSummary, SloSection
+from inferload.results.plots import Curve, CurvePoint, capacity_figure, side_by_side_figure, sweep_figure
 from inferload.results.report import capacity_html
+from inferload.results.schema import DemoCapacity, RunSummary, SloSection
 from inferload.tune.capacity import Bounds, CapacityAnswer, SearchEnd, judge, verify_runs
 from inferload.tune.capacity_steps import answer_lines, capacity_record
 from inferload.tune.stop_rules import StopRules

@@ -9,7 +9,7 @@ from typing import Any
 from inferload.measure.hdr import LatencyStats
 from inferload.measure.run_record import RunRecord
 from inferload.results.summary import RunFacts, build_summary
-from inferload.scenario.model import Scenario
+from inferload.scenario.schema import Scenario
 from inferload.servermetrics.reading import ServerSnapshot
 from inferload.webui.live import (
     LiveInputs,

@@ -15,9 +15,9 @@ from locust.env import Environment
 from inferload.cli import main
 from inferload.measure.hdr import LatencyStats
 from inferload.measure.run_record import RunRecord
-from inferload.observe.histogram_points import MEASUREMENT, histogram_point, line_from_row
 from inferload.observe.influx_export import InfluxExport
 from inferload.observe.influx_range import cmd_report_influx, influxql_string
+from inferload.observe.points import HISTOGRAM_MEASUREMENT, histogram_point, line_from_row
 from inferload.observe.sink import SinkSettings, encode_point
 from inferload.results.histograms import histogram_lines, merge_range, parse_time, range_figures, write_histograms
 from inferload.results.summary_file import ResultsError
@@ -44,7 +44,7 @@ def as_row(point: Any) -> dict[str, Any]:
 def test_a_window_histogram_point_decodes_to_the_same_figures():
     stats = stats_of([random.Random(1).lognormvariate(3, 0.5) for _ in range(500)], failures=3)
     point = histogram_point("r1", TAGS, 3_000_000, 1.0, stats, "all")
-    assert point is not None and point.measurement == MEASUREMENT
+    assert point is not None and point.measurement == HISTOGRAM_MEASUREMENT
     assert point.tags == {"run_id": "r1", "worker": "all", **TAGS}
     assert point.time_ns == 3_000_000 * 10**9
     assert point.fields["hdr_parts"] == 1 and point.fields["successes"] == 500 and point.fields["failures"] == 3
@@ -123,7 +123,7 @@ def streamed_points(record: RunRecord) -> list[Any]:
 
 def test_the_streamed_histograms_give_the_folder_figures_for_every_range_and_worker(tmp_path: Path):
     record = distributed_record()
-    points = [p for p in streamed_points(record) if p.measurement == MEASUREMENT]
+    points = [p for p in streamed_points(record) if p.measurement == HISTOGRAM_MEASUREMENT]
     assert {p.tags["worker"] for p in points} == {"all", "w1", "w2"}
     rows = [line_from_row(as_row(p)) for p in points]
     write_histograms(tmp_path, record)

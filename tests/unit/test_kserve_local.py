@@ -11,8 +11,7 @@ import pytest
 
 from inferload.cli import main, parse_servers
 from inferload.errors import InferloadError, ServerError
-from inferload.local.demo import demo_target
-from inferload.local.demo_servers import DEMO_SERVERS, demo_server
+from inferload.local.demo import DEMO_SERVERS, demo_server, demo_target
 from inferload.local.servers import kserve_local
 from inferload.local.servers.kserve_local import KSERVE_VENV, REQUIREMENTS, kserve_command
 from inferload.local.servers.manager import urls

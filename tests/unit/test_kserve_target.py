@@ -15,7 +15,7 @@ import pytest
 from inferload.errors import BadOutputShape, ScrapeError
 from inferload.run.kserve_check import check_target_against_v2, v2_model_batches, v2_output_shapes
 from inferload.scenario.loader import load_scenario
-from inferload.scenario.model import Scenario
+from inferload.scenario.schema import Scenario
 from inferload.servermetrics.figures import server_figures
 from inferload.servermetrics.kserve import kserve_metrics_url, parse_kserve_metrics
 from inferload.users.kserve import (

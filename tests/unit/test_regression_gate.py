@@ -8,7 +8,7 @@ import pytest
 
 from inferload.errors import InferloadError
 from inferload.results.compare import GateRule, RunFigures, judge, parse_rule
-from inferload.results.noise import change_interval, mean_interval, t975
+from inferload.results.repeats import change_interval, mean_interval, t975
 
 
 def test_student_t_quantiles_match_the_table_and_interpolate_between_rows():

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from inferload.errors import StoppedBeforeStart
-from inferload.tune.repeat_cli import cmd_run_repeated
+from inferload.tune.tune_cli import cmd_run_repeated
 from tests.support.scenario_factory import tiny_target, write_scenario
 
 

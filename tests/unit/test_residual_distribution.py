@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from xml.etree import ElementTree
 
-from inferload.measure.trace_join import JoinedRequest, ServerTrace, join
-from inferload.measure.trace_records import ClientTiming
+from inferload.measure.trace_join import ClientTiming, JoinedRequest, ServerTrace, join
 from inferload.results.report import residual_html
 from inferload.results.tail import histogram, nearest_rank, residual_distribution, tail_summary
 from inferload.servermetrics.triton_trace import parse_traces

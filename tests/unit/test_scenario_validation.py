@@ -19,7 +19,7 @@ import yaml
 
 from inferload.errors import Problem, ScenarioError
 from inferload.scenario.loader import load_scenario, scenario_from_dict, scenario_to_dict
-from inferload.scenario.model import Scenario
+from inferload.scenario.schema import Scenario
 from inferload.scenario.shapes import SteadyShape
 
 SCENARIOS_DIR = Path(__file__).resolve().parent.parent.parent / "scenarios"

@@ -9,7 +9,7 @@ import gevent
 import pytest
 
 from inferload.measure.run_record import RunRecord
-from inferload.servermetrics import windows
+from inferload.run import server_side
 from inferload.servermetrics.reading import ServerSnapshot
 from tests.support.scenario_factory import scenario
 
@@ -37,9 +37,9 @@ def test_the_poller_keeps_one_reader_per_target_and_closes_it_at_stop(monkeypatc
         made.append(CountingReader())
         return made[-1]
 
-    monkeypatch.setattr(windows, "ServerReader", make_reader)
+    monkeypatch.setattr(server_side, "ServerReader", make_reader)
     record = RunRecord(window_s=0.05, warmup_s=0.0)
-    poller = windows.ServerWindowPoller(scenario({"kind": "steady", "users": 1}), record)
+    poller = server_side.ServerWindowPoller(scenario({"kind": "steady", "users": 1}), record)
     poller.start()
     deadline = time.monotonic() + 5.0
     while len(record.server_request_ms) < 3 and time.monotonic() < deadline:

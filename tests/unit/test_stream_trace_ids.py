@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from tritonclient.grpc import service_pb2
 
-from inferload.measure.trace_records import ClientTraceRecords
+from inferload.measure.trace_join import ClientTraceRecords
 from inferload.users.triton import EMPTY_FINAL_PARAMETER, empty_final_parameter_bytes, grpc_id_field, infer_request
 from tests.unit.test_stream_user import N, data_response, error_response, final_response, square_target, streaming_user
 

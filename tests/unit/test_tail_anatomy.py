@@ -7,8 +7,7 @@ import os
 import time
 from pathlib import Path
 
-from inferload.measure.trace_join import JoinedRequest, ServerTrace, join
-from inferload.measure.trace_records import ClientTiming, ClientTraceRecords, drain, merge_message
+from inferload.measure.trace_join import ClientTiming, ClientTraceRecords, JoinedRequest, ServerTrace, drain, join, merge_message
 from inferload.results.tail import tail_anatomy, tail_summary
 from inferload.servermetrics.triton_trace import json_entries, parse_traces, read_traces, restorable, run_settings
 from inferload.users.triton import grpc_id_field, http_body_with_id

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from inferload.scenario.loader import load_scenario
-from inferload.scenario.model import Scenario
+from inferload.scenario.schema import Scenario
 from inferload.users.request_pool import RequestPool, RequestSource
 from inferload.users.torchserve import TorchServeRestUser, content_type_header
 from tests.support.scenario_factory import key_problems, steady_one_user, write_scenario

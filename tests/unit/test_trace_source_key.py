@@ -11,8 +11,7 @@ import yaml
 
 from inferload.errors import ScenarioError
 from inferload.observe.collector import CollectorConfigError, build_source, load_collector_config, sources_from_scenario
-from inferload.observe.sources.triton_trace_config import TritonTraceSourceConfig
-from inferload.observe.sources.triton_trace_file import TritonTraceFileSource
+from inferload.observe.sources.triton_trace_file import TritonTraceFileSource, TritonTraceSourceConfig
 from inferload.run.trace_run import settled_count
 from inferload.scenario.loader import load_scenario, scenario_from_dict, scenario_to_dict
 

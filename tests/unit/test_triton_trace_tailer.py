@@ -7,8 +7,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from inferload.observe.points import TRACE_MEASUREMENT, trace_from_row
 from inferload.observe.sources.triton_trace_file import TritonTraceFileSource, trace_file_names
-from inferload.observe.trace_points import MEASUREMENT, trace_from_row
 from inferload.servermetrics.triton_trace import json_entries, parse_traces
 
 STAMPS = ("REQUEST_START", "QUEUE_START", "COMPUTE_START", "COMPUTE_END", "REQUEST_END", "GRPC_SEND_END")
@@ -55,7 +55,7 @@ def test_a_file_written_in_chunks_ships_each_record_once_when_its_array_closes(t
     assert request_ids(shipped) == [f"r-{i}" for i in range(1, 6)]
     assert source.scrape(20.0) == [] and source.scrape(21.0) == []  # never twice
     point = shipped[0]
-    assert point.measurement == MEASUREMENT and point.tags == {"model": "m", "trace_file": str(path)}
+    assert point.measurement == TRACE_MEASUREMENT and point.tags == {"model": "m", "trace_file": str(path)}
     assert point.fields["trace_id"] == 1 and point.fields["REQUEST_START"] == 1_000_000
     assert len({p.time_ns for p in shipped}) == 5  # one point each, none overwrites another
 

@@ -264,7 +264,7 @@ pub struct Recorder {
     pub locust: HashMap<usize, LocustEntry>,
     /// one row per request (`--requests-csv`): (wall clock s, target, latency ms, ok)
     pub rows: Vec<(f64, usize, f64, bool)>,
-    /// streamed requests (`measure/stream_record.py`): per window, and the steady totals
+    /// streamed requests (`measure/decoupled_record.py`): per window, and the steady totals
     pub stream_first: HashMap<(i64, usize), LatencyStats>,
     pub stream_gaps: HashMap<(i64, usize), LatencyStats>,
     pub stream_counts: HashMap<(i64, usize), [u64; 3]>,

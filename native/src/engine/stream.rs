@@ -48,7 +48,7 @@ pub fn empty_final_parameter() -> Bytes {
     request.encode_to_vec().into()
 }
 
-/// One streamed request's own figures (`measure/stream_record.py` `StreamTiming`).
+/// One streamed request's own figures (`measure/decoupled_record.py` `StreamTiming`).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct StreamTiming {
     pub responses: u64,
