@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from bench.machine import describe as describe_machine
-from inferload.measure.gaps import GapStats
+from inferload.measure.run_record import GapStats
 from inferload.scenario.replay_file import scan_replay
 from inferload.traffic.arrivals import Arrival, ProcessSplit, take_share
 from inferload.traffic.replay import ReplayLaw

@@ -41,7 +41,7 @@ from bench.report import render_markdown
 from bench.trace_cost import measure_trace_cost
 from bench.wrk import ensure_wrk, lua_post_script, run_wrk
 from inferload.paths import REPO_ROOT
-from inferload.scenario.trace import DEFAULT_TRACE_RATE
+from inferload.scenario.targets import DEFAULT_TRACE_RATE
 
 MODEL = "identity"
 CPU_RATE_RPS = 250.0  # item 1: the fixed load every variant is measured at

@@ -34,11 +34,11 @@ from inferload.local.models.specs import SPECS as MODEL_SPECS
 from inferload.local.models.specs import ModelSpec
 from inferload.local.servers.manager import LocalServers
 from inferload.local.servers.ports import ServerPorts
-from inferload.measure.stability import StabilityRule
+from inferload.measure.windows import StabilityRule
 from inferload.results.figures import format_table
+from inferload.results.files import SUMMARY_NAME, read_summary, write_summary
 from inferload.results.report import write_report
 from inferload.results.schema import DemoCapacity, RunSummary, SloSection
-from inferload.results.summary_file import SUMMARY_NAME, read_summary, write_summary
 from inferload.run.child_processes import ChildProcesses, locust_command
 from inferload.scenario.loader import load_scenario
 from inferload.tune.capacity import CapacitySearch

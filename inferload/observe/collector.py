@@ -45,7 +45,7 @@ from inferload.observe.sources import (
     TritonSource,
 )
 from inferload.observe.sources.triton_trace_file import TritonTraceSourceConfig, build_trace_source, trace_sources
-from inferload.scenario.durations import DURATION_HINT, parse_duration
+from inferload.scenario.messages import DURATION_HINT, parse_duration
 from inferload.scenario.schema import Scenario
 from inferload.servermetrics.bentoml import bentoml_metrics_url
 from inferload.servermetrics.http_client import HttpClient

@@ -47,7 +47,7 @@ from inferload.measure.hdr import ClosedStats, LatencyStats, WindowStats
 from inferload.measure.run_record import RunRecord
 from inferload.observe.points import histogram_point
 from inferload.observe.sink import BackgroundWriter, Point, SinkSettings, Writer, open_sink, seconds_to_ns, settings_from_mapping
-from inferload.results.run_id import default_run_id  # the same id the results use
+from inferload.results.files import default_run_id  # the same id the results use
 from inferload.scenario.schema import RunOutline, Scenario
 
 # The `requests_cumulative` InfluxDB measurement: exact percentiles since the end of the warm-up.

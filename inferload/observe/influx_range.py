@@ -19,8 +19,8 @@ from pydantic import ValidationError
 
 from inferload.observe.points import HISTOGRAM_MEASUREMENT, line_from_row
 from inferload.observe.sink import SinkSettings, mask_secrets, settings_from_mapping
+from inferload.results.files import ResultsError
 from inferload.results.histograms import RangeFigures, merge_range, parse_time, print_range
-from inferload.results.summary_file import ResultsError
 
 if TYPE_CHECKING:
     import requests
@@ -131,7 +131,7 @@ def cmd_report_influx(args: argparse.Namespace) -> int:
         assert settings is not None  # the URL is given
         run_id = args.run_id
         if run_id is None and args.results_dir is not None:
-            from inferload.results.summary_file import read_summary
+            from inferload.results.files import read_summary
 
             run_id = read_summary(args.results_dir).run_id
         if run_id is None:

@@ -37,9 +37,9 @@ from typing import Any, Literal
 import numpy as np
 
 from inferload.errors import InferloadError
-from inferload.measure.gaps import GapStats
+from inferload.measure.run_record import GapStats
 from inferload.observe.sources.triton_trace_file import trace_file_names
-from inferload.scenario.durations import parse_duration
+from inferload.scenario.messages import parse_duration
 from inferload.servermetrics.triton_trace import json_entries, parse_traces
 
 # `inferload trace-to-replay`'s command line: Triton trace files or JSON-lines access logs → a replay file.

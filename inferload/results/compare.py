@@ -19,10 +19,9 @@ from typing import Any
 
 from inferload.errors import InferloadError
 from inferload.results.figures import COMPARE, STREAMING, Figure, streamed, value_at
-from inferload.results.files import WINDOWS_NAME, TargetSeries, read_windows
+from inferload.results.files import WINDOWS_NAME, ResultsError, TargetSeries, read_summary, read_windows, summary_file
 from inferload.results.repeats import GATED, Interval, change_interval, read_repeats
 from inferload.results.schema import RunSummary
-from inferload.results.summary_file import ResultsError, read_summary, summary_file
 
 # `inferload compare A B --fail-on p99:+10%`: a regression gate that fails only beyond the noise.
 #

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from inferload.files import replacing
 from inferload.measure.hdr import LatencyStats, WindowStats
-from inferload.results.summary_file import ResultsError
+from inferload.paths import replacing
+from inferload.results.files import ResultsError
 
 if TYPE_CHECKING:  # a type only: `inferload report` does not need Locust and gevent
     from inferload.measure.run_record import RunRecord
@@ -155,7 +155,7 @@ def main_range(results_dir: Path, t_from: str | None, t_to: str | None, workers:
     import sys
     from datetime import datetime
 
-    from inferload.results.summary_file import read_summary
+    from inferload.results.files import read_summary
 
     try:
         start = datetime.fromisoformat(read_summary(results_dir).started_at).timestamp()

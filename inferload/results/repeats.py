@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from inferload.results.figures import value_at
+from inferload.results.files import ResultsError, read_summary
 from inferload.results.schema import RunSummary
-from inferload.results.summary_file import ResultsError, read_summary
 
 # How noisy a figure is, and whether a change between two runs is beyond that noise.
 #

@@ -17,10 +17,20 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from inferload.files import write_atomically
 from inferload.measure.trace_join import COMPONENTS
+from inferload.paths import write_atomically
 from inferload.results.figures import REPORT, REPORT_OPEN_LOOP, STREAMING, is_number, server_side_notes, streamed, value_at
-from inferload.results.files import GPU_NAME, WINDOWS_NAME, GpuSeries, ResultsError, TargetSeries, Windows, read_gpu, read_windows
+from inferload.results.files import (
+    GPU_NAME,
+    WINDOWS_NAME,
+    GpuSeries,
+    ResultsError,
+    TargetSeries,
+    Windows,
+    read_gpu,
+    read_summary,
+    read_windows,
+)
 from inferload.results.plots import (
     Curve,
     CurvePoint,
@@ -34,7 +44,6 @@ from inferload.results.plots import (
 )
 from inferload.results.schema import RunSummary, TargetSummary
 from inferload.results.slo import bound
-from inferload.results.summary_file import read_summary
 
 # report.html's tail anatomy of a traced target: the verdict, a stacked bar per group (median
 # milliseconds of each part above the p99 and around the p50), the table of medians and shares

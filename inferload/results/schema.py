@@ -1,7 +1,7 @@
 """summary.json as typed models (contract: docs/results.md).
 
 `RunSummary` is what a run (or the demo) writes and what `inferload report`, `inferload compare`
-and the demo read back; `inferload.results.summary_file` holds the one writer and the one reader.
+and the demo read back; `inferload.results.files` holds the one writer and the one reader.
 
 - Numbers keep their JSON type: an int stays an int and a float a float (`Number`), so a file
   written, read and written again is the same bytes.

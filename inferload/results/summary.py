@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import csv
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from inferload.files import replacing
-from inferload.measure.csv_safe import safe_rows
 from inferload.measure.decoupled_record import StreamRecord
 from inferload.measure.hdr import LatencyStats, WindowStats
-from inferload.results.files import WINDOWS_NAME
+from inferload.paths import replacing
+from inferload.results.files import WINDOWS_NAME, write_summary
 from inferload.results.histograms import write_histograms
 from inferload.results.schema import (
     Burstiness,
@@ -29,12 +28,39 @@ from inferload.results.schema import (
     WorkerLoss,
 )
 from inferload.results.slo import evaluate, slo_section
-from inferload.results.summary_file import write_summary
 from inferload.results.tail import tail_summary
 from inferload.scenario.schema import RunOutline, Scenario, is_open_loop
 from inferload.scenario.shapes import BurstShape, RateBurstsShape, ReplayShape
 from inferload.scenario.targets import Target
 from inferload.traffic.arrivals import RateTimeline, rate_timeline
+
+# CSV cells a spreadsheet shows as text, never runs as a formula.
+#
+# Excel, LibreOffice and Google Sheets treat a cell that starts with `=`, `+`, `-` or `@` (and, in
+# some, a tab or carriage return before one) as a formula. Every text cell of requests.csv and
+# windows.csv that can come from outside (target names, worker ids, outcomes) goes through
+# `safe_cell`, which puts a `'` in front of such a cell (the OWASP "CSV injection" advice). Numbers
+# are left alone, so a negative residual stays a number.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+T = TypeVar("T")
+
+
+def safe_cell(value: T) -> T | str:
+    """`value`, with a leading `'` when it is text a spreadsheet would read as a formula."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
+def safe_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A csv.DictWriter row with every text cell made safe."""
+    return {name: safe_cell(value) for name, value in row.items()}
+
+
+def safe_rows(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    return [safe_row(row) for row in rows]
+
 
 # -- bursts ------------------------------------------------------------
 # Burst recovery: for each burst of a `burst` or `rate-bursts` shape, how bad the tail got and how

@@ -43,7 +43,7 @@ from locust.runners import MasterRunner, WorkerRunner
 from pydantic import ValidationError
 
 from inferload.errors import Problem, ScenarioError, StartCheckError, UsageError
-from inferload.results.run_id import default_run_id
+from inferload.results.files import default_run_id
 from inferload.run.recorder import RunRecorder
 from inferload.run.results_dir import run_id_problem
 from inferload.scenario.limits import MIN_WINDOW_S

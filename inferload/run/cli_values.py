@@ -16,7 +16,7 @@ import re
 import socket
 from collections.abc import Callable
 
-from inferload.scenario.durations import DURATION_HINT, parse_duration
+from inferload.scenario.messages import DURATION_HINT, parse_duration
 
 _HOST_LABEL = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
 #: the longest wait an option may ask for (a day): longer is a typo, or a hang

@@ -25,7 +25,7 @@ def write_with_fallback(results_dir: Path, summary: RunSummary, record: RunRecor
     """Write the results into `results_dir`, or into a temporary folder when that fails (what was measured
     is kept); the folder written. `fallback`: the folder requests.csv already went on in after the results
     folder failed mid-run: the other results join it there. Each file is written whole or not at all
-    (`inferload.files`), so a failed folder holds no partial file."""
+    (`inferload.paths`), so a failed folder holds no partial file."""
     if fallback is not None:
         logger.error(
             "the results folder %s failed during the run; writing the results to %s with requests.csv", results_dir, fallback

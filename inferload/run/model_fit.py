@@ -22,11 +22,12 @@ from typing import Any
 from inferload.errors import InferloadError, ModelMismatchError, ServerError, StartCheckError
 from inferload.run.bentoml_check import check_bentoml_target
 from inferload.run.kserve_check import fit_kserve_target
-from inferload.run.sequence_check import default_sequence_note, sequence_settings_for
 from inferload.run.torchserve_check import check_torchserve_target
 from inferload.run.triton_check import (
     check_target_against_triton,
+    default_sequence_note,
     fetch_triton_model_info,
+    sequence_settings_for,
     triton_model_batches,
     triton_model_decoupled,
 )

@@ -21,9 +21,9 @@ from locust.env import Environment
 from locust.runners import STATE_MISSING, STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRunner
 
 from inferload.errors import StartCheckError
-from inferload.measure.stability import StabilityRule
+from inferload.measure.windows import StabilityRule
 from inferload.observe.influx_export import InfluxExport, sink_settings_from_options
-from inferload.results.run_id import default_run_id
+from inferload.results.files import default_run_id
 from inferload.results.schema import RunSummary
 from inferload.results.summary import RunFacts
 from inferload.run import finish
@@ -38,9 +38,8 @@ from inferload.run.server_side import ServerSideReadings, ServerWindowPoller
 from inferload.run.trace_run import TraceRun
 from inferload.run.traffic import ScenarioShape, StableStop, parse_stop_when_stable, shape_class_for
 from inferload.run.workers import WorkerWatch
-from inferload.scenario.replay_checks import targets_given_batches
 from inferload.scenario.replay_file import ReplayFileError
-from inferload.scenario.schema import Scenario, is_open_loop
+from inferload.scenario.schema import Scenario, is_open_loop, targets_given_batches
 from inferload.scenario.shapes import ReplayShape
 from inferload.scenario.targets import Target
 from inferload.traffic.arrivals import AdjustableTimeline

@@ -34,10 +34,10 @@ from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
 from inferload.errors import ConnectionRefused
-from inferload.measure.csv_safe import safe_cell
 from inferload.measure.decoupled_record import STREAM_CONTEXT_KEY
 from inferload.measure.report_auth import SignedReports
 from inferload.measure.run_record import RunRecord
+from inferload.results.summary import safe_cell
 
 logger = logging.getLogger(__name__)
 

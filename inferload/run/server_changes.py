@@ -52,7 +52,7 @@ import psutil
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from inferload.errors import ServerChangeError
-from inferload.files import write_atomically
+from inferload.paths import write_atomically
 
 logger = logging.getLogger(__name__)
 

@@ -27,9 +27,8 @@ from inferload.servermetrics import readers as server_stats
 from inferload.servermetrics.figures import server_figures
 from inferload.servermetrics.kserve import kserve_metrics_url
 from inferload.servermetrics.kserve import no_metrics_url_reason as kserve_no_metrics_url
-from inferload.servermetrics.readers import ServerReader
+from inferload.servermetrics.readers import ServerReader, reading_groups, reading_version
 from inferload.servermetrics.reading import ServerSnapshot
-from inferload.servermetrics.sharing import reading_groups, reading_version
 from inferload.servermetrics.torchserve import no_metrics_url_reason, torchserve_metrics_url
 
 # The servers' own mean request duration per window, next to the client's (the residual).
@@ -38,7 +37,7 @@ from inferload.servermetrics.torchserve import no_metrics_url_reason, torchserve
 # window boundary and keeps the per-window mean request duration; windows.csv then shows the
 # client mean minus it: network, serialisation and client cost, apart from the model. One
 # ``ServerReader`` per target, kept open for the whole run; the figure is ``figures.server_figures``'
-# ``request_ms``, as in summary.json. Targets on one model of one server (``sharing.py``) are read
+# ``request_ms``, as in summary.json. Targets on one model of one server (``servermetrics.readers``) are read
 # once and each gets the same figure: the model's, as their summary's ``server_side`` says.
 #: read a little after the boundary, so the window's last requests are in the counters
 AFTER_BOUNDARY_S = 0.05

@@ -28,8 +28,7 @@ import requests
 
 from inferload.errors import ModelMismatchError, ServerError
 from inferload.scenario.headers import HeadersError, read_management_key, request_headers
-from inferload.scenario.sequence import static_sequence_id_note
-from inferload.scenario.targets import Target
+from inferload.scenario.targets import Target, static_sequence_id_note
 from inferload.scenario.tls import describe_tls, requests_tls, tls_hint
 from inferload.servermetrics.http_client import connection_problem
 

@@ -32,7 +32,7 @@ from inferload.measure.trace_join import ClientTiming, ClientTraceRecords, Serve
 from inferload.observe.influx_range import InfluxReader, influxql_string
 from inferload.observe.points import TRACE_MEASUREMENT, trace_from_row
 from inferload.observe.sink import SinkSettings
-from inferload.results.summary_file import ResultsError
+from inferload.results.files import ResultsError
 from inferload.run.server_changes import JournalEntry, ServerJournal
 from inferload.scenario.schema import Scenario
 from inferload.scenario.targets import Target

@@ -38,7 +38,7 @@ from locust.env import Environment
 from locust.runners import WORKER_REPORT_INTERVAL, MasterRunner
 
 from inferload.measure.run_record import RunRecord
-from inferload.measure.stability import StabilityRule, WindowFigures, first_stable_run
+from inferload.measure.windows import StabilityRule, WindowFigures, first_stable_run
 from inferload.scenario.replay_file import ReplayFileError
 from inferload.scenario.schema import Scenario
 from inferload.traffic.arrivals import Arrival, ArrivalLaw, ProcessSplit, take_share
@@ -48,7 +48,7 @@ from inferload.users.client import ArrivalQueue
 
 # `--stop-when-stable N,P`: end a run once N consecutive steady windows agree within ±P %.
 #
-# The rule is perf_analyzer's (`inferload.measure.stability`): each target's throughput and p99 of
+# The rule is perf_analyzer's (`inferload.measure.windows`): each target's throughput and p99 of
 # N consecutive windows after the warm-up are within ±P % of their mean. A window counts once it is
 # complete: its end has passed, and on a master also one worker report interval more, so the workers'
 # figures for it have arrived. When every target is stable the run ends as at the end of its timeline

@@ -14,9 +14,15 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo
 
-from inferload.scenario.durations import DURATION_HINT, parse_duration
 from inferload.scenario.limits import MAX_DURATION_S, MAX_NAME_CHARS
-from inferload.scenario.messages import custom_error, describe_value, fmt_seconds, scientific_text_hint
+from inferload.scenario.messages import (
+    DURATION_HINT,
+    custom_error,
+    describe_value,
+    fmt_seconds,
+    parse_duration,
+    scientific_text_hint,
+)
 
 #: every KServe v2 datatype Triton accepts (the first five were inferload's only ones before)
 DType = Literal[

@@ -21,11 +21,9 @@ from inferload.scenario.expected import ExpectedSpec
 from inferload.scenario.limits import MAX_PROBLEMS
 from inferload.scenario.messages import CHECKS_ERROR, CUSTOM_ERROR, Loc, describe_value, format_key_path, scientific_text_hint
 from inferload.scenario.schema import CLOSED_LOOP_SHAPES, OPEN_LOOP_SHAPES, SHAPE_KINDS, Scenario, shape_kind
-from inferload.scenario.sequence import SequenceSpec
 from inferload.scenario.shapes import Stage
-from inferload.scenario.targets import OLD_SPELLINGS, DataSpec, InputSpec, Slo, Target
+from inferload.scenario.targets import OLD_SPELLINGS, DataSpec, InputSpec, SequenceSpec, Slo, Target, TraceSpec
 from inferload.scenario.tls import TlsSettings
-from inferload.scenario.trace import TraceSpec
 from inferload.scenario.yaml_file import read_scenario_yaml
 
 _DURATION_KEYS = frozenset(

@@ -8,7 +8,7 @@ when the validation context holds a ``base_dir``.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -16,6 +16,7 @@ from pydantic import (
     BeforeValidator,
     Field,
     SerializerFunctionWrapHandler,
+    StrictBool,
     StrictInt,
     StrictStr,
     ValidationInfo,
@@ -31,11 +32,102 @@ from inferload.scenario.fields import DTypeField, FrozenModel, Name, Number, Sec
 from inferload.scenario.headers import EnvName, HeaderName, HeaderValue, check_headers
 from inferload.scenario.input_files import not_regular_problem
 from inferload.scenario.kinds import SEQUENCE_KINDS, SERVER_KINDS, Protocol, Server, TargetKind
-from inferload.scenario.limits import MAX_BYTES_ELEMENTS, MAX_INPUT_BYTES, MAX_REQUEST_BYTES, MAX_SMALL_FILE_BYTES, mib
+from inferload.scenario.limits import (
+    MAX_BYTES_ELEMENTS,
+    MAX_INPUT_BYTES,
+    MAX_REQUEST_BYTES,
+    MAX_SEQUENCE_LENGTH,
+    MAX_SEQUENCES_PER_USER,
+    MAX_SMALL_FILE_BYTES,
+    mib,
+)
 from inferload.scenario.messages import Check, checks_error, custom_error, describe_value
-from inferload.scenario.sequence import TS_SEQUENCE_ID_HEADER, SequenceSpec
 from inferload.scenario.tls import TlsSettings, check_tls, tls_from_scheme, tls_shorthand
-from inferload.scenario.trace import TraceSpec
+
+# A target's ``sequence`` key: how a sequence (stateful) model is driven, on Triton or TorchServe.
+#
+# A Triton model with ``sequence_batching`` in its config keeps state per sequence: every request
+# carries a correlation ID and START/END flags. ``length`` is the number of requests per sequence
+# (START on the first, END on the last), ``concurrent`` the number of sequences each user keeps open
+# at once, its calls taking them in turn (interleaved). The start checks read the model's config: a
+# sequence model without the key is driven with these defaults (and the run says so); the key on a
+# model that is not a sequence model is a start error (``inferload.run.triton_check``).
+#
+# A TorchServe model with ``sequenceBatching`` (its model-config.yaml) keeps state per sequence id,
+# the request header ``ts_request_sequence_id``; a request without one opens a sequence of its own.
+# With the key, each user's sequences carry ids of their own in that header, ``length`` requests each
+# (the last also carrying ``ts_request_sequence_end: true``, which closes it on TorchServe's
+# continuous batching), ``concurrent`` of them per user in turn; TorchServe serves the requests of one
+# sequence one at a time, so one id for every user (a static header) serialises the whole load.
+#: requests per sequence when the key is not given (perf_analyzer's ``--sequence-length`` default)
+DEFAULT_SEQUENCE_LENGTH = 20
+#: TorchServe's request headers of a sequence (its defaults; config.properties ts_header_key_sequence_* rename them)
+TS_SEQUENCE_ID_HEADER = "ts_request_sequence_id"
+TS_SEQUENCE_END_HEADER = "ts_request_sequence_end"
+
+
+class SequenceSpec(FrozenModel):
+    """``sequence: {length: 8, concurrent: 2}``; ``sequence: {}`` takes both defaults."""
+
+    length: Annotated[StrictInt, Field(ge=1, le=MAX_SEQUENCE_LENGTH)] = DEFAULT_SEQUENCE_LENGTH
+    concurrent: Annotated[StrictInt, Field(ge=1, le=MAX_SEQUENCES_PER_USER)] = 1
+
+
+def static_sequence_id_note(name: str, kind: str, headers: Mapping[str, str] | None, spec: SequenceSpec | None) -> str | None:
+    """A TorchServe target that sends one ``ts_request_sequence_id`` in its static headers (no ``sequence``
+    key): what that does to the load, and the key that gives each user ids of its own; None otherwise."""
+    if kind != "torchserve-rest" or spec is not None:
+        return None
+    value = next((v for k, v in (headers or {}).items() if k.lower() == TS_SEQUENCE_ID_HEADER), None)
+    if value is None:
+        return None
+    return (
+        f"target {name!r}: every request of every user carries the one {TS_SEQUENCE_ID_HEADER} {value!r} (its headers):"
+        " TorchServe serves the requests of one sequence one at a time, so the whole load waits in one queue; remove the"
+        " header and set the target's sequence: {length, concurrent} for sequence ids of each user's own"
+    )
+
+
+# A Triton target's ``trace`` key: the per-request join with Triton's trace API (the tail anatomy).
+#
+# ``trace: {rate: 0.01}`` turns Triton's tracing on for the target's model during the run (one
+# request in ``1/rate`` traced, timestamps only) and restores the model's previous trace settings
+# after; ``slowest: true`` traces every request so that the slowest ones are always among those
+# joined (costs the server more: see docs/observability.md); ``file`` is Triton's trace file as the
+# load generator sees it (default: the path Triton reports in its trace settings, readable when the
+# server runs on this machine). ``trace: {}`` takes the defaults.
+#
+# ``source`` says where the run reads Triton's trace records: ``file`` (default) from the trace file
+# on this machine; ``influxdb`` from the ``triton_traces`` points the collector sidecar next to a
+# remote Triton writes (``python -m collectors --scenario ...``; the run must stream to InfluxDB with
+# the collector's ``--run-id``). With ``influxdb``, ``file`` is the trace file as the collector sees
+# it (default: the path Triton reports).
+#: the share of requests traced when ``rate`` is not given (cost measured in docs/benchmarks-history.md)
+DEFAULT_TRACE_RATE = 0.01
+#: where a run reads the trace records: the trace file here, or the collector's points in InfluxDB
+TraceSource = Literal["file", "influxdb"]
+
+
+class TraceSpec(FrozenModel):
+    """``trace: {rate: 0.01, slowest: false, file: /path/of/trace.json, source: file}``."""
+
+    rate: Annotated[Number, Field(gt=0, le=1)] = DEFAULT_TRACE_RATE
+    slowest: StrictBool = False
+    file: StrictStr | None = None
+    source: TraceSource = "file"
+
+    @field_validator("file")
+    @classmethod
+    def _file_not_empty(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise custom_error("expected the path of Triton's trace file (its --trace-config triton,file=...); got ''")
+        return value
+
+    @property
+    def every_nth(self) -> int:
+        """Triton's ``trace_rate``: one request in this many is traced (1 with ``slowest``)."""
+        return 1 if self.slowest else max(1, round(1.0 / self.rate))
+
 
 # The scenario keys of a ``bentoml-http`` target: which bodies it sends (``content_type``).
 #

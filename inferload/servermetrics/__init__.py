@@ -7,8 +7,8 @@
     torchserve.py   TorchServe: /metrics (with inferload's handler counters) → ServerSnapshot
     bentoml.py, kserve.py  BentoML's and KServe's metrics pages → ServerSnapshot
     figures.py      two readings → queue/compute/request ms, batch sizes, rates (the one place)
-    readers.py      ServerReader per target, snapshot() and server_side() for summary.json
-    sharing.py      which targets read the same counters (one model on one server): read once, marked shared
+    readers.py      ServerReader per target, snapshot() and server_side() for summary.json; which
+                    targets read the same counters (one model on one server): read once, marked shared
 
 Used by the run (`run/server_side.py`: summary.json, windows.csv) and by the collector's sources (InfluxDB).
 """

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from inferload.errors import InferloadError
+from inferload.results.files import ResultsError, read_summary
 from inferload.results.histograms import ALL, read_lines
-from inferload.results.summary_file import ResultsError, read_summary
 from inferload.traffic.ramp_hold import RAMP_HOLD_JSON, RampHoldRule, rule_spec
 from inferload.tune.capacity import (
     HARD_NAMES,

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from inferload.errors import UsageError
-from inferload.files import replacing, write_atomically
-from inferload.measure.stability import StabilityRule
+from inferload.measure.windows import StabilityRule
+from inferload.paths import replacing, write_atomically
 from inferload.run.child_processes import ChildProcesses
 from inferload.scenario.limits import max_local_workers
 from inferload.scenario.loader import load_scenario, scenario_to_dict
@@ -40,8 +40,7 @@ from inferload.tune.capacity_steps import (
     ramp_lines,
     ramp_plan,
 )
-from inferload.tune.resources import GpuSource, server_pid_from_state
-from inferload.tune.step import StepPlan, StepResult, run_step
+from inferload.tune.step import GpuSource, StepPlan, StepResult, run_step, server_pid_from_state
 from inferload.tune.stop_rules import StopRules, cpu_bound, memory_limit, queue_growth, saturation, slo_breach, stop_reason
 from inferload.tune.sweep_report import write_sweep_report
 

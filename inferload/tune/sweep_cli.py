@@ -14,11 +14,11 @@ from typing import Any
 import psutil
 
 from inferload.errors import InferloadError, UsageError
-from inferload.measure.stability import StabilityRule
+from inferload.measure.windows import StabilityRule
 from inferload.run import cli_values
 from inferload.run.results_dir import unwritable_problem
-from inferload.scenario.durations import parse_duration
 from inferload.scenario.limits import MAX_RATE, MAX_USERS, MIN_WINDOW_S, max_local_workers
+from inferload.scenario.messages import parse_duration
 from inferload.traffic.ramp_hold import RampHoldRule
 from inferload.tune.capacity import CapacitySearch
 from inferload.tune.stop_rules import SLO_KEYS, StopRules

@@ -33,12 +33,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from inferload.errors import InferloadError, UsageError
-from inferload.files import write_atomically
+from inferload.paths import write_atomically
 from inferload.run.child_processes import StopSignals
 from inferload.run.server_changes import ServerJournal, same_host
-from inferload.tune.candidates import Candidate, SearchSpace
 from inferload.tune.capacity import CapacitySearch
-from inferload.tune.server_config import ChangesRefused
+from inferload.tune.server_config import Candidate, ChangesRefused, SearchSpace
 from inferload.tune.stop_rules import memory_limit
 from inferload.tune.sweep import Sweep, SweepSettings
 from inferload.tune.sweep_report import slo_words

@@ -18,9 +18,8 @@ from inferload.scenario.headers import read_management_key, request_headers
 from inferload.scenario.loader import load_scenario
 from inferload.scenario.schema import Scenario
 from inferload.scenario.targets import Target
-from inferload.tune.candidates import SearchSpace
 from inferload.tune.capacity import CapacitySearch
-from inferload.tune.server_config import TorchServeConfigurator, TritonConfigurator
+from inferload.tune.server_config import SearchSpace, TorchServeConfigurator, TritonConfigurator
 from inferload.tune.sweep_cli import add_search_arguments, default_out, settings_from_args, with_gpu
 from inferload.tune.tune import ServerTune, Tune, TuneSettings
 

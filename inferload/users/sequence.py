@@ -39,7 +39,7 @@ from typing import Any
 
 from tritonclient.grpc import service_pb2
 
-from inferload.scenario.sequence import TS_SEQUENCE_END_HEADER, TS_SEQUENCE_ID_HEADER, SequenceSpec
+from inferload.scenario.targets import TS_SEQUENCE_END_HEADER, TS_SEQUENCE_ID_HEADER, SequenceSpec
 
 #: correlation IDs go in gRPC's ``int64_param``: 1 to 2^63 - 1 (0 means "no sequence" to Triton)
 MAX_CORRELATION_ID = 2**63 - 1

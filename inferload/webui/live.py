@@ -30,9 +30,8 @@ from inferload.scenario.schema import Scenario, is_open_loop
 if TYPE_CHECKING:  # the recorder imports Locust; reading a record does not
     from inferload.measure.run_record import RunRecord
 from inferload.errors import InferloadError
-from inferload.servermetrics.readers import server_side
+from inferload.servermetrics.readers import reading_groups, server_side
 from inferload.servermetrics.reading import ServerSnapshot
-from inferload.servermetrics.sharing import reading_groups
 
 
 # Each target's server figures as the tab shows them: over the steady state so far while the run

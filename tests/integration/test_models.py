@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from inferload.local.models.build import build_models
 from inferload.local.models.definitions import MODEL_NAMES, create_model, get_spec
-from inferload.local.models.paths import model_repository_dir
+from inferload.local.models.specs import model_repository_dir
 from inferload.local.servers.manager import torchserve_infer, triton_infer
 from inferload.servermetrics.readers import parse_triton_statistics
 

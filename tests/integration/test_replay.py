@@ -36,7 +36,7 @@ import requests
 import yaml
 
 from inferload.local.servers.triton_local import trace_arguments
-from inferload.measure.gaps import gap_cv
+from inferload.measure.run_record import gap_cv
 from inferload.scenario.replay_file import replay_rows
 from tests.support.cli import inferload
 from tests.support.example_triton import ExampleTriton, example_triton

@@ -21,7 +21,7 @@ from typing import Any
 
 import psutil
 
-from inferload.results.summary_file import read_summary
+from inferload.results.files import read_summary
 from tests.support.locust_runner import python_env
 from tests.support.mounts import fill_up, remount_read_only, tmpfs
 from tests.support.scenario_factory import tiny_target, write_scenario

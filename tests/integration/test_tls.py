@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import requests
 
-from inferload.local.models.paths import model_repository_dir, model_store_dir
+from inferload.local.models.specs import model_repository_dir, model_store_dir
 from inferload.local.servers.ports import ServerPorts
 from inferload.local.servers.procs import ProcessRecord, spawn, stop_group
 from inferload.local.servers.torchserve_local import start_torchserve, stop_torchserve

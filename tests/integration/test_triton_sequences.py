@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from inferload.scenario.sequence import DEFAULT_SEQUENCE_LENGTH
+from inferload.scenario.targets import DEFAULT_SEQUENCE_LENGTH
 from tests.support.example_triton import ExampleTriton, example_triton
 from tests.support.locust_runner import run_locust
 from tests.support.scenario_factory import write_scenario

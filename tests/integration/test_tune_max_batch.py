@@ -12,8 +12,7 @@ from typing import Any
 
 import pytest
 
-from inferload.tune.candidates import TritonCandidate
-from inferload.tune.server_config import ConfigError, TritonConfigurator
+from inferload.tune.server_config import ConfigError, TritonCandidate, TritonConfigurator
 
 MODEL = "identity"  # used by no other tune test; its own max_batch_size is 64
 

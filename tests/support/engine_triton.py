@@ -20,7 +20,7 @@ import requests
 import tritonclient.http as httpclient
 from tritonclient.grpc import service_pb2
 
-from inferload.local.models.paths import model_repository_dir
+from inferload.local.models.specs import model_repository_dir
 from inferload.local.servers.ports import ServerPorts
 from inferload.local.servers.procs import spawn, stop_group
 from inferload.local.servers.triton_local import find_triton, prepare_backend_dir, triton_command, triton_env

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from inferload.local.models.paths import torchscript_path
+from inferload.local.models.specs import torchscript_path
 from inferload.local.servers.ports import ServerPorts
 from inferload.local.servers.procs import processes_mentioning
 from inferload.local.servers.torchserve_local import start_torchserve, stop_torchserve

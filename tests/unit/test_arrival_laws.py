@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from inferload.measure.gaps import GapStats
+from inferload.measure.run_record import GapStats
 from inferload.traffic.arrivals import Arrival, ProcessSplit, take_share
 from inferload.traffic.laws import law_for
 from inferload.traffic.replay import ReplayLaw, WeightedTargets

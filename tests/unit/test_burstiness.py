@@ -8,8 +8,7 @@ import statistics
 
 import pytest
 
-from inferload.measure.gaps import GapStats, gap_cv
-from inferload.measure.run_record import RunRecord
+from inferload.measure.run_record import GapStats, RunRecord, gap_cv
 from inferload.results.figures import format_burstiness
 
 

@@ -19,8 +19,8 @@ from inferload.observe.influx_export import InfluxExport
 from inferload.observe.influx_range import cmd_report_influx, influxql_string
 from inferload.observe.points import HISTOGRAM_MEASUREMENT, histogram_point, line_from_row
 from inferload.observe.sink import SinkSettings, encode_point
+from inferload.results.files import ResultsError
 from inferload.results.histograms import histogram_lines, merge_range, parse_time, range_figures, write_histograms
-from inferload.results.summary_file import ResultsError
 from tests.support.scenario_factory import scenario, tiny_target
 
 START = 3_000_000.0

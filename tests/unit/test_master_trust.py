@@ -11,9 +11,9 @@ import msgpack
 import pytest
 
 from inferload.errors import RunKeyError
-from inferload.measure.csv_safe import safe_cell, safe_row
 from inferload.measure.report_auth import ReportOpener, ReportSealer, SignedReports, run_key_from_environ
 from inferload.observe.influx_export import sink_settings_from_options
+from inferload.results.summary import safe_cell, safe_row
 from inferload.run.run_key import LocustfileNotTrusted, run_key_for_distributed_run, sign_locustfile, verify_locustfile
 
 KEY = b"k" * 32

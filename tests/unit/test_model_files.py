@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from inferload.local.models.paths import model_repository_dir
-from inferload.local.models.specs import MODEL_NAMES, get_spec
+from inferload.local.models.specs import MODEL_NAMES, get_spec, model_repository_dir
 
 
 @pytest.mark.parametrize("model", MODEL_NAMES)

@@ -17,7 +17,7 @@ import tomllib
 
 from inferload import paths
 from inferload.local.models import build
-from inferload.local.models import paths as model_paths
+from inferload.local.models import specs as model_paths
 from inferload.local.models.specs import MODEL_NAMES
 from tests.support.system_tools import REPO
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from inferload.scenario.loader import load_scenario, scenario_from_dict, scenario_to_dict
-from inferload.scenario.replay_checks import targets_given_batches
+from inferload.scenario.schema import targets_given_batches
 from inferload.scenario.shapes import GammaShape, ReplayShape
 from tests.support.scenario_factory import bare_target, key_problems, write_scenario
 

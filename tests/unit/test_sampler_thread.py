@@ -1,12 +1,11 @@
-"""The step samplers' shared thread (`inferload.tune.resources`): started, sampling, stopped."""
+"""The step samplers' shared thread (`inferload.tune.step`): started, sampling, stopped."""
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
 
-from inferload.tune.resources import ResourceSampler, SamplerThread
-from inferload.tune.step import CpuSampler
+from inferload.tune.step import CpuSampler, ResourceSampler, SamplerThread
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Sequence models found at start from the model config (inferload.run.sequence_check), and the
+"""Sequence models found at start from the model config (inferload.run.triton_check), and the
 start check's and the users' view of them.
 
 The configs are what the real Triton 2.51 answered for the vendored ``sequence_py`` model
@@ -14,17 +14,16 @@ from typing import Any
 import pytest
 
 from inferload.run.model_fit import fit_user_class
-from inferload.run.sequence_check import (
+from inferload.run.triton_check import (
+    check_target_against_triton,
     default_sequence_note,
     sequence_problems,
     sequence_settings_for,
     triton_sequence_batching,
     triton_string_correlation_ids,
 )
-from inferload.run.triton_check import check_target_against_triton
 from inferload.scenario.loader import scenario_from_dict
-from inferload.scenario.sequence import DEFAULT_SEQUENCE_LENGTH
-from inferload.scenario.targets import Target
+from inferload.scenario.targets import DEFAULT_SEQUENCE_LENGTH, Target
 from inferload.users import user_class_for
 from inferload.users.sequence import SequenceSettings
 

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from inferload.scenario.loader import load_scenario, scenario_from_dict, scenario_to_dict
-from inferload.scenario.sequence import DEFAULT_SEQUENCE_LENGTH, SequenceSpec
+from inferload.scenario.targets import DEFAULT_SEQUENCE_LENGTH, SequenceSpec
 from tests.support.scenario_factory import bare_target, load_problems, steady_one_user
 
 
@@ -89,7 +89,7 @@ def test_sequence_on_another_kind_is_refused(tmp_path: Path) -> None:
 
 
 def test_torchserve_sequence_steps_carry_the_id_header_and_the_end_on_the_last() -> None:
-    from inferload.scenario.sequence import static_sequence_id_note
+    from inferload.scenario.targets import static_sequence_id_note
     from inferload.users.sequence import CorrelationIds, SequenceSettings, UserSequences, torchserve_sequence_headers
 
     sequences = UserSequences(SequenceSettings(length=3, concurrent=1, string_ids=True), CorrelationIds(41, string_ids=True))

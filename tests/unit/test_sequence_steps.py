@@ -10,7 +10,7 @@ import tritonclient.http as httpclient
 from tritonclient.grpc import InferInput, service_pb2
 from tritonclient.grpc._utils import _get_inference_request
 
-from inferload.scenario.sequence import DEFAULT_SEQUENCE_LENGTH, SequenceSpec
+from inferload.scenario.targets import DEFAULT_SEQUENCE_LENGTH, SequenceSpec
 from inferload.users.sequence import (
     MAX_CORRELATION_ID,
     CorrelationIds,

@@ -16,9 +16,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from inferload import files
+from inferload import paths
 from inferload.errors import ServerChangeError
-from inferload.files import write_atomically
+from inferload.paths import write_atomically
 from inferload.run import server_changes
 from inferload.run.server_changes import JournalEntry, ServerJournal, journal_dir, same_host
 from tests.support.system_tools import REPO
@@ -92,7 +92,7 @@ def test_writing_never_leaves_half_a_file(tmp_path: Path, monkeypatch: pytest.Mo
     def full_disk(fd: int) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(files.os, "fsync", full_disk)
+    monkeypatch.setattr(paths.os, "fsync", full_disk)
     with pytest.raises(OSError):
         write_atomically(path, "new\n" * 1000)
     assert path.read_text() == "old\n"

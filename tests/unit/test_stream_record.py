@@ -14,8 +14,8 @@ from inferload.errors import GrpcStatusError
 from inferload.measure.decoupled_record import STREAM_CONTEXT_KEY, StreamRecord, StreamTiming
 from inferload.measure.run_record import RunRecord
 from inferload.observe.influx_export import stream_point
+from inferload.results.files import read_summary, write_summary
 from inferload.results.summary import STREAM_WINDOW_COLUMNS, WINDOW_COLUMNS, RunFacts, build_summary, window_rows
-from inferload.results.summary_file import read_summary, write_summary
 from inferload.run.recorder import RunRecorder
 from tests.support.scenario_factory import scenario, tiny_target
 

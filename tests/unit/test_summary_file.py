@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from inferload.results.files import ResultsError, read_summary, summary_json, write_summary
 from inferload.results.schema import RunSummary
-from inferload.results.summary_file import ResultsError, read_summary, summary_json, write_summary
 
 #: an open-loop run's summary.json as inferload wrote it before the typed model (json.dumps, indent 2)
 OPEN_LOOP_RUN = {

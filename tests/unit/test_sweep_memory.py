@@ -19,11 +19,10 @@ import pytest
 
 from inferload.cli import build_parser
 from inferload.errors import InferloadError, UsageError
-from inferload.measure.stability import StabilityRule
+from inferload.measure.windows import StabilityRule
 from inferload.observe.sources.nvml import NvmlSource
-from inferload.tune.candidates import SearchSpace
-from inferload.tune.resources import ResourceSampler, process_tree_rss_mib, server_pid_from_state
-from inferload.tune.step import StepResult
+from inferload.tune.server_config import SearchSpace
+from inferload.tune.step import ResourceSampler, StepResult, process_tree_rss_mib, server_pid_from_state
 from inferload.tune.stop_rules import StopRules, stop_reason
 from inferload.tune.sweep import SWEEP_CSV, Sweep, SweepSettings, write_sweep
 from inferload.tune.sweep_cli import settings_from_args, with_gpu
@@ -260,7 +259,7 @@ def test_the_tune_package_imports_no_http_library():
     """`inferload run` imports inferload.tune (for --repeat) before Locust patches ssl under gevent: an
     urllib3 imported first makes Locust's ssl context recurse (the GPU reader is imported when used)."""
     code = (
-        "import sys; import inferload.cli; from inferload.tune import sweep_cli, tune_cli, resources, step; "
+        "import sys; import inferload.cli; from inferload.tune import sweep_cli, tune_cli, step; "
         "print(sorted(m for m in ('urllib3', 'requests') if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from inferload.measure.stability import StabilityRule
+from inferload.measure.windows import StabilityRule
 from inferload.scenario.loader import load_scenario, scenario_from_dict, scenario_to_dict
 from inferload.scenario.shapes import ReplayShape
 from inferload.traffic.laws import law_for

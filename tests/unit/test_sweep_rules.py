@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from inferload.measure.stability import StabilityRule, WindowFigures, first_stable_run
+from inferload.measure.windows import StabilityRule, WindowFigures, first_stable_run
 from inferload.tune.step import StepResult
 from inferload.tune.stop_rules import StopRules, stop_reason
 from inferload.tune.sweep import knee_step

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from inferload.scenario.loader import load_scenario, scenario_from_dict, scenario_to_dict
-from inferload.scenario.trace import DEFAULT_TRACE_RATE, TraceSpec
+from inferload.scenario.targets import DEFAULT_TRACE_RATE, TraceSpec
 from tests.support.scenario_factory import bare_target, load_problems, steady_one_user
 
 

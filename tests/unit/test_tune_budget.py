@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from inferload.measure.stability import StabilityRule
+from inferload.measure.windows import StabilityRule
 from inferload.tune import tune as tune_module
-from inferload.tune.candidates import SearchSpace
+from inferload.tune.server_config import SearchSpace
 from inferload.tune.stop_rules import StopRules
 from inferload.tune.sweep import SweepSettings
 from inferload.tune.tune import ServerTune, Tune, TuneSettings

@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from inferload.measure.stability import StabilityRule
-from inferload.tune.candidates import SearchSpace
+from inferload.measure.windows import StabilityRule
+from inferload.tune.server_config import SearchSpace
 from inferload.tune.stop_rules import StopRules
 from inferload.tune.sweep import SweepSettings
 from inferload.tune.tune import CandidateResult, ServerTune, Tune, TuneSettings, beats, clears

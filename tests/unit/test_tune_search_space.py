@@ -18,8 +18,14 @@ from inferload.errors import InferloadError
 from inferload.run import server_changes
 from inferload.run.server_changes import ServerJournal
 from inferload.tune import server_config
-from inferload.tune.candidates import SearchSpace, TorchServeCandidate, TritonCandidate
-from inferload.tune.server_config import ChangesRefused, ConfigError, TritonConfigurator
+from inferload.tune.server_config import (
+    ChangesRefused,
+    ConfigError,
+    SearchSpace,
+    TorchServeCandidate,
+    TritonCandidate,
+    TritonConfigurator,
+)
 from inferload.tune.tune import config_fragment
 from inferload.tune.tune_cli import search_space
 
@@ -279,7 +285,7 @@ def test_the_winners_fragment_names_its_max_batch_size():
 def test_a_server_that_refuses_every_candidate_ends_its_search_once_and_the_tune_exits_2(tmp_path):
     from pathlib import Path
 
-    from inferload.measure.stability import StabilityRule
+    from inferload.measure.windows import StabilityRule
     from inferload.tune.stop_rules import StopRules
     from inferload.tune.sweep import SweepSettings
     from inferload.tune.tune import ServerTune, Tune, TuneSettings

@@ -3,7 +3,7 @@
     python -m inferload.local.models.build [--models tiny,cnn,identity] [--force]
 
 For each model, under ``artifacts_root()`` (the checkout, or ``$INFERLOAD_HOME/models`` when
-installed; see ``inferload.local.models.paths``): ``model_repository/<m>/1/model.pt``
+installed; see ``inferload.local.models.specs``): ``model_repository/<m>/1/model.pt``
 (TorchScript, ``torch.jit.trace``), ``1/model.py`` (Triton's Python backend) and
 ``model_store/<m>.mar`` (torch-model-archiver: the shipped ``handler.py``, the same model.pt and
 ``model_spec.json``); installed, also the shipped ``config.pbtxt`` and ``configs/``. Outputs
@@ -24,15 +24,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from inferload.errors import InferloadError
-from inferload.local.models.paths import (
+from inferload.local.models.specs import (
+    MODEL_NAMES,
     artifacts_root,
     config_sources,
+    get_spec,
     handler_source,
     mar_path,
     model_repository_dir,
     torchscript_path,
 )
-from inferload.local.models.specs import MODEL_NAMES, get_spec
 
 #: the code a built model depends on (the models' definitions, their specs, this build)
 CODE_SOURCES = tuple(Path(__file__).with_name(name) for name in ("definitions.py", "specs.py", "build.py"))

@@ -21,7 +21,7 @@ import signal
 from pathlib import Path
 
 from inferload.errors import ServerError
-from inferload.local.models.paths import torchscript_path
+from inferload.local.models.specs import torchscript_path
 from inferload.local.servers.ports import LOOPBACK, ServerPorts
 from inferload.local.servers.procs import ProcessRecord, is_alive, spawn, stop_group
 from inferload.local.servers.server_venv import VenvSpec, ensure_venv

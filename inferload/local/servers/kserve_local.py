@@ -16,8 +16,7 @@ import os
 from pathlib import Path
 
 from inferload.errors import ServerError
-from inferload.local.models.paths import torchscript_path
-from inferload.local.models.specs import get_spec
+from inferload.local.models.specs import get_spec, torchscript_path
 from inferload.local.servers.ports import LOOPBACK, ServerPorts
 from inferload.local.servers.procs import ProcessRecord, spawn, stop_group
 from inferload.local.servers.server_venv import VenvSpec, ensure_venv

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from inferload.errors import JavaMissingError, ServerError
-from inferload.local.models.paths import model_store_dir
+from inferload.local.models.specs import model_store_dir
 from inferload.local.servers.ports import LOOPBACK, ServerPorts
 from inferload.local.servers.procs import ProcessRecord, spawn, stop_group
 
