@@ -18,7 +18,7 @@ import math
 import signal
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -45,11 +45,12 @@ from inferload.observe.sources import (
     TritonSource,
 )
 from inferload.observe.sources.triton_trace_file import TritonTraceSourceConfig, build_trace_source, trace_sources
+from inferload.scenario.kinds import Server
 from inferload.scenario.messages import DURATION_HINT, parse_duration
 from inferload.scenario.schema import Scenario
-from inferload.servermetrics.bentoml import bentoml_metrics_url
+from inferload.scenario.targets import Target
 from inferload.servermetrics.http_client import HttpClient
-from inferload.servermetrics.kserve import kserve_metrics_url
+from inferload.servermetrics.readers import metrics_page
 from inferload.servermetrics.triton import TritonStatisticsReader
 
 logger = logging.getLogger(__name__)
@@ -163,36 +164,33 @@ def load_collector_config(path: Path) -> CollectorConfig:
         raise CollectorConfigError(problems) from None
 
 
+#: each server's source of a scenario target, given its metrics page
+SOURCE_CONFIGS: dict[Server, Callable[[Target, str], SourceConfig]] = {
+    "triton": lambda target, url: TritonSourceConfig(
+        kind="triton",
+        target=target.name,
+        model=target.model,
+        metrics_url=url,
+        statistics=TritonStatisticsConfig(address=target.address, protocol=target.protocol),
+    ),
+    "torchserve": lambda target, url: TorchServeSourceConfig(
+        kind="torchserve", target=target.name, model=target.model, metrics_url=url
+    ),
+    "bentoml": lambda target, url: BentoMLSourceConfig(kind="bentoml", target=target.name, model=target.model, metrics_url=url),
+    "kserve": lambda target, url: KServeSourceConfig(kind="kserve", target=target.name, model=target.model, metrics_url=url),
+}
+
+
 def sources_from_scenario(scenario: Scenario, gpu: bool = True) -> tuple[SourceConfig, ...]:
     """A source per scenario target that has a `metrics_url`, a trace-file source per Triton server
     whose traced targets take their traces from InfluxDB (``trace.source: influxdb``), and NVML."""
     configs: list[SourceConfig] = []
     for target in scenario.targets:
-        kserve_url = kserve_metrics_url(target.kind, target.address, target.metrics_url) if target.server == "kserve" else None
-        if kserve_url is not None:  # KServe's page is on its REST address unless metrics_url says otherwise
-            configs.append(KServeSourceConfig(kind="kserve", target=target.name, model=target.model, metrics_url=kserve_url))
-            continue
-        if target.server == "bentoml":  # BentoML's page is on the service's own address unless metrics_url says otherwise
-            url = bentoml_metrics_url(target.address, target.metrics_url)
-            configs.append(BentoMLSourceConfig(kind="bentoml", target=target.name, model=target.model, metrics_url=url))
-            continue
-        if target.metrics_url is None:
+        url = metrics_page(target)  # KServe's and BentoML's on their own address unless metrics_url says otherwise
+        if url is None:
             logger.warning("target %r has no metrics_url: no server metrics for it", target.name)
             continue
-        if target.server == "triton":
-            configs.append(
-                TritonSourceConfig(
-                    kind="triton",
-                    target=target.name,
-                    model=target.model,
-                    metrics_url=target.metrics_url,
-                    statistics=TritonStatisticsConfig(address=target.address, protocol=target.protocol),
-                )
-            )
-        else:
-            configs.append(
-                TorchServeSourceConfig(kind="torchserve", target=target.name, model=target.model, metrics_url=target.metrics_url)
-            )
+        configs.append(SOURCE_CONFIGS[target.server](target, url))
     configs.extend(trace_sources(scenario))
     if gpu:
         configs.append(NvmlSourceConfig(kind="nvml"))

@@ -3,7 +3,7 @@
 A locustfile builds an `InferloadRun` for its scenario (user and shape classes) and hands
 Locust's `init` event to `InferloadRun.on_init` (see `inferload.run.install`). Each part does
 one job in a module of its own: options (`run.options`), fitting users to the served model
-(`run.model_fit`), open-loop arrivals (`run.open_loop`), the workers of a distributed run
+(`run.start_checks`), open-loop arrivals (`run.open_loop`), the workers of a distributed run
 (`run.workers`), the servers' own figures (`run.server_side`), results, console and exit code
 (`run.finish`). All state lives on the `InferloadRun` object and the Locust environment.
 """
@@ -27,7 +27,6 @@ from inferload.results.files import default_run_id
 from inferload.results.schema import RunSummary
 from inferload.results.summary import RunFacts
 from inferload.run import finish
-from inferload.run.model_fit import ModelInfo, ModelInfos, fit_to_models
 from inferload.run.open_loop import setup_open_loop
 from inferload.run.options import RunOptions, add_arguments, read_cold_starts, scenario_path_from_argv
 from inferload.run.ramp_hold import RampHold
@@ -35,6 +34,7 @@ from inferload.run.recorder import RequestLog, RunRecorder
 from inferload.run.results_dir import check_results_dir
 from inferload.run.server_changes import ServerJournal, same_host
 from inferload.run.server_side import ServerSideReadings, ServerWindowPoller
+from inferload.run.start_checks import ModelInfo, ModelInfos, fit_to_models
 from inferload.run.trace_run import TraceRun
 from inferload.run.traffic import ScenarioShape, StableStop, parse_stop_when_stable, shape_class_for
 from inferload.run.workers import WorkerWatch
@@ -327,7 +327,7 @@ class InferloadRun:
 
     def check_models(self, check: bool = True) -> None:
         """Fit every Triton target's users to its model (batch dimension, output shapes) and, with
-        `check`, run the start checks (`run.model_fit`): StartCheckError, one line per problem, when
+        `check`, run the start checks (`run.start_checks`): StartCheckError, one line per problem, when
         a server cannot be reached, does not serve the model, or the tensors differ from the model's.
         Without `check`, an unreadable model is only a warning: the run goes on and counts its failures."""
         fit_to_models(self.scenario, self.user_classes.values(), self.models, check)

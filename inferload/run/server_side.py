@@ -28,7 +28,7 @@ from inferload.servermetrics.figures import server_figures
 from inferload.servermetrics.kserve import kserve_metrics_url
 from inferload.servermetrics.kserve import no_metrics_url_reason as kserve_no_metrics_url
 from inferload.servermetrics.readers import ServerReader, reading_groups, reading_version
-from inferload.servermetrics.reading import ServerSnapshot
+from inferload.servermetrics.snapshot import ServerSnapshot
 from inferload.servermetrics.torchserve import no_metrics_url_reason, torchserve_metrics_url
 
 # The servers' own mean request duration per window, next to the client's (the residual).

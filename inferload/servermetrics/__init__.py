@@ -1,6 +1,6 @@
 """The servers' own counters: one reader and one parser per server, one module of arithmetic.
 
-    reading.py      ServerSnapshot: one reading of a model's counters, in server-neutral names
+    snapshot.py     ServerSnapshot: one reading of a model's counters, in server-neutral names
     http_client.py  the one HTTP client (a requests session, timeouts, ScrapeError messages);
                     Prometheus text → samples by family name (one rule for `_total`)
     triton.py       Triton: statistics API (HTTP or gRPC) and metrics page → ServerSnapshot

@@ -22,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from inferload.errors import ScrapeError
 from inferload.servermetrics.http_client import HttpClient, PageClient
-from inferload.servermetrics.reading import ServerSnapshot
+from inferload.servermetrics.snapshot import ServerSnapshot
 
 _DURATION = "bentoml_service_request_duration_seconds"
 _TOTAL = "bentoml_service_request_total"

@@ -15,7 +15,7 @@ from ``server_figures(before, after)``. The denominators, decided once (d = afte
     pending           after.pending (a gauge, as read)
 
 (For Triton's statistics API queued, computed and requests are all per-request counts, equal
-without the response cache; see ``reading.py`` for what each server's counters mean.) The average
+without the response cache; see ``snapshot.py`` for what each server's counters mean.) The average
 batch comes from the histogram where there is one because Triton's ``inference_count`` counts
 successful items only while ``execution_count`` and ``batch_stats`` count every execution: a
 model whose requests fail in ``execute`` (a BLS step that fails) would show 0.5 for batches of one;
@@ -38,7 +38,7 @@ from typing import Any
 from inferload.errors import ScrapeError
 from inferload.servermetrics.bentoml import NOT_REPORTED as BENTOML_NOT_REPORTED
 from inferload.servermetrics.kserve import NOT_REPORTED as KSERVE_NOT_REPORTED
-from inferload.servermetrics.reading import ServerSnapshot
+from inferload.servermetrics.snapshot import ServerSnapshot
 from inferload.servermetrics.torchserve import NO_SUCCESS_TIMED as TORCHSERVE_NO_SUCCESS_TIMED
 from inferload.servermetrics.torchserve import NOT_REPORTED as TORCHSERVE_NOT_REPORTED
 

@@ -25,7 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from inferload.errors import ScrapeError
 from inferload.servermetrics.http_client import HttpClient, PageClient
-from inferload.servermetrics.reading import ServerSnapshot
+from inferload.servermetrics.snapshot import ServerSnapshot
 
 STAGES = ("request_preprocess_seconds", "request_predict_seconds", "request_postprocess_seconds")
 _PREDICT = "request_predict_seconds"

@@ -23,7 +23,7 @@ from inferload.servermetrics.bentoml import BentoMLMetricsReader, bentoml_metric
 from inferload.servermetrics.figures import server_figures
 from inferload.servermetrics.kserve import KServeMetricsReader, kserve_metrics_url
 from inferload.servermetrics.kserve import no_metrics_url_reason as kserve_no_metrics_url
-from inferload.servermetrics.reading import ServerSnapshot
+from inferload.servermetrics.snapshot import ServerSnapshot
 from inferload.servermetrics.torchserve import (
     TorchServeMetricsReader,
     no_metrics_url_reason,
@@ -62,17 +62,26 @@ def _host(address: str) -> str:
     return _LOOPBACK_NAMES.get(host, host)
 
 
+#: where each server's metrics page is for a target (None: none given, and none to derive from its address)
+METRICS_PAGES: dict[Server, Callable[[Target], str | None]] = {
+    "triton": lambda target: target.metrics_url,
+    "torchserve": lambda target: torchserve_metrics_url(target.address, target.metrics_url),
+    "bentoml": lambda target: bentoml_metrics_url(target.address, target.metrics_url),
+    "kserve": lambda target: kserve_metrics_url(target.kind, target.address, target.metrics_url),
+}
+
+
+def metrics_page(target: Target) -> str | None:
+    """The target's server's metrics page (see `METRICS_PAGES`)."""
+    return METRICS_PAGES[target.server](target)
+
+
 def reading_key(target: Target) -> tuple[str, ...] | None:
     """What identifies the counters a target reads; None when it reads none."""
-    if target.server == "torchserve":
-        url = torchserve_metrics_url(target.address, target.metrics_url)
-        return None if url is None else ("torchserve", url, target.model)
-    if target.server == "bentoml":
-        return ("bentoml", bentoml_metrics_url(target.address, target.metrics_url), target.model)
-    if target.server == "kserve":  # KServe counts per model on its metrics page (no versions)
-        url = kserve_metrics_url(target.kind, target.address, target.metrics_url)
-        return None if url is None else ("kserve", url, target.model)
-    return ("triton", _host(target.address), target.model)
+    if target.server == "triton":  # its statistics API, one server per host
+        return ("triton", _host(target.address), target.model)
+    url = metrics_page(target)  # the others count per model on their metrics page (KServe: no versions)
+    return None if url is None else (target.server, url, target.model)
 
 
 def _compatible(target: Target, group: list[Target]) -> bool:

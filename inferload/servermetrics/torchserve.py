@@ -32,7 +32,7 @@ import urllib.parse
 
 from inferload.errors import ScrapeError
 from inferload.servermetrics.http_client import HttpClient, PageClient, parse_families, total
-from inferload.servermetrics.reading import ServerSnapshot
+from inferload.servermetrics.snapshot import ServerSnapshot
 
 DEFAULT_METRICS_PORT = 8082
 DEFAULT_INFERENCE_PORT = 8080

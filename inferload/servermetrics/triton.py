@@ -28,7 +28,7 @@ from typing import Any, Literal, Protocol
 from inferload.errors import ScrapeError
 from inferload.scenario.tls import TlsSettings, requests_tls
 from inferload.servermetrics.http_client import HttpClient, parse_families, total
-from inferload.servermetrics.reading import ServerSnapshot
+from inferload.servermetrics.snapshot import ServerSnapshot
 
 _COMPUTE_PARTS = ("compute_input", "compute_infer", "compute_output")
 

@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # the recorder imports Locust; reading a record does not
     from inferload.measure.run_record import RunRecord
 from inferload.errors import InferloadError
 from inferload.servermetrics.readers import reading_groups, server_side
-from inferload.servermetrics.reading import ServerSnapshot
+from inferload.servermetrics.snapshot import ServerSnapshot
 
 
 # Each target's server figures as the tab shows them: over the steady state so far while the run

@@ -33,7 +33,7 @@ from inferload.scenario.loader import scenario_from_dict
 from inferload.scenario.schema import Scenario
 from inferload.servermetrics.figures import server_figures
 from inferload.servermetrics.readers import ServerReader, server_side, snapshot
-from inferload.servermetrics.reading import ServerSnapshot
+from inferload.servermetrics.snapshot import ServerSnapshot
 from tests.support.scenario_factory import cnn_target
 from tests.support.waiting import wait_until
 

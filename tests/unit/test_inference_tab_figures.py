@@ -10,7 +10,7 @@ from inferload.measure.hdr import LatencyStats
 from inferload.measure.run_record import RunRecord
 from inferload.results.summary import RunFacts, build_summary
 from inferload.scenario.schema import Scenario
-from inferload.servermetrics.reading import ServerSnapshot
+from inferload.servermetrics.snapshot import ServerSnapshot
 from inferload.webui.live import (
     LiveInputs,
     LocustError,

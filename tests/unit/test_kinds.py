@@ -48,11 +48,15 @@ def test_a_class_given_another_kind_names_the_kind_s_own_class() -> None:
         raise AssertionError("a triton-http class took a bentoml-http target")
 
 
-def test_every_server_has_its_start_check_and_its_counters_reader() -> None:
-    from inferload.run.model_fit import START_CHECKS
+def test_every_server_has_its_start_check_counters_reader_metrics_page_collector_source_and_launcher() -> None:
+    from inferload.local.servers.manager import LOCAL_SERVERS
+    from inferload.observe.collector import SOURCE_CONFIGS
+    from inferload.run.start_checks import START_CHECKS
     from inferload.scenario.kinds import Server
-    from inferload.servermetrics.readers import COUNTER_READERS
+    from inferload.servermetrics.readers import COUNTER_READERS, METRICS_PAGES
 
     servers = set(get_args(Server))
     assert {record.server for record in SERVER_KINDS.values()} == servers
     assert set(START_CHECKS) == servers and set(COUNTER_READERS) == servers
+    assert set(METRICS_PAGES) == servers and set(SOURCE_CONFIGS) == servers
+    assert set(LOCAL_SERVERS) == servers and all(name == server.name for name, server in LOCAL_SERVERS.items())

@@ -10,7 +10,7 @@ import pytest
 
 from inferload.measure.run_record import RunRecord
 from inferload.run import server_side
-from inferload.servermetrics.reading import ServerSnapshot
+from inferload.servermetrics.snapshot import ServerSnapshot
 from tests.support.scenario_factory import scenario
 
 

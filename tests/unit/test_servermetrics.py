@@ -15,7 +15,7 @@ from inferload.errors import ScrapeError
 from inferload.servermetrics.figures import server_figures
 from inferload.servermetrics.http_client import HttpClient, connection_problem, parse_families
 from inferload.servermetrics.readers import ServerReader, server_side, torchserve_metrics_url
-from inferload.servermetrics.reading import ServerSnapshot
+from inferload.servermetrics.snapshot import ServerSnapshot
 from inferload.servermetrics.torchserve import parse_torchserve_metrics
 from inferload.servermetrics.triton import parse_triton_metrics, parse_triton_statistics
 

@@ -14,7 +14,7 @@ from inferload.results.slo import evaluate, format_checks
 from inferload.run import server_side as run_server_side
 from inferload.run.server_side import ServerSideReadings
 from inferload.servermetrics.readers import reading_groups, reading_version, shared_with
-from inferload.servermetrics.reading import ServerSnapshot
+from inferload.servermetrics.snapshot import ServerSnapshot
 from tests.support.scenario_factory import scenario, tiny_target
 
 STEADY = {"kind": "steady", "users": 1}

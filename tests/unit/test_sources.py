@@ -16,7 +16,7 @@ from inferload.errors import ScrapeError
 from inferload.observe.sources.nvml import GpuReading, NvmlSource, gpu_point
 from inferload.observe.sources.server import ServerSource, TorchServeSource, TritonSource, batch_size_points
 from inferload.servermetrics.readers import server_side
-from inferload.servermetrics.reading import ServerSnapshot
+from inferload.servermetrics.snapshot import ServerSnapshot
 from inferload.servermetrics.torchserve import parse_torchserve_metrics
 from inferload.servermetrics.triton import parse_triton_statistics
 

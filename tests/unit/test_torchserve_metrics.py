@@ -12,7 +12,7 @@ import pytest
 from inferload.errors import ScrapeError
 from inferload.servermetrics.figures import not_reported, server_figures
 from inferload.servermetrics.readers import ServerReader, server_side
-from inferload.servermetrics.reading import ServerSnapshot
+from inferload.servermetrics.snapshot import ServerSnapshot
 from inferload.servermetrics.torchserve import (
     NOT_REPORTED,
     no_metrics_url_reason,

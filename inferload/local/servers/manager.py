@@ -1,4 +1,4 @@
-"""Start, check and stop the local Triton and TorchServe together; state in state.json.
+"""Start, check and stop the local servers together (`LOCAL_SERVERS`: one record per server); state in state.json.
 
 ``state_dir/state.json`` holds pids, ports, log paths and cold-start seconds, so that
 ``status()`` and ``down()`` work from any process (the CLI, a later run, a test).
@@ -108,21 +108,91 @@ def _check_shape(result: np.ndarray, batch: int, spec: ModelSpec, url: str) -> N
         raise NotReady(f"{url} answered shape {list(result.shape)}, expected {list(expected)}")
 
 
-def probe(server: str, port: int, spec: ModelSpec, timeout_s: float = 5.0, host: str = "127.0.0.1") -> np.ndarray:
-    """One real inference on ``server`` ('triton': HTTP port, 'torchserve': inference port)."""
-    data = probe_input(spec)
-    if server in ("triton", "kserve"):  # both answer the Open Inference Protocol's JSON infer
-        return triton_infer(port, spec, data, host=host, timeout_s=timeout_s)
-    if server == "torchserve":
-        return torchserve_infer(port, spec, data, host=host, timeout_s=timeout_s)
-    if server == "bentoml":
-        return bentoml_infer(port, spec, data, host=host, timeout_s=timeout_s)
-    raise ValueError(f"unknown server {server!r}; expected 'triton', 'torchserve', 'kserve' or 'bentoml'")
+@dataclass(frozen=True)
+class LocalServer:
+    """One server kind `inferload servers` runs: how it starts and stops, the port its readiness
+    inference goes to, and the addresses a scenario target uses (looked up by name, never dispatched)."""
+
+    name: str
+    #: (state_dir, ports, models, host=) -> the started process's record
+    start: Callable[..., ProcessRecord]
+    #: (record, state_dir) -> leftover pids killed
+    stop: Callable[[ProcessRecord, Path], list[int]]
+    #: (port, spec, data, host=, timeout_s=) -> the outputs of one real inference
+    infer: Callable[..., np.ndarray]
+    probe_port: Callable[[ServerPorts], int]
+    urls: Callable[[ServerPorts, str], dict[str, str]]
 
 
+LOCAL_SERVERS: dict[str, LocalServer] = {
+    server.name: server
+    for server in (
+        LocalServer(
+            "triton",
+            start_triton,
+            lambda record, _state_dir: stop_triton(record),
+            triton_infer,
+            lambda ports: ports.triton_http,
+            lambda ports, host: {
+                "http": f"{host}:{ports.triton_http}",
+                "grpc": f"{host}:{ports.triton_grpc}",
+                "metrics_url": f"http://{host}:{ports.triton_metrics}/metrics",
+            },
+        ),
+        LocalServer(
+            "torchserve",
+            start_torchserve,
+            stop_torchserve,
+            torchserve_infer,
+            lambda ports: ports.ts_inference,
+            lambda ports, host: {
+                "inference": f"http://{host}:{ports.ts_inference}",
+                "management": f"http://{LOOPBACK}:{ports.ts_management}",  # TorchServe's management API stays on loopback
+                "metrics_url": f"http://{host}:{ports.ts_metrics}/metrics",
+            },
+        ),
+        LocalServer(
+            "bentoml",
+            start_bentoml,
+            lambda record, _state_dir: stop_bentoml(record),
+            bentoml_infer,
+            lambda ports: ports.bentoml_http,
+            lambda ports, host: {
+                "http": f"http://{host}:{ports.bentoml_http}",
+                "metrics_url": f"http://{host}:{ports.bentoml_http}/metrics",
+            },
+        ),
+        LocalServer(
+            "kserve",
+            start_kserve,
+            lambda record, _state_dir: stop_kserve(record),
+            triton_infer,  # KServe answers the Open Inference Protocol's JSON infer, as Triton does
+            lambda ports: ports.kserve_http,
+            lambda ports, host: {
+                "http": f"http://{host}:{ports.kserve_http}",
+                "grpc": f"{host}:{ports.kserve_grpc}",
+                "metrics_url": f"http://{host}:{ports.kserve_http}/metrics",
+            },
+        ),
+    )
+}
 SERVERS: tuple[str, ...] = ("triton", "torchserve")
 #: every server `up` can start; those past SERVERS only when asked for (BentoML makes its own venv first)
-KNOWN_SERVERS: tuple[str, ...] = (*SERVERS, "bentoml", "kserve")
+KNOWN_SERVERS: tuple[str, ...] = tuple(LOCAL_SERVERS)
+
+
+def local_server(server: str) -> LocalServer:
+    try:
+        return LOCAL_SERVERS[server]
+    except KeyError:
+        raise ValueError(f"unknown server {server!r}; expected one of {list(LOCAL_SERVERS)}") from None
+
+
+def probe(server: str, port: int, spec: ModelSpec, timeout_s: float = 5.0, host: str = "127.0.0.1") -> np.ndarray:
+    """One real inference on ``server`` at ``port`` (its `probe_port`)."""
+    return local_server(server).infer(port, spec, probe_input(spec), host=host, timeout_s=timeout_s)
+
+
 STATE_FILE = "state.json"
 
 
@@ -139,25 +209,7 @@ class _Pending:
 
 def urls(server: str, ports: ServerPorts, host: str = LOOPBACK) -> dict[str, str]:
     """The addresses a scenario target uses for this server."""
-    if server == "triton":
-        return {
-            "http": f"{host}:{ports.triton_http}",
-            "grpc": f"{host}:{ports.triton_grpc}",
-            "metrics_url": f"http://{host}:{ports.triton_metrics}/metrics",
-        }
-    if server == "bentoml":
-        return {"http": f"http://{host}:{ports.bentoml_http}", "metrics_url": f"http://{host}:{ports.bentoml_http}/metrics"}
-    if server == "kserve":
-        return {
-            "http": f"http://{host}:{ports.kserve_http}",
-            "grpc": f"{host}:{ports.kserve_grpc}",
-            "metrics_url": f"http://{host}:{ports.kserve_http}/metrics",
-        }
-    return {
-        "inference": f"http://{host}:{ports.ts_inference}",
-        "management": f"http://{LOOPBACK}:{ports.ts_management}",
-        "metrics_url": f"http://{host}:{ports.ts_metrics}/metrics",
-    }
+    return local_server(server).urls(ports, host)
 
 
 def state_dir_problem(state_dir: Path) -> str | None:
@@ -168,14 +220,6 @@ def state_dir_problem(state_dir: Path) -> str | None:
     if existing == state_dir:
         return f"expected a folder; got a file: {state_dir}"
     return f"expected a folder; {existing} is a file: {state_dir}"
-
-
-def _probe_port(server: str, ports: ServerPorts) -> int:
-    if server == "bentoml":
-        return ports.bentoml_http
-    if server == "kserve":
-        return ports.kserve_http
-    return ports.triton_http if server == "triton" else ports.ts_inference
 
 
 class LocalServers:
@@ -248,14 +292,7 @@ class LocalServers:
         pending: list[_Pending] = []
         try:
             for server in to_start:
-                starters: dict[str, Callable[..., ProcessRecord]] = {
-                    "triton": start_triton,
-                    "torchserve": start_torchserve,
-                    "bentoml": start_bentoml,
-                    "kserve": start_kserve,
-                }
-                start = starters[server]
-                record = start(self.state_dir, self.ports, self.models, host=self.host)
+                record = local_server(server).start(self.state_dir, self.ports, self.models, host=self.host)
                 pending.append(_Pending(server, record, self.models))
                 servers_state[server] = self._entry(server, record, {}, ready=False)
                 self._write_state(self._state(servers_state))
@@ -303,7 +340,13 @@ class LocalServers:
                     if model in p.answered:
                         continue
                     try:
-                        probe(p.server, _probe_port(p.server, self.ports), get_spec(model), timeout_s=5.0, host=self.host)
+                        probe(
+                            p.server,
+                            local_server(p.server).probe_port(self.ports),
+                            get_spec(model),
+                            timeout_s=5.0,
+                            host=self.host,
+                        )
                     except NotReady as exc:
                         p.last_error = str(exc)
                         break  # models load together: try the others on the next round
@@ -319,13 +362,7 @@ class LocalServers:
 
     # ---- down / status ----------------------------------------------------------------
     def _stop_one(self, server: str, record: ProcessRecord) -> list[int]:
-        if server == "triton":
-            return stop_triton(record)
-        if server == "bentoml":
-            return stop_bentoml(record)
-        if server == "kserve":
-            return stop_kserve(record)
-        return stop_torchserve(record, self.state_dir)
+        return local_server(server).stop(record, self.state_dir)
 
     def down(self) -> dict[str, Any]:
         """Stop every server recorded in state.json (in parallel); returns what was stopped."""

@@ -34,7 +34,7 @@ from inferload.servermetrics.bentoml import BentoMLMetricsReader
 from inferload.servermetrics.figures import ServerFigures, server_figures
 from inferload.servermetrics.http_client import HttpClient, PageClient
 from inferload.servermetrics.kserve import KServeMetricsReader
-from inferload.servermetrics.reading import ServerSnapshot
+from inferload.servermetrics.snapshot import ServerSnapshot
 from inferload.servermetrics.torchserve import TorchServeMetricsReader
 from inferload.servermetrics.triton import StatisticsReader, parse_triton_metrics
 

@@ -9,7 +9,7 @@ from tritonclient.grpc import service_pb2
 
 from inferload.measure.trace_join import ClientTraceRecords
 from inferload.users.triton import EMPTY_FINAL_PARAMETER, empty_final_parameter_bytes, grpc_id_field, infer_request
-from tests.unit.test_stream_user import N, data_response, error_response, final_response, square_target, streaming_user
+from tests.unit.test_decoupled_user import N, data_response, error_response, final_response, square_target, streaming_user
 
 
 def traced(user: object) -> ClientTraceRecords:
