@@ -518,12 +518,15 @@ def cmd_restore(folder: Path | None, list_only: bool) -> int:
 def results_problem(args: argparse.Namespace, scenario_name: str) -> str | None:
     """A `--run-id` that names no folder, or (when the run writes there from its start: `--workers`,
     `--requests-csv`) a results folder that cannot be written: found before any load is sent."""
-    from inferload.run.results_dir import run_id_problem, unwritable_problem
+    from inferload.run.results_dir import not_a_folder_problem, run_id_problem, unwritable_problem
 
     if args.run_id is not None and run_id_problem(args.run_id):
         return f"--run-id: {run_id_problem(args.run_id)}"
     if not (args.workers or args.remote_workers or args.requests_csv):
-        return None  # the results are written at the end, to a temporary folder if --out fails then
+        # the results are written at the end, to a temporary folder if --out fails then; a file in
+        # the way of --out can never be one, so it is refused before anything starts
+        in_the_way = not_a_folder_problem(args.out) if args.out else None
+        return f"--out: {in_the_way}" if in_the_way else None
     folder = args.out or Path("results") / (args.run_id or scenario_name)
     problem = unwritable_problem(folder if args.out else folder.parent)
     return f"{'--out' if args.out else 'results'}: {problem}" if problem else None

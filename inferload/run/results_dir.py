@@ -32,13 +32,21 @@ def run_id_problem(run_id: str) -> str | None:
     return None
 
 
+def not_a_folder_problem(folder: Path, what: str = "the results") -> str | None:
+    """A file (or a device, a FIFO) where ``folder`` or one of its parents should be, or None."""
+    existing = next((path for path in (folder, *folder.parents) if path.exists()), None)
+    if existing is not None and not existing.is_dir():
+        return f"cannot write {what} into {folder}: {existing} is a file, not a folder"
+    return None
+
+
 def unwritable_problem(folder: Path, what: str = "the results", keep: bool = True) -> str | None:
     """Why ``what`` cannot be written into ``folder`` (made when missing), or None.
 
     ``keep=False``: the folders made to check are removed again (a check before anything starts)."""
-    existing = next((path for path in (folder, *folder.parents) if path.exists()), None)
-    if existing is not None and not existing.is_dir():
-        return f"cannot write {what} into {folder}: {existing} is a file, not a folder"
+    in_the_way = not_a_folder_problem(folder, what)
+    if in_the_way:
+        return in_the_way
     made = [path for path in (folder, *folder.parents) if not path.exists()]
     try:
         folder.mkdir(parents=True, exist_ok=True)

@@ -38,6 +38,8 @@ BAD_OPTIONS: list[tuple[tuple[str, ...], str]] = [
     (("run", "@S", "--headless", "--repeat", "0"), "--repeat"),
     (("run", "@S", "--repeat", "3"), "--repeat"),
     (("run", "@S", "--headless", "--run-id", "../x"), "--run-id"),
+    (("run", "@S", "--headless", "--out", "@D/a-file"), "--out"),
+    (("run", "@S", "--headless", "--out", "/dev/zero"), "--out"),
     (("run", "@S", "--headless", "--", "--users", "50", "--run-time", "2s"), "--users"),
     (("run", "@S", "--headless", "--", "-t", "2s"), "-t"),
     (("run", "@S", "--headless", "--", "--run-time=2s"), "--run-time"),
