@@ -27,6 +27,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from inferload.errors import ConfigFileError, Problem
 from inferload.paths import HOME_ENV
+from inferload.scenario.input_files import read_limited
+from inferload.scenario.limits import MAX_SMALL_FILE_BYTES
 
 logger = logging.getLogger(__name__)
 
@@ -154,10 +156,12 @@ def read_calibration(path: str | Path) -> Calibration:
     """Read and check one calibration.json (ConfigFileError: unreadable, not JSON, or not the schema)."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text())
-    except OSError as error:
-        raise ConfigFileError([Problem(str(path), "(file)", f"cannot be read: {error.strerror or error}")]) from None
-    except json.JSONDecodeError as error:
+        text = read_limited(path, MAX_SMALL_FILE_BYTES)  # a regular file: never a FIFO or a device
+    except ValueError as error:
+        raise ConfigFileError([Problem(str(path), "(file)", str(error))]) from None
+    try:
+        data = json.loads(text)
+    except ValueError as error:
         raise ConfigFileError([Problem(str(path), "(file)", f"expected JSON: {error}")]) from None
     if not isinstance(data, dict):
         raise ConfigFileError([Problem(str(path), "(top)", "expected a JSON object")])

@@ -22,10 +22,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 import psutil
 import yaml
 
-from inferload.errors import InferloadError
+from inferload.errors import UsageError
 from inferload.measure.windows import StabilityRule, WindowFigures, first_stable_run
 from inferload.results.files import SUMMARY_NAME, WINDOWS_NAME, read_summary, read_windows
 from inferload.run.child_processes import ChildProcesses, locust_command
+from inferload.scenario.input_files import read_limited
+from inferload.scenario.limits import MAX_SMALL_FILE_BYTES
 
 # The server's memory and the GPU during a step: what "memory is the limit" is judged on.
 #
@@ -123,20 +125,21 @@ def process_tree_rss_mib(pid: int) -> float | None:
 
 
 def server_pid_from_state(state_dir: Path, server: str) -> int:
-    """The pid of `server` ('triton' | 'torchserve') recorded in the local servers' state.json."""
+    """The pid of `server` ('triton' | 'torchserve') recorded in the local servers' state.json;
+    UsageError naming `--server-state` when it is not there (exit 2, before any step)."""
     path = Path(state_dir) / STATE_FILE
+    if not path.exists():
+        raise UsageError(f"--server-state: {path} does not exist (start the servers with `inferload servers up`)")
     try:
-        state = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise InferloadError(f"--server-state: {path} does not exist (start the servers with `inferload servers up`)") from None
-    except (OSError, ValueError) as error:
-        raise InferloadError(f"--server-state: {path}: cannot be read: {error}") from None
+        state = json.loads(read_limited(path, MAX_SMALL_FILE_BYTES))  # a regular file: never a FIFO
+    except ValueError as error:
+        raise UsageError(f"--server-state: {path}: cannot be read: {error}") from None
     entry = state.get("servers", {}).get(server) if isinstance(state, dict) else None
     pid = entry.get("pid") if isinstance(entry, dict) else None
     if not isinstance(pid, int) or isinstance(pid, bool):
-        raise InferloadError(f"{path}: servers.{server}.pid: no {server} recorded there")
+        raise UsageError(f"--server-state: {path}: servers.{server}.pid: no {server} recorded there")
     if not psutil.pid_exists(pid):
-        raise InferloadError(f"{path}: servers.{server}.pid: process {pid} is not running")
+        raise UsageError(f"--server-state: {path}: servers.{server}.pid: process {pid} is not running")
     return pid
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import math
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -13,11 +12,13 @@ from typing import Any
 
 import psutil
 
-from inferload.errors import InferloadError, UsageError
+from inferload.errors import ConfigFileError, UsageError
 from inferload.measure.windows import StabilityRule
+from inferload.results.calibration import protocol_of, read_calibration
 from inferload.run import cli_values
 from inferload.run.results_dir import unwritable_problem
 from inferload.scenario.limits import MAX_RATE, MAX_USERS, MIN_WINDOW_S, max_local_workers
+from inferload.scenario.loader import load_scenario
 from inferload.scenario.messages import parse_duration
 from inferload.traffic.ramp_hold import RampHoldRule
 from inferload.tune.capacity import CapacitySearch
@@ -94,49 +95,35 @@ def _range(text: str) -> list[float]:
     raise LevelsError(f"the step of {text!r} must be +N (linear) or xF (geometric); got {step!r}")
 
 
-# -- calibration hook ------------------------------------------------------------
-# The generator's calibrated ceiling, when a calibration certificate is given (`--calibration FILE`).
-#
-# `inferload calibrate` (issue 21) measures the highest rate per load-generating process at which
-# inferload's own figures stay within their bounds (the *roofline*) and writes it to calibration.json.
-# A capacity search given that file never offers more than roofline x processes: above it the
-# generator, not the server, would be measured, so the search stops there and says the generator is
-# the limit. This module is the one place that reads the certificate; until issue 21 fixes its format,
-# the roofline is read from the top-level key `roofline_rps` (req/s per process) or
-# `roofline.rps_per_process`.
+# -- the generator's calibrated ceiling (`--calibration FILE`) ---------------------------------------
+# `inferload calibrate` certifies, per protocol, the highest rate per load-generating process at which
+# inferload's own figures stay within their bounds (the *roofline*, docs/calibration.md). A capacity
+# search given that certificate never offers more than roofline x processes: above it the generator,
+# not the server, would be measured, so the search stops there and says the generator is the limit.
+# The certificate is read by its one reader, `inferload.results.calibration.read_calibration`.
 
 
-def _number(document: dict[str, Any]) -> Any:
-    if "roofline_rps" in document:
-        return document["roofline_rps"]
-    roofline = document.get("roofline")
-    if isinstance(roofline, dict):
-        return roofline.get("rps_per_process")
-    return None
-
-
-def roofline_rps(path: Path) -> float:
-    """The roofline (req/s per load-generating process) of a calibration certificate; InferloadError
-    naming the file and the key when it cannot be read."""
-    try:
-        document = json.loads(path.read_text())
-    except (OSError, ValueError) as error:
-        raise InferloadError(f"--calibration {path}: cannot be read: {error}") from None
-    if not isinstance(document, dict):
-        raise InferloadError(f"--calibration {path}: expected a JSON object (a calibration.json)")
-    value = _number(document)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise InferloadError(
-            f"--calibration {path}: roofline_rps: expected the roofline in req/s per process (a number above 0); got {value!r}"
-        )
-    return float(value)
-
-
-def generator_ceiling_rps(path: Path | None, processes: int) -> float | None:
-    """The highest rate the search may offer: the roofline times the load-generating processes."""
+def generator_ceiling_rps(path: Path | None, processes: int, scenario: Path, target: str | None = None) -> float | None:
+    """The highest rate the search may offer: the certificate's roofline for the loaded target's
+    protocol (without `--target`, the lowest of the scenario's) times the load-generating processes;
+    UsageError naming `--calibration` when the file is no certificate or certifies no rate."""
     if path is None:
         return None
-    return roofline_rps(path) * max(1, processes)
+    try:
+        certificate = read_calibration(path)
+    except ConfigFileError as error:
+        raise UsageError(f"--calibration: {error}") from None
+    targets = load_scenario(scenario).targets
+    kinds = sorted({str(t.kind) for t in targets if target is None or t.name == target})
+    rooflines = {protocol_of(kind): certificate.roofline_rps_per_process(protocol_of(kind)) for kind in kinds}
+    uncertified = sorted(protocol for protocol, roofline in rooflines.items() if roofline is None)
+    if uncertified:
+        raise UsageError(
+            f"--calibration {path}: it certifies no {' or '.join(uncertified)} rate on this machine (every tested "
+            "rate missed a bound): a search under it would measure the generator; calibrate again, or drop --calibration"
+        )
+    found = [roofline for roofline in rooflines.values() if roofline is not None]
+    return min(found) * max(1, processes) if found else None
 
 
 def add_sweep_parser(sub: argparse._SubParsersAction) -> None:
@@ -336,7 +323,7 @@ def settings_from_args(args: argparse.Namespace, out: Path | None = None) -> Swe
             raise UsageError(f"{name}: expected a number above 0; got {value:g}")
     if not args.cliff_factor > 1:
         raise UsageError(f"--cliff-factor: expected a factor above 1; got {args.cliff_factor:g}")
-    ceiling = generator_ceiling_rps(args.calibration, args.workers)
+    ceiling = generator_ceiling_rps(args.calibration, args.workers, args.scenario, getattr(args, "target", None))
     if args.window is not None and args.window < MIN_WINDOW_S:
         raise UsageError(f"--window: expected at least {MIN_WINDOW_S:g} s; got {args.window:g} s")
     check_memory_options(args)

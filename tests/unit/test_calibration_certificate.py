@@ -26,7 +26,7 @@ from inferload.results.calibration import (
     read_calibration,
 )
 from inferload.users.client import RECEIVE_SHIFT_ENV, receive_shift_us
-from tests.support.scenario_factory import scenario, tiny_target
+from tests.support.scenario_factory import bare_target, scenario, tiny_target
 
 
 def case(protocol: str, rate: float | None, within: bool, processes: int = 1) -> CaseResult:
@@ -116,7 +116,7 @@ def test_the_latest_certificate_is_named_by_the_environment_or_lives_in_the_home
     (tmp_path / "calibration.json").write_text(certificate().to_json())
     found = latest_calibration({"INFERLOAD_HOME": str(tmp_path)})
     assert found is not None and found[0] == tmp_path / "calibration.json"
-    with pytest.raises(ConfigFileError, match="cannot be read"):  # a file named outright must exist
+    with pytest.raises(ConfigFileError, match="missing.json does not exist"):  # a file named outright must exist
         latest_calibration({"INFERLOAD_CALIBRATION": str(tmp_path / "missing.json")})
 
 
@@ -171,3 +171,34 @@ def test_a_bad_calibrate_option_exits_2_naming_it() -> None:
     assert done.returncode == 2 and "--protocols: expected a comma list of grpc, http; got 'grpc,udp'" in done.stderr
     done = inferload("calibrate", "--bound-us", "-1", timeout_s=60)
     assert done.returncode == 2 and "--bound-us: expected 0 or more" in done.stderr
+
+
+def test_a_capacity_search_offers_no_rate_above_the_roofline_of_its_targets_protocol(tmp_path: Path) -> None:
+    """`sweep`/`tune --calibration`: the certificate `inferload calibrate` writes, read by its one reader;
+    the roofline of the loaded target's protocol (the lowest of the scenario's without --target) x processes."""
+    from inferload.tune.sweep_cli import generator_ceiling_rps
+    from tests.support.scenario_factory import steady_one_user, write_scenario
+
+    path = tmp_path / "calibration.json"
+    path.write_text(certificate(grpc_roofline=400.0).to_json())  # http: 300
+    grpc, http = bare_target("g", "triton-grpc", "127.0.0.1:1"), bare_target("h", "triton-http", "127.0.0.1:1")
+    both = write_scenario(tmp_path, steady_one_user(grpc, http))
+    assert generator_ceiling_rps(path, 2, both, "g") == 800.0
+    assert generator_ceiling_rps(path, 3, both, "h") == 900.0
+    assert generator_ceiling_rps(path, 1, both) == 300.0
+    assert generator_ceiling_rps(None, 1, both) is None
+
+
+def test_a_certificate_that_certifies_no_rate_for_the_protocol_is_refused_by_a_search(tmp_path: Path) -> None:
+    from inferload.errors import UsageError
+    from inferload.tune.sweep_cli import generator_ceiling_rps
+    from tests.support.scenario_factory import steady_one_user, write_scenario
+
+    path = tmp_path / "calibration.json"
+    path.write_text(certificate(grpc_roofline=None).to_json())
+    grpc = write_scenario(tmp_path, steady_one_user(bare_target("g", "triton-grpc", "127.0.0.1:1")))
+    with pytest.raises(UsageError, match=r"--calibration .*certifies no grpc rate"):
+        generator_ceiling_rps(path, 1, grpc)
+    (tmp_path / "not-one.json").write_text(json.dumps({"roofline_rps": 500}))  # the old stand-in format
+    with pytest.raises(UsageError, match=r"--calibration: .*not-one.json: schema"):
+        generator_ceiling_rps(tmp_path / "not-one.json", 1, grpc)
