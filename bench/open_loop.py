@@ -9,7 +9,7 @@ unsent arrivals, and the send lag (intended -> actual send time) percentiles.
 A Poisson run's arrival count is itself random: at R req/s over T s its standard deviation is
 sqrt(R T) (0.5 % of the count at 2,000/s over 20 s), so "achieved within 1 % of the configured
 rate" can be missed by the draw alone. The generator's own count for the seed is therefore
-replayed here (the scenario's arrival law, `inferload.traffic.laws.law_for`, over the same steady
+replayed here (the scenario's arrival law, `inferload.traffic.arrivals.law_for`, over the same steady
 window with the run's seed: every process draws that one stream) and reported next to the run's:
 `achieved / expected` isolates the generator's error from the draw's randomness
 (`expected / configured`).
@@ -32,8 +32,7 @@ import yaml
 from bench.profiles import summarise_collapsed
 from inferload.paths import LOCUSTFILE, REPO_ROOT
 from inferload.scenario.schema import Scenario, is_open_loop
-from inferload.traffic.arrivals import SEED_MULTIPLIER
-from inferload.traffic.laws import law_for
+from inferload.traffic.arrivals import SEED_MULTIPLIER, law_for
 
 FRACTIONS = (0.5, 0.8)  # of item 2's gRPC closed-loop maximum
 KINDS = ("poisson", "constant-rate")

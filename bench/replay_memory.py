@@ -6,7 +6,7 @@ Writes a replay file of ``--rows`` arrivals (gamma gaps at ``--rate`` req/s with
 ``--cv``, a target column; numpy, in chunks) into a temporary folder, then in this process:
 
 1. validates it as a run does (`inferload.scenario.replay_file.scan_replay`: the whole file once);
-2. draws the whole run's arrivals from it (`inferload.traffic.replay.ReplayLaw`), keeps worker 0's
+2. draws the whole run's arrivals from it (`inferload.traffic.arrivals.ReplayLaw`), keeps worker 0's
    share of ``--workers`` (`take_share`) and notes each arrival's gap (`GapStats`, as the
    scheduler notes the schedule), the generator's work without the clock: no sleeping.
 
@@ -36,8 +36,7 @@ import numpy as np
 from bench.machine import describe as describe_machine
 from inferload.measure.run_record import GapStats
 from inferload.scenario.replay_file import scan_replay
-from inferload.traffic.arrivals import Arrival, ProcessSplit, take_share
-from inferload.traffic.replay import ReplayLaw
+from inferload.traffic.arrivals import Arrival, ProcessSplit, ReplayLaw, take_share
 
 CHUNK = 1_000_000
 SAMPLE_S = 0.2

@@ -1,6 +1,6 @@
 """`inferload calibrate`: the cases run in order, the roofline found, the certificate written.
 
-Order: a reference server with no delay measures each protocol's loopback floor (`floor.py`; again
+Order: a reference server with no delay measures each protocol's loopback floor (`runner.py`; again
 on each law's server: the floor depends on how long the client idles) and the generator's ceiling (closed loop, many users, law none); then, one reference server per law,
 closed-loop cases and open-loop cases at fractions of the ceiling. docs/calibration.md says what
 each figure means.
@@ -24,8 +24,19 @@ from typing import Any
 
 import numpy as np
 
-from inferload.calibrate.floor import FloorProbe, probe_floor
-from inferload.calibrate.runner import LAWS, Case, Plan, RunLayout, joined_errors_us, judge, plan, run_case, true_latencies_ns
+from inferload.calibrate.runner import (
+    LAWS,
+    Case,
+    FloorProbe,
+    Plan,
+    RunLayout,
+    joined_errors_us,
+    judge,
+    plan,
+    probe_floor,
+    run_case,
+    true_latencies_ns,
+)
 from inferload.errors import UsageError
 from inferload.local.reference_server import ReferenceServerProcess, reference_config_from_dict
 from inferload.results.calibration import Bounds, Calibration, CaseResult, Goal, Roofline, default_calibration_path

@@ -26,8 +26,7 @@ from inferload.measure.run_record import RunRecord
 from inferload.run.traffic import SHARE_MESSAGE, ArrivalFeed, ArrivalScheduler
 from inferload.run.workers import WorkerWatch
 from inferload.scenario.schema import Scenario
-from inferload.traffic.arrivals import AdjustableTimeline, Timeline
-from inferload.traffic.laws import law_for
+from inferload.traffic.arrivals import AdjustableTimeline, Timeline, law_for
 from inferload.traffic.ramp_hold import RATE_MESSAGE
 from inferload.users import InferenceUser
 from inferload.users.client import ArrivalQueue

@@ -3,7 +3,7 @@
 Per target: the exact steady-state percentiles merged over every worker (the record's HDR
 histograms, not Locust's rounded stats), throughput, errors by class, the server's figures
 (`server_views`), the client-server residual, the open loop's intended and achieved rate, send
-lag and unsent arrivals; per run: the GPUs (`gpu.py`) and each SLO check's state: ``pending``
+lag and unsent arrivals; per run: the GPUs (`tab.py`) and each SLO check's state: ``pending``
 while its figure is not known yet (warm-up, no server reading yet) or the run has no steady
 state, else ``pass``/``fail`` on the figures so far. Once the run stopped, every figure is the
 one summary.json gets (the same functions compute both: `inferload.results.summary`).

@@ -25,8 +25,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from inferload.calibrate.floor import probe_floor
-from inferload.calibrate.runner import Case, RunLayout, joined_errors_us, run_case
+from inferload.calibrate.runner import Case, RunLayout, joined_errors_us, probe_floor, run_case
 from inferload.local.reference_server import ReferenceServerProcess
 from inferload.results.calibration import Calibration, read_calibration
 from inferload.users.client import RECEIVE_SHIFT_ENV

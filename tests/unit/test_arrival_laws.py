@@ -11,9 +11,7 @@ from typing import Any
 import pytest
 
 from inferload.measure.run_record import GapStats
-from inferload.traffic.arrivals import Arrival, ProcessSplit, take_share
-from inferload.traffic.laws import law_for
-from inferload.traffic.replay import ReplayLaw, WeightedTargets
+from inferload.traffic.arrivals import Arrival, ProcessSplit, ReplayLaw, WeightedTargets, law_for, take_share
 from tests.support.ks import ks_against_exponential, ks_critical, ks_two_sample
 from tests.support.scenario_factory import scenario, tiny_target
 

@@ -19,9 +19,8 @@ from locust.env import Environment
 
 from inferload.measure.run_record import RunRecord
 from inferload.observe.sink import SinkSettings
-from inferload.webui.gpu import NO_INFLUX, NO_POINTS, GpuWatch, gpu_view, parse_gpu_answer
 from inferload.webui.live import LiveInputs, inference_stats
-from inferload.webui.tab import DASH, InferenceTab, table_rows
+from inferload.webui.tab import DASH, NO_INFLUX, NO_POINTS, GpuWatch, InferenceTab, gpu_view, parse_gpu_answer, table_rows
 from tests.support.scenario_factory import scenario, tiny_target
 from tests.support.system_tools import REPO
 

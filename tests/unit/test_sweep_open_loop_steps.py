@@ -8,7 +8,7 @@ from pathlib import Path
 from inferload.measure.windows import StabilityRule
 from inferload.scenario.loader import load_scenario, scenario_from_dict, scenario_to_dict
 from inferload.scenario.shapes import ReplayShape
-from inferload.traffic.laws import law_for
+from inferload.traffic.arrivals import law_for
 from inferload.tune.step import StepPlan, step_scenario
 from tests.support.scenario_factory import bare_target, write_scenario
 
