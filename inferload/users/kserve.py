@@ -42,25 +42,6 @@ from inferload.users.request_pool import RequestData
 from inferload.users.tls import http_tls_options, native_tls
 from inferload.users.triton import TritonGrpcUser
 
-# The Open Inference Protocol (KServe v2) over REST: ``POST /v2/models/<m>[/versions/<v>]/infer``.
-#
-# Standard endpoints and JSON tensors only, so any compliant server answers it (KServe's model
-# server, MLServer, Triton). Bodies are built once per process (``v2_request_body``);
-# ``response_check: shape`` compares each output's stated shape with the model's metadata (read by
-# the start check), ``expected`` decodes the JSON outputs and compares their values.
-# KServe's v1 protocol over REST: ``POST /v1/models/<name>:predict`` with ``{"instances": [...]}``.
-#
-# One instance per item of the batch (``v1_request_body``), bodies built once per
-# process. ``response_check: shape`` wants ``{"predictions": [batch_size items]}``; ``expected``
-# compares the predictions with the expected answers as TorchServe's JSON answers are compared
-# (one sample: its prediction; several: the list).
-# What the two KServe REST users share: one geventhttpclient client per user, a JSON POST of a
-# pre-encoded body, the HTTP status turned into a failure class, and the JSON answer.
-#
-# The bodies are JSON (below), encoded once per process and target up front; a call
-# picks the next one (``next_request()``), posts it and reads the whole answer, whose length is the
-# reported response size. KServe, MLServer and Triton put the reason of a refusal in ``error``
-# (v2) or ``detail`` (FastAPI); its first line goes in the failure message.
 # KServe request and answer bodies, pure (no client, no Locust).
 #
 # Open Inference Protocol (v2) REST, JSON tensors only (the standard; no binary-data extension):
@@ -167,6 +148,13 @@ def v1_predictions(body: bytes, batch_size: int | None) -> list[Any]:
     raise BadOutputShape(f'bad output: expected {{"predictions": {wanted}}}; got {got}')
 
 
+# What the two KServe REST users share: one geventhttpclient client per user, a JSON POST of a
+# pre-encoded body, the HTTP status turned into a failure class, and the JSON answer.
+#
+# The bodies are JSON (above), encoded once per process and target up front; a call
+# picks the next one (``next_request()``), posts it and reads the whole answer, whose length is the
+# reported response size. KServe, MLServer and Triton put the reason of a refusal in ``error``
+# (v2) or ``detail`` (FastAPI); its first line goes in the failure message.
 class KServeHttpUser(InferenceUser):
     """Abstract: a KServe REST protocol; subclasses give ``path()`` and check the answer in ``send()``."""
 
@@ -251,6 +239,12 @@ def error_detail(body: bytes) -> str:
     return message.strip().splitlines()[0][:120] if message.strip() else ""
 
 
+# KServe's v1 protocol over REST: ``POST /v1/models/<name>:predict`` with ``{"instances": [...]}``.
+#
+# One instance per item of the batch (``v1_request_body``), bodies built once per
+# process. ``response_check: shape`` wants ``{"predictions": [batch_size items]}``; ``expected``
+# compares the predictions with the expected answers as TorchServe's JSON answers are compared
+# (one sample: its prediction; several: the list).
 def v1_predict_path(model: str) -> str:
     return f"/v1/models/{quote(model, safe='')}:predict"
 
@@ -288,6 +282,12 @@ class KServeV1HttpUser(KServeHttpUser):
         return len(body)
 
 
+# The Open Inference Protocol (KServe v2) over REST: ``POST /v2/models/<m>[/versions/<v>]/infer``.
+#
+# Standard endpoints and JSON tensors only, so any compliant server answers it (KServe's model
+# server, MLServer, Triton). Bodies are built once per process (``v2_request_body``);
+# ``response_check: shape`` compares each output's stated shape with the model's metadata (read by
+# the start check), ``expected`` decodes the JSON outputs and compares their values.
 def v2_infer_path(model: str, version: str | None) -> str:
     """The standard inference path of a model (and version)."""
     base = f"/v2/models/{quote(model, safe='')}"
@@ -330,6 +330,7 @@ class KServeV2HttpUser(KServeHttpUser):
         return len(body)
 
 
+# The Open Inference Protocol (v2) over gRPC (the module's docstring says how).
 def response_size(response: service_pb2.ModelInferResponse) -> int:
     """Bytes of the answer's tensors: raw contents, or the typed contents' encoded size."""
     raw = sum(len(chunk) for chunk in response.raw_output_contents)

@@ -211,22 +211,6 @@ class TritonHttpUser(InferenceUser):
             self._client = None
 
 
-# Triton over gRPC: Triton's `ModelInfer` called through a raw gRPC method handle.
-#
-# The requests (`ModelInferRequest`, tensors as raw bytes, the way tritonclient.grpc builds them) are
-# built and serialized once per process and target (`users.request_pool`); each call picks the next
-# one and sends its bytes as they are. Measured by
-# `make bench` (docs/benchmarks.md): tritonclient's `infer()` rebuilds, copies and serializes the
-# whole request on every call. Failures are raised as tritonclient's `InferenceServerException`
-# (gRPC status and message), exactly as tritonclient raises them.
-#
-# gRPC under gevent needs `grpc.experimental.gevent.init_gevent()` before any channel is made;
-# the locustfile does that at import. Each user closes its channel in `on_stop`, or a headless
-# run prints its summary and then never exits.
-#
-# This is the Python transport: each call blocks its greenlet through gRPC's gevent integration.
-# The native engine (`inferload.users.engine`) makes the same calls from the same pre-encoded bytes
-# (`native_target`) without Python when the extension is built.
 # A request id put on a pre-encoded Triton request, without re-encoding it (the trace join).
 #
 # gRPC: ``ModelInferRequest.id`` (field 3) appended to the serialized message (a protobuf merge:
@@ -261,6 +245,22 @@ def http_body_with_id(body: bytes, json_size: int | None, request_id: str) -> tu
     return tagged, None if json_size is None else json_size + len(member) - 1
 
 
+# Triton over gRPC: Triton's `ModelInfer` called through a raw gRPC method handle.
+#
+# The requests (`ModelInferRequest`, tensors as raw bytes, the way tritonclient.grpc builds them) are
+# built and serialized once per process and target (`users.request_pool`); each call picks the next
+# one and sends its bytes as they are. Measured by
+# `make bench` (docs/benchmarks.md): tritonclient's `infer()` rebuilds, copies and serializes the
+# whole request on every call. Failures are raised as tritonclient's `InferenceServerException`
+# (gRPC status and message), exactly as tritonclient raises them.
+#
+# gRPC under gevent needs `grpc.experimental.gevent.init_gevent()` before any channel is made;
+# the locustfile does that at import. Each user closes its channel in `on_stop`, or a headless
+# run prints its summary and then never exits.
+#
+# This is the Python transport: each call blocks its greenlet through gRPC's gevent integration.
+# The native engine (`inferload.users.engine`) makes the same calls from the same pre-encoded bytes
+# (`native_target`) without Python when the extension is built.
 MAX_GRPC_MESSAGE_SIZE = 2**31 - 1  # what tritonclient.grpc allows both ways
 MODEL_INFER_METHOD = "/inference.GRPCInferenceService/ModelInfer"
 CHANNEL_OPTIONS = [
@@ -379,6 +379,7 @@ class TritonGrpcUser(InferenceUser):
             self._channel = None
 
 
+# Decoupled models over the `ModelStreamInfer` stream (the module's docstring says how).
 MODEL_STREAM_INFER_METHOD = "/inference.GRPCInferenceService/ModelStreamInfer"
 #: the request parameter that makes Triton send the final flag in a response of its own
 EMPTY_FINAL_PARAMETER = "triton_enable_empty_final_response"
