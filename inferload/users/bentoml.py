@@ -20,8 +20,6 @@ from pathlib import Path, PurePath
 from typing import ClassVar
 
 import numpy as np
-from geventhttpclient import HTTPClient
-from geventhttpclient.url import URL
 
 from inferload.scenario.bodies import guess_media_type
 from inferload.scenario.datasets import dataset_path
@@ -30,9 +28,9 @@ from inferload.scenario.targets import Target
 from inferload.users.base import InferenceUser
 from inferload.users.engine import NativeTarget
 from inferload.users.expected import expected_check_of
-from inferload.users.http_answer import check_list_answer, close_client, json_error_detail, post_for_answer
+from inferload.users.http_answer import check_list_answer, close_client, json_error_detail, open_client, post_for_answer
 from inferload.users.request_pool import RequestData
-from inferload.users.tls import http_tls_options, native_tls
+from inferload.users.tls import native_tls
 from inferload.users.torchserve import BodyError, encode_raw, native_list_check
 
 # -- bentoml body ------------------------------------------------------------
@@ -133,14 +131,7 @@ class BentoMLHttpUser(InferenceUser):
 
     def connect(self) -> None:
         target = self.target
-        tls = http_tls_options(target.tls, self.scenario_dir, target.name) if target.tls is not None else {}
-        self._client = HTTPClient.from_url(
-            URL(target.address),
-            concurrency=1,
-            connection_timeout=target.timeout,
-            network_timeout=target.timeout,
-            **tls,
-        )
+        self._client = open_client(target, self.scenario_dir)
         self._expected = expected_check_of(type(self))
         self._path = api_path(target)
         self.request_pool()  # the first user of the target in this process encodes every request here

@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, Protocol
 
 from geventhttpclient import HTTPClient
+from geventhttpclient.url import URL
 
 from inferload.errors import HttpStatusError
 from inferload.scenario.targets import Target
 from inferload.users.expected import ExpectedCheck
 from inferload.users.failures import check_json_list
 from inferload.users.request_pool import RequestPool
+from inferload.users.tls import http_tls_options
 
 #: at most this many characters of a server's reason go in a failure message
 DETAIL_CHARS = 120
@@ -61,6 +64,14 @@ def post_for_answer(
     if not accepted:
         raise HttpStatusError(status, detail(answer))
     return answer
+
+
+def open_client(target: Target, scenario_dir: Path) -> HTTPClient:
+    """One user's client of the target's address (http:// when it names no scheme), with its timeout
+    and, for an https:// address, the target's tls (CA, client certificate, server name)."""
+    url = URL(target.address if "://" in target.address else f"http://{target.address}")
+    tls = http_tls_options(target.tls, scenario_dir, target.name) if target.tls is not None else {}
+    return HTTPClient.from_url(url, concurrency=1, connection_timeout=target.timeout, network_timeout=target.timeout, **tls)
 
 
 def close_client(user: object) -> None:

@@ -24,8 +24,6 @@ from urllib.parse import quote
 
 import grpc
 import numpy as np
-from geventhttpclient import HTTPClient
-from geventhttpclient.url import URL
 from tritonclient.grpc import InferResult, service_pb2
 from tritonclient.grpc._utils import get_error_grpc
 from tritonclient.utils import triton_to_np_dtype
@@ -37,9 +35,9 @@ from inferload.users.base import InferenceUser
 from inferload.users.engine import NativeTarget
 from inferload.users.expected import UnexpectedOutput, expected_check_of, grpc_outputs
 from inferload.users.failures import check_output_shape, describe_answer
-from inferload.users.http_answer import close_client, post_for_answer
+from inferload.users.http_answer import close_client, open_client, post_for_answer
 from inferload.users.request_pool import RequestData
-from inferload.users.tls import http_tls_options, native_tls
+from inferload.users.tls import native_tls
 from inferload.users.triton import TritonGrpcUser
 
 # KServe request and answer bodies, pure (no client, no Locust).
@@ -202,11 +200,7 @@ class KServeHttpUser(InferenceUser):
 
     def connect(self) -> None:
         target = self.target
-        url = URL(target.address if "://" in target.address else f"http://{target.address}")
-        tls = http_tls_options(target.tls, self.scenario_dir, target.name) if target.tls is not None else {}
-        self._client = HTTPClient.from_url(
-            url, concurrency=1, connection_timeout=target.timeout, network_timeout=target.timeout, **tls
-        )
+        self._client = open_client(target, self.scenario_dir)
         self._expected = expected_check_of(type(self))  # response_check: expected (file read once per process)
         self._path = self.path()
         self.request_pool()  # the first user of the target in this process encodes every request here
@@ -356,12 +350,7 @@ class KServeV2GrpcUser(TritonGrpcUser):
             response = self._model_infer(request_bytes, timeout=self.target.timeout, metadata=self._metadata)
         except grpc.RpcError as exc:
             raise get_error_grpc(exc) from None
-        if self.expected_outputs and self.target.response_check == "shape":
-            shapes = self.expected_outputs_now()
-            for output in response.outputs:
-                expected = shapes.get(output.name)
-                if expected is not None:
-                    check_output_shape(output.name, tuple(output.shape), expected)
+        self.check_answer_shapes(response)
         if self._expected is not None:
             self._expected.arrays(output_arrays(response), self.request_pool().samples(index))
         return response_size(response)

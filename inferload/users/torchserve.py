@@ -18,8 +18,6 @@ from pathlib import Path, PurePath
 from typing import Any, ClassVar
 
 import numpy as np
-from geventhttpclient import HTTPClient
-from geventhttpclient.url import URL
 
 from inferload.scenario.bodies import DEFAULT_MEDIA_TYPES, fill_template, guess_media_type
 from inferload.scenario.datasets import dataset_path
@@ -28,11 +26,11 @@ from inferload.scenario.targets import Target
 from inferload.users.base import InferenceUser
 from inferload.users.engine import NativeTarget
 from inferload.users.expected import expected_check_of
-from inferload.users.http_answer import check_list_answer, close_client, json_error_detail, post_for_answer
+from inferload.users.http_answer import check_list_answer, close_client, json_error_detail, open_client, post_for_answer
 from inferload.users.payload import encode_json, encode_npy, encode_octet_stream
 from inferload.users.request_pool import RequestData
 from inferload.users.sequence import UserSequences, torchserve_sequence_headers, torchserve_user_sequences
-from inferload.users.tls import http_tls_options, native_tls
+from inferload.users.tls import native_tls
 
 
 # TorchServe request bodies: one request's input arrays → the bytes on the wire and their
@@ -154,15 +152,7 @@ class TorchServeRestUser(InferenceUser):
 
     def connect(self) -> None:
         target = self.target
-        url = URL(target.address if "://" in target.address else f"http://{target.address}")
-        tls = http_tls_options(target.tls, self.scenario_dir, target.name) if target.tls is not None else {}
-        self._client = HTTPClient.from_url(
-            url,
-            concurrency=1,
-            connection_timeout=target.timeout,
-            network_timeout=target.timeout,
-            **tls,  # an https:// address (the target's tls): CA, client certificate, server name
-        )
+        self._client = open_client(target, self.scenario_dir)
         self._expected = expected_check_of(type(self))  # response_check: expected (file read once per process)
         self._path = predictions_path(target)
         self.request_pool()  # the first user of the target in this process encodes every request here

@@ -362,15 +362,19 @@ class TritonGrpcUser(InferenceUser):
             raise get_error_grpc(exc) from None
         if traced is not None:
             traced.add(number, sent_ns, time.monotonic_ns())
+        self.check_answer_shapes(response)
+        if self._expected is not None:  # only this check decodes the answer
+            self._expected.arrays(grpc_outputs(response), self.request_pool().samples(index))
+        return sum(len(raw) for raw in response.raw_output_contents)
+
+    def check_answer_shapes(self, response: Any) -> None:
+        """``response_check: shape``: each output's stated shape against the model's (BadOutputShape)."""
         if self.expected_outputs and self.target.response_check == "shape":
             shapes = self.expected_outputs_now()
             for output in response.outputs:
                 expected = shapes.get(output.name)
                 if expected is not None:
                     check_output_shape(output.name, tuple(output.shape), expected)
-        if self._expected is not None:  # only this check decodes the answer
-            self._expected.arrays(grpc_outputs(response), self.request_pool().samples(index))
-        return sum(len(raw) for raw in response.raw_output_contents)
 
     def close(self) -> None:
         channel = getattr(self, "_channel", None)
