@@ -14,21 +14,62 @@ no results, exit 130/143). The CLI starts Locust through `inferload.run.locust_e
 them from its first line, before Locust's own imports (half a second). Left unheld: the
 interpreter's start and the few imports before the hold (tens of milliseconds).
 
+A held signal waits at most `HELD_GRACE_S` for those handlers: a process blocked in a system call
+meanwhile (a read that never returns, a connect with a long timeout) would otherwise never stop, since
+the handler returns and Python retries the call (PEP 475). Past that, the process says so and exits
+with 128 + the signal, as the handlers would have made it: nothing was started yet.
+
 Signal dispositions belong to the process, so what was held is this module's (one list per process).
 """
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
+import threading
 from collections.abc import Callable
 from types import FrameType
 
 HELD_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM)
-_held: list[int] = []
+#: seconds a held signal waits for the command's own handlers to take it before it stops the process
+HELD_GRACE_S = 3.0
 
 
-def _note(signum: int, _frame: FrameType | None) -> None:
-    _held.append(signum)
+class _Held:
+    """The signals held so far, and the deadline the first of them set."""
+
+    def __init__(self) -> None:
+        self.signals: list[int] = []
+        self.deadline: threading.Timer | None = None
+
+    def note(self, signum: int, _frame: FrameType | None) -> None:
+        self.signals.append(signum)
+        if self.deadline is None:
+            self.deadline = threading.Timer(HELD_GRACE_S, self.stop, args=(signum,))
+            self.deadline.daemon = True
+            self.deadline.start()
+
+    def stop(self, signum: int) -> None:
+        name = signal.Signals(signum).name
+        sys.stderr.write(f"inferload: {name} while starting, not taken within {HELD_GRACE_S:g} s: stopped\n")
+        sys.stderr.flush()
+        os._exit(128 + signum)
+
+    def take(self) -> list[int]:
+        if self.deadline is not None:
+            self.deadline.cancel()
+            self.deadline = None
+        taken = list(self.signals)
+        self.signals.clear()
+        return taken
+
+
+_held = _Held()
+
+
+def _note(signum: int, frame: FrameType | None) -> None:
+    _held.note(signum, frame)
 
 
 def hold() -> Callable[[], None]:
@@ -44,7 +85,5 @@ def hold() -> Callable[[], None]:
 
 
 def take() -> list[int]:
-    """The signals noted so far (oldest first); none are kept."""
-    taken = list(_held)
-    _held.clear()
-    return taken
+    """The signals noted so far (oldest first); none are kept, and the deadline the first one set is off."""
+    return _held.take()
