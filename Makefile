@@ -36,7 +36,7 @@ demo: build
 	$(VENV)/bin/inferload demo
 
 # the README's test command (and CI's): linters, then the fast layer, then the real servers
-test: lint unit integration fallback
+test: lint unit integration
 
 # fast layer: no torch, no servers (under a minute)
 unit: $(STAMP)
@@ -51,12 +51,18 @@ endif
 INFERLOAD_VENVS ?= $(HOME)/.cache/inferload/venvs
 export INFERLOAD_VENVS
 
+# the integration layer as INTEGRATION_SHARDS pytest sessions side by side, whole modules each, balanced by
+# tests/integration/durations.json, and after the first shard the fallback subset below on the Python transport
+# (tests/support/shards.py; `$(PY) -m tests.support.shards --record` rewrites the durations)
+INTEGRATION_SHARDS ?= 3
+export INTEGRATION_SHARDS
 integration: build
 	bash scripts/install-system-deps.sh test
-	$(PY) -m pytest --durations=15 tests/integration
+	$(PY) -m tests.support.shards $(addprefix --python-transport ,$(FALLBACK_TESTS)) -- --durations=10
 
 # the Python transport (the fallback where the native module cannot load) on a representative subset:
-# every target kind, open loop, distributed (the full suite above runs on the engine when it is built)
+# every target kind, open loop, distributed (the full suite above runs on the engine when it is built);
+# `make integration` runs it too, `make fallback` alone
 FALLBACK_TESTS := \
 	tests/integration/test_locust_runs.py::test_each_user_class_sends_real_inferences_and_the_run_ends_on_time \
 	tests/integration/test_kserve_server.py \

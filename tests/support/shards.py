@@ -1,0 +1,222 @@
+"""The integration layer as a few pytest sessions side by side (`make integration`).
+
+Most of an integration test's time is waiting: a server starting, a run of fixed length, a process
+told to stop. Sessions side by side overlap those waits. Each session (a shard) takes whole test
+modules, so module fixtures start once, and has its own session fixtures (its own Triton and
+TorchServe, its own InfluxDB) on free ports; nothing is shared between shards but the machine.
+pytest-xdist would do the same inside one session, but its workers cannot run gevent-patched code
+(Locust patches the standard library on import; xdist's queue then blocks for ever).
+
+Modules go to shards longest first, each to the shard with the least time so far, by the seconds
+each took last time it was recorded (tests/integration/durations.json; a module not there counts
+as the median). `--record` rewrites that file from this run's timings. `--python-transport TEST`
+(repeated) adds a session of those tests on the Python transport (`INFERLOAD_TRANSPORT=python`,
+`make fallback`'s subset), run after the first shard, whose modules are fewer by as much. Each
+session's output is printed whole when it ends; the exit code is the first failing session's (0
+when every one passed).
+
+    python -m tests.support.shards [--shards N] [--record] [--python-transport TEST]... [FOLDER] [-- PYTEST ARGS]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ElementTree
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.support.system_tools import REPO
+
+INTEGRATION = REPO / "tests" / "integration"
+DURATIONS = INTEGRATION / "durations.json"
+DEFAULT_SHARDS = 3
+#: the key of durations.json that holds the Python-transport session's seconds
+PYTHON_TRANSPORT = "python-transport"
+
+
+@dataclass
+class Session:
+    """One pytest session: its tests and what it adds to the environment."""
+
+    name: str
+    tests: list[str]
+    environment: dict[str, str] = field(default_factory=dict)
+    process: subprocess.Popen[bytes] | None = None
+    log: Path | None = None
+    junit: Path | None = None
+    started: float = 0.0
+
+
+@dataclass
+class Shard:
+    """Sessions run one after another: the shard's modules, then what was queued behind them."""
+
+    number: int
+    modules: list[str] = field(default_factory=list)
+    expected_s: float = 0.0
+    after: list[Session] = field(default_factory=list)
+
+    def sessions(self) -> list[Session]:
+        own = [Session(f"shard {self.number}", self.modules)] if self.modules else []
+        return own + self.after
+
+
+def test_modules(folder: Path) -> list[str]:
+    """The test modules of `folder`, as paths relative to the repository."""
+    return sorted(str(path.relative_to(REPO)) for path in folder.glob("test_*.py"))
+
+
+def read_durations(path: Path) -> dict[str, float]:
+    if not path.exists():
+        return {}
+    data = json.loads(path.read_text())
+    if not isinstance(data, dict) or not all(isinstance(v, (int, float)) for v in data.values()):
+        raise SystemExit(f"{path}: expected an object of module path -> seconds")
+    return {str(k): float(v) for k, v in data.items()}
+
+
+def partition(modules: list[str], durations: dict[str, float], shards: int, after: Session | None = None) -> list[Shard]:
+    """Longest module first, each to the shard with the least expected time so far; `after` (a session
+    of its own) queued on the first shard, counted there before any module."""
+    known = [durations[m] for m in modules if m in durations]
+    unknown_s = statistics.median(known) if known else 1.0
+    plan = [Shard(number) for number in range(1, shards + 1)]
+    if after is not None:
+        plan[0].after.append(after)
+        plan[0].expected_s = durations.get(after.name, unknown_s)
+    for module in sorted(modules, key=lambda m: (-durations.get(m, unknown_s), m)):
+        shard = min(plan, key=lambda s: (s.expected_s, s.number))
+        shard.modules.append(module)
+        shard.expected_s += durations.get(module, unknown_s)
+    return [shard for shard in plan if shard.modules or shard.after]
+
+
+def module_seconds(junit_files: list[Path]) -> dict[str, float]:
+    """Seconds per test module (set-up, call and tear-down of its tests) from pytest's JUnit XML."""
+    seconds: dict[str, float] = {}
+    for junit in junit_files:
+        if not junit.exists():
+            continue
+        for case in ElementTree.parse(junit).getroot().iter("testcase"):
+            module = case.get("classname", "").split(".")
+            path = "/".join(module[: next((i for i, part in enumerate(module) if part.startswith("test_")), len(module)) + 1])
+            key = f"{path}.py"
+            seconds[key] = seconds.get(key, 0.0) + float(case.get("time", "0") or 0)
+    return seconds
+
+
+def start(session: Session, folder: Path, pytest_args: list[str]) -> None:
+    stem = session.name.replace(" ", "-")
+    session.log, session.junit = folder / f"{stem}.log", folder / f"{stem}.xml"
+    command = [sys.executable, "-m", "pytest", f"--junitxml={session.junit}", *pytest_args, *session.tests]
+    with session.log.open("wb") as log:
+        session.process = subprocess.Popen(
+            command,
+            cwd=REPO,
+            env={**os.environ, **session.environment},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    session.started = time.monotonic()
+
+
+def stop_all(sessions: list[Session]) -> None:
+    running = [s.process for s in sessions if s.process is not None and s.process.poll() is None]
+    for process in running:
+        os.killpg(process.pid, signal.SIGINT)  # pytest ends its session: fixtures stop their servers
+    for process in running:
+        try:
+            process.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+def run(shards: list[Shard], pytest_args: list[str], work: Path) -> tuple[int, list[Session]]:
+    """Every shard's sessions, the shards side by side; the first failing exit code (or 0) and the
+    sessions that ran."""
+    queues = {shard.number: shard.sessions() for shard in shards}
+    for shard in shards:
+        names = ", then ".join(session.name for session in queues[shard.number])
+        print(f"shard {shard.number}: {len(shard.modules)} modules ({names}), about {shard.expected_s / 60:.1f} min", flush=True)
+    running: dict[int, Session] = {}
+    ran: list[Session] = []
+    exit_code = 0
+    try:
+        while True:
+            for number, queue in queues.items():
+                if number not in running and queue:
+                    running[number] = queue.pop(0)
+                    start(running[number], work, pytest_args)
+                    ran.append(running[number])
+            if not running:
+                return exit_code, ran
+            time.sleep(1)
+            for number, session in list(running.items()):
+                assert session.process is not None and session.log is not None
+                code = session.process.poll()
+                if code is None:
+                    continue
+                del running[number]
+                took_min = (time.monotonic() - session.started) / 60
+                print(f"\n===== {session.name}: exit {code} after {took_min:.1f} min =====", flush=True)
+                sys.stdout.write(session.log.read_text(errors="replace"))
+                sys.stdout.flush()
+                if code != 0 and exit_code == 0:
+                    exit_code = code
+    except BaseException:
+        stop_all(ran)
+        raise
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    pytest_args: list[str] = []
+    if "--" in args:
+        args, pytest_args = args[: args.index("--")], args[args.index("--") + 1 :]
+    parser = argparse.ArgumentParser(prog="python -m tests.support.shards", description=__doc__.split("\n\n")[0])
+    parser.add_argument("folder", nargs="?", type=Path, default=INTEGRATION)
+    parser.add_argument("--shards", type=int, default=int(os.environ.get("INTEGRATION_SHARDS", DEFAULT_SHARDS)))
+    parser.add_argument("--record", action="store_true", help=f"write this run's seconds per module to {DURATIONS}")
+    parser.add_argument(
+        "--python-transport", action="append", default=[], metavar="TEST", help="a test for the Python-transport session"
+    )
+    options = parser.parse_args(args)
+    if options.shards < 1:
+        parser.error(f"--shards: at least 1, got {options.shards}")
+    modules = test_modules(options.folder.resolve())
+    if not modules:
+        parser.error(f"{options.folder}: no test_*.py modules")
+    fallback = (
+        Session(PYTHON_TRANSPORT, options.python_transport, {"INFERLOAD_TRANSPORT": "python"})
+        if options.python_transport
+        else None
+    )
+    shards = partition(modules, read_durations(DURATIONS), options.shards, fallback)
+    began = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="inferload-shards-") as work:
+        exit_code, ran = run(shards, pytest_args, Path(work))
+        took = module_seconds([session.junit for session in ran if session.junit is not None and session is not fallback])
+        if fallback is not None and fallback.junit is not None and fallback.junit.exists():
+            took[PYTHON_TRANSPORT] = sum(module_seconds([fallback.junit]).values())
+    print(
+        f"\nintegration: {len(ran)} sessions in {len(shards)} shards, {(time.monotonic() - began) / 60:.1f} min in all, exit {exit_code}"
+    )
+    if options.record:
+        recorded = read_durations(DURATIONS)
+        recorded.update({module: round(seconds, 1) for module, seconds in took.items()})
+        DURATIONS.write_text(json.dumps(dict(sorted(recorded.items())), indent=1) + "\n")
+        print(f"recorded the seconds of {len(took)} modules in {DURATIONS.relative_to(REPO)}")
+    return exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

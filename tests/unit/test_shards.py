@@ -1,0 +1,45 @@
+"""The integration layer's shards (`tests/support/shards.py`): whole modules, longest first, each to
+the least loaded shard; the seconds per module read back from pytest's JUnit XML."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.support.shards import Session, module_seconds, partition
+
+
+def test_modules_go_longest_first_to_the_least_loaded_shard() -> None:
+    durations = {"a.py": 100.0, "b.py": 60.0, "c.py": 50.0, "d.py": 40.0, "e.py": 10.0}
+    shards = partition(sorted(durations), durations, 2)
+    assert [shard.modules for shard in shards] == [["a.py", "d.py"], ["b.py", "c.py", "e.py"]]
+    assert [shard.expected_s for shard in shards] == [140.0, 120.0]
+
+
+def test_a_module_never_timed_counts_as_the_median_and_empty_shards_are_dropped() -> None:
+    shards = partition(["new.py", "x.py", "y.py", "z.py"], {"x.py": 10.0, "y.py": 20.0, "z.py": 90.0}, 3)
+    assert sorted(shard.expected_s for shard in shards) == [20.0, 30.0, 90.0]  # new.py counted as 20 s
+    assert sorted(m for shard in shards for m in shard.modules) == ["new.py", "x.py", "y.py", "z.py"]
+    assert len(partition(["only.py"], {}, 4)) == 1
+
+
+def test_seconds_per_module_add_up_every_test_of_it_from_junit_xml(tmp_path: Path) -> None:
+    junit = tmp_path / "shard.xml"
+    junit.write_text(
+        '<testsuites><testsuite name="pytest">'
+        '<testcase classname="tests.integration.test_a" name="test_one" time="1.5"/>'
+        '<testcase classname="tests.integration.test_a" name="test_two" time="2.0"/>'
+        '<testcase classname="tests.integration.test_b.TestGroup" name="test_three" time="4.25"/>'
+        "</testsuite></testsuites>"
+    )
+    assert module_seconds([junit, tmp_path / "missing.xml"]) == {
+        "tests/integration/test_a.py": 3.5,
+        "tests/integration/test_b.py": 4.25,
+    }
+
+
+def test_a_session_of_its_own_runs_after_the_first_shard_which_gets_fewer_modules_by_as_much() -> None:
+    durations = {"a.py": 50.0, "b.py": 50.0, "c.py": 50.0, "python-transport": 100.0}
+    shards = partition(["a.py", "b.py", "c.py"], durations, 2, Session("python-transport", ["a.py::test_x"], {"X": "1"}))
+    assert [shard.modules for shard in shards] == [["c.py"], ["a.py", "b.py"]]
+    assert [[session.name for session in shard.sessions()] for shard in shards] == [["shard 1", "python-transport"], ["shard 2"]]
+    assert shards[0].sessions()[1].environment == {"X": "1"}
