@@ -15,7 +15,7 @@ after a signal), the others get `HELPER_EXIT_WAIT_S` to follow, and whatever is 
 its process group.
 
 Exit code (`exit_code`): the lead's own code when it is non-zero (130 after SIGINT, 143 after
-SIGTERM: see `inferload.run.signals`); 128 + the signal's number when the lead died of a signal, or
+SIGTERM: see `inferload.run.signals`), but 129 when the CLI got SIGHUP and passed SIGTERM on; 128 + the signal's number when the lead died of a signal, or
 when the CLI got a signal and the lead still exited 0 (the run had just ended) unless a signal is
 how the lead is meant to end (`signal_is_quit`: a web UI run, quit with Ctrl-C after the run
 ended; a run the signal cut short exits 130 by itself).
@@ -81,6 +81,8 @@ def exit_code(returncode: int, signals: Sequence[int], signal_is_quit: bool = Fa
     (`signal_is_quit`: the lead's own 0 stands, a signal being how it is quit)."""
     if returncode < 0:  # the lead died of a signal
         return 128 - returncode
+    if signals and returncode == 128 + FORWARDED.get(signal.Signals(signals[0]), signal.SIGTERM):
+        return 128 + int(signals[0])  # the signal the CLI got, not the one passed on in its place (SIGHUP: SIGTERM)
     if returncode == 0 and signals and not signal_is_quit:
         return 128 + int(signals[0])
     return returncode

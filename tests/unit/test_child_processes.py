@@ -30,6 +30,7 @@ SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
         (2, [], 2),
         (130, [signal.SIGINT], 130),  # Locust's own code after the signal
         (143, [signal.SIGINT], 143),
+        (143, [signal.SIGHUP], 129),  # SIGHUP (a closed terminal) goes on as SIGTERM; the CLI says what it got
         (0, [signal.SIGTERM], 143),  # the run had just ended: still not a clean exit
         (-signal.SIGKILL, [], 137),  # died of a signal
     ],
