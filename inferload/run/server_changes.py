@@ -113,10 +113,12 @@ class Owner(BaseModel):
         if self.host != socket.gethostname():
             return "elsewhere"
         try:
-            same = abs(psutil.Process(self.pid).create_time() - self.started) < 1.0
+            process = psutil.Process(self.pid)
+            same = abs(process.create_time() - self.started) < 1.0
+            dead = process.status() == psutil.STATUS_ZOMBIE  # killed, not yet reaped (a container's PID 1 may never)
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             return "gone"
-        return "running" if same else "gone"
+        return "running" if same and not dead else "gone"
 
 
 class JournalEntry(BaseModel):

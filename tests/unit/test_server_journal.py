@@ -22,6 +22,7 @@ from inferload.paths import write_atomically
 from inferload.run import server_changes
 from inferload.run.server_changes import JournalEntry, ServerJournal, journal_dir, same_host
 from tests.support.system_tools import REPO
+from tests.support.waiting import wait_until
 
 ORIGINAL = {"max_batch_size": 32, "dynamic_batching": {"max_queue_delay_microseconds": 1000}}
 
@@ -64,6 +65,40 @@ def test_a_process_that_is_gone_leaves_a_leftover_and_blocks_a_new_change_until_
     assert left.owner.state() == "gone" and left.original == ORIGINAL
     with pytest.raises(ServerChangeError, match="is not restored yet: run `inferload restore`"):
         journal.record("triton-model-config", "http://127.0.0.1:8000", "cnn", {"max_batch_size": 1})
+
+
+#: a parent that starts a child, prints its pid, kills it once told to and never collects its exit
+#: (this test process cannot: gevent, which Locust's import set up, collects its own children at once)
+NEGLECTFUL_PARENT = """
+import signal, subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+print(child.pid, flush=True)
+sys.stdin.readline()
+child.send_signal(signal.SIGKILL)
+print("killed", flush=True)
+time.sleep(60)
+"""
+
+
+def test_an_owner_killed_and_not_yet_reaped_is_gone(tmp_path: Path):
+    """A zombie (killed, its exit not collected: a container's PID 1 may never collect it) no longer
+    runs: what it left is a leftover, not a change in use."""
+    journal = ServerJournal(tmp_path)
+    entry = journal.record("triton-model-config", "http://127.0.0.1:8000", "cnn", ORIGINAL)
+    parent = subprocess.Popen([sys.executable, "-c", NEGLECTFUL_PARENT], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout is not None and parent.stdin is not None
+        pid = int(parent.stdout.readline())
+        owner = entry.owner.model_copy(update={"pid": pid, "started": psutil.Process(pid).create_time()})
+        assert owner.state() == "running"
+        parent.stdin.write("kill\n")
+        parent.stdin.flush()
+        assert parent.stdout.readline().strip() == "killed"
+        wait_until(lambda: psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, 10, "the child a zombie")
+        assert owner.state() == "gone"
+    finally:
+        parent.kill()
+        parent.wait()
 
 
 def test_a_change_by_another_running_process_is_refused(tmp_path: Path):
