@@ -18,6 +18,7 @@ use tokio::sync::{mpsc, Notify};
 use super::call::{self, CallInput, Conn, Outcome};
 use super::checks::Check;
 use super::clock::{monotonic_ns, wall_s, ClockMap};
+use super::debug;
 use super::grpc;
 use super::http1::request_headers;
 use super::net::Peer;
@@ -309,6 +310,7 @@ async fn sender(
                 },
             },
         };
+        let taken_ns = monotonic_ns();
         let request_index = arrival
             .request_index
             .unwrap_or_else(|| target.next_request());
@@ -316,8 +318,10 @@ async fn sender(
         while monotonic_ns() < arrival.intended_ns {
             std::hint::spin_loop();
         }
+        let called_ns = monotonic_ns();
         let input = loop_input(&target, request_index, sequences.as_mut());
         let outcome = call::call(&target, &mut conn, &input).await;
+        debug::lag_profile(&arrival, taken_ns, called_ns, outcome.sent_ns);
         after_call(sequences.as_mut(), &outcome);
         // coordinated omission: latency from the intended send time, the send lag kept apart
         let done = Completion {
@@ -875,6 +879,7 @@ impl Engine {
             intended_s: *t,
             request_index: request_indices.and_then(|indices| indices[i]),
             lead_ns: 0, // set by the pacer
+            released_ns: 0,
         });
         self.pacer.feed(target_id, arrivals);
         Ok(())

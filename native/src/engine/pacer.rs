@@ -32,6 +32,8 @@ pub struct Arrival {
     pub request_index: Option<usize>,
     /// how long before `intended_ns` it is handed to a sender (set by `Pacer::feed`)
     pub lead_ns: u64,
+    /// when the pacer thread let it go (CLOCK_MONOTONIC ns; 0 until then): for the lag profile
+    pub released_ns: u64,
 }
 
 impl Arrival {
@@ -269,12 +271,13 @@ fn run(shared: &(Mutex<Schedule>, Condvar), due: impl Fn(usize, Arrival)) {
             guard = schedule.lock().expect("schedule");
             continue; // look again: a feed or an end may have changed what is next
         }
-        let arrival = guard
+        let mut arrival = guard
             .targets
             .get_mut(&target)
             .and_then(VecDeque::pop_front)
             .expect("the arrival found due");
         drop(guard);
+        arrival.released_ns = monotonic_ns();
         due(target, arrival);
         guard = schedule.lock().expect("schedule");
     }
@@ -287,6 +290,7 @@ mod tests {
     fn arrival(intended_ns: u64) -> Arrival {
         Arrival {
             lead_ns: 0,
+            released_ns: 0,
             intended_ns,
             intended_s: 0.0,
             request_index: None,
