@@ -7,7 +7,9 @@ anything imports ssl (requests, urllib3, influxdb-client), as in every locustfil
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import shutil
 from collections.abc import Iterator
 
 import locust  # noqa: F401
@@ -17,6 +19,15 @@ from inferload.run.server_changes import JOURNAL_ENV
 
 #: the real InfluxDB and the observed run (streaming + collector) as session fixtures
 pytest_plugins = ("tests.support.influx_fixture",)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """CI builds the native engine before any test (`.ci/run` refuses a machine without cargo): its
+    tests skip only where it cannot be built, so in CI a missing module stops the session instead."""
+    if os.environ.get("CI") and shutil.which("cargo") and importlib.util.find_spec("inferload._native") is None:
+        raise pytest.UsageError(
+            "CI: inferload/_native.abi3.so is not built, so the engine's tests would skip; run `make native` first"
+        )
 
 
 @pytest.fixture(scope="session", autouse=True)
