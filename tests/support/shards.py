@@ -9,11 +9,11 @@ pytest-xdist would do the same inside one session, but its workers cannot run ge
 
 Modules go to shards longest first, each to the shard with the least time so far, by the seconds
 each took last time it was recorded (tests/integration/durations.json; a module not there counts
-as the median). `--record` rewrites that file from this run's timings. `--python-transport TEST`
-(repeated) adds a session of those tests on the Python transport (`INFERLOAD_TRANSPORT=python`,
-`make fallback`'s subset), run after the first shard, whose modules are fewer by as much. Each
-session's output is printed whole when it ends; the exit code is the first failing session's (0
-when every one passed).
+as the median). `--record` rewrites that file from this run's timings. The modules in `ALONE`
+(rates, latencies and noise under load) run after the shards, in one session with the machine to
+themselves; then `--python-transport TEST` (repeated): a session of those tests on the Python
+transport (`INFERLOAD_TRANSPORT=python`, `make fallback`'s subset). Each session's output is printed
+whole when it ends; the exit code is the first failing session's (0 when every one passed).
 
     python -m tests.support.shards [--shards N] [--record] [--python-transport TEST]... [FOLDER] [-- PYTEST ARGS]
 """
@@ -38,6 +38,16 @@ from tests.support.system_tools import REPO
 INTEGRATION = REPO / "tests" / "integration"
 DURATIONS = INTEGRATION / "durations.json"
 DEFAULT_SHARDS = 3
+#: modules whose assertions are about rates, latencies and noise under load: they run after the
+#: shards, one session with the machine to itself (side by side with other sessions, the tune on
+#: TorchServe, the repeat gate and the fallback's open-loop rate each failed once on 2 cores)
+ALONE = frozenset(
+    f"tests/integration/{name}.py"
+    for name in (
+        "test_calibrate", "test_capacity", "test_engine_reference", "test_open_loop", "test_repeat_gate", "test_replay",
+        "test_sweep", "test_sweep_distributed", "test_tail_verdict", "test_tune", "test_tune_max_batch", "test_worker_loss",
+    )
+)  # fmt: skip
 #: the key of durations.json that holds the Python-transport session's seconds
 PYTHON_TRANSPORT = "python-transport"
 
@@ -65,7 +75,8 @@ class Shard:
     after: list[Session] = field(default_factory=list)
 
     def sessions(self) -> list[Session]:
-        own = [Session(f"shard {self.number}", self.modules)] if self.modules else []
+        name = f"shard {self.number}" if self.number else "alone"
+        own = [Session(name, self.modules)] if self.modules else []
         return own + self.after
 
 
@@ -200,10 +211,16 @@ def main(argv: list[str] | None = None) -> int:
         if options.python_transport
         else None
     )
-    shards = partition(modules, read_durations(DURATIONS), options.shards, fallback)
+    durations = read_durations(DURATIONS)
+    shards = partition([m for m in modules if m not in ALONE], durations, options.shards)
+    alone = Shard(0, [m for m in modules if m in ALONE], after=[fallback] if fallback is not None else [])
+    alone.expected_s = sum(durations.get(m, 0.0) for m in alone.modules) + durations.get(PYTHON_TRANSPORT, 0.0)
     began = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="inferload-shards-") as work:
         exit_code, ran = run(shards, pytest_args, Path(work))
+        print("\nthen alone: the modules measured under load, and the Python transport's", flush=True)
+        alone_code, ran_alone = run([alone] if alone.modules or alone.after else [], pytest_args, Path(work))
+        exit_code, ran = exit_code or alone_code, ran + ran_alone
         took = module_seconds([session.junit for session in ran if session.junit is not None and session is not fallback])
         if fallback is not None and fallback.junit is not None and fallback.junit.exists():
             took[PYTHON_TRANSPORT] = sum(module_seconds([fallback.junit]).values())
