@@ -69,6 +69,12 @@ def start(args: list[str], journal: Path, log: Path, **extra: str) -> subprocess
         )
 
 
+def restore(journal: Path) -> subprocess.CompletedProcess[str]:
+    """`inferload restore` of that journal."""
+    command = [sys.executable, "-m", "inferload.cli", "restore"]
+    return subprocess.run(command, cwd=REPO, env=env(journal), capture_output=True, text=True, timeout=180)
+
+
 def settle(text: str, timeout_s: float = 30) -> bool:
     end = time.monotonic() + timeout_s
     while time.monotonic() < end:
@@ -207,14 +213,7 @@ def probe_tune(ports: ServerPorts) -> None:
         if code is None:
             continue
         if sigs[0] == signal.SIGKILL or len(sigs) == 2:
-            restored = subprocess.run(
-                [sys.executable, "-m", "inferload.cli", "restore"],
-                cwd=REPO,
-                env=env(journal),
-                capture_output=True,
-                text=True,
-                timeout=180,
-            )
+            restored = restore(journal)
             check(f"{name}: restore exits 0", restored.returncode == 0, f"exit {restored.returncode} {restored.stderr[-200:]}")
         else:
             expected = 128 + sigs[0]
@@ -253,14 +252,7 @@ def probe_traced_kill() -> None:
         process.wait(timeout=30)
         settle(str(work / "results"))
         check("traced run killed outright: tracing was on", changed)
-        restored = subprocess.run(
-            [sys.executable, "-m", "inferload.cli", "restore"],
-            cwd=REPO,
-            env=env(journal),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        restored = restore(journal)
         check(
             "traced run killed outright: restore exits 0",
             restored.returncode == 0,
