@@ -315,9 +315,7 @@ async fn sender(
             .request_index
             .unwrap_or_else(|| target.next_request());
         // handed over up to the arrival's lead early: never written before its intended time
-        while monotonic_ns() < arrival.intended_ns {
-            std::hint::spin_loop();
-        }
+        wait_until(arrival.intended_ns).await;
         let called_ns = monotonic_ns();
         let input = loop_input(&target, request_index, sequences.as_mut());
         let outcome = call::call(&target, &mut conn, &input).await;
@@ -335,6 +333,26 @@ async fn sender(
         };
         if !shared.record(&slot, generation, &done) {
             return conn.close().await;
+        }
+    }
+}
+
+/// Within this of an instant the sender spins; before it, it yields to the runtime's other tasks
+/// (the connections' writes and reads run on the same threads) and looks again.
+const SPIN_WITHIN_NS: u64 = 5_000;
+
+/// Waits until the monotonic instant `deadline_ns` without holding the runtime's thread for longer
+/// than the last `SPIN_WITHIN_NS`.
+async fn wait_until(deadline_ns: u64) {
+    loop {
+        let now = monotonic_ns();
+        if now >= deadline_ns {
+            return;
+        }
+        if deadline_ns - now > SPIN_WITHIN_NS {
+            tokio::task::yield_now().await;
+        } else {
+            std::hint::spin_loop();
         }
     }
 }
@@ -965,6 +983,24 @@ mod tests {
         assert_eq!(host_port("triton", None), None);
         assert_eq!(host_port("::1", None), None);
         assert_eq!(host_port("h:x", None), None);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_sender_waiting_for_its_instant_lets_other_tasks_run_and_is_never_early() {
+        let deadline = monotonic_ns() + 2_000_000;
+        // on the one thread of this runtime: a task that only makes progress if the wait yields
+        let ticks = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counted = ticks.clone();
+        let other = tokio::spawn(async move {
+            while monotonic_ns() < deadline {
+                counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                tokio::task::yield_now().await;
+            }
+        });
+        wait_until(deadline).await;
+        assert!(monotonic_ns() >= deadline);
+        assert!(ticks.load(std::sync::atomic::Ordering::Relaxed) > 0);
+        other.await.unwrap();
     }
 
     #[test]
