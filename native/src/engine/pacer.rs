@@ -182,7 +182,7 @@ const COARSE_WAKE_NS: u64 = 2_000_000;
 /// tens of µs) this lets the pacer hand over runs of arrivals per wake-up; the sender waits out the
 /// rest of each (it never writes before the intended time). At low rates the pacer's sleep still
 /// ends at the hand-over: it is only the last stretch that is not slept.
-pub const RELEASE_EARLY_NS: u64 = 40_000;
+pub const RELEASE_EARLY_NS: u64 = 100_000;
 
 /// The pacer: its schedule and its thread.
 pub struct Pacer {
