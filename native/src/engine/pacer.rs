@@ -16,7 +16,7 @@
 //! time. An arrival whose hand-over is less than `RELEASE_EARLY_NS` away when the pacer looks is
 //! let go at once instead of slept for: at high rates the pacer then hands over a run of arrivals
 //! per wake-up instead of sleeping between each (`bench.cpu_split`: its CPU per arrival fell from
-//! 13–25 µs to 5 µs at 20–26k req/s, docs/benchmarks.md).
+//! 13–25 µs to 5–7 µs at 19–26k req/s, docs/benchmarks.md).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex};
