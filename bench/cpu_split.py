@@ -29,7 +29,7 @@ from typing import Any
 import psutil
 import yaml
 
-from bench.peers import ReferenceCount, _send_lag, inferload_scenario, reference_server
+from bench.peers import ReferenceCount, inferload_scenario, open_loop_figures, reference_server
 from inferload.paths import REPO_ROOT
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -135,7 +135,7 @@ def one_run(
     return {
         "rate": rate,
         "max_in_flight": body["shape"].get("max_in_flight", body["shape"].get("users")),
-        "open_loop": _send_lag(work),
+        "open_loop": open_loop_figures(work),
         "workers": workers,
         "window_s": round(elapsed, 3),
         "requests": requests,

@@ -7,7 +7,7 @@ The engine, run with `INFERLOAD_ENGINE_LAG_PROFILE=1`, prints six times per send
 when it was due, when the pacer thread meant to let it go (a lead of up to 100 µs early), when it let
 it go, when its sender task had it, when the sender's spin ended and the call began, and when the
 request's first byte was written. The parts: `pacer_late` (let go − meant: the pacer thread's own
-wake-up), `wake` (had − let go: the hand-over through a channel to a tokio task on another thread),
+wake-up; negative since 42acf59 when it let an arrival go up to 100 µs before its hand-off), `wake` (had − let go: the hand-over through a channel to a tokio task on another thread),
 `spin_late` (call began − the later of due and had: the thread not running while it spun), `write`
 (written − call began: framing the request, the connection task's wake-up, the socket write). The
 send lag (written − due) is about `max(0, pacer_late + wake − lead)` + `spin_late` + `write`. Prints p50, p99 and max of

@@ -401,7 +401,8 @@ def _median(values: list[float | None]) -> float | None:
     return round(statistics.median(present), 4) if present else None
 
 
-def _send_lag(folder: Path) -> dict[str, Any] | None:
+def open_loop_figures(folder: Path) -> dict[str, Any] | None:
+    """A run's open-loop figures from its summary.json (target `t`): rates, unsent, send lag; None if none."""
     summary_path = folder / "results" / "summary.json"
     if not summary_path.exists():
         return None
@@ -442,7 +443,7 @@ def measure_server(
         run = black_box_run(invocation(tool, server, payloads, folder, seconds, rate), server, folder, seconds + 120)
         run["seconds"], run["rate_rps"] = seconds, rate
         if tool.startswith("inferload") and rate is not None:
-            run["open_loop"] = _send_lag(folder)
+            run["open_loop"] = open_loop_figures(folder)
         shutil.rmtree(folder / "results", ignore_errors=True)
         lag = ((run.get("open_loop") or {}).get("send_lag_ms") or {}).get("p99")
         log(

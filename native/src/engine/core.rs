@@ -987,7 +987,8 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread")]
     async fn a_sender_waiting_for_its_instant_lets_other_tasks_run_and_is_never_early() {
-        let deadline = monotonic_ns() + 2_000_000;
+        // far enough ahead that the thread is not preempted past it before the first look
+        let deadline = monotonic_ns() + 100_000_000;
         // on the one thread of this runtime: a task that only makes progress if the wait yields
         let ticks = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let counted = ticks.clone();
