@@ -1,6 +1,7 @@
 """The tests that trace Triton run once more on a new Triton when the first one crashed
 (`tests.support.example_triton.on_triton_surviving_its_crash`), and only then: a real SIGSEGV sent
-to a real Triton makes it write the crash line that Triton 2.51's own crash with tracing on writes."""
+to a real Triton makes it write the crash line that Triton 2.51's own crash with tracing on writes;
+a Triton killed without a word (SIGKILL) crashed too: it ended before the test stopped it."""
 
 from __future__ import annotations
 
@@ -17,15 +18,16 @@ from tests.support.waiting import wait_until
 MODELS = {"tail_queue": "tail_queue"}
 
 
-def _crash(server: ExampleTriton) -> None:
+def _crash(server: ExampleTriton, sig: signal.Signals = signal.SIGSEGV) -> None:
     port = server.http.rsplit(":", 1)[1]
     [triton] = [
         p
         for p in psutil.process_iter(["name", "cmdline"])
         if p.info["name"] == "tritonserver" and f"--http-port={port}" in (p.info["cmdline"] or [])
     ]
-    os.kill(triton.pid, signal.SIGSEGV)
-    wait_until(server.crashed, 30, "Triton's crash line in its log")
+    os.kill(triton.pid, sig)
+    if sig == signal.SIGSEGV:
+        wait_until(lambda: "Signal (11) received" in server.log.read_text(errors="replace"), 30, "Triton's crash line in its log")
     wait_until(lambda: _exited(triton), 60, "the crashed Triton gone")
 
 
@@ -48,6 +50,21 @@ def test_a_test_whose_triton_crashed_runs_once_more_on_a_new_one(tmp_path: Path)
 
     assert on_triton_surviving_its_crash(tmp_path, MODELS, lambda folder: [], body) == "attempt-2"
     assert len(servers) == 2 and servers[0] != servers[1]
+
+
+def test_a_triton_that_ended_without_a_word_crashed_too(tmp_path: Path) -> None:
+    servers: list[str] = []
+
+    def body(server: ExampleTriton, folder: Path) -> str:
+        servers.append(server.http)
+        if len(servers) == 1:
+            _crash(server, signal.SIGKILL)  # no handler runs: the log says nothing
+            assert "Signal (" not in server.log.read_text(errors="replace")
+        assert server.ready("tail_queue")
+        return folder.name
+
+    assert on_triton_surviving_its_crash(tmp_path, MODELS, lambda folder: [], body) == "attempt-2"
+    assert len(servers) == 2
 
 
 def test_any_other_failure_fails_at_once(tmp_path: Path) -> None:

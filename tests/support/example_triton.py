@@ -8,6 +8,7 @@ test can unload one: Triton then calls the model's ``finalize``).
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -19,15 +20,15 @@ from typing import TypeVar
 import requests
 
 from inferload.local.servers.ports import ServerPorts
-from inferload.local.servers.procs import spawn, stop_group
+from inferload.local.servers.procs import ProcessRecord, is_alive, spawn, stop_group
 from inferload.local.servers.triton_local import find_triton, prepare_backend_dir, triton_command, triton_env
 from tests.support.system_tools import REPO
 from tests.support.waiting import wait_until
 
 EXAMPLES = REPO / "tests" / "examples" / "triton"
 READY_DEADLINE_S = 180
-#: what Triton writes in its log as it crashes
-CRASH_LINE = "Signal (11) received"
+#: what Triton's handler of SIGSEGV and SIGABRT writes in its log as it crashes
+CRASH_LINE = re.compile(r"Signal \((\d+)\) received")
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class ExampleTriton:
     http: str  # host:port
     grpc: str
     log: Path
+    process: ProcessRecord
 
     def unload(self, model: str, timeout_s: float = 30) -> None:
         """Unload ``model`` (``POST v2/repository/models/<m>/unload``) and wait until it is gone."""
@@ -47,8 +49,11 @@ class ExampleTriton:
 
     def crashed(self) -> bool:
         """Triton 2.51 crashes now and then with tracing on (SIGSEGV in TRITONBACKEND_ResponseSend,
-        docs/observability.md): its log then says ``Signal (11) received``."""
-        return CRASH_LINE in self.log.read_text(errors="replace")
+        docs/observability.md): its log then says ``Signal (11) received``. A Triton that ended
+        before the test stopped it crashed too, whatever its log had time to say (CI once saw one
+        refuse every connection from the run's first second, its log silent)."""
+        said = CRASH_LINE.search(self.log.read_text(errors="replace")) is not None
+        return said or not is_alive(self.process.pid, self.process.start_ticks)
 
 
 @contextmanager
@@ -63,7 +68,7 @@ def example_triton(work: Path, models: Mapping[str, str], *extra_args: str) -> I
     log = work / "triton.log"
     record = spawn([*command, *extra_args], log, triton_env(install), cwd=work)
     try:
-        server = ExampleTriton(f"127.0.0.1:{ports.triton_http}", f"127.0.0.1:{ports.triton_grpc}", log)
+        server = ExampleTriton(f"127.0.0.1:{ports.triton_http}", f"127.0.0.1:{ports.triton_grpc}", log, record)
         for name in models:
             wait_until(
                 partial(server.ready, name),
@@ -84,8 +89,9 @@ def on_triton_surviving_its_crash(
     work: Path, models: Mapping[str, str], arguments_in: Callable[[Path], list[str]], body: Callable[[ExampleTriton, Path], T]
 ) -> T:
     """``body(server, folder)`` on a Triton of its own; run once more on a new Triton only when the
-    first one crashed (its log has CRASH_LINE: a server bug, not ours). Any other failure fails, and
-    so does a second crash. ``arguments_in(folder)``: Triton's extra arguments for a folder of its own."""
+    first one crashed (its log has CRASH_LINE, or it ended on its own: a server bug, not ours). Any
+    other failure fails, and so does a second crash. ``arguments_in(folder)``: Triton's extra
+    arguments for a folder of its own."""
     for attempt in (1, 2):
         folder = work / f"attempt-{attempt}"
         folder.mkdir(parents=True)
@@ -95,5 +101,6 @@ def on_triton_surviving_its_crash(
             except Exception:  # an assertion, or a request to the Triton that crashed
                 if attempt == 2 or not server.crashed():
                     raise
-                print(f"Triton crashed (its log: {server.log}): once more on a new Triton")
+                tail = server.log.read_text(errors="replace")[-2000:]
+                print(f"Triton crashed (its log: {server.log}, ending:\n{tail}): once more on a new Triton")
     raise AssertionError("unreachable")
