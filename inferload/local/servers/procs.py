@@ -112,7 +112,14 @@ def signal_group(pgid: int, sig: signal.Signals) -> None:
 
 
 def _own_members(record: ProcessRecord) -> list[int]:
-    """Members of the record's group started no earlier than the record (no recycled pids)."""
+    """Members of the record's group started no earlier than the record (no recycled pids).
+
+    Empty when the recorded pid now runs another process: the kernel gives out no pid still used as
+    a group id, so that group, with every member, is the other process's (a stale record must not
+    kill a server started since on the recycled pid)."""
+    leader_ticks = start_ticks(record.pid)
+    if leader_ticks is not None and leader_ticks != record.start_ticks:
+        return []
     return [p for p in group_members(record.pid) if (start_ticks(p) or 0) >= record.start_ticks]
 
 
