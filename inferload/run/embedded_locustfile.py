@@ -10,8 +10,10 @@ checks out with its own key.
 
 from __future__ import annotations
 
+import atexit
 import base64
 import json
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -93,10 +95,12 @@ def write_embedded_locustfile(scenario: Scenario, folder: Path, key: bytes | Non
 
 
 def load_embedded(scenario_json: str, files_json: str) -> Scenario:
-    """The embedded scenario, its payload files unpacked into a private folder it resolves against."""
+    """The embedded scenario, its payload files unpacked into a private folder it resolves against;
+    the folder goes when the process ends (a worker machine keeps no copy of each run's payloads)."""
     data: dict[str, Any] = json.loads(scenario_json)
     files: dict[str, str] = json.loads(files_json)
     folder = Path(tempfile.mkdtemp(prefix="inferload-scenario-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
     for relative, content in files.items():
         target = (folder / relative).resolve()
         if folder.resolve() not in target.parents:
