@@ -10,10 +10,11 @@ own errors, and every `inferload.errors.UsageError`); 128 + N when signal N cut 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -53,7 +54,44 @@ class CommandParser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+#: commands whose options live in modules slow to import (numpy, the pydantic schemas: a second of CPU
+#: together): each is listed by its help here, and its options are read only when the command line
+#: names it (command -> module, the function that adds its parser, its help)
+SLOW_TO_IMPORT_COMMANDS: dict[str, tuple[str, str, str]] = {
+    "sweep": (
+        "inferload.tune.sweep_cli",
+        "add_sweep_parser",
+        "step the load (users or req/s) until the SLO breaks, errors start, throughput plateaus or the generator"
+        " is the limit; or --find-max-rps: the highest rate that meets the SLO",
+    ),
+    "tune": (
+        "inferload.tune.tune_cli",
+        "add_tune_parser",
+        "the seeds' tuning loop on Triton and TorchServe: baseline, batching, more instances/workers, each scored by"
+        " its capacity under --slo; names each server's best config",
+    ),
+    "trace-to-replay": (
+        "inferload.observe.recording",
+        "add_trace_to_replay_parser",
+        "turn Triton's trace files or a JSON-lines access log into a replay file (shape kind: replay),"
+        " with the recording's rate over time and burstiness",
+    ),
+    "calibrate": (
+        "inferload.calibrate.command",
+        "add_calibrate_parser",
+        "certify inferload's own figures on this machine against the reference server (docs/calibration.md)",
+    ),
+}
+
+
+def named_command(argv: list[str]) -> str | None:
+    """The command the arguments name (the first that is not an option), if any."""
+    return next((arg for arg in argv if not arg.startswith("-")), None)
+
+
+def build_parser(named: Container[str] | None = None) -> argparse.ArgumentParser:
+    """Every command's parser; with ``named`` (the command line's command, or none), the commands of
+    SLOW_TO_IMPORT_COMMANDS not in it know just their help."""
     parser = CommandParser(
         prog="inferload",
         description="Load testing for ML inference servers (Triton, TorchServe) on Locust.",
@@ -158,18 +196,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.epilog = "Options after -- go to Locust unchanged, e.g. inferload run s.yaml --headless -- --loglevel WARNING"
 
-    from inferload.tune.sweep_cli import add_sweep_parser
-
-    add_sweep_parser(sub)
-    from inferload.tune.tune_cli import add_tune_parser
-
-    add_tune_parser(sub)
-    from inferload.observe.recording import add_trace_to_replay_parser
-
-    add_trace_to_replay_parser(sub)
-    from inferload.calibrate.command import add_calibrate_parser
-
-    add_calibrate_parser(sub)
+    for name, (module, adder, help_text) in SLOW_TO_IMPORT_COMMANDS.items():
+        if named is None or name in named:
+            getattr(importlib.import_module(module), adder)(sub, help_text)
+        else:
+            sub.add_parser(name, help=help_text)
 
     validate = sub.add_parser("validate", help="check scenario files; exit 2 with one line per problem")
     validate.add_argument("scenarios", type=Path, nargs="+", metavar="SCENARIO")
@@ -258,7 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     # a stop signal from here until the command's own handlers is held for them (early_signals):
-    # building the parser alone imports every command's module (half a second)
+    # building the parser imports the named command's modules (up to a second)
     release = early_signals.hold()
     try:
         return _main(list(sys.argv[1:] if argv is None else argv), release)
@@ -267,10 +298,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str], release: Callable[[], None]) -> int:
-    parser = build_parser()
     locust_args: list[str] = []
     if "--" in argv:  # everything after -- is for Locust
         argv, locust_args = argv[: argv.index("--")], argv[argv.index("--") + 1 :]
+    command = named_command(argv)
+    parser = build_parser(named=() if command is None else (command,))
     args = parser.parse_args(argv)  # a bad option: one line and exit 2 (CommandParser.error)
     args.locust_args = locust_args
     if args.command not in COMMANDS_WITH_CHILDREN:  # Python's own handlers from now on; a signal held so far stops it

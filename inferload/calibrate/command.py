@@ -127,11 +127,8 @@ FLOOR_METHOD = (
 )
 
 
-def add_calibrate_parser(sub: Any) -> None:
-    calibrate = sub.add_parser(
-        "calibrate",
-        help="certify inferload's own figures on this machine against the reference server (docs/calibration.md)",
-    )
+def add_calibrate_parser(sub: argparse._SubParsersAction, help_text: str) -> None:
+    calibrate = sub.add_parser("calibrate", help=help_text)
     calibrate.add_argument("--quick", action="store_true", help="fewer, shorter cases (about a minute)")
     calibrate.add_argument("--workers", type=int, default=0, metavar="N", help="each case with N local worker processes")
     calibrate.add_argument(

@@ -46,12 +46,8 @@ from inferload.servermetrics.triton_trace import json_entries, parse_traces
 EXIT_USAGE = 2
 
 
-def add_trace_to_replay_parser(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
-        "trace-to-replay",
-        help="turn Triton's trace files or a JSON-lines access log into a replay file (shape kind: replay),"
-        " with the recording's rate over time and burstiness",
-    )
+def add_trace_to_replay_parser(sub: argparse._SubParsersAction, help_text: str) -> None:
+    parser = sub.add_parser("trace-to-replay", help=help_text)
     parser.add_argument(
         "sources",
         type=Path,

@@ -126,12 +126,8 @@ def generator_ceiling_rps(path: Path | None, processes: int, scenario: Path, tar
     return min(found) * max(1, processes) if found else None
 
 
-def add_sweep_parser(sub: argparse._SubParsersAction) -> None:
-    sweep = sub.add_parser(
-        "sweep",
-        help="step the load (users or req/s) until the SLO breaks, errors start, throughput plateaus or the generator"
-        " is the limit; or --find-max-rps: the highest rate that meets the SLO",
-    )
+def add_sweep_parser(sub: argparse._SubParsersAction, help_text: str) -> None:
+    sweep = sub.add_parser("sweep", help=help_text)
     sweep.add_argument("scenario", type=Path, help="scenario YAML file (its target, payload, warm-up and window)")
     load = sweep.add_mutually_exclusive_group(required=True)
     load.add_argument("--users", metavar="LEVELS", help="closed loop: users per step, e.g. 1,2,4,8 or 1:64:x2 or 4:32:+4")

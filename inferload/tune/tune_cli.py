@@ -109,12 +109,8 @@ def search_space(args: argparse.Namespace) -> SearchSpace:
     )
 
 
-def add_tune_parser(sub: argparse._SubParsersAction) -> None:
-    tune = sub.add_parser(
-        "tune",
-        help="the seeds' tuning loop on Triton and TorchServe: baseline, batching, more instances/workers, each scored by"
-        " its capacity under --slo; names each server's best config",
-    )
+def add_tune_parser(sub: argparse._SubParsersAction, help_text: str) -> None:
+    tune = sub.add_parser("tune", help=help_text)
     tune.add_argument("scenario", type=Path, help="scenario with a Triton target and/or a TorchServe target")
     tune.add_argument("--servers", default="triton,torchserve", help="which to tune (default triton,torchserve)")
     tune.add_argument(

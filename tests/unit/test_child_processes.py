@@ -213,7 +213,7 @@ def test_a_web_ui_lead_quit_by_a_signal_keeps_its_own_exit_code():
 
 @pytest.mark.parametrize("command", ["validate", "run"])
 def test_a_signal_while_the_cli_starts_stops_it_with_130_and_nothing_started(tmp_path, monkeypatch, capsys, command):
-    """SIGINT while `inferload` builds its parser (it imports every command's module): `validate`
+    """SIGINT while `inferload` builds its parser (it imports the command's modules): `validate`
     stops at once; `run` stops before it starts Locust. Either way 130, no traceback, and the
     handlers are as they were."""
     from inferload import cli
@@ -222,9 +222,9 @@ def test_a_signal_while_the_cli_starts_stops_it_with_130_and_nothing_started(tmp
                                      "shape": {"kind": "steady", "users": 1}})  # fmt: skip
     real = cli.build_parser
 
-    def parser_with_a_signal():  # as a Ctrl-C lands while the CLI starts
+    def parser_with_a_signal(**options):  # as a Ctrl-C lands while the CLI starts
         os.kill(os.getpid(), signal.SIGINT)
-        return real()
+        return real(**options)
 
     monkeypatch.setattr(cli, "build_parser", parser_with_a_signal)
     before = signal.getsignal(signal.SIGINT)

@@ -18,7 +18,20 @@ from tests.support.ports import free_port
 from tests.support.scenario_factory import bare_target, steady_one_user, write_scenario
 from tests.support.system_tools import REPO
 
-SUBCOMMANDS = ("demo", "run", "sweep", "tune", "validate", "compare", "report", "worker", "servers", "restore")
+SUBCOMMANDS = (
+    "demo",
+    "run",
+    "sweep",
+    "tune",
+    "trace-to-replay",
+    "calibrate",
+    "validate",
+    "compare",
+    "report",
+    "worker",
+    "servers",
+    "restore",
+)
 
 #: (arguments, what the one error line must name); @S (the scenario), @D (an empty folder but for
 #: a file, a-file) and @C (a closed port) are filled in per test
@@ -142,6 +155,38 @@ def test_help_works_for_the_command_and_every_subcommand(tmp_path: Path, command
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("usage: inferload"), done.stdout
     assert "Traceback" not in done.stderr
+
+
+#: a command's own option, shown by its --help, for the commands whose options are read only when named
+OWN_OPTION = {"sweep": "--find-max-rps", "tune": "--servers", "trace-to-replay": "--time-field", "calibrate": "--quick"}
+
+
+@pytest.mark.parametrize("command", [None, *SUBCOMMANDS])
+def test_a_command_line_imports_only_the_named_commands_slow_modules(tmp_path: Path, command: str | None) -> None:
+    """`inferload --help`, `run` or `validate` do not pay the second of imports sweep, tune,
+    trace-to-replay and calibrate need for their options; each of those four still shows them."""
+    program = (
+        "import sys\n"
+        "from inferload.cli import SLOW_TO_IMPORT_COMMANDS, main\n"
+        "try:\n"
+        "    main(sys.argv[1:])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print('imported:', *sorted(name for name, (module, _, _) in SLOW_TO_IMPORT_COMMANDS.items() if module in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program, *([command] if command else []), "--help"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    imported = done.stdout.strip().splitlines()[-1].split()[1:]
+    if command in OWN_OPTION:  # tune's options include sweep's search options
+        assert command in imported and OWN_OPTION[command] in done.stdout, done.stdout
+    else:
+        assert imported == [], done.stdout
 
 
 @pytest.mark.parametrize(
