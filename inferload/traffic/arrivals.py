@@ -362,9 +362,30 @@ class RateLaw:
         return heapq.merge(*streams, key=lambda arrival: arrival.t_s)
 
     def _stream(self, target: str, share: float, rng: random.Random) -> Iterator[Arrival]:
-        t = 0.0
+        if isinstance(self.timeline, RateTimeline):
+            yield from _fixed_stream(self.timeline, target, share, rng)
+            return
+        t = 0.0  # a timeline a controller changes as the run goes: read at every arrival
         while True:
             t = next_arrival(self.timeline, t, share, rng)
             if t == INFINITY:
                 return
             yield Arrival(t, target)
+
+
+def _fixed_stream(timeline: RateTimeline, target: str, share: float, rng: random.Random) -> Iterator[Arrival]:
+    """`next_arrival` over and over on a timeline fixed for the run, its rate and next change read once
+    per step instead of once per arrival: the same draws in the same order, so the same arrivals (the
+    Python share of an open-loop arrival's CPU, docs/benchmarks.md)."""
+    t = 0.0
+    while t < timeline.duration:
+        rate = timeline.rate_at(t) * share
+        boundary = min(timeline.next_change(t), timeline.duration)
+        if rate > 0:
+            while True:
+                gap = draw_gap(timeline, rate, rng)
+                if t + gap >= boundary:
+                    break
+                t += gap
+                yield Arrival(t, target)
+        t = boundary

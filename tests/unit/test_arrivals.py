@@ -9,7 +9,7 @@ from typing import cast
 import pytest
 
 from inferload.scenario.shapes import OpenLoopShape
-from inferload.traffic.arrivals import INFINITY, RateTimeline, next_arrival, rate_timeline
+from inferload.traffic.arrivals import INFINITY, SEED_MULTIPLIER, RateLaw, RateTimeline, next_arrival, rate_timeline
 from tests.support.scenario_factory import scenario
 
 
@@ -71,6 +71,31 @@ def test_rate_bursts_raise_the_rate_only_inside_bursts():
     in_bursts = sum(1 for t in times if any(start <= t < start + 2 for start in (5, 15, 25)))
     assert in_bursts == pytest.approx(3 * 2 * 100, abs=3)
     assert len(times) - in_bursts == pytest.approx(24 * 10, abs=3)
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        {"kind": "poisson", "rate": 500},
+        {"kind": "constant-rate", "rate": 300},
+        {"kind": "gamma", "rate": 400, "cv": 3},
+        {"kind": "ramping-rate", "from_rate": 0, "to_rate": 900, "over": "8s", "steps": 40, "arrivals": "poisson"},
+        {"kind": "rate-bursts", "base_rate": 0, "burst_rate": 700, "burst_length": "1s", "period": "3s", "first_burst_at": "1s"},
+    ],
+    ids=lambda shape: shape["kind"],
+)
+def test_a_rate_laws_stream_is_next_arrival_drawn_over_and_over(shape):
+    """The law reads a fixed timeline once per step, not per arrival: the same arrivals, to the bit."""
+    s = scenario(shape, duration="10s")
+    timeline = rate_timeline(cast(OpenLoopShape, s.shape), s.duration)
+    assert isinstance(timeline, RateTimeline)
+    for share in (1.0, 0.37):
+        law = RateLaw(timeline, (("t", share),))
+        drawn = [arrival.t_s for arrival in law.arrivals(5)]
+        rng, t, expected = random.Random(5 * SEED_MULTIPLIER), 0.0, []
+        while (t := next_arrival(timeline, t, share, rng)) != INFINITY:
+            expected.append(t)
+        assert len(drawn) > 500 and drawn == expected
 
 
 def test_no_arrival_is_scheduled_after_the_run_ends():
