@@ -28,7 +28,7 @@ from tests.support.waiting import wait_until
 EXAMPLES = REPO / "tests" / "examples" / "triton"
 READY_DEADLINE_S = 180
 #: what Triton's handler of SIGSEGV and SIGABRT writes in its log as it crashes
-CRASH_LINE = re.compile(r"Signal \((\d+)\) received")
+CRASH_LINE = re.compile(r"Signal \(\d+\) received")
 
 
 @dataclass(frozen=True)
