@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 
 import locust  # noqa: F401
@@ -41,3 +42,20 @@ def own_journal_of_server_changes(tmp_path_factory: pytest.TempPathFactory) -> I
         os.environ.pop(JOURNAL_ENV, None)
     else:
         os.environ[JOURNAL_ENV] = previous
+
+
+@pytest.fixture(scope="session", autouse=True)
+def own_temporary_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The system temp folder of this test session, for its own code and every subprocess (TMPDIR):
+    what inferload keeps there on purpose (the results' fallback folder, a scenario's unpacked
+    payloads when a worker is killed) goes with pytest's own temp folders, not into /tmp for good."""
+    previous_env, previous_dir = os.environ.get("TMPDIR"), tempfile.tempdir
+    folder = tmp_path_factory.mktemp("system-temp")
+    os.environ["TMPDIR"] = str(folder)
+    tempfile.tempdir = str(folder)
+    yield
+    tempfile.tempdir = previous_dir
+    if previous_env is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = previous_env

@@ -26,8 +26,8 @@ import tritonclient.http as httpclient
 from PIL import Image
 
 from inferload.local.servers.ports import ServerPorts
-from inferload.local.servers.procs import spawn, stop_group
-from inferload.local.servers.triton_local import find_triton, prepare_backend_dir, triton_command, triton_env
+from inferload.local.servers.procs import spawn
+from inferload.local.servers.triton_local import find_triton, prepare_backend_dir, stop_triton, triton_command, triton_env
 from inferload.scenario.fields import DTYPES
 from tests.support.locust_runner import LocustRun, run_locust
 from tests.support.scenario_factory import write_scenario
@@ -182,7 +182,7 @@ def models_triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModelsTr
             time.sleep(0.5)
         yield ModelsTriton(f"127.0.0.1:{ports.triton_http}", f"127.0.0.1:{ports.triton_grpc}")
     finally:
-        stop_group(record, term_timeout_s=15)
+        stop_triton(record)
 
 
 def _ready(ports: ServerPorts, model: str) -> bool:

@@ -3,6 +3,7 @@ before anything starts are in tests/unit/test_local_server_checks.py)."""
 
 from __future__ import annotations
 
+import glob
 import json
 import subprocess
 import sys
@@ -76,10 +77,16 @@ def test_the_installed_java_is_accepted():
     assert check_java() >= 11
 
 
+#: Triton's Python backend keeps an environment folder here (not under TMPDIR) and removes it only
+#: when every model's stub has ended before Triton exits
+TRITON_PYTHON_ENVS = "/tmp/python_env_*"
+
+
 def test_down_from_another_process_leaves_nothing_behind(built_models, tmp_path):
     state_dir = tmp_path / "cycle"
     ports = ServerPorts.free()
-    result = LocalServers(state_dir, ports, ("tiny",)).up(timeout_s=120)
+    python_envs_before = set(glob.glob(TRITON_PYTHON_ENVS))
+    result = LocalServers(state_dir, ports, ("tiny", "cnn")).up(timeout_s=120)
     assert processes_mentioning(str(state_dir)), "servers should be running"
     assert result["servers"]["triton"]["cold_start_s"] > 0
     assert result["servers"]["torchserve"]["cold_start_s"] > 0
@@ -92,6 +99,12 @@ def test_down_from_another_process_leaves_nothing_behind(built_models, tmp_path)
     assert stopped["triton"]["was_running"] and stopped["torchserve"]["was_running"]
     assert processes_mentioning(str(state_dir)) == []
     assert not any(is_port_open(p) for p in ports.to_dict().values())
+    # Triton unloaded every model before it exited (the cnn takes seconds), so its Python backend
+    # removed its folder in /tmp
+    triton_log = (state_dir / "triton" / "triton.log").read_text()
+    assert "Exit timeout expired" not in triton_log and "Non-graceful termination" not in triton_log, triton_log[-2000:]
+    assert "successfully unloaded 'cnn'" in triton_log
+    assert set(glob.glob(TRITON_PYTHON_ENVS)) <= python_envs_before
     status = LocalServers(state_dir).status()
     assert status["running"] is False and status["servers"] == {}
     # down again: nothing to do, no error

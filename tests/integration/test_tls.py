@@ -22,9 +22,9 @@ import requests
 
 from inferload.local.models.specs import model_repository_dir, model_store_dir
 from inferload.local.servers.ports import ServerPorts
-from inferload.local.servers.procs import ProcessRecord, spawn, stop_group
+from inferload.local.servers.procs import ProcessRecord, spawn
 from inferload.local.servers.torchserve_local import start_torchserve, stop_torchserve
-from inferload.local.servers.triton_local import find_triton, prepare_backend_dir, triton_command, triton_env
+from inferload.local.servers.triton_local import find_triton, prepare_backend_dir, stop_triton, triton_command, triton_env
 from tests.support.locust_runner import run_locust
 from tests.support.scenario_factory import tiny_target, write_scenario
 from tests.support.tls_certs import Certificates, make_certificates
@@ -104,7 +104,7 @@ def tls_servers(built_models: tuple[str, ...], tmp_path_factory: pytest.TempPath
             )
     finally:
         for record, _ in started:
-            stop_group(record, term_timeout_s=15)
+            stop_triton(record)
         stop_torchserve(ts_record, work)
 
 

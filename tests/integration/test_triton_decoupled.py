@@ -27,8 +27,15 @@ import pytest
 import requests
 
 from inferload.local.servers.ports import ServerPorts
-from inferload.local.servers.procs import spawn, stop_group
-from inferload.local.servers.triton_local import find_triton, prepare_backend_dir, trace_arguments, triton_command, triton_env
+from inferload.local.servers.procs import spawn
+from inferload.local.servers.triton_local import (
+    find_triton,
+    prepare_backend_dir,
+    stop_triton,
+    trace_arguments,
+    triton_command,
+    triton_env,
+)
 from tests.support.grafana import DASHBOARDS, query_panels, selected_fields, substitute
 from tests.support.influx_fixture import InfluxServer
 from tests.support.locust_runner import python_env, run_locust
@@ -68,7 +75,7 @@ def decoupled_triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Decou
             time.sleep(0.5)
         yield DecoupledTriton(f"127.0.0.1:{ports.triton_http}", f"127.0.0.1:{ports.triton_grpc}")
     finally:
-        stop_group(record, term_timeout_s=15)
+        stop_triton(record)
 
 
 def _ready(ports: ServerPorts) -> bool:

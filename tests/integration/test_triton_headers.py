@@ -21,8 +21,8 @@ import requests
 
 from inferload.local.models.specs import model_repository_dir
 from inferload.local.servers.ports import ServerPorts
-from inferload.local.servers.procs import spawn, stop_group
-from inferload.local.servers.triton_local import find_triton, prepare_backend_dir, triton_command, triton_env
+from inferload.local.servers.procs import spawn
+from inferload.local.servers.triton_local import find_triton, prepare_backend_dir, stop_triton, triton_command, triton_env
 from tests.support.locust_runner import LocustRun, run_locust
 from tests.support.scenario_factory import tiny_target, write_scenario
 
@@ -58,7 +58,7 @@ def restricted_triton(built_models: tuple[str, ...], tmp_path_factory: pytest.Te
             time.sleep(0.5)
         yield RestrictedTriton(f"127.0.0.1:{ports.triton_http}", f"127.0.0.1:{ports.triton_grpc}")
     finally:
-        stop_group(record, term_timeout_s=15)
+        stop_triton(record)
 
 
 def _ready(ports: ServerPorts) -> bool:

@@ -22,8 +22,8 @@ from tritonclient.grpc import service_pb2
 
 from inferload.local.models.specs import model_repository_dir
 from inferload.local.servers.ports import ServerPorts
-from inferload.local.servers.procs import spawn, stop_group
-from inferload.local.servers.triton_local import find_triton, prepare_backend_dir, triton_command, triton_env
+from inferload.local.servers.procs import spawn
+from inferload.local.servers.triton_local import find_triton, prepare_backend_dir, stop_triton, triton_command, triton_env
 from tests.support.example_triton import EXAMPLES
 from tests.support.waiting import wait_until
 
@@ -70,7 +70,7 @@ def engine_triton(work: Path) -> Iterator[EngineTriton]:
             )
         yield server
     finally:
-        stop_group(record, term_timeout_s=15)
+        stop_triton(record)
 
 
 def identity_input(value: float = 0.0) -> np.ndarray:

@@ -20,8 +20,8 @@ from typing import TypeVar
 import requests
 
 from inferload.local.servers.ports import ServerPorts
-from inferload.local.servers.procs import ProcessRecord, is_alive, spawn, stop_group
-from inferload.local.servers.triton_local import find_triton, prepare_backend_dir, triton_command, triton_env
+from inferload.local.servers.procs import ProcessRecord, is_alive, spawn
+from inferload.local.servers.triton_local import find_triton, prepare_backend_dir, stop_triton, triton_command, triton_env
 from tests.support.system_tools import REPO
 from tests.support.waiting import wait_until
 
@@ -79,7 +79,7 @@ def example_triton(work: Path, models: Mapping[str, str], *extra_args: str) -> I
             )
         yield server
     finally:
-        stop_group(record, term_timeout_s=15)
+        stop_triton(record)
 
 
 T = TypeVar("T")

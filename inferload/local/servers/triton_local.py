@@ -20,7 +20,12 @@ from inferload.local.models.specs import model_repository_dir
 from inferload.local.servers.ports import LOOPBACK, ServerPorts
 from inferload.local.servers.procs import ProcessRecord, spawn, stop_group
 
-EXIT_TIMEOUT_S = 2
+#: how long Triton may take to unload its models after SIGTERM. Each Python-backend model's stub must
+#: end within it, or Triton exits at once and its Python backend leaves its `/tmp/python_env_*` folder
+#: behind (the sample cnn takes 3-5 s to unload on 2 cores: 2 s left one per stop)
+EXIT_TIMEOUT_S = 20
+#: SIGTERM, then SIGKILL what is left after this long: past Triton's own exit timeout
+STOP_TIMEOUT_S = EXIT_TIMEOUT_S + 10
 
 
 @dataclass(frozen=True)
@@ -136,6 +141,6 @@ def start_triton(
     return spawn(command, work / "triton.log", triton_env(install), cwd=work)
 
 
-def stop_triton(record: ProcessRecord, timeout_s: float = 15.0) -> list[int]:
+def stop_triton(record: ProcessRecord, timeout_s: float = STOP_TIMEOUT_S) -> list[int]:
     """SIGTERM tritonserver (it stops its stubs), SIGKILL leftovers; returns killed pids."""
     return stop_group(record, term_timeout_s=timeout_s)
