@@ -123,14 +123,23 @@ def _own_members(record: ProcessRecord) -> list[int]:
     return [p for p in group_members(record.pid) if (start_ticks(p) or 0) >= record.start_ticks]
 
 
-def stop_group(record: ProcessRecord, term_timeout_s: float, kill_timeout_s: float = 5.0) -> list[int]:
+def stop_group(
+    record: ProcessRecord, term_timeout_s: float, kill_timeout_s: float = 5.0, *, leader_stops_the_rest: bool = False
+) -> list[int]:
     """SIGTERM the group of a recorded process, then SIGKILL what is left.
 
-    Returns the pids that had to be killed (empty when SIGTERM sufficed). Does nothing when the
-    recorded process no longer runs and nothing it started is left.
+    With `leader_stops_the_rest`, SIGTERM goes to the recorded process alone, which stops the rest
+    of its group itself (Triton unloads its models through their stubs: a stub sent SIGTERM as well
+    ends before Triton can unload its model). Returns the pids that had to be killed (empty when
+    SIGTERM sufficed). Does nothing when the recorded process no longer runs and nothing it started
+    is left.
     """
     if is_alive(record.pid, record.start_ticks):
-        signal_group(record.pid, signal.SIGTERM)
+        if leader_stops_the_rest:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(record.pid, signal.SIGTERM)
+        else:
+            signal_group(record.pid, signal.SIGTERM)
     deadline = time.monotonic() + term_timeout_s
     while _own_members(record) and time.monotonic() < deadline:
         _reap(record.pid)

@@ -142,5 +142,6 @@ def start_triton(
 
 
 def stop_triton(record: ProcessRecord, timeout_s: float = STOP_TIMEOUT_S) -> list[int]:
-    """SIGTERM tritonserver (it stops its stubs), SIGKILL leftovers; returns killed pids."""
-    return stop_group(record, term_timeout_s=timeout_s)
+    """SIGTERM tritonserver (it unloads its models and stops their stubs), SIGKILL leftovers; returns
+    killed pids."""
+    return stop_group(record, term_timeout_s=timeout_s, leader_stops_the_rest=True)
