@@ -40,3 +40,34 @@ def test_a_record_whose_pid_now_runs_another_process_stops_nothing(tmp_path: Pat
         assert is_alive(record.pid, record.start_ticks) and is_alive(child)
     finally:
         stop_group(record, term_timeout_s=10)
+
+
+#: a leader that stops its child itself on SIGTERM (SIGUSR1, then waits for it), as Triton stops its
+#: model stubs; the child writes down every signal that reached it
+ORDERLY_LEADER = """
+import signal, subprocess, sys, time
+child_code = '''
+import signal, sys, time
+def note(number, frame):
+    open(sys.argv[1], "a").write(signal.Signals(number).name + " "); sys.exit(0)
+signal.signal(signal.SIGTERM, note); signal.signal(signal.SIGUSR1, note)
+print("ready", flush=True); time.sleep(60)
+'''
+child = subprocess.Popen([sys.executable, "-c", child_code, sys.argv[1]], stdout=subprocess.PIPE, text=True)
+child.stdout.readline()
+def stop(number, frame):
+    child.send_signal(signal.SIGUSR1); child.wait(); sys.exit(0)
+signal.signal(signal.SIGTERM, stop)
+print(child.pid, flush=True); time.sleep(60)
+"""
+
+
+def test_a_leader_that_stops_its_group_itself_is_the_only_one_sent_sigterm(tmp_path: Path) -> None:
+    log, seen = tmp_path / "leader.log", tmp_path / "child-got"
+    record = spawn([sys.executable, "-c", ORDERLY_LEADER, str(seen)], log, {"PATH": "/usr/bin:/bin"}, tmp_path)
+    wait_until(lambda: log.read_text().strip() != "", 30, "the leader's child started")
+    child = int(log.read_text().split()[0])
+
+    assert stop_group(record, term_timeout_s=10, leader_stops_the_rest=True) == []
+    assert seen.read_text().split() == ["SIGUSR1"]  # from its leader, and no SIGTERM from the stop
+    assert not is_alive(record.pid, record.start_ticks) and not is_alive(child)
