@@ -26,7 +26,12 @@ from tests.support.waiting import wait_until
 
 MASTER_PORT = 5557
 #: the run key the master and its workers on other hosts share (set on every machine, as a user does)
-RUN_KEY_ENVIRONMENT = {**os.environ, RUN_KEY_ENV: generate_run_key()}
+RUN_KEY = generate_run_key()
+
+
+def run_key_environment() -> dict[str, str]:
+    """This session's environment (its TMPDIR included: tests/conftest.py) with the run key."""
+    return {**os.environ, RUN_KEY_ENV: RUN_KEY}
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +86,7 @@ def start_master(hosts: NetnsHosts, scenario: Path, results: Path, log: Path) ->
     ]
     with log.open("wb") as output:  # the child keeps its own copy of the descriptor
         return subprocess.Popen(
-            hosts.run_in("master", command), cwd=REPO_ROOT, env=RUN_KEY_ENVIRONMENT, stdout=output, stderr=subprocess.STDOUT
+            hosts.run_in("master", command), cwd=REPO_ROOT, env=run_key_environment(), stdout=output, stderr=subprocess.STDOUT
         )
 
 
@@ -100,7 +105,12 @@ def start_worker(hosts: NetnsHosts, name: str) -> subprocess.Popen[str]:
     command = [sys.executable, "-m", "inferload.cli", "worker", "--master-host", hosts.addresses["master"]]
     command += ["--master-port", str(MASTER_PORT)]
     return subprocess.Popen(
-        hosts.run_in(name, command), cwd="/", env=RUN_KEY_ENVIRONMENT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        hosts.run_in(name, command),
+        cwd="/",
+        env=run_key_environment(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
 
 

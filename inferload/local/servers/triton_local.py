@@ -20,10 +20,12 @@ from inferload.local.models.specs import model_repository_dir
 from inferload.local.servers.ports import LOOPBACK, ServerPorts
 from inferload.local.servers.procs import ProcessRecord, spawn, stop_group
 
-#: how long Triton may take to unload its models after SIGTERM. Each Python-backend model's stub must
-#: end within it, or Triton exits at once and its Python backend leaves its `/tmp/python_env_*` folder
-#: behind (the sample cnn takes 3-5 s to unload on 2 cores: 2 s left one per stop)
-EXIT_TIMEOUT_S = 20
+#: how long Triton may take to stop after SIGTERM. Each Python-backend model's stub must end within it,
+#: or Triton exits at once and its Python backend leaves its `/tmp/python_env_*` folder behind (the
+#: sample cnn takes 3-5 s to unload on 2 cores: 2 s left one at every stop). Triton first waits, on
+#: the same clock, for its HTTP clients' open connections to close (a collector polling its
+#: statistics): such a stop takes the whole timeout and is forced (docs/servers.md)
+EXIT_TIMEOUT_S = 10
 #: SIGTERM, then SIGKILL what is left after this long: past Triton's own exit timeout
 STOP_TIMEOUT_S = EXIT_TIMEOUT_S + 10
 
