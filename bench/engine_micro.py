@@ -35,6 +35,7 @@ from inferload.local.servers.ports import ServerPorts
 from inferload.local.servers.procs import stop_group
 from inferload.local.servers.triton_local import start_triton
 from inferload.measure.hdr import LatencyStats
+from inferload.scenario.limits import DEFAULT_MAX_ANSWER_BYTES
 
 SATURATION_SLOTS = 16
 SHORT_S, LONG_S = 2.0, 6.0
@@ -79,6 +80,7 @@ def add_target(engine: Any, protocol: str, address: str, open_loop: bool) -> int
             identity_requests(protocol),
             check,
             open_loop_max_queue=1000 if open_loop else None,
+            max_answer_bytes=DEFAULT_MAX_ANSWER_BYTES,
         )
     )
 

@@ -19,10 +19,11 @@ from typing import Any
 import requests
 
 from inferload.errors import ModelMismatchError, ServerError
+from inferload.scenario import limits
 from inferload.scenario.headers import request_headers
 from inferload.scenario.targets import Target
 from inferload.scenario.tls import requests_tls, tls_hint
-from inferload.servermetrics.http_client import connection_problem
+from inferload.servermetrics.http_client import AnswerTooLarge, AnswerTooSlow, BoundedSession, connection_problem
 
 DEFAULT_TIMEOUT_S = 5.0
 #: the media type each content_type of a bentoml-http target needs the API to take
@@ -76,10 +77,17 @@ def check_bentoml_target(target: Target, timeout_s: float = DEFAULT_TIMEOUT_S) -
     """Raise ServerError or ModelMismatchError (see the module's docstring) unless the target fits."""
     headers = request_headers(target.name, target.headers, target.headers_from_env, target.token_file, Path("."))
     options: dict[str, Any] = {"headers": headers, "timeout": timeout_s, **requests_tls(target.tls)}
-    with requests.Session() as session:
+    with BoundedSession(limits.CHECK_DEADLINE_S) as session:
         try:
             ready = session.get(f"{target.address}/readyz", **options)
             docs = session.get(f"{target.address}/docs.json", **options)
+        except AnswerTooSlow:
+            raise ServerError(
+                f"target {target.name!r}: BentoML at {target.address} did not finish its answers within"
+                f" {limits.CHECK_DEADLINE_S:g} s"
+            ) from None
+        except AnswerTooLarge as error:
+            raise ServerError(f"target {target.name!r}: BentoML at {target.address}: {error}") from None
         except requests.RequestException as error:
             detail = connection_problem(error)
             raise ServerError(
@@ -91,7 +99,7 @@ def check_bentoml_target(target: Target, timeout_s: float = DEFAULT_TIMEOUT_S) -
         )
     try:
         document = docs.json() if docs.status_code == 200 else None
-    except ValueError:
+    except (ValueError, RecursionError):
         document = None
     if not isinstance(document, Mapping) or not isinstance(document.get("paths"), Mapping):
         raise ServerError(

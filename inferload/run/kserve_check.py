@@ -28,10 +28,11 @@ import requests
 from tritonclient.grpc import service_pb2
 
 from inferload.errors import InferloadError, ModelMismatchError, ServerError
+from inferload.scenario import limits
 from inferload.scenario.headers import HeadersError, request_headers
 from inferload.scenario.targets import Target
 from inferload.scenario.tls import requests_tls
-from inferload.servermetrics.http_client import connection_problem
+from inferload.servermetrics.http_client import AnswerTooLarge, AnswerTooSlow, BoundedSession, connection_problem
 from inferload.users.base import InferenceUser, batched_output_names
 from inferload.users.triton import open_channel
 
@@ -62,7 +63,14 @@ def v2_metadata_path(target: Target) -> str:
 def _get(target: Target, path: str, timeout_s: float) -> requests.Response:
     where = f"target {target.name!r}"
     try:
-        return requests.get(target.address + path, headers=_headers(target), timeout=timeout_s, **requests_tls(target.tls))
+        with BoundedSession(limits.CHECK_DEADLINE_S) as session:
+            return session.get(target.address + path, headers=_headers(target), timeout=timeout_s, **requests_tls(target.tls))
+    except AnswerTooSlow:
+        raise ServerError(
+            f"{where}: {target.address} did not finish its answer to GET {path} within {limits.CHECK_DEADLINE_S:g} s"
+        ) from None
+    except AnswerTooLarge as exc:
+        raise ServerError(f"{where}: {target.address}: {exc}") from None
     except requests.Timeout:
         raise ServerError(f"{where}: cannot reach {target.address}: no answer within {timeout_s:g} s") from None
     except requests.RequestException as exc:
@@ -72,7 +80,7 @@ def _get(target: Target, path: str, timeout_s: float) -> requests.Response:
 def _error_text(response: requests.Response) -> str:
     try:
         body = response.json()
-    except ValueError:
+    except (ValueError, RecursionError):
         body = None
     if isinstance(body, dict):
         text = str(body.get("error") or body.get("detail") or body.get("message") or "")
@@ -94,7 +102,7 @@ def read_v2_metadata_http(target: Target, timeout_s: float = DEFAULT_TIMEOUT_S) 
         raise ServerError(f"target {target.name!r}: {target.address} did not answer the v2 model metadata ({answer})")
     try:
         metadata = response.json()
-    except ValueError:
+    except (ValueError, RecursionError):
         metadata = None
     if not isinstance(metadata, dict) or "inputs" not in metadata:
         raise ServerError(
@@ -160,7 +168,7 @@ def read_v1_model(target: Target, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[
         )
     try:
         answer = response.json()
-    except ValueError:
+    except (ValueError, RecursionError):
         answer = None
     return answer if isinstance(answer, dict) else {}
 

@@ -18,8 +18,6 @@ returns a warning when the answer settles nothing (a proxy that refuses OPTIONS,
 
 from __future__ import annotations
 
-import errno
-from http.client import HTTPException
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -27,10 +25,11 @@ from urllib.parse import quote
 import requests
 
 from inferload.errors import ModelMismatchError, ServerError
+from inferload.scenario import limits
 from inferload.scenario.headers import HeadersError, read_management_key, request_headers
 from inferload.scenario.targets import Target, static_sequence_id_note
 from inferload.scenario.tls import describe_tls, requests_tls, tls_hint
-from inferload.servermetrics.http_client import connection_problem
+from inferload.servermetrics.http_client import AnswerTooLarge, AnswerTooSlow, BoundedSession, connection_problem, not_http_answer
 
 DEFAULT_TIMEOUT_S = 5.0
 #: TorchServe's answer (the JSON "type" of a 404) when it does not serve the model or version asked for
@@ -56,31 +55,13 @@ def _asked(target: Target) -> str:
 def _json(response: requests.Response) -> Any:
     try:
         return response.json()
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
 
 
 def _first_line(text: str) -> str:
     lines = text.strip().splitlines()
     return lines[0][:200] if lines else ""
-
-
-def _not_http(exc: requests.ConnectionError) -> bool:
-    """The port answered, but not with HTTP/1.x (a gRPC port sends HTTP/2 frames)."""
-    causes: list[BaseException] = []
-    pending: list[BaseException] = [exc]
-    while pending:
-        current = pending.pop()
-        if current in causes:
-            continue
-        causes.append(current)
-        pending.extend(
-            item for item in (current.__cause__, current.__context__, *current.args) if isinstance(item, BaseException)
-        )
-    refused = any(
-        isinstance(c, OSError) and c.errno in (errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH) for c in causes
-    )
-    return not refused and any(isinstance(c, HTTPException) for c in causes)
 
 
 def check_torchserve_target(target: Target, timeout_s: float = DEFAULT_TIMEOUT_S) -> str | None:
@@ -95,9 +76,20 @@ def check_torchserve_target(target: Target, timeout_s: float = DEFAULT_TIMEOUT_S
     except HeadersError as exc:
         raise ServerError(str(exc)) from None
     try:
-        response = requests.request(
-            "OPTIONS", target.address + _predictions_path(target), headers=headers, timeout=timeout_s, **requests_tls(target.tls)
-        )
+        with BoundedSession(limits.CHECK_DEADLINE_S) as session:
+            response = session.request(
+                "OPTIONS",
+                target.address + _predictions_path(target),
+                headers=headers,
+                timeout=timeout_s,
+                **requests_tls(target.tls),
+            )
+    except AnswerTooSlow:
+        raise ServerError(
+            f"{where}: TorchServe at {target.address} did not finish its answer to {probe} within {limits.CHECK_DEADLINE_S:g} s"
+        ) from None
+    except AnswerTooLarge as exc:
+        raise ServerError(f"{where}: TorchServe at {target.address}: {exc}") from None
     except requests.Timeout:
         raise ServerError(f"{where}: cannot reach TorchServe at {target.address}: no answer within {timeout_s:g} s") from None
     except requests.exceptions.SSLError as exc:
@@ -106,7 +98,7 @@ def check_torchserve_target(target: Target, timeout_s: float = DEFAULT_TIMEOUT_S
             f" with {describe_tls(target.tls)}; check ca_file, server_name and the client certificate"
         ) from None
     except requests.ConnectionError as exc:
-        if _not_http(exc):
+        if not_http_answer(exc):
             raise ServerError(
                 f"{where}: {target.address} did not answer as TorchServe's HTTP inference API (is it a gRPC port?)"
                 + tls_hint(target.tls, repr(exc))
@@ -154,7 +146,7 @@ def _served_models(target: Target, timeout_s: float) -> str:
     base = target.management_url
     management_key = read_management_key(Path(target.token_file)) if target.token_file else None
     try:
-        with requests.Session() as session:
+        with BoundedSession(limits.CHECK_DEADLINE_S) as session:
             if base.startswith("https://"):  # the target's TLS settings serve its management API too
                 for key, value in requests_tls(target.tls).items():
                     setattr(session, key, value)
@@ -167,6 +159,8 @@ def _served_models(target: Target, timeout_s: float) -> str:
                 answer.raise_for_status()
                 versions = sorted(str(entry.get("modelVersion")) for entry in answer.json() if isinstance(entry, dict))
                 return f"it serves model {target.model!r} in version(s): {', '.join(versions) or 'none'} (GET {url})"
+    except AnswerTooSlow:
+        return f"the served models could not be listed from management_url {base}: no whole answer within {limits.CHECK_DEADLINE_S:g} s"
     except requests.Timeout:
         return f"the served models could not be listed from management_url {base}: no answer within {timeout_s:g} s"
     except requests.ConnectionError as exc:

@@ -13,18 +13,29 @@ targets are checked in ``inferload.run.torchserve_check``.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from http.client import HTTPException
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
+
+import requests
 
 from inferload.errors import ModelMismatchError, ServerError
+from inferload.scenario import limits
 from inferload.scenario.expected import read_expected
 from inferload.scenario.headers import request_headers
 from inferload.scenario.schema import Scenario
 from inferload.scenario.targets import Target
-from inferload.scenario.tls import tls_hint
+from inferload.scenario.tls import requests_tls, tls_hint
+from inferload.servermetrics.http_client import (
+    AnswerTooLarge,
+    AnswerTooSlow,
+    BoundedSession,
+    connection_problem,
+    not_http_answer,
+    use_server_name,
+)
 from inferload.users.sequence import SequenceSettings
-from inferload.users.tls import grpc_credentials, http_tls_options
+from inferload.users.tls import grpc_credentials
 
 
 # Is a Triton model a sequence (stateful) model, and how are its target's users to drive it?
@@ -296,45 +307,80 @@ def _restricted(target: Target, detail: str) -> ServerError:
 
 
 def _fetch_over_http(target: Target, timeout_s: float) -> tuple[dict[str, Any], dict[str, Any]]:
-    import tritonclient.http as triton_http
-    from tritonclient.utils import InferenceServerException
+    """Triton's HTTP API read as tritonclient.http reads it (``v2/health/live``, the model's metadata
+    and config, the repository index when the model is not served), each answer whole within one
+    deadline for the check and the page bound (a server that drips or floods is cut off)."""
+    scheme = "https" if target.tls is not None else "http"
+    base = target.address if "://" in target.address else f"{scheme}://{target.address}"
+    model = f"v2/models/{quote(target.model, safe='')}"
+    if target.version:
+        model += f"/versions/{quote(target.version, safe='')}"
+    options: dict[str, Any] = {"headers": _check_headers(target), "timeout": timeout_s, **requests_tls(target.tls)}
+    with BoundedSession(limits.CHECK_DEADLINE_S) as session:
+        use_server_name(session, target.tls.server_name if target.tls is not None else None)
+        try:
+            try:
+                live = session.get(f"{base}/v2/health/live", **options).status_code == 200
+            except requests.ConnectionError as error:
+                if not_http_answer(error):
+                    raise _wrong_protocol(target, "its answer is not HTTP/1.1") from None
+                raise
+            if not live:
+                raise _wrong_protocol(target, "GET v2/health/live did not answer 200 OK", "is it another server's port?")
+            metadata = session.get(f"{base}/{model}", **options)
+            config = session.get(f"{base}/{model}/config", **options) if metadata.status_code == 200 else metadata
+            refusal = next((answer for answer in (metadata, config) if answer.status_code != 200), None)
+            if refusal is not None:
+                message = _triton_error(refusal)
+                if _RESTRICTED in message:
+                    raise _restricted(target, message)
+                raise _not_served(target, message, _http_index(session, base, options))
+        except AnswerTooSlow:
+            raise _unreachable(target, f"its answers did not end within the check's {limits.CHECK_DEADLINE_S:g} s") from None
+        except AnswerTooLarge as error:
+            raise _unreachable(target, str(error)) from None
+        except requests.Timeout:
+            raise _unreachable(target, f"no answer within {timeout_s:g} s") from None
+        except requests.RequestException as error:
+            raise _unreachable(target, connection_problem(error)) from None
+    return _json_object(target, metadata, "metadata"), _json_object(target, config, "config")
 
-    tls = http_tls_options(target.tls, Path("."), target.name) if target.tls is not None else {}
-    client = triton_http.InferenceServerClient(
-        url=target.address, connection_timeout=timeout_s, network_timeout=timeout_s, ssl=target.tls is not None, **tls
-    )
-    headers = _check_headers(target)
+
+def _triton_error(answer: requests.Response) -> str:
+    """Triton's reason for an answer other than 200 (its JSON ``error``, else the body's first line)."""
     try:
-        try:
-            live = client.is_server_live(headers=headers)
-        except HTTPException as error:  # the answer is not HTTP/1.1 (geventhttpclient's HTTPParseError): a gRPC port
-            raise _wrong_protocol(target, f"its answer is not HTTP/1.1 ({type(error).__name__})") from None
-        except (OSError, InferenceServerException) as error:
-            raise _unreachable(target, str(error) or type(error).__name__) from None
-        if not live:
-            raise _wrong_protocol(target, "GET v2/health/live did not answer 200 OK", "is it another server's port?")
-        try:
-            metadata = client.get_model_metadata(target.model, model_version=target.version or "", headers=headers)
-            config = client.get_model_config(target.model, model_version=target.version or "", headers=headers)
-        except InferenceServerException as error:
-            if _RESTRICTED in (error.message() or ""):
-                raise _restricted(target, error.message()) from None
-            raise _not_served(target, error.message() or str(error), _http_index(client, headers)) from None
-        except (OSError, HTTPException) as error:
-            raise _unreachable(target, str(error) or type(error).__name__) from None
-    finally:
-        client.close()
-    return dict(metadata), dict(config)
+        body = answer.json()
+    except (ValueError, RecursionError):
+        body = None
+    if isinstance(body, dict) and body.get("error"):
+        return str(body["error"])
+    lines = answer.text.strip().splitlines()
+    return lines[0][:200] if lines else f"HTTP {answer.status_code}"
 
 
-def _http_index(client: Any, headers: dict[str, str] | None) -> list[dict[str, Any]] | str:
+def _json_object(target: Target, answer: requests.Response, what: str) -> dict[str, Any]:
+    """The JSON object of a 200 answer; ServerError (naming the target and the page) for anything else."""
+    try:
+        body = answer.json()
+    except (ValueError, RecursionError):
+        body = None
+    if not isinstance(body, dict):
+        raise _wrong_protocol(target, f"the model's {what} ({answer.url}) is not a JSON object", "is it another server's port?")
+    return body
+
+
+def _http_index(session: requests.Session, base: str, options: dict[str, Any]) -> list[dict[str, Any]] | str:
     """Triton's repository index over HTTP (``POST v2/repository/index``), or why it could not be read."""
-    from tritonclient.utils import InferenceServerException
-
     try:
-        return list(client.get_model_repository_index(headers=headers))
-    except (InferenceServerException, OSError, HTTPException) as error:
+        answer = session.post(f"{base}/v2/repository/index", **options)
+        if answer.status_code != 200:
+            return _triton_error(answer)
+        index = answer.json()
+    except (requests.RequestException, ValueError, RecursionError) as error:
         return str(error) or type(error).__name__
+    if not isinstance(index, list):
+        return "the repository index is not a JSON list"
+    return [entry for entry in index if isinstance(entry, dict)]
 
 
 #: what gRPC says when the port answers, but not with HTTP/2 (an HTTP/1.x server, or one that hangs up)

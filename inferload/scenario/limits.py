@@ -38,6 +38,18 @@ MAX_DATASET_FILES = 100_000
 #: shared by the target's users): every sample of every data-set input, times how often it is sent
 #: in one pass (batch_size / gcd(samples, batch_size)), plus the generated inputs of each request
 MAX_DATASET_BYTES = 256 * 1024 * 1024
+#: bytes of one answer a client buffers by default (a target's ``max_answer_bytes``): real answers are far
+#: smaller; an endless or huge body fails its request ("answer larger than N bytes") instead of growing
+#: the client without bound
+DEFAULT_MAX_ANSWER_BYTES = 64 * 1024 * 1024
+#: the largest ``max_answer_bytes`` a target may set
+MAX_ANSWER_BYTES = 4 * 1024 * 1024 * 1024
+#: bytes of one answer a start check or a server-figures read takes (model metadata and config, a model
+#: list, a metrics page, statistics): real ones are kilobytes; a bigger answer is refused, not buffered
+MAX_SERVER_PAGE_BYTES = 16 * 1024 * 1024
+#: seconds one start check may take from its first byte sent to its answer's last (a server that
+#: drips its answer a byte a second is cut off here, not after one timeout per read)
+CHECK_DEADLINE_S = 15.0
 #: requests per sequence of a Triton sequence model (``sequence.length``)
 MAX_SEQUENCE_LENGTH = 1_000_000
 #: sequences one user keeps open at once (``sequence.concurrent``); each holds a slot on the server

@@ -33,6 +33,8 @@ from inferload.scenario.headers import EnvName, HeaderName, HeaderValue, check_h
 from inferload.scenario.input_files import not_regular_problem
 from inferload.scenario.kinds import SEQUENCE_KINDS, SERVER_KINDS, Protocol, Server, TargetKind
 from inferload.scenario.limits import (
+    DEFAULT_MAX_ANSWER_BYTES,
+    MAX_ANSWER_BYTES,
     MAX_BYTES_ELEMENTS,
     MAX_INPUT_BYTES,
     MAX_REQUEST_BYTES,
@@ -376,6 +378,8 @@ class Target(FrozenModel):
     inputs: tuple[InputSpec, ...] = Field(min_length=1)
     outputs: tuple[Token, ...] = ()
     timeout: Annotated[Seconds, Field(gt=0)] = 10.0
+    #: the most bytes of one answer the client buffers; a longer answer fails its request
+    max_answer_bytes: Annotated[StrictInt, Field(ge=1024, le=MAX_ANSWER_BYTES)] = DEFAULT_MAX_ANSWER_BYTES
     weight: Annotated[StrictInt, Field(ge=1)] = 1
     #: the order data-set samples are sent in: ``round-robin`` (file order) or ``random`` (seeded shuffle)
     rotation: Rotation = "round-robin"

@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import errno
 import ssl
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from http.client import HTTPException
 from typing import Any, Protocol
 
 import requests
 from prometheus_client.parser import text_string_to_metric_families
+from urllib3 import exceptions as urllib3_exceptions
 
 from inferload.errors import ScrapeError
+from inferload.scenario.limits import MAX_SERVER_PAGE_BYTES
 
 
 # Prometheus text → samples by family name, with prometheus_client's parser and one ``_total`` rule.
@@ -79,6 +83,15 @@ def tls_problem(exc: BaseException) -> str | None:
     return None
 
 
+def not_http_answer(exc: BaseException) -> bool:
+    """The port answered, but not with HTTP/1.x (a gRPC port sends HTTP/2 frames)."""
+    causes = _causes(exc)
+    refused = any(
+        isinstance(c, OSError) and c.errno in (errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH) for c in causes
+    )
+    return not refused and any(isinstance(c, HTTPException) for c in causes)
+
+
 def connection_problem(exc: BaseException) -> str:
     """Why a connection failed, in a few words: 'connection refused' only for a real ECONNREFUSED."""
     causes = _causes(exc)
@@ -94,6 +107,94 @@ def connection_problem(exc: BaseException) -> str:
     return f"cannot connect ({type(exc).__name__})"
 
 
+class AnswerTooLarge(requests.RequestException):
+    """An answer longer than the reader's bound (what came of it is dropped)."""
+
+
+class AnswerTooSlow(requests.Timeout):
+    """An answer still coming in at the reader's deadline (a server that drips its bytes)."""
+
+
+#: bytes asked of the socket per read of a bounded answer
+_READ_BYTES = 64 * 1024
+
+
+def bounded_request(
+    session: requests.Session | Any, method: str, url: str, *, deadline: float, max_bytes: int, timeout_s: float, **options: Any
+) -> requests.Response:
+    """``session.request(method, url, **options)`` read whole by the monotonic ``deadline`` and within
+    ``max_bytes``: AnswerTooSlow past the deadline (however the server paces its bytes: ``timeout_s``
+    bounds each wait on the socket, the deadline the whole answer), AnswerTooLarge past the bound
+    (a declared Content-Length before any byte is read). The response is returned read: ``.json()``,
+    ``.text`` and ``.raise_for_status()`` work on it as on any ``requests`` response."""
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise AnswerTooSlow(f"{method} {url}: no whole answer by the deadline")
+    response = session.request(method, url, stream=True, timeout=min(timeout_s, remaining), **options)
+    try:
+        declared = response.headers.get("Content-Length", "")
+        if declared.isdigit() and int(declared) > max_bytes:
+            raise AnswerTooLarge(f"{method} {url}: answer larger than {max_bytes} bytes (Content-Length {declared})")
+        body = bytearray()
+        while chunk := response.raw.read1(_READ_BYTES, decode_content=True):
+            body += chunk
+            if len(body) > max_bytes:
+                raise AnswerTooLarge(f"{method} {url}: answer larger than {max_bytes} bytes")
+            if time.monotonic() > deadline:
+                raise AnswerTooSlow(f"{method} {url}: the answer was still coming in at the deadline ({len(body)} bytes)")
+    except urllib3_exceptions.HTTPError as exc:  # raised by raw reads, not wrapped by requests
+        raise requests.ConnectionError(exc) from None
+    finally:
+        response.close()
+    # the body read here is the response's content, as requests keeps it after a read without stream
+    response._content = bytes(body)
+    response._content_consumed = True
+    return response
+
+
+class BoundedSession(requests.Session):
+    """A ``requests.Session`` for one check: every answer read whole by one deadline, ``deadline_s``
+    from the session's start, and each within ``max_bytes`` (``bounded_request``); a call's own
+    ``timeout`` bounds each wait on the socket."""
+
+    def __init__(self, deadline_s: float, max_bytes: int = MAX_SERVER_PAGE_BYTES) -> None:
+        super().__init__()
+        self.deadline = time.monotonic() + deadline_s
+        self.deadline_s = deadline_s
+        self.max_bytes = max_bytes
+
+    def request(self, method: str | bytes, url: str | bytes, *args: Any, **options: Any) -> requests.Response:
+        if options.pop("stream", False) or args:
+            raise TypeError("BoundedSession.request takes keyword options and reads every answer whole")
+        timeout_s = float(options.pop("timeout", None) or self.deadline_s)
+        return bounded_request(
+            super(),
+            str(method),
+            str(url),
+            deadline=self.deadline,
+            max_bytes=self.max_bytes,
+            timeout_s=timeout_s,
+            **options,
+        )
+
+
+class _ServerNameAdapter(requests.adapters.HTTPAdapter):
+    """https:// connections that present and verify ``server_name`` (SNI) instead of the URL's host."""
+
+    def __init__(self, server_name: str) -> None:
+        self.server_name = server_name
+        super().__init__()
+
+    def init_poolmanager(self, *args: Any, **options: Any) -> None:
+        super().init_poolmanager(*args, server_hostname=self.server_name, assert_hostname=self.server_name, **options)
+
+
+def use_server_name(session: requests.Session, server_name: str | None) -> None:
+    """The session's https:// connections present and verify ``server_name`` (a TLS target's ``tls.server_name``)."""
+    if server_name:
+        session.mount("https://", _ServerNameAdapter(server_name))
+
+
 class PageClient(Protocol):
     """What a metrics-page reader needs: a page's text (ScrapeError on failure), and close()."""
 
@@ -105,16 +206,23 @@ class PageClient(Protocol):
 class HttpClient:
     """GETs with one session and one timeout (seconds); a ``PageClient``."""
 
-    def __init__(self, timeout_s: float, tls: dict[str, Any] | None = None) -> None:
-        """``tls``: ``requests``' ``verify`` and ``cert`` for https:// pages (``inferload.scenario.tls.requests_tls``)."""
+    def __init__(self, timeout_s: float, tls: dict[str, Any] | None = None, max_bytes: int = MAX_SERVER_PAGE_BYTES) -> None:
+        """``tls``: ``requests``' ``verify`` and ``cert`` for https:// pages (``inferload.scenario.tls.requests_tls``);
+        each page is read whole within ``timeout_s`` and ``max_bytes``."""
         self.timeout_s = timeout_s
+        self.max_bytes = max_bytes
         self._session = requests.Session()
         for key, value in (tls or {}).items():
             setattr(self._session, key, value)
 
     def _get(self, url: str) -> requests.Response:
         try:
-            response = self._session.get(url, timeout=self.timeout_s)
+            deadline = time.monotonic() + self.timeout_s
+            response = bounded_request(
+                self._session, "GET", url, deadline=deadline, max_bytes=self.max_bytes, timeout_s=self.timeout_s
+            )
+        except AnswerTooLarge as exc:
+            raise ScrapeError(str(exc)) from None
         except requests.Timeout:
             raise ScrapeError(f"GET {url}: no answer within {self.timeout_s:g} s") from None
         except requests.ConnectionError as exc:

@@ -211,6 +211,7 @@ class NativeEngine:
             address=spec.address,
             display_address=target.address,
             timeout_s=float(target.timeout),
+            max_answer_bytes=target.max_answer_bytes,
             headers=spec.headers,
             requests=spec.requests,
             check=spec.check,

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from inferload.measure.run_record import RunRecord
+from inferload.scenario.limits import DEFAULT_MAX_ANSWER_BYTES
 from tests.support.engine_triton import grpc_request, wait_for_calls
 from tests.support.example_triton import ExampleTriton, example_triton
 
@@ -42,7 +43,17 @@ def add_stream(engine: Any, address: str, values: tuple[int, ...], check: dict[s
     requests_ = [grpc_request("stream_sync", "IN", np.array([v], np.int32), "INT32") for v in values]
     return int(
         engine.add_target(
-            "stream", "gRPC", "grpc", address, address, 10.0, [], requests_, check or {"answer": "none"}, stream=True
+            "stream",
+            "gRPC",
+            "grpc",
+            address,
+            address,
+            10.0,
+            [],
+            requests_,
+            check or {"answer": "none"},
+            stream=True,
+            max_answer_bytes=DEFAULT_MAX_ANSWER_BYTES,
         )
     )
 

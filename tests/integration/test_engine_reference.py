@@ -18,6 +18,7 @@ import time
 import numpy as np
 import pytest
 
+from inferload.scenario.limits import DEFAULT_MAX_ANSWER_BYTES
 from tests.support.engine_triton import grpc_request
 from tests.support.reference_server import reference_server
 
@@ -32,7 +33,17 @@ def _run_then_stop(address: str, stream: bool, running_s: float) -> None:
     try:
         request = grpc_request("identity", "INPUT0", np.zeros((1, 16), np.float32))
         target = engine.add_target(
-            "ref", "gRPC", "grpc", address, address, 30.0, [], [request], {"answer": "none"}, stream=stream
+            "ref",
+            "gRPC",
+            "grpc",
+            address,
+            address,
+            30.0,
+            [],
+            [request],
+            {"answer": "none"},
+            stream=stream,
+            max_answer_bytes=DEFAULT_MAX_ANSWER_BYTES,
         )
         slots = [engine.open_slot(target) for _ in range(SLOTS)]
         for slot in slots:
@@ -70,7 +81,17 @@ def test_a_fed_arrival_sends_the_request_it_names_and_one_naming_none_the_next_o
             address = server.grpc_address
             requests_ = [grpc_request("identity", "INPUT0", np.zeros((batch, 16), np.float32)) for batch in (1, 2, 3)]
             target = engine.add_target(
-                "ref", "gRPC", "grpc", address, address, 10.0, [], requests_, {"answer": "none"}, open_loop_max_queue=16
+                "ref",
+                "gRPC",
+                "grpc",
+                address,
+                address,
+                10.0,
+                [],
+                requests_,
+                {"answer": "none"},
+                open_loop_max_queue=16,
+                max_answer_bytes=DEFAULT_MAX_ANSWER_BYTES,
             )
             engine.run_open(engine.open_slot(target))  # one sender: the server receives them in order
             start = time.time() + 0.2

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from inferload.scenario.limits import DEFAULT_MAX_ANSWER_BYTES
 from tests.support.engine_triton import grpc_request, http_request
 from tests.support.example_triton import ExampleTriton, example_triton
 from tests.support.waiting import wait_until
@@ -59,13 +60,33 @@ def test_native_sequences_keep_the_models_state(sequence_triton: ExampleTriton, 
         address = sequence_triton.grpc
         requests_: list[Any] = [grpc_request(model, "INPUT0", array, "INT32")]
         target = engine.add_target(
-            "seq", "gRPC", "grpc", address, address, 10.0, [], requests_, {"answer": "none"}, sequence=sequence
+            "seq",
+            "gRPC",
+            "grpc",
+            address,
+            address,
+            10.0,
+            [],
+            requests_,
+            {"answer": "none"},
+            sequence=sequence,
+            max_answer_bytes=DEFAULT_MAX_ANSWER_BYTES,
         )
     else:
         address = sequence_triton.http
         requests_ = [http_request(model, "INPUT0", "OUTPUT0", array, "INT32")]
         target = engine.add_target(
-            "seq", "HTTP", "http", f"http://{address}", address, 10.0, [], requests_, {"answer": "triton_http"}, sequence=sequence
+            "seq",
+            "HTTP",
+            "http",
+            f"http://{address}",
+            address,
+            10.0,
+            [],
+            requests_,
+            {"answer": "triton_http"},
+            sequence=sequence,
+            max_answer_bytes=DEFAULT_MAX_ANSWER_BYTES,
         )
     slots = [engine.open_slot(target) for _ in range(SLOTS)]
     for slot in slots:

@@ -24,6 +24,7 @@ from hdrh.histogram import HdrHistogram
 from tritonclient.grpc import service_pb2
 
 from inferload.measure.run_record import RunRecord
+from inferload.scenario.limits import DEFAULT_MAX_ANSWER_BYTES
 from inferload.scenario.tls import TlsSettings
 from inferload.users.failures import classify_exception
 from inferload.users.tls import http_tls_options
@@ -73,11 +74,33 @@ def add_identity(engine: Any, protocol: str, address: str, *, values: tuple[floa
     if protocol == "grpc":
         requests_: list[Any] = [grpc_request("identity", "INPUT__0", a) for a in arrays]
         return engine.add_target(
-            f"identity-{protocol}", "gRPC", "grpc", address, address, 10.0, [], requests_, GRPC_CHECK, **options
+            f"identity-{protocol}",
+            "gRPC",
+            "grpc",
+            address,
+            address,
+            10.0,
+            [],
+            requests_,
+            GRPC_CHECK,
+            **options,
+            max_answer_bytes=DEFAULT_MAX_ANSWER_BYTES,
         )
     requests_ = [http_request("identity", "INPUT__0", "OUTPUT__0", a) for a in arrays]
     url = address if "://" in address else f"http://{address}"
-    return engine.add_target(f"identity-{protocol}", "HTTP", "http", url, address, 10.0, [], requests_, HTTP_CHECK, **options)
+    return engine.add_target(
+        f"identity-{protocol}",
+        "HTTP",
+        "http",
+        url,
+        address,
+        10.0,
+        [],
+        requests_,
+        HTTP_CHECK,
+        **options,
+        max_answer_bytes=DEFAULT_MAX_ANSWER_BYTES,
+    )
 
 
 def address_of(triton: EngineTriton, protocol: str) -> str:
@@ -196,11 +219,31 @@ def test_a_call_longer_than_the_timeout_is_a_request_timeout_and_the_slot_recove
     arrays = [slow_input(), np.zeros((1, 4), np.float32)]
     if protocol == "grpc":
         requests_: list[Any] = [grpc_request("tail_slow", "INPUT0", a) for a in arrays]
-        target = engine.add_target("slow", "gRPC", "grpc", address, address, timeout_s, [], requests_, {"answer": "grpc_shapes"})
+        target = engine.add_target(
+            "slow",
+            "gRPC",
+            "grpc",
+            address,
+            address,
+            timeout_s,
+            [],
+            requests_,
+            {"answer": "grpc_shapes"},
+            max_answer_bytes=DEFAULT_MAX_ANSWER_BYTES,
+        )
     else:
         requests_ = [http_request("tail_slow", "INPUT0", "OUTPUT0", a) for a in arrays]
         target = engine.add_target(
-            "slow", "HTTP", "http", f"http://{address}", address, timeout_s, [], requests_, {"answer": "triton_http"}
+            "slow",
+            "HTTP",
+            "http",
+            f"http://{address}",
+            address,
+            timeout_s,
+            [],
+            requests_,
+            {"answer": "triton_http"},
+            max_answer_bytes=DEFAULT_MAX_ANSWER_BYTES,
         )
     slot = engine.open_slot(target)
     served = settled_count(triton, "tail_slow")
@@ -367,7 +410,7 @@ def test_mutual_tls_with_a_client_certificate_answers_and_without_one_is_refused
     assert done[1] is None
     without = engine.add_target(
         "no-cert", "gRPC", "grpc", address, address, 10.0, [], [grpc_request("identity", "INPUT__0", identity_input())],
-        GRPC_CHECK, tls={"ca_pem": pem(certs.ca)},
+        GRPC_CHECK, tls={"ca_pem": pem(certs.ca)}, max_answer_bytes=DEFAULT_MAX_ANSWER_BYTES
     )  # fmt: skip
     engine.call(engine.open_slot(without), 0)
     (refused,) = wait_for_calls(engine, 1)

@@ -60,6 +60,15 @@ impl Failure {
         Failure::new(REQUEST_ERROR, format!("client error: {kind}: {message}"))
     }
 
+    /// `RequestError("answer larger than {limit} bytes ...")`: the answer was cut off at the
+    /// target's `max_answer_bytes`, nothing more of it buffered.
+    pub fn answer_too_large(limit: usize) -> Failure {
+        Failure::new(
+            REQUEST_ERROR,
+            format!("answer larger than {limit} bytes (the target's max_answer_bytes)"),
+        )
+    }
+
     /// Whether the Python path counts it as refused: every `ConnectionRefused` (the run's
     /// `refused_windows` and a closed loop's back-off both test `isinstance(exc, ConnectionRefused)`).
     pub fn is_refused(&self) -> bool {

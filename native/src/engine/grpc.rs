@@ -160,13 +160,35 @@ impl GrpcConn {
     }
 }
 
-/// Reads an answer's body and trailers whole, giving its flow-control capacity back as it goes.
-async fn read_answer(mut body: h2::RecvStream) -> Result<(Bytes, Option<HeaderMap>), h2::Error> {
+/// Why an answer's body was not read whole.
+enum ReadFailure {
+    Transport(h2::Error),
+    /// more than the target's `max_answer_bytes` came (what came is dropped)
+    TooLarge,
+}
+
+impl From<h2::Error> for ReadFailure {
+    fn from(error: h2::Error) -> ReadFailure {
+        ReadFailure::Transport(error)
+    }
+}
+
+/// Reads an answer's body and trailers whole, giving its flow-control capacity back as it goes;
+/// at most `limit` bytes of it.
+async fn read_answer(
+    mut body: h2::RecvStream,
+    limit: usize,
+) -> Result<(Bytes, Option<HeaderMap>), ReadFailure> {
     let mut whole = BytesMut::new();
     let mut single: Option<Bytes> = None;
+    let mut read = 0usize;
     while let Some(chunk) = body.data().await {
         let chunk = chunk?;
         body.flow_control().release_capacity(chunk.len())?;
+        read = read.saturating_add(chunk.len());
+        if read > limit {
+            return Err(ReadFailure::TooLarge);
+        }
         match single.take() {
             None if whole.is_empty() => single = Some(chunk),
             Some(first) => {
@@ -283,9 +305,13 @@ pub async fn call(
             .await
             .map_err(|e| broken("grpc answer", &e, address))?
             .into_parts();
-        let (bytes, trailers) = read_answer(answer)
-            .await
-            .map_err(|e| broken("grpc answer", &e, address))?;
+        let (bytes, trailers) =
+            read_answer(answer, target.max_answer_bytes)
+                .await
+                .map_err(|e| match e {
+                    ReadFailure::Transport(e) => broken("grpc answer", &e, address),
+                    ReadFailure::TooLarge => Failure::answer_too_large(target.max_answer_bytes),
+                })?;
         Ok::<_, Failure>((parts, trailers, bytes))
     };
     let finished = tokio::time::timeout(target.timeout, attempt).await;

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::header::{CONNECTION, HOST};
 use http::{HeaderMap, HeaderValue, Method, Request, Uri};
-use http_body_util::{BodyExt, Full};
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::client::conn::http1::{Builder, SendRequest};
 use hyper_util::rt::TokioIo;
 
@@ -186,10 +186,19 @@ pub async fn call(
             .await
             .map_err(|e| hyper_failure(&e, &live.stamps, address))?;
         let (parts, body) = response.into_parts();
-        let body = body
+        // a Content-Length past the bound fails before any byte is read, a longer body once it passes it
+        let body = Limited::new(body, target.max_answer_bytes)
             .collect()
             .await
-            .map_err(|e| hyper_failure(&e, &live.stamps, address))?
+            .map_err(|e| {
+                if e.is::<LengthLimitError>() {
+                    return Failure::answer_too_large(target.max_answer_bytes);
+                }
+                match e.downcast::<hyper::Error>() {
+                    Ok(hyper_error) => hyper_failure(&hyper_error, &live.stamps, address),
+                    Err(other) => Failure::client_error("HTTPException", &other.to_string()),
+                }
+            })?
             .to_bytes();
         Ok::<_, Failure>((parts, body, live.stamps.clone()))
     };

@@ -12,8 +12,17 @@
 //!   the messages use (`strip`, the first line of `splitlines`, a cut in code points).
 //!
 //! A lone UTF-16 surrogate from a `\u` escape (Python keeps it in a `str`) is held as U+FFFD.
+//!
+//! Both readers refuse a document nested deeper than [`MAX_DEPTH`] arrays and objects: the readers
+//! recurse, and a hostile answer (`[[[[…` 20,000 deep) would overflow a runtime thread's stack.
+//! Such an answer is "not JSON" to `parse_stdlib` and a parse error naming the bound to
+//! `parse_rapidjson`.
 
 use std::fmt::Write;
+
+/// The deepest nesting of arrays and objects either reader takes (serde_json's default bound);
+/// real answers nest a few levels (a tensor's dimensions in a JSON list of lists).
+pub const MAX_DEPTH: usize = 128;
 
 /// A decoded JSON value, as Python holds it.
 #[derive(Clone, Debug, PartialEq)]
@@ -279,6 +288,7 @@ pub fn parse_stdlib(body: &[u8]) -> Option<Value> {
     let mut reader = StdlibReader {
         text: text.as_bytes(),
         at: 0,
+        depth: 0,
     };
     reader.skip_space();
     let value = reader.value()?;
@@ -392,6 +402,8 @@ fn int_literal(literal: &str) -> String {
 struct StdlibReader<'a> {
     text: &'a [u8],
     at: usize,
+    /// arrays and objects open around the reader's position
+    depth: usize,
 }
 
 /// Python 3.11's bound on the digits of an int read from text (`sys.get_int_max_str_digits()`).
@@ -423,13 +435,20 @@ impl StdlibReader<'_> {
                 self.at += 1;
                 self.string().map(Value::Str)
             }
+            b'{' | b'[' if self.depth >= MAX_DEPTH => None,
             b'{' => {
                 self.at += 1;
-                self.object()
+                self.depth += 1;
+                let object = self.object();
+                self.depth -= 1;
+                object
             }
             b'[' => {
                 self.at += 1;
-                self.array()
+                self.depth += 1;
+                let array = self.array();
+                self.depth -= 1;
+                array
             }
             b'n' if self.literal("null") => Some(Value::Null),
             b't' if self.literal("true") => Some(Value::Bool(true)),
@@ -635,6 +654,7 @@ pub fn parse_rapidjson(body: &[u8]) -> Result<Value, RapidjsonError> {
     let mut reader = RapidReader {
         text: &body[..end],
         at: 0,
+        depth: 0,
     };
     reader.document().map_err(|(offset, what)| {
         RapidjsonError::Parse(format!("Parse error at offset {offset}: {what}"))
@@ -658,11 +678,14 @@ const BAD_ENCODING: &str = "Invalid encoding in string.";
 const TOO_BIG: &str = "Number too big to be stored in double.";
 const MISS_FRACTION: &str = "Miss fraction part in number.";
 const MISS_EXPONENT: &str = "Miss exponent in number.";
+const TOO_DEEP: &str = "Nested deeper than 128 arrays and objects (inferload's bound).";
 
 /// RapidJSON's `Reader` with `kParseNanAndInfFlag`, on valid UTF-8 without NUL bytes.
 struct RapidReader<'a> {
     text: &'a [u8],
     at: usize,
+    /// arrays and objects open around the reader's position
+    depth: usize,
 }
 
 impl RapidReader<'_> {
@@ -708,13 +731,20 @@ impl RapidReader<'_> {
                 self.at += 1;
                 self.string().map(Value::Str)
             }
+            b'{' | b'[' if self.depth >= MAX_DEPTH => Err((self.at, TOO_DEEP)),
             b'{' => {
                 self.at += 1;
-                self.object()
+                self.depth += 1;
+                let object = self.object();
+                self.depth -= 1;
+                object
             }
             b'[' => {
                 self.at += 1;
-                self.array()
+                self.depth += 1;
+                let array = self.array();
+                self.depth -= 1;
+                array
             }
             _ => self.number(),
         }
@@ -1241,5 +1271,41 @@ mod tests {
         assert_eq!(first_line(""), "");
         assert_eq!(cut_chars("\u{e9}\u{e9}\u{e9}", 2), "\u{e9}\u{e9}");
         assert_eq!(decode_replace(b"a\xe2\x82"), "a\u{fffd}");
+    }
+
+    /// Runs `check` on a thread with a small stack, as a runtime thread of the engine has.
+    fn on_a_small_stack(check: impl FnOnce() + Send + 'static) {
+        std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(check)
+            .expect("thread")
+            .join()
+            .expect("the check ran to its end");
+    }
+
+    #[test]
+    fn a_document_nested_past_the_bound_is_refused_without_recursing_into_it() {
+        on_a_small_stack(|| {
+            for (open, close) in [("[", "]"), ("{\"a\":", "}")] {
+                let hostile = format!("{}{}", open.repeat(20_000), close.repeat(20_000));
+                assert_eq!(parse_stdlib(hostile.as_bytes()), None);
+                let Err(RapidjsonError::Parse(message)) = parse_rapidjson(hostile.as_bytes())
+                else {
+                    panic!("a 20,000-deep document was taken");
+                };
+                let offset = MAX_DEPTH * open.len();
+                assert_eq!(
+                    message,
+                    format!("Parse error at offset {offset}: {TOO_DEEP}")
+                );
+            }
+        });
+        let at_the_bound = format!("{}{}", "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH));
+        let past_it = format!("[{at_the_bound}]");
+        assert!(parse_stdlib(at_the_bound.as_bytes()).is_some());
+        assert!(parse_rapidjson(at_the_bound.as_bytes()).is_ok());
+        assert_eq!(parse_stdlib(past_it.as_bytes()), None);
+        assert!(parse_rapidjson(past_it.as_bytes()).is_err());
+        assert!(TOO_DEEP.contains(&MAX_DEPTH.to_string()));
     }
 }

@@ -407,7 +407,8 @@ impl PyEngine {
     }
 
     #[pyo3(signature = (name, request_type, protocol, address, display_address, timeout_s, headers, requests, check,
-                        rotation = "round-robin", rotation_seed = 0, start_index = 0, tls = None, open_loop_max_queue = None, sequence = None, stream = false))]
+                        rotation = "round-robin", rotation_seed = 0, start_index = 0, tls = None, open_loop_max_queue = None, sequence = None, stream = false,
+                        *, max_answer_bytes))]
     #[allow(clippy::too_many_arguments)]
     fn add_target(
         &self,
@@ -427,6 +428,7 @@ impl PyEngine {
         open_loop_max_queue: Option<usize>,
         sequence: Option<&Bound<'_, PyDict>>,
         stream: bool,
+        max_answer_bytes: usize,
     ) -> PyResult<usize> {
         let fail = |message: String| value_error(format!("add_target({name:?}): {message}"));
         let protocol = match protocol {
@@ -487,6 +489,7 @@ impl PyEngine {
             address,
             display_address,
             timeout_s,
+            max_answer_bytes,
             headers,
             requests,
             check,

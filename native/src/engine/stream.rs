@@ -221,6 +221,12 @@ impl OpenStream {
                 Answer::Reading(body) => match body.data().await {
                     Some(Ok(chunk)) => {
                         let _ = body.flow_control().release_capacity(chunk.len());
+                        // one response message (the part of it not yet parsed) at most max_answer_bytes
+                        if self.unparsed.len() + chunk.len() > target.max_answer_bytes + 5 {
+                            return Err(Broken::Transport(Failure::answer_too_large(
+                                target.max_answer_bytes,
+                            )));
+                        }
                         self.unparsed.extend_from_slice(&chunk);
                     }
                     Some(Err(e)) => {
@@ -309,6 +315,11 @@ pub async fn call(
                         failure = shape_failure(target, &answer.outputs);
                     }
                     if want_answer {
+                        if answers.len() + message.len() + 5 > target.max_answer_bytes {
+                            return Err(Broken::Transport(Failure::answer_too_large(
+                                target.max_answer_bytes,
+                            )));
+                        }
                         answers.extend_from_slice(&grpc::frame(&message));
                     }
                 }

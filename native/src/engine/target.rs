@@ -98,6 +98,8 @@ pub struct Target {
     /// the address as failure messages name it
     pub display_address: String,
     pub timeout: Duration,
+    /// the most bytes of one answer buffered; a longer answer fails (`Failure::answer_too_large`)
+    pub max_answer_bytes: usize,
     /// gRPC: the headers of every call (gRPC's own and the target's metadata, lower-case keys)
     pub metadata: HeaderMap,
     /// gRPC: where `ModelInfer` is (scheme, authority, path)

@@ -1,0 +1,117 @@
+"""A hostile or broken server never takes the instrument down, nor its memory past its bound.
+
+Against a fake server (tests/support/hostile_server.py: faults no real server can be made to show):
+- an answer nested 20,000 deep (an HTTP 500 error body, or a 200) is a counted failure on every
+  HTTP kind, and the run ends with its summary.json (it ended in SIGSEGV, exit 139, with nothing);
+- an endless body or a 2 GB Content-Length fails each request at the target's ``max_answer_bytes``
+  ("answer larger than N bytes"), the client's memory stays far below what came;
+- a start check ends by its one deadline, however slowly the server drips its answer, and reads
+  no more of an answer than the page bound.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from inferload.errors import ServerError
+from inferload.run.bentoml_check import check_bentoml_target
+from inferload.run.kserve_check import read_v2_metadata_http
+from inferload.run.torchserve_check import check_torchserve_target
+from inferload.run.triton_check import fetch_triton_model_info
+from inferload.scenario import limits
+from inferload.scenario.targets import Target
+from tests.support.hostile_server import hostile_server
+from tests.support.scenario_factory import bare_target, write_scenario
+from tests.support.system_tools import REPO
+
+HTTP_KINDS = ("triton-http", "torchserve-rest", "kserve-v2-http", "kserve-v1-http", "bentoml-http")
+
+
+def _run(tmp_path: Path, targets: list[dict[str, Any]], duration: str = "3s") -> tuple[int, dict[str, Any] | None, int, str]:
+    """`inferload run` headless without start checks: (exit code, summary.json or None, the run's peak RSS in
+    KiB, its output: Locust's failures table among it)."""
+    data = {"name": "hostile", "duration": duration, "targets": targets, "shape": {"kind": "steady", "users": len(targets)}}
+    scenario = write_scenario(tmp_path, data)
+    out = tmp_path / "results"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "inferload.cli", "run", str(scenario), "--headless", "--skip-start-checks", "--out", str(out)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert process.stdout is not None
+    output = process.stdout.read()  # to its end: the run has ended then
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    summary = json.loads((out / "summary.json").read_text()) if (out / "summary.json").exists() else None
+    return process.returncode, summary, usage.ru_maxrss, output
+
+
+def _targets(address: str, **extra: Any) -> list[dict[str, Any]]:
+    return [bare_target(kind.replace("-", "_"), kind, address, model="m", **{"timeout": "5s", **extra}) for kind in HTTP_KINDS]
+
+
+@pytest.mark.parametrize("fault", ["deep", "deep-ok"], ids=["error-body", "answer"])
+def test_an_answer_nested_20000_deep_is_a_counted_failure_on_every_http_kind_and_the_run_writes_its_summary(tmp_path, fault):
+    with hostile_server(fault, depth=20_000) as server:
+        code, summary, _, stderr = _run(tmp_path, _targets(server.address, response_check="shape"))
+    assert code != -11 and code != 139, stderr[-2000:]
+    assert summary is not None, stderr[-2000:]
+    for kind in HTTP_KINDS:
+        figures = summary["targets"][kind.replace("-", "_")]
+        assert figures["requests"] > 0 and figures["failures"] == figures["requests"], (kind, figures)
+
+
+@pytest.mark.parametrize("fault", ["endless", "huge-length"])
+def test_an_endless_or_huge_answer_fails_at_max_answer_bytes_and_memory_stays_bounded(tmp_path, fault):
+    bound = 1024 * 1024
+    targets = [bare_target("kserve", "kserve-v2-http", "", model="m", timeout="5s", max_answer_bytes=bound)]
+    with hostile_server(fault) as server:
+        targets[0]["address"] = server.address
+        _, summary, peak_kib, stderr = _run(tmp_path, targets)
+    assert summary is not None, stderr[-2000:]
+    figures = summary["targets"]["kserve"]
+    assert figures["requests"] > 0 and figures["failures"] == figures["requests"], figures
+    assert f"answer larger than {bound} bytes" in stderr, stderr[-3000:]
+    # a whole Locust process is ~150 MB here; without the bound the client grew to gigabytes
+    assert peak_kib < 600 * 1024, peak_kib
+
+
+def _target(kind: str, address: str) -> Target:
+    return Target.model_validate(bare_target("t", kind, f"http://{address}", model="m"))
+
+
+CHECKS = {
+    "triton-http": fetch_triton_model_info,
+    "kserve-v2-http": read_v2_metadata_http,
+    "torchserve-rest": check_torchserve_target,
+    "bentoml-http": check_bentoml_target,
+}
+
+
+@pytest.mark.parametrize("kind", sorted(CHECKS))
+def test_a_start_check_ends_by_its_deadline_on_a_server_that_drips_its_answer(monkeypatch, kind):
+    monkeypatch.setattr(limits, "CHECK_DEADLINE_S", 1.5)
+    with hostile_server("drip", drip_bytes=100, drip_every_s=0.3) as server:
+        started = time.monotonic()
+        with pytest.raises(ServerError, match=r"1\.5 s"):
+            CHECKS[kind](_target(kind, server.address))
+        took_s = time.monotonic() - started
+    assert 1.0 < took_s < 4.0, took_s  # without the deadline: 30 s, a byte every 0.3 s
+
+
+@pytest.mark.parametrize("fault", ["endless", "huge-length"])
+@pytest.mark.parametrize("kind", sorted(CHECKS))
+def test_a_start_check_reads_no_more_than_the_page_bound(kind, fault):
+    bound = f"answer larger than {limits.MAX_SERVER_PAGE_BYTES} bytes"
+    with hostile_server(fault) as server, pytest.raises(ServerError, match=bound):
+        CHECKS[kind](_target(kind, server.address))

@@ -1,0 +1,124 @@
+"""A fake HTTP/1.1 server on loopback that answers every request with one scripted fault.
+
+A fake, named so: no real inference server can be made to answer 20,000-deep JSON, an endless body
+or one byte a second, and these are what the instrument must survive. Each connection is served on
+a thread of its own until the client hangs up; the server stops with its context.
+
+Faults (``fault=``):
+- ``deep``: HTTP 500 whose JSON body is ``[[[…]]]`` ``depth`` deep
+- ``deep-ok``: HTTP 200 with the same body
+- ``endless``: HTTP 200, a chunked body that never ends
+- ``huge-length``: HTTP 200 declaring a 2 GB Content-Length, then bytes until the client goes
+- ``drip``: HTTP 200 declaring ``drip_bytes`` bytes, sent one every ``drip_every_s``
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+FAULTS = ("deep", "deep-ok", "endless", "huge-length", "drip")
+
+
+@dataclass
+class HostileServer:
+    address: str
+    #: requests whose head was read (every connection may carry several)
+    requests: int = 0
+
+
+def _read_head(conn: socket.socket) -> bool:
+    """Reads one request's head and its Content-Length body; False when the client is gone."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return False
+        data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value.strip())
+    while len(rest) < length:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return False
+        rest += chunk
+    return True
+
+
+def _answer(conn: socket.socket, fault: str, depth: int, drip_bytes: int, drip_every_s: float) -> None:
+    if fault in ("deep", "deep-ok"):
+        body = b"[" * depth + b"]" * depth
+        status = b"500 Internal Server Error" if fault == "deep" else b"200 OK"
+        conn.sendall(
+            b"HTTP/1.1 "
+            + status
+            + b"\r\nContent-Type: application/json\r\nContent-Length: "
+            + str(len(body)).encode()
+            + b"\r\n\r\n"
+            + body
+        )
+        return
+    if fault == "endless":
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+        chunk = b"%x\r\n" % 65536 + b"[" * 65536 + b"\r\n"
+        while True:
+            conn.sendall(chunk)
+    if fault == "huge-length":
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2000000000\r\n\r\n")
+        block = b"0" * 65536
+        while True:
+            conn.sendall(block)
+    if fault == "drip":
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % drip_bytes)
+        for _ in range(drip_bytes):
+            conn.sendall(b" ")
+            time.sleep(drip_every_s)
+        return
+    raise ValueError(f"fault {fault!r}: expected one of {FAULTS}")
+
+
+@contextmanager
+def hostile_server(fault: str, depth: int = 20_000, drip_bytes: int = 1000, drip_every_s: float = 0.5) -> Iterator[HostileServer]:
+    """The server, listening on 127.0.0.1 (a free port) while the context lasts."""
+    if fault not in FAULTS:
+        raise ValueError(f"fault {fault!r}: expected one of {FAULTS}")
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    server = HostileServer(address=f"127.0.0.1:{listener.getsockname()[1]}")
+    stopping = threading.Event()
+
+    def serve(conn: socket.socket) -> None:
+        with conn:
+            try:
+                while not stopping.is_set() and _read_head(conn):
+                    server.requests += 1
+                    _answer(conn, fault, depth, drip_bytes, drip_every_s)
+            except OSError:
+                pass  # the client hung up: what these faults end with
+
+    def accept() -> None:
+        while not stopping.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            threading.Thread(target=serve, args=(conn,), daemon=True).start()
+
+    acceptor = threading.Thread(target=accept, daemon=True)
+    acceptor.start()
+    try:
+        yield server
+    finally:
+        stopping.set()
+        acceptor.join(timeout=2)
+        listener.close()
