@@ -69,6 +69,10 @@ class WeightedTargets:
         return self.targets[best][0]
 
 
+#: rows of a looped replay window kept in memory after its first pass (about 100 bytes each)
+LOOP_ROWS_KEPT = 1_000_000
+
+
 @dataclass(frozen=True)
 class ReplayLaw:
     path: Path
@@ -119,22 +123,37 @@ class ReplayLaw:
             scale = (facts.window_rows / period) / self.rate
         return scale, period
 
+    def _window_rows(self) -> Iterator[tuple[float, str | None, int | None, int | None]]:
+        """The window's rows, (trace seconds, target, sample, batch), read from the file."""
+        for _, row in replay_rows(self.path, self.pause):
+            if row.t_s < self.start_s:
+                continue
+            if row.t_s >= self.window_end_s:
+                return
+            yield row.t_s, row.target, row.sample, row.batch
+
     def arrivals(self, seed: int = 0) -> Iterator[Arrival]:
-        """The run's arrivals (``seed`` is not used: a replay is the same every time)."""
+        """The run's arrivals (``seed`` is not used: a replay is the same every time). A looped window
+        of at most ``LOOP_ROWS_KEPT`` rows is read once and played from memory (a short file looped
+        at a high rate was read again thousands of times a second, and the run fell behind its
+        clock); a longer one is read again for each pass."""
         scale, period = self.timing()
         chooser = WeightedTargets(self.targets)
-        start, end, duration = self.start_s, self.window_end_s, self.run_duration_s
+        start, duration = self.start_s, self.run_duration_s
         offset = 0.0  # played seconds of the passes before this one
+        kept: list[tuple[float, str | None, int | None, int | None]] | None = [] if self.loop else None
         while True:
-            for _, row in replay_rows(self.path, self.pause):
-                if row.t_s < start:
-                    continue
-                if row.t_s >= end:
-                    break
-                played = offset + (row.t_s - start) * scale
+            rows: Iterable[tuple[float, str | None, int | None, int | None]] = self._window_rows()
+            if kept is not None and offset > 0 and len(kept) <= LOOP_ROWS_KEPT:
+                rows = kept
+            for row in rows:
+                t_s, target, sample, batch = row
+                if offset == 0 and kept is not None and len(kept) <= LOOP_ROWS_KEPT:
+                    kept.append(row)
+                played = offset + (t_s - start) * scale
                 if played >= duration:
                     return
-                yield Arrival(played, row.target or chooser.next(), row.sample, row.batch)
+                yield Arrival(played, target or chooser.next(), sample, batch)
             if not self.loop or period is None:
                 return
             offset += period * scale

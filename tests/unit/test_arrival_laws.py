@@ -105,6 +105,25 @@ def test_a_window_plays_from_its_start_and_a_loop_repeats_it(tmp_path: Path) -> 
     assert [a.t_s for a in unlooped.arrivals()] == [0.0, 1.0, 2.0]
 
 
+def test_a_short_window_looped_at_a_high_rate_is_read_once_and_played_from_memory(tmp_path: Path, monkeypatch) -> None:
+    import inferload.traffic.arrivals as arrivals_module
+
+    path = write_trace(tmp_path, ["0", "0.001"])
+    reads: list[Path] = []
+    real_rows = arrivals_module.replay_rows
+
+    def counted(file: Path, pause: Any = None) -> Any:
+        reads.append(file)
+        return real_rows(file, pause)
+
+    monkeypatch.setattr(arrivals_module, "replay_rows", counted)
+    law = ReplayLaw(path, 5.0, loop=True, rate=20_000.0, targets=[("t", 1.0)])
+    played = [a.t_s for a in law.arrivals()]
+    assert len(played) == 100_000  # 20,000 req/s for 5 s, to the request
+    assert played[:3] == pytest.approx([0.0, 5e-05, 1e-04]) and played[-1] < 5.0
+    assert len(reads) == 1  # the first pass (timing's scan reads the file on its own); before: 50,000 passes read it
+
+
 def test_rate_rescales_the_window_keeping_its_shape(tmp_path: Path) -> None:
     times = [0.0, 0.1, 0.15, 1.0, 1.05, 1.9]  # bursty, 6 arrivals in a period of 1.9 + 1.9 / 5 s
     path = write_trace(tmp_path, [f"{t}" for t in times])
