@@ -572,8 +572,19 @@ def parse_ports(text: str | None) -> dict[str, int]:
         name, _, value = item.partition("=")
         if not value.isdigit() or not 0 < int(value) < 65536:
             raise UsageError(f"--ports: expected name=port with a port in 1..65535; got {item!r}")
+        if name.strip() in ports:
+            raise UsageError(f"--ports: {name.strip()} is given twice; expected each name once")
         ports[name.strip()] = int(value)
     return ports
+
+
+def shared_ports(ports: dict[str, int]) -> str | None:
+    """Which names share a port (``triton_grpc and triton_http both 9001``); None when every port is its own."""
+    by_port: dict[int, list[str]] = {}
+    for name, port in ports.items():
+        by_port.setdefault(port, []).append(name)
+    shared = [f"{' and '.join(names)} both {port}" for port, names in by_port.items() if len(names) > 1]
+    return "; ".join(shared) or None
 
 
 def parse_servers(text: str | None, flag: str) -> tuple[str, ...]:
@@ -599,6 +610,9 @@ def cmd_servers(args: argparse.Namespace) -> int:
     unknown = sorted(set(overrides) - set(defaults))
     if unknown:
         raise UsageError(f"--ports: unknown name(s) {unknown}; expected some of {sorted(defaults)}")
+    clash = shared_ports({**defaults, **overrides})
+    if clash:
+        raise UsageError(f"--ports: one port per server endpoint; {clash}")
     state_dir = (args.state_dir or DEFAULT_STATE_DIR).absolute()  # the servers start in other folders
     problem = state_dir_problem(state_dir)
     if problem is None and args.action == "up":  # `up` writes there: pids, logs, state.json

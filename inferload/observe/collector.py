@@ -146,7 +146,6 @@ class CollectorConfig(_Model):
 
 
 def load_collector_config(path: Path) -> CollectorConfig:
-    from inferload.scenario.messages import format_key_path
     from inferload.scenario.yaml_file import read_scenario_yaml
 
     label = str(path)
@@ -157,11 +156,17 @@ def load_collector_config(path: Path) -> CollectorConfig:
     try:
         return CollectorConfig.model_validate(raw)
     except ValidationError as exc:
-        problems = [
-            Problem(label, format_key_path(tuple(item["loc"])), item["msg"].removeprefix("Value error, "))
-            for item in exc.errors(include_url=False)
-        ]
-        raise CollectorConfigError(problems) from None
+        raise CollectorConfigError(validation_problems(label, exc)) from None
+
+
+def validation_problems(label: str, exc: ValidationError) -> list[Problem]:
+    """One problem per pydantic error: where (``label``, the key path) and what was expected."""
+    from inferload.scenario.messages import format_key_path
+
+    return [
+        Problem(label, format_key_path(tuple(item["loc"])), item["msg"].removeprefix("Value error, "))
+        for item in exc.errors(include_url=False)
+    ]
 
 
 #: each server's source of a scenario target, given its metrics page
@@ -330,7 +335,10 @@ def _settings(args: argparse.Namespace, file_values: dict[str, Any]) -> SinkSett
         "password": args.influx_password,
     }
     merged = {**file_values, **{k: v for k, v in flags.items() if v is not None}}
-    settings = settings_from_mapping(merged)
+    try:
+        settings = settings_from_mapping(merged)
+    except ValidationError as exc:  # a flag's, the environment's or the config's value: named by its key
+        raise CollectorConfigError(validation_problems("influx", exc)) from None
     if settings is None:
         raise CollectorConfigError(
             [Problem("influx", "url", "no InfluxDB URL: give --influx-url, INFLUX_URL or influx.url in the config")]

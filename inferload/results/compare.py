@@ -181,6 +181,16 @@ def format_gate(results: list[GateResult], note: str) -> str:
 
 EXIT_USAGE = 2
 
+
+def terminal_safe(text: str) -> str:
+    """``text`` with every character a terminal would act on (escape sequences, carriage returns,
+    bells) written as its Python escape; line breaks kept. Names in a results folder are the
+    server's and the scenario's, not ours to let drive the user's terminal."""
+    return "\n".join(
+        "".join(char if char.isprintable() or char == "\t" else repr(char)[1:-1] for char in line) for line in text.split("\n")
+    )
+
+
 # (name in the table and the JSON, path in a summary target, format): the compare view of
 # inferload.results.figures
 FIGURES: tuple[tuple[str, tuple[str, ...], str], ...] = tuple((f.name, f.path, f.compare_spec) for f in COMPARE)
@@ -345,7 +355,9 @@ def main_compare(a: Path, b: Path, as_json: bool, fail_on: list[str] | None = No
         repeated = read_repeats(Path(a)) is not None or read_repeats(Path(b)) is not None
         if not repeated:
             comparison = compare_runs(a, b, renames)
-            print(json.dumps(comparison_to_dict(comparison), indent=2) if as_json else format_comparison(comparison))
+            print(
+                json.dumps(comparison_to_dict(comparison), indent=2) if as_json else terminal_safe(format_comparison(comparison))
+            )
         elif not rules:
             print("A or B is a repeated run (repeat.json): compare them with --fail-on FIGURE:±P%", file=sys.stderr)
             return EXIT_USAGE
@@ -353,7 +365,7 @@ def main_compare(a: Path, b: Path, as_json: bool, fail_on: list[str] | None = No
             return 0
         results, note = gate(Path(a), Path(b), rules, renames)
     except (ResultsError, InferloadError) as exc:
-        print(f"inferload compare: {exc}", file=sys.stderr)
+        print(terminal_safe(f"inferload compare: {exc}"), file=sys.stderr)
         return EXIT_USAGE
-    print(format_gate(results, note), file=sys.stderr if as_json and not repeated else sys.stdout)
+    print(terminal_safe(format_gate(results, note)), file=sys.stderr if as_json and not repeated else sys.stdout)
     return 1 if any(result.failed for result in results) else 0

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.support.cli import SCENARIOS, inferload
 
 
@@ -36,6 +38,19 @@ def test_bad_cli_arguments_are_usage_errors():  # every subcommand's bad options
     assert done.returncode == 2 and "invalid choice" in done.stderr
     done = inferload("servers", "status", "--ports", "triton_grpc=notaport")
     assert done.returncode == 2 and "--ports" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("ports", "said"),
+    [
+        ("triton_grpc=9001,triton_http=9001", "triton_http and triton_grpc both 9001"),
+        ("triton_grpc=9001,triton_grpc=9002", "triton_grpc is given twice"),
+    ],
+)
+def test_servers_refuse_two_endpoints_on_one_port_before_starting_anything(tmp_path, ports, said):
+    done = inferload("servers", "up", "--only", "triton", "--ports", ports, "--state-dir", str(tmp_path))
+    assert done.returncode == 2 and said in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert not any(tmp_path.iterdir())  # nothing started, nothing written
 
 
 def test_servers_status_reports_nothing_running_for_an_empty_state_dir(tmp_path):

@@ -196,6 +196,7 @@ def test_a_command_line_imports_only_the_named_commands_slow_modules(tmp_path: P
         (("--scenario", "@S", "--interval", "nan", "--influx-url", "http://127.0.0.1:1"), "--interval"),
         (("--scenario", "@S", "--duration", "0s", "--influx-url", "http://127.0.0.1:1"), "--duration"),
         (("--scenario", "@S", "--log-level", "LOUD"), "--log-level"),
+        (("--scenario", "@S", "--influx-url", "notaurl"), "influx: url: expected an http:// or https:// URL"),
     ],
     ids=lambda value: " ".join(value) if isinstance(value, tuple) else value,
 )
@@ -210,3 +211,4 @@ def test_the_collectors_bad_options_are_one_line_and_exit_2(folder: Path, args: 
     assert "Traceback" not in output
     errors = [line for line in output.splitlines() if line.startswith(("collector:", "python -m collectors:"))]
     assert len(errors) == 1 and named in errors[0], output
+    assert "validation error" not in output and "errors.pydantic.dev" not in output, output  # no pydantic report

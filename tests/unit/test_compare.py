@@ -251,3 +251,13 @@ def test_a_streamed_target_is_compared_on_its_stream_figures_too(tmp_path: Path)
         "3.000",
         "6.000",
     ]
+
+
+def test_a_target_name_that_holds_terminal_escapes_is_printed_escaped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    name = "evil\x1b]0;owned\x07\x1b[2J\rname"
+    a = run(tmp_path / "a", "a", {name: target(p99=50.0)})
+    b = run(tmp_path / "b", "b", {name: target(p99=40.0)})
+    assert main_compare(a, b, as_json=False) == 0
+    printed = capsys.readouterr().out
+    assert "\x1b" not in printed and "\x07" not in printed and "\r" not in printed
+    assert "target: evil\\x1b]0;owned\\x07\\x1b[2J\\rname" in printed  # the name, still readable
