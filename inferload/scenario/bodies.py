@@ -81,6 +81,8 @@ def template_problem(template: str) -> str | None:
             f"is not JSON once {DATA_PLACEHOLDER} is replaced by a value ({error.msg} at character {error.pos});"
             f" {DATA_PLACEHOLDER} must stand where a JSON value goes, not inside quotes"
         )
+    except RecursionError:
+        return "is nested too deep for a JSON reader (thousands of arrays or objects inside each other)"
     return None
 
 

@@ -253,12 +253,16 @@ class Sweep:
         passing = [s for s in self.steps if s.role == "search" and self.passes(s) and s.achieved_rps is not None]
         return max(passing, key=lambda s: s.achieved_rps or 0.0) if passing else None
 
+    @property
+    def step_s(self) -> float:
+        """The longest a step takes: its run's longest and its start-up."""
+        return self.plan.max_duration_s + 15.0
+
     def _within_budget(self) -> bool:
         budget = self.settings.budget_s
         if budget is None:
             return True
-        left = budget - (time.monotonic() - self.started)
-        return left >= self.plan.max_duration_s + 15.0  # a step's longest run and its start-up
+        return budget - (time.monotonic() - self.started) >= self.step_s
 
     def run_level(
         self,

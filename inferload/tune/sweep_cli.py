@@ -443,6 +443,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.min_rps is not None and not args.find_max_rps:
         raise UsageError(f"--min-rps: expected req/s above 0, with --find-max-rps; got {args.min_rps:g}")
     sweep = Sweep(settings_from_args(args))  # UsageError: the scenario's target, or a sweep.json in --out
+    budget_s = sweep.settings.budget_s
+    if budget_s is not None and budget_s < sweep.step_s:
+        raise UsageError(
+            f"--budget: {args.budget} leaves no time for one step ({sweep.step_s:g} s: the scenario's run and its"
+            f" start-up); expected at least {math.ceil(sweep.step_s):d}s"
+        )
     sweep.settings = with_gpu(sweep.settings, args)
     code = sweep.run()
     if code != 0 or args.min_rps is None:

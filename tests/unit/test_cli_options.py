@@ -65,6 +65,7 @@ BAD_OPTIONS: list[tuple[tuple[str, ...], str]] = [
     (("sweep", "@S", "--users", "1,2", "--precision", "nan"), "--precision"),
     (("sweep", "@S", "--users", "1,2", "--stable-windows", "0"), "--stable-windows"),
     (("sweep", "@S", "--users", "1,2", "--budget", "0s"), "--budget"),
+    (("sweep", "@S", "--find-max-rps", "--slo", "p99_ms=20", "--budget", "1ms"), "leaves no time for one step"),
     (("sweep", "@S", "--users", "1,2", "--workers", "100000"), "--workers"),
     (("sweep", "@S", "--users", "1,x"), "--users"),
     (("sweep", "@S", "--users", "1,200000"), "--users"),  # each step a run: refused before the first, not at its own

@@ -104,6 +104,11 @@ def test_the_keys_are_optional_and_default_to_none(folder: Path) -> None:
             "only applies to content_type json; this target's is octet-stream",
         ),
         ({"content_type": "json", "body_template": 5}, "targets[0].body_template", "expected a string; got 5"),
+        (
+            {"content_type": "json", "body_template": "[" * 100_000 + "$data" + "]" * 100_000},
+            "targets[0].body_template",
+            "is nested too deep for a JSON reader",
+        ),
         # media_type
         (
             {"media_type": "png"},
