@@ -421,7 +421,8 @@ class NextRun:
 
 @dataclass(frozen=True)
 class SearchEnd:
-    """Why the search ended: precision, noise, no-pass, ceiling, steps, budget, generator, broken, interrupted."""
+    """Why the search ended: precision, noise, no-pass, ceiling, steps, budget, generator, broken, interrupted,
+    or verification (its check went the other way and the answer was refitted)."""
 
     reason: str
     words: str
@@ -643,6 +644,15 @@ def search_capacity(
         answer.searched = judgement.boundary
         answer.judgement = judge([*evidence, *checks], bounds, search.cliff_factor)
         answer.refit = True
+        # the search's reason for its answer (an interval within the precision, or as sharp as the noise
+        # allows) no longer holds once the answer moved: the verification is why it ended. A budget's or
+        # a generator's end still holds and is kept.
+        if answer.end.reason in ("precision", "noise", "steps"):
+            answer.end = SearchEnd(
+                "verification",
+                "the verification runs went the other way (the machine's noise moved between the search and its"
+                " check); the answer takes them into its fit",
+            )
     return answer
 
 

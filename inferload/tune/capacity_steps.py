@@ -233,7 +233,10 @@ def capacity_record(answer: CapacityAnswer, rules: StopRules, precision_pct: flo
         "estimate_rps": _finite(boundary.estimate_rps),
         "interval_rps": [_finite(boundary.low_rps), high],
         "interval_pct": None if width is None else round(width, 2),
-        "precision_reached": width is not None and width <= precision_pct + 1e-9,
+        # never "reached" beside a verification that says the answer is elsewhere
+        "precision_reached": width is not None
+        and width <= precision_pct + 1e-9
+        and (verification is None or verification.verified is not False),
         "ended": {"reason": answer.end.reason, "words": answer.end.words},
         "bounds": bounds_of(rules).words(),
         "binding": binding,

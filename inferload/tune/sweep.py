@@ -402,7 +402,7 @@ class Sweep:
         if self.stopped:
             say(f"stopped: {self.stopped['rule']}: {self.stopped['reason']}")
         best = self.best()
-        if best is not None:
+        if best is not None and self.capacity is None:  # a capacity search has one answer: its own lines
             say(f"best: {best.achieved_rps:g} req/s at level {best.level:g} (p99 {fmt_ms(best.p99_ms)})")
         if self.capacity is not None:
             for line in answer_lines(self.capacity):

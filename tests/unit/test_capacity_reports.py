@@ -147,3 +147,18 @@ def test_no_capacity_says_whether_rates_failed_or_were_within_the_noise():
     assert answer_lines(unsure)[0] == (
         "capacity under the SLO: not found: no rate passed, and 100, 200 req/s were within the noise of it"
     )
+
+
+def test_precision_is_never_said_reached_beside_a_verification_that_went_the_other_way():
+    rng = np.random.default_rng(1)
+    runs = [
+        simulate_run(rate, 4, 10.0, rng, windows=6, step=index + 1) for index, rate in enumerate((200.0, 400.0, 300.0, 350.0))
+    ]
+    judgement = judge(runs, Bounds({"p99_ms": 30.0}))
+    answer = CapacityAnswer(judgement, SearchEnd("steps", "the search made its 4 runs"), runs)
+    slower = simulate_run(judgement.boundary.low_rps * 0.8, 4, 40.0, rng, windows=6, step=5)  # the server got slower
+    answer.verification = verify_runs([slower], judgement.boundary, Bounds({"p99_ms": 30.0}))
+    assert answer.verification.verified is False
+    wide_enough = capacity_record(answer, RULES, precision_pct=1000.0)  # any width is within this precision
+    assert wide_enough["precision_reached"] is False
+    assert any("precision NOT reached" in line for line in answer_lines(wide_enough))

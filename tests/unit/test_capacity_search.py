@@ -253,3 +253,5 @@ def test_a_verification_that_goes_the_other_way_takes_its_runs_into_the_answer()
     below = answer.verification.runs[0].level.rate
     assert answer.judgement.boundary.low_rps < below  # the fail below the old boundary is in the fit
     assert answer.searched.low_rps <= 400 <= answer.searched.high_rps
+    # one answer, one reason: the search's "within the precision" is not said of the refitted answer
+    assert answer.end.reason == "verification" and "within" not in answer.end.words
