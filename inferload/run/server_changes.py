@@ -46,13 +46,16 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import psutil
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
 
 from inferload.errors import ServerChangeError
 from inferload.paths import write_atomically
+from inferload.scenario.input_files import read_limited
+from inferload.scenario.limits import MAX_SMALL_FILE_BYTES
+from inferload.scenario.messages import custom_error, describe_value
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +77,19 @@ LOAD_TIMEOUT_S = 300.0
 CALL_TIMEOUT_S = 30.0
 #: how long a journal file may be (an entry is a few kilobytes; a model config rarely 100 KB)
 MAX_ENTRY_BYTES = 4 * 1024 * 1024
+#: describe-model's keys a TorchServe registration is put back with: a whole number when present
+#: (restoring converts them with int()); the second ones may also be null (then left to TorchServe)
+WHOLE_NUMBER_KEYS = ("batchSize", "maxBatchDelay", "minWorkers", "responseTimeout")
+NULLABLE_NUMBER_KEYS = ("maxWorkers", "startupTimeout")
+#: what an entry's required keys hold, for the line that says one is missing
+EXPECTED_KEYS = {
+    "kind": f"one of {', '.join(repr(kind) for kind in get_args(ChangeKind))}",
+    "server": "the server's address (an http:// or https:// URL of its API)",
+    "model": "the model's name",
+    "original": "an object: the settings found before the change, to put back",
+    "owner": "an object naming the process that made the change (pid, started, host, command)",
+    "changed_at": "when the change was made (ISO 8601)",
+}
 
 
 def journal_dir(environ: Mapping[str, str] | None = None) -> Path:
@@ -138,6 +154,66 @@ class JournalEntry(BaseModel):
     owner: Owner
     changed_at: str
 
+    @field_validator("server")
+    @classmethod
+    def _server(cls, value: str, info: ValidationInfo) -> str:
+        """An http:// or https:// URL with a host (a trace entry's may also be a plain ``host:port``):
+        a journal file naming another scheme (``file://``) never reaches a URL opener."""
+        if info.data.get("kind") == "triton-trace-settings" and "://" not in value:
+            return value
+        problem = http_url_problem(value)
+        if problem:
+            raise custom_error(problem)
+        return value
+
+    @field_validator("original", mode="before")
+    @classmethod
+    def _original(cls, value: object, info: ValidationInfo) -> object:
+        """An object; a TorchServe registration's keys that are put back with the types restoring needs."""
+        if not isinstance(value, dict):
+            raise custom_error(f"expected {EXPECTED_KEYS['original']}; got {describe_value(value)}")
+        if info.data.get("kind") != "torchserve-registration":
+            return value
+        model_url = value.get("modelUrl")
+        if "modelUrl" in value and (not isinstance(model_url, str) or not model_url.strip()):
+            raise custom_error(f"modelUrl: expected the archive the model was registered from; got {describe_value(model_url)}")
+        for key in (*WHOLE_NUMBER_KEYS, *NULLABLE_NUMBER_KEYS):
+            if key not in value or (value[key] is None and key in NULLABLE_NUMBER_KEYS):
+                continue
+            number = value[key]
+            if isinstance(number, bool) or not isinstance(number, int) or number < 0:
+                allowed = " or null" if key in NULLABLE_NUMBER_KEYS else ""
+                raise custom_error(f"{key}: expected a whole number >= 0{allowed}; got {describe_value(number)}")
+        return value
+
+    @field_validator("access")
+    @classmethod
+    def _access(cls, value: dict[str, Any]) -> dict[str, Any]:
+        """The keys restoring reads, each of the type it needs (other keys are kept and not read)."""
+        token_file = value.get("token_file")
+        if token_file is not None and (not isinstance(token_file, str) or not token_file.strip()):
+            raise custom_error(f"token_file: expected the path of TorchServe's key file; got {describe_value(token_file)}")
+        from_env = value.get("headers_from_env")
+        if from_env is not None and (
+            not isinstance(from_env, dict)
+            or not all(isinstance(name, str) and isinstance(variable, str) for name, variable in from_env.items())
+        ):
+            raise custom_error(
+                f"headers_from_env: expected an object of header names to environment variables; got {describe_value(from_env)}"
+            )
+        if value.get("protocol") not in (None, "http", "grpc"):
+            raise custom_error(f"protocol: expected 'http' or 'grpc'; got {describe_value(value['protocol'])}")
+        if value.get("tls") is not None:
+            from inferload.scenario.tls import TlsSettings
+
+            try:
+                TlsSettings.model_validate(value["tls"])
+            except ValidationError as error:
+                first = error.errors()[0]
+                where = ".".join(str(part) for part in ("tls", *first["loc"]))
+                raise custom_error(f"{where}: {first['msg']}") from None
+        return value
+
     @property
     def key(self) -> str:
         return entry_key(self.kind, self.server, self.model)
@@ -152,6 +228,21 @@ class JournalEntry(BaseModel):
 
     def left_by(self) -> str:
         return f"left by `{self.owner.command}` (pid {self.owner.pid} on {self.owner.host}, {self.changed_at})"
+
+
+def http_url_problem(url: str) -> str | None:
+    """Why `url` is no http:// or https:// URL with a host (a valid port when it has one), or None."""
+    parsed = urllib.parse.urlsplit(url)
+    if parsed.scheme.lower() not in ("http", "https"):
+        scheme = f"the scheme {parsed.scheme!r}" if parsed.scheme else "no scheme"
+        return f"expected an http:// or https:// URL; got {describe_value(url)} ({scheme})"
+    try:
+        _ = parsed.port  # a port out of range or not a number raises
+    except ValueError:
+        return f"expected an http:// or https:// URL with a port in 1..65535; got {describe_value(url)}"
+    if not parsed.hostname:
+        return f"expected an http:// or https:// URL with a host; got {describe_value(url)}"
+    return None
 
 
 def entry_key(kind: str, server: str, model: str) -> str:
@@ -201,15 +292,20 @@ class ServerJournal:
             raise ServerChangeError(
                 f"{existing.describe()} was {existing.left_by()} and is not restored yet: run `inferload restore`"
             )
-        entry = JournalEntry(
-            kind=kind,
-            server=server.rstrip("/"),
-            model=model,
-            original=original,
-            access=access or {},
-            owner=Owner.this_process(),
-            changed_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        )
+        try:
+            entry = JournalEntry(
+                kind=kind,
+                server=server.rstrip("/"),
+                model=model,
+                original=original,
+                access=access or {},
+                owner=Owner.this_process(),
+                changed_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            )
+        except ValidationError as error:
+            raise ServerChangeError(
+                f"model {model!r} on {server}: the change cannot be written down ({validation_problem(error)}), so it is not made"
+            ) from None
         try:
             write_atomically(path, entry.model_dump_json(indent=2) + "\n")
         except OSError as error:
@@ -226,7 +322,8 @@ class ServerJournal:
 
     # -- reading --------------------------------------------------------------------------
     def entries(self) -> list[JournalEntry | str]:
-        """Every entry, oldest first; a file that is not an entry as a line saying why."""
+        """Every entry, oldest first; a file that is not an entry as a line naming it and saying why
+        (one that is no regular file, such as a FIFO or a device, is skipped without being read)."""
         if not self.folder.is_dir():
             return []
         found: list[tuple[int, JournalEntry | str]] = []
@@ -238,21 +335,21 @@ class ServerJournal:
         return [entry for _, entry in sorted(found, key=lambda item: item[0])]
 
     def _read(self, path: Path) -> JournalEntry | str | None:
-        try:
-            with open(path, "rb") as handle:
-                raw = handle.read(MAX_ENTRY_BYTES + 1)
-        except FileNotFoundError:
+        """The entry in `path`; None when nothing is there (an entry forgotten meanwhile); else a line
+        naming the file and why it is no entry. Only a regular file of at most `MAX_ENTRY_BYTES` is
+        read, opened without waiting: a FIFO, a device or a folder is never opened for reading."""
+        if not os.path.lexists(path):
             return None
-        except OSError as error:
-            return f"{path}: cannot be read: {error.strerror or error}"
-        if len(raw) > MAX_ENTRY_BYTES:
-            return f"{path}: larger than {MAX_ENTRY_BYTES // (1024 * 1024)} MiB: not a journal entry"
+        try:
+            raw = read_limited(path, MAX_ENTRY_BYTES)
+        except ValueError as error:
+            if not os.path.lexists(path):
+                return None
+            return f"{error}; skipped (not a journal entry)"
         try:
             return JournalEntry.model_validate_json(raw)
         except ValidationError as error:
-            first = error.errors()[0]
-            where = ".".join(str(part) for part in first["loc"]) or "the file"
-            return f"{path}: not a journal entry ({where}: {first['msg']})"
+            return f"{path}: not a journal entry ({validation_problem(error)})"
 
     def leftovers(self, match: Callable[[JournalEntry], bool] | None = None) -> list[JournalEntry]:
         """Entries of processes that are gone (on this host), optionally only those `match` accepts."""
@@ -286,11 +383,24 @@ class ServerJournal:
         return failed
 
 
+def validation_problem(error: ValidationError) -> str:
+    """``key: what is wrong`` of a journal entry's first validation error (a missing key: what it holds)."""
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "the file"
+    if first["type"] == "missing" and len(first["loc"]) == 1:
+        return f"{where}: missing; expected {EXPECTED_KEYS.get(str(first['loc'][0]), 'a value')}"
+    return f"{where}: {first['msg']}"
+
+
 # -- the servers' APIs ---------------------------------------------------------------------------
 def http_json(
     method: str, url: str, body: bytes | None = None, headers: Mapping[str, str] | None = None, timeout: float = CALL_TIMEOUT_S
 ) -> tuple[int, Any]:
-    """(status, JSON answer or text) of one call; ServerChangeError when the server cannot be reached."""
+    """(status, JSON answer or text) of one call; ServerChangeError when `url` is no http:// or https://
+    URL (nothing is opened then) or the server cannot be reached."""
+    problem = http_url_problem(url)
+    if problem:
+        raise ServerChangeError(f"{method} {url}: refused: {problem}")
     # a Content-Type on a call without a body makes TorchServe read its (empty) body as the registration
     content = {"Content-Type": "application/json"} if body is not None else {}
     request = urllib.request.Request(url, data=body, method=method, headers={**content, **dict(headers or {})})
@@ -315,16 +425,36 @@ def _ok(method: str, url: str, status: int, answer: Any) -> Any:
 
 def access_headers(access: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The headers an entry's server needs, read again now: header names from environment variables, and
-    TorchServe's management key from its key file."""
+    TorchServe's management key from its key file (none when the file holds no management key).
+
+    ServerChangeError naming the key file when it cannot be read: it is read only when it is a regular
+    file of at most `MAX_SMALL_FILE_BYTES` (a FIFO or ``/dev/zero`` is refused, not read), and must be JSON."""
     env = os.environ if environ is None else environ
     headers = {name: env[variable] for name, variable in (access.get("headers_from_env") or {}).items() if env.get(variable)}
     token_file = access.get("token_file")
     if token_file:
-        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-            key = json.loads(Path(token_file).read_text())["management"]["key"]
-            if isinstance(key, str) and key:
-                headers["Authorization"] = f"Bearer {key}"
+        key = management_key(Path(str(token_file)))
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
     return headers
+
+
+def management_key(path: Path) -> str | None:
+    """The management key in TorchServe's key file `path` (``{"management": {"key": ...}}``), None when it
+    has none; ServerChangeError naming the file when it is no regular file, too large, unreadable or not JSON."""
+    try:
+        raw = read_limited(path, MAX_SMALL_FILE_BYTES)
+    except ValueError as error:
+        raise ServerChangeError(f"the management key's token_file: {error}") from None
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        raise ServerChangeError(
+            f"the management key's token_file {path} is not JSON (expected TorchServe's key_file.json)"
+        ) from None
+    section = data.get("management") if isinstance(data, dict) else None
+    key = section.get("key") if isinstance(section, dict) else None
+    return key if isinstance(key, str) and key else None
 
 
 def triton_config(url: str, model: str, headers: Mapping[str, str]) -> dict[str, Any] | None:
@@ -398,6 +528,11 @@ def restore_torchserve_registration(url: str, model: str, original: dict[str, An
     current = torchserve_description(url, model, headers)
     if current is not None and registration(current) == registration(original):
         return "its registration was already as found"
+    if not isinstance(original.get("modelUrl"), str) or not original["modelUrl"]:
+        raise ServerChangeError(
+            f"the registration found for {model!r} has no modelUrl (the archive to register it from): register it on"
+            f" TorchServe at {url} by hand, then remove its journal entry"
+        )
     settings: dict[str, Any] = {
         "url": original["modelUrl"],
         "batch_size": int(original.get("batchSize", 1)),

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import psutil
@@ -21,6 +23,7 @@ from inferload.errors import ServerChangeError
 from inferload.paths import write_atomically
 from inferload.run import server_changes
 from inferload.run.server_changes import JournalEntry, ServerJournal, journal_dir, same_host
+from inferload.scenario.limits import MAX_SMALL_FILE_BYTES
 from tests.support.system_tools import REPO
 from tests.support.waiting import wait_until
 
@@ -174,3 +177,143 @@ def test_restore_lists_and_puts_back_what_the_journal_holds(tmp_path: Path):
     assert "could not restore model 'cnn': the model config on Triton at http://127.0.0.1:1" in failed.stdout
     assert "Traceback" not in failed.stderr
     assert len(ServerJournal(tmp_path).leftovers()) == 1  # kept: it was not put back
+
+
+def gone_owner() -> dict[str, object]:
+    """An owner on this host whose process has exited: what it left is a leftover."""
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
+    return {"pid": int(child.stdout), "started": 0.0, "host": socket.gethostname(), "command": "inferload tune s.yaml"}
+
+
+def write_leftover(folder: Path, name: str, **entry: object) -> Path:
+    """A journal file `name` as a process that is gone left it, with `entry`'s keys (None: the key left out)."""
+    raw: dict[str, object] = {
+        "version": 1,
+        "kind": "triton-model-config",
+        "server": "http://127.0.0.1:1",
+        "model": "cnn",
+        "original": ORIGINAL,
+        "access": {},
+        "owner": gone_owner(),
+        "changed_at": "2025-01-01T00:00:00+00:00",
+    }
+    raw.update(entry)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(json.dumps({key: value for key, value in raw.items() if value is not None}))
+    return path
+
+
+def no_server_call(*args: object, **kwargs: object) -> None:
+    raise AssertionError(f"a server was called: {args}")
+
+
+def test_a_fifo_or_folder_in_the_journal_is_skipped_with_a_reason_and_never_waited_on(tmp_path: Path):
+    """`inferload restore` (and every run at its start) reads the journal: a FIFO there is never opened
+    for reading (that waits for a writer forever), nor a symlink to one, nor a folder named like an entry."""
+    os.mkfifo(tmp_path / "triton-model-config-fifo.json")
+    (tmp_path / "link.json").symlink_to(tmp_path / "triton-model-config-fifo.json")
+    (tmp_path / "folder.json").mkdir()
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-m", "inferload.cli", "restore", "--journal", str(tmp_path)]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("inferload restore waited on a FIFO in the journal")
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done
+    assert done.stderr.count("is not a regular file: it is a named pipe (FIFO); skipped") == 2, done.stderr
+    assert "folder.json is not a regular file: it is a folder; skipped" in done.stderr
+    journal = ServerJournal(tmp_path)
+    problems = journal.entries()
+    assert len(problems) == 3 and all(isinstance(line, str) and "\n" not in line for line in problems)
+    lines: list[str] = []
+    assert journal.restore_leftovers(None, lines.append) == 0 and lines == []
+
+
+def test_a_journal_file_larger_than_the_bound_is_refused_unread(tmp_path: Path):
+    path = tmp_path / "big.json"
+    with open(path, "wb") as handle:
+        handle.truncate(server_changes.MAX_ENTRY_BYTES + 1)  # sparse: nothing is written
+    [problem] = ServerJournal(tmp_path).entries()
+    assert isinstance(problem, str) and str(path) in problem and "at most 4,194,304 are read; skipped" in problem
+
+
+def test_a_token_file_that_is_dev_zero_or_too_large_is_a_clear_error_and_never_read_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The management key's file is read only when it is a regular file of at most MAX_SMALL_FILE_BYTES
+    (``/dev/zero`` read whole never ends and grows without bound)."""
+
+    def read_whole(self: Path, *args: object, **kwargs: object) -> None:
+        raise AssertionError(f"{self} read whole")
+
+    monkeypatch.setattr(Path, "read_text", read_whole)
+    monkeypatch.setattr(Path, "read_bytes", read_whole)
+    with pytest.raises(ServerChangeError, match=r"token_file: /dev/zero is not a regular file"):
+        server_changes.access_headers({"token_file": "/dev/zero"})
+    large = tmp_path / "key_file.json"
+    with open(large, "wb") as handle:
+        handle.truncate(MAX_SMALL_FILE_BYTES + 1)
+    with pytest.raises(ServerChangeError, match=rf"{large} is 1,048,577 bytes; at most 1,048,576 are read"):
+        server_changes.access_headers({"token_file": str(large)})
+    # restoring says so for the entry and keeps it, without calling the server
+    write_leftover(
+        tmp_path / "journal",
+        "ts.json",
+        kind="torchserve-registration",
+        original={"modelUrl": "cnn.mar", "batchSize": 8},
+        access={"token_file": "/dev/zero"},
+    )
+    monkeypatch.setattr(urllib.request, "urlopen", no_server_call)
+    lines: list[str] = []
+    assert ServerJournal(tmp_path / "journal").restore_leftovers(None, lines.append) == 1
+    assert "could not restore model 'cnn'" in lines[-1] and "/dev/zero is not a regular file" in lines[-1]
+
+
+def test_a_server_that_is_no_http_url_is_refused_naming_the_scheme_and_never_opened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr(urllib.request, "urlopen", no_server_call)
+    path = write_leftover(tmp_path, "triton.json", server="file:///etc/passwd")
+    write_leftover(tmp_path, "trace.json", kind="triton-trace-settings", server="file:///etc/passwd", original={})
+    journal = ServerJournal(tmp_path)
+    problems = journal.entries()
+    assert len(problems) == 2 and all(isinstance(line, str) for line in problems)
+    assert f"{path}: not a journal entry (server: expected an http:// or https:// URL" in str(problems)
+    assert "(the scheme 'file')" in str(problems[0]) and "(the scheme 'file')" in str(problems[1])
+    assert journal.restore_leftovers(None, no_server_call) == 0
+    with pytest.raises(ServerChangeError, match=r"GET file:///etc/passwd: refused: .*the scheme 'file'"):
+        server_changes.http_json("GET", "file:///etc/passwd")
+    with pytest.raises(ServerChangeError, match=r"cannot be written down \(server: .*the scheme 'ftp'"):
+        journal.record("torchserve-registration", "ftp://127.0.0.1:8081", "cnn", {"modelUrl": "cnn.mar"})
+    # a traced Triton's address may be host:port, as the targets give it
+    assert journal.record("triton-trace-settings", "127.0.0.1:8001", "cnn", {"trace_rate": "1000"}).server == "127.0.0.1:8001"
+
+
+def test_a_missing_or_mistyped_original_is_a_line_naming_the_file_and_what_was_expected(tmp_path: Path):
+    missing = write_leftover(tmp_path, "missing.json", original=None)
+    listed = write_leftover(tmp_path, "list.json", original=[1, 2])
+    mistyped = write_leftover(
+        tmp_path, "ts.json", kind="torchserve-registration", original={"modelUrl": "m.mar", "batchSize": "8"}
+    )
+    problems = {str(line).split(":")[0]: line for line in ServerJournal(tmp_path).entries()}
+    assert problems[str(missing)] == (
+        f"{missing}: not a journal entry (original: missing; expected an object: the settings found before the change, to put back)"
+    )
+    assert problems[str(listed)] == (
+        f"{listed}: not a journal entry (original: expected an object: the settings found before the change, to put back;"
+        " got [1, 2])"
+    )
+    assert (
+        problems[str(mistyped)] == f"{mistyped}: not a journal entry (original: batchSize: expected a whole number >= 0; got '8')"
+    )
+
+
+def test_a_registration_to_put_back_without_its_archive_is_a_clear_error_not_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    write_leftover(tmp_path, "ts.json", kind="torchserve-registration", server="http://ts:8081", original={"batchSize": 8})
+    monkeypatch.setattr(server_changes, "http_json", lambda method, url, *args, **kwargs: (404, {}))  # not registered
+    lines: list[str] = []
+    assert ServerJournal(tmp_path).restore_leftovers(None, lines.append) == 1
+    assert "could not restore model 'cnn'" in lines[-1] and "has no modelUrl (the archive to register it from)" in lines[-1]
