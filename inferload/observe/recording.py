@@ -18,29 +18,48 @@ The arrivals are sorted, made relative to the first (time 0) and written as CSV 
 burstiness (the CV of the gaps between arrivals). ``--target SOURCE=TARGET`` maps a model (or the
 target field's value) to a scenario target; with a mapping, arrivals of unmapped ones are left out
 and counted. Without one the names are written as they are, and a recording of a single one has
-no target column (the replay's rows then go to the scenario's targets by weight). Sorting needs the times in memory: 8 bytes and a 2-byte target code per arrival.
+no target column (the replay's rows then go to the scenario's targets by weight).
+
+Bad input is refused, or left out and counted, never read without end: a source must be a regular
+file (a FIFO, a device or a kernel file is refused before it is opened); files are read as a
+stream, an access log line by line and a trace file one array entry at a time, and a line or
+trace entry over `MAX_ENTRY_BYTES` is refused with its line number; a value of the wrong type, an
+integer of more than `MAX_INT_DIGITS` digits, a NaN or infinite time, or JSON nested deeper than
+Python's reader goes is left out with its reason (or, in an access log without
+``--skip-bad-lines`` and for what cannot be skipped, is one error line naming the file and line).
+Memory: sorting needs the times: 8 bytes and a 2-byte target code per arrival; a trace file's
+requests are joined by id at its end (about 30 bytes per request); the summary counts at most
+`MAX_WINDOWS` windows, so a span longer than that many windows (as one millisecond time among
+seconds makes) is refused, naming it. The replay file and its summary are written to temporary
+files next to them and renamed onto their names once complete: a run cut off leaves no partial one.
 """
 
 from __future__ import annotations
 
 import argparse
+import codecs
 import json
 import math
+import os
+import re
+import stat
 import sys
+import uuid
 from array import array
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal, TextIO
 
 import numpy as np
 
 from inferload.errors import InferloadError
 from inferload.measure.run_record import GapStats
 from inferload.observe.sources.triton_trace_file import trace_file_names
+from inferload.scenario.input_files import not_regular_problem
 from inferload.scenario.messages import parse_duration
-from inferload.servermetrics.triton_trace import json_entries, parse_traces
 
 # `inferload trace-to-replay`'s command line: Triton trace files or JSON-lines access logs → a replay file.
 EXIT_USAGE = 2
@@ -119,6 +138,27 @@ MAX_SPARK = 120
 NO_TARGET = "(none)"
 #: distinct targets of one recording (the codes kept per arrival are 2 bytes)
 MAX_TARGETS = 65_535
+#: the longest access log line (bytes) or Triton trace entry (characters) read; a longer one is refused
+MAX_ENTRY_BYTES = 1 << 20
+#: windows of the summary's rate over time; a span of more (at --window) is refused
+MAX_WINDOWS = 1_000_000
+#: digits of a JSON integer read as a number; a longer one reads as infinite (no time, id or ns is that long)
+MAX_INT_DIGITS = 40
+#: characters of a target (a model name, a --target-field value); a longer one is left out
+MAX_TARGET_CHARS = 1024
+#: bytes read from a trace file at a time (more while one entry is longer)
+READ_CHUNK = 1 << 16
+#: Triton's trace ids and ns are unsigned 64-bit integers
+UINT64_END = 1 << 64
+
+
+def _json_int(text: str) -> int | float:
+    """A JSON integer: as int up to `MAX_INT_DIGITS` digits, else infinite (Python refuses 4,300+ digits)."""
+    return int(text) if len(text) <= MAX_INT_DIGITS else (-math.inf if text.startswith("-") else math.inf)
+
+
+#: JSON as the sources are read: NaN and Infinity are accepted (then refused as times), long integers are infinite
+_DECODER = json.JSONDecoder(parse_int=_json_int)
 
 
 @dataclass
@@ -133,21 +173,32 @@ class Recording:
     left_out: dict[str, int] = field(default_factory=dict)
     files: int = 0
 
-    def add(self, t: float, target: str | None) -> None:
-        code = 0
-        if target is not None:
-            code = self.code_of.get(target, -1)
-            if code < 0:
-                if len(self.names) > MAX_TARGETS:
-                    raise InferloadError(f"more than {MAX_TARGETS:,} different targets in one recording")
-                code = len(self.names)
-                self.names.append(target)
-                self.code_of[target] = code
-        self.times.append(t)
-        self.codes.append(code)
+    def code(self, target: str | None) -> int:
+        """The code of ``target`` (0: none), made on first use; InferloadError past MAX_TARGETS."""
+        if target is None:
+            return 0
+        code = self.code_of.get(target, -1)
+        if code < 0:
+            if len(self.names) > MAX_TARGETS:
+                raise InferloadError(f"more than {MAX_TARGETS:,} different targets in one recording")
+            code = len(self.names)
+            self.names.append(target)
+            self.code_of[target] = code
+        return code
 
-    def leave_out(self, reason: str) -> None:
-        self.left_out[reason] = self.left_out.get(reason, 0) + 1
+    def add(self, t: float, target: str | None) -> None:
+        self.codes.append(self.code(target))
+        self.times.append(t)
+
+    def extend(self, times: np.ndarray, codes: np.ndarray) -> None:
+        """Arrivals at ``times`` (seconds) with target ``codes`` (from `code`), in their order."""
+        self.times.frombytes(times.astype(np.float64).tobytes())
+        self.codes.frombytes(codes.astype(np.uint16).tobytes())
+
+    def leave_out(self, reason: str, count: int = 1) -> None:
+        """Count ``count`` things left out for ``reason``."""
+        if count:
+            self.left_out[reason] = self.left_out.get(reason, 0) + count
 
 
 def mapped(value: str | None, targets: Mapping[str, str], recording: Recording, what: str) -> tuple[bool, str | None]:
@@ -160,30 +211,262 @@ def mapped(value: str | None, targets: Mapping[str, str], recording: Recording, 
     return False, None
 
 
+def open_source(path: Path) -> BinaryIO:
+    """``path`` opened to read bytes, when it is a regular file; InferloadError naming it and why not.
+
+    A FIFO, a device, a folder or a kernel file (/proc, /sys, /dev) is refused before it is opened
+    (it would wait for a writer or never end); the open does not wait (O_NONBLOCK) and the opened
+    file is checked again, so one swapped in meanwhile is refused too."""
+    problem = not_regular_problem(path)
+    if problem:
+        raise InferloadError(f"{problem}; expected a regular file")
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as error:
+        raise InferloadError(f"{path}: cannot read it: {error.strerror}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise InferloadError(f"{path} is not a regular file; expected a regular file")
+    return os.fdopen(fd, "rb")
+
+
+_SPACE = re.compile(r"\s*")
+_BETWEEN_ENTRIES = re.compile(r"[\s,]*")
+#: how far from the end of what was read a JSON error may be and still be a cut entry (``-Infinity``, a ``\\uXXXX``)
+_CUT_MARGIN = 16
+
+
+class _ArrayReader:
+    """The entries of the JSON array a trace file holds, read in chunks: one entry (at most
+    `MAX_ENTRY_BYTES` characters) in memory at a time; errors name the line it starts on."""
+
+    def __init__(self, handle: BinaryIO, file: Path) -> None:
+        self.handle = handle
+        self.file = file
+        self._decode = codecs.getincrementaldecoder("utf-8")(errors="replace").decode
+        self.text = ""
+        self.pos = 0
+        self.eof = False
+        self.entries = 0
+        #: whether the file ended inside an entry (set once the entries are read)
+        self.cut = False
+        self._line = 1  # the line at `_counted`
+        self._counted = 0
+
+    def line(self) -> int:
+        """The line `pos` is on."""
+        self._line += self.text.count("\n", self._counted, self.pos)
+        self._counted = self.pos
+        return self._line
+
+    def _fill(self) -> None:
+        """Drop what was read before `pos` and read more (as much again as is kept, at least `READ_CHUNK`)."""
+        kept = len(self.text) - self.pos
+        if kept > MAX_ENTRY_BYTES:
+            raise self._too_long()
+        self.line()
+        chunk = self.handle.read(max(READ_CHUNK, kept))
+        self.eof = not chunk
+        self.text = self.text[self.pos :] + self._decode(chunk, final=self.eof)
+        self.pos = self._counted = 0
+
+    def _too_long(self) -> InferloadError:
+        return InferloadError(
+            f"{self.file} line {self.line()}: trace entry {self.entries + 1:,} is longer than {MAX_ENTRY_BYTES:,}"
+            " characters; expected Triton's trace entries (small JSON objects)"
+        )
+
+    def _skip(self, pattern: re.Pattern[str]) -> bool:
+        """Move `pos` past what `pattern` matches, reading on as needed; False at the end of the file."""
+        while True:
+            match = pattern.match(self.text, self.pos)
+            assert match is not None  # the patterns match the empty text
+            self.pos = match.end()
+            if self.pos < len(self.text):
+                return True
+            if self.eof:
+                return False
+            self._fill()
+
+    def opens_array(self) -> bool:
+        """Whether the file's first character (after white space) opens a JSON array; reads past it."""
+        if not self._skip(_SPACE) or self.text[self.pos] != "[":
+            return False
+        self.pos += 1
+        return True
+
+    def __iter__(self) -> Iterator[Any]:
+        """Each entry up to ``]`` or the end of the file (also of one still being
+        written: no ``]``, a cut last entry, which `cut` then says). InferloadError for an entry
+        that is not JSON, nested too deeply or too long."""
+        while self._skip(_BETWEEN_ENTRIES) and self.text[self.pos] != "]":
+            try:
+                entry, end = _DECODER.raw_decode(self.text, self.pos)
+            except json.JSONDecodeError as error:
+                if error.pos < len(self.text) - _CUT_MARGIN and not error.msg.startswith("Unterminated string"):
+                    raise InferloadError(
+                        f"{self.file} line {self.line()}: trace entry {self.entries + 1:,} is not JSON ({error.msg});"
+                        " expected Triton's trace entries (JSON objects)"
+                    ) from None
+                if self.eof:  # the cut end of a file Triton is still writing
+                    self.cut = True
+                    return
+                self._fill()
+                continue
+            except RecursionError:
+                raise InferloadError(
+                    f"{self.file} line {self.line()}: trace entry {self.entries + 1:,} is nested too deeply to read;"
+                    " expected Triton's trace entries (flat JSON objects)"
+                ) from None
+            if end == len(self.text) and not self.eof:  # perhaps cut (a number): read on and decode it again
+                self._fill()
+                continue
+            if end - self.pos > MAX_ENTRY_BYTES:
+                raise self._too_long()
+            self.entries += 1
+            yield entry
+            self.pos = end
+
+
+def _uint64(value: Any) -> int | None:
+    """``value`` when it is an unsigned 64-bit integer (not a bool), else None."""
+    return value if type(value) is int and 0 <= value < UINT64_END else None
+
+
+def _numpy(values: array[Any], dtype: type[np.generic]) -> np.ndarray:
+    return np.frombuffer(values, dtype=dtype) if values else np.zeros(0, dtype=dtype)
+
+
+@dataclass
+class _TraceRequests:
+    """What one trace file says of its requests, compactly, in file order: each ``model_name``
+    entry (id, model code) and each arrival timestamp (id, its index in ARRIVAL_STAMPS, seconds)."""
+
+    model_ids: array[int] = field(default_factory=lambda: array("Q"))
+    model_codes: array[int] = field(default_factory=lambda: array("H"))
+    models: list[str] = field(default_factory=list)
+    code_of: dict[str, int] = field(default_factory=dict)
+    stamp_ids: array[int] = field(default_factory=lambda: array("Q"))
+    stamp_kinds: array[int] = field(default_factory=lambda: array("B"))
+    stamp_times: array[float] = field(default_factory=lambda: array("d"))
+
+    def add_entry(self, entry: Any, recording: Recording) -> None:
+        """Keep what ``entry`` says of a request's model and arrival; count in ``recording`` what is left out."""
+        if not isinstance(entry, dict):
+            recording.leave_out("trace file entries that are not JSON objects")
+            return
+        key = _uint64(entry.get("id"))
+        if key is None:
+            recording.leave_out("trace entries without an unsigned 64-bit integer id")
+            return
+        if "model_name" in entry:
+            model = entry["model_name"]
+            if isinstance(model, str) and len(model) <= MAX_TARGET_CHARS:
+                self.model_ids.append(key)
+                self.model_codes.append(self._code(model))
+            else:
+                recording.leave_out(f"trace entries whose model_name is not text of at most {MAX_TARGET_CHARS:,} characters")
+        stamps = entry.get("timestamps")
+        if stamps is None:
+            return
+        if not isinstance(stamps, list):
+            recording.leave_out("trace entries whose timestamps are not a list")
+            return
+        for stamp in stamps:
+            if not isinstance(stamp, dict):
+                recording.leave_out("trace timestamps that are not JSON objects")
+                continue
+            name = stamp.get("name")
+            if not isinstance(name, str) or name not in ARRIVAL_STAMPS:
+                continue
+            ns = _uint64(stamp.get("ns"))
+            if ns is None:
+                recording.leave_out("arrival timestamps whose ns is not an unsigned 64-bit integer")
+                continue
+            self.stamp_ids.append(key)
+            self.stamp_kinds.append(ARRIVAL_STAMPS.index(name))
+            self.stamp_times.append(ns / 1e9)
+
+    def _code(self, model: str) -> int:
+        code = self.code_of.get(model, -1)
+        if code < 0:
+            if len(self.models) >= MAX_TARGETS:
+                raise InferloadError(f"more than {MAX_TARGETS:,} different models in one trace file")
+            code = self.code_of[model] = len(self.models)
+            self.models.append(model)
+        return code
+
+    def arrivals(self) -> tuple[np.ndarray, np.ndarray]:
+        """(model codes into `models`, arrival seconds or NaN) per traced request (an id with a
+        ``model_name``), in the order their first ``model_name`` entries come; its last model_name,
+        as Triton's trace parser keeps, and the first time of the first of ARRIVAL_STAMPS it has."""
+        all_ids = _numpy(self.model_ids, np.uint64)
+        if not len(all_ids):
+            return np.zeros(0, dtype=np.uint16), np.zeros(0)
+        ids, first = np.unique(all_ids, return_index=True)
+        _, from_end = np.unique(all_ids[::-1], return_index=True)
+        codes = _numpy(self.model_codes, np.uint16)[len(all_ids) - 1 - from_end]
+        times = np.full(len(ids), np.nan)
+        stamp_ids = _numpy(self.stamp_ids, np.uint64)
+        kinds = _numpy(self.stamp_kinds, np.uint8)
+        stamp_times = _numpy(self.stamp_times, np.float64)
+        for kind in reversed(range(len(ARRIVAL_STAMPS))):  # the preferred stamp last: it overwrites
+            chosen = kinds == kind
+            kind_ids, kind_first = np.unique(stamp_ids[chosen], return_index=True)
+            if not len(kind_ids):
+                continue
+            at = np.minimum(np.searchsorted(kind_ids, ids), len(kind_ids) - 1)
+            found = kind_ids[at] == ids
+            times[found] = stamp_times[chosen][kind_first][at[found]]
+        order = np.argsort(first, kind="stable")
+        return codes[order], times[order]
+
+    def record(self, targets: Mapping[str, str], recording: Recording) -> None:
+        """Add the requests' arrivals to ``recording`` (in order), their models mapped by ``targets``;
+        count those without an arrival time and those of unmapped models."""
+        codes, times = self.arrivals()
+        timed = ~np.isnan(times)
+        recording.leave_out("traces without a frontend receive time (ensemble steps, in-process requests)", int((~timed).sum()))
+        per_model = np.bincount(codes[timed], minlength=len(self.models))
+        target_code = np.full(len(self.models), -1, dtype=np.int64)
+        for model, (name, count) in enumerate(zip(self.models, per_model.tolist(), strict=True)):
+            if not count:
+                continue
+            if targets and name not in targets:
+                recording.leave_out(f"model {name!r} not mapped by --target", count)
+            else:
+                target_code[model] = recording.code(targets.get(name, name))
+        kept = timed & (target_code[codes] >= 0)
+        recording.extend(times[kept], target_code[codes[kept]])
+
+
 def read_triton_traces(paths: Sequence[Path], targets: Mapping[str, str], recording: Recording) -> None:
-    """Every traced request's arrival in Triton's trace files at ``paths`` (each with its ``.<k>`` files)."""
+    """Every traced request's arrival in Triton's trace files at ``paths`` (each with its ``.<k>`` files).
+
+    Each file is read as a stream (`_ArrayReader`) and its entries joined by request id at its end;
+    malformed entries are left out and counted, a cut last entry (a file Triton is still writing)
+    too; InferloadError naming the file and line for one that is not JSON, too long or too deep,
+    and for a path that is no regular file."""
     files: list[Path] = []
     for path in paths:
         found = trace_file_names(path)
         if not found:
+            if path.exists():  # a FIFO, a device, a folder: say what it is
+                raise InferloadError(f"{not_regular_problem(path) or path}; expected Triton's trace file")
             raise InferloadError(f"{path}: no Triton trace file there (nor {path.name}.<k> files)")
         files.extend(name for name in found if name not in files)
     for file in files:
-        try:
-            text = file.read_text(errors="replace")
-        except OSError as error:
-            raise InferloadError(f"{file}: cannot read it: {error.strerror}") from None
-        if not text.lstrip().startswith("["):
-            raise InferloadError(f"{file}: not a Triton trace file (a JSON array of trace entries); is it a JSON-lines log?")
-        recording.files += 1
-        for trace in parse_traces(json_entries(text)):
-            ns = trace.first(ARRIVAL_STAMPS)
-            if ns is None:
-                recording.leave_out("traces without a frontend receive time (ensemble steps, in-process requests)")
-                continue
-            kept, target = mapped(trace.model, targets, recording, "model")
-            if kept:
-                recording.add(ns / 1e9, target)
+        with open_source(file) as handle:
+            reader = _ArrayReader(handle, file)
+            if not reader.opens_array():
+                raise InferloadError(f"{file}: not a Triton trace file (a JSON array of trace entries); is it a JSON-lines log?")
+            recording.files += 1
+            requests = _TraceRequests()
+            for entry in reader:
+                requests.add_entry(entry, recording)
+            if reader.cut:
+                recording.leave_out("cut entries at the end of a trace file (one Triton is still writing)")
+        requests.record(targets, recording)
 
 
 def field_at(entry: Mapping[str, Any], dotted: str) -> Any:
@@ -197,11 +480,16 @@ def field_at(entry: Mapping[str, Any], dotted: str) -> Any:
 
 
 def epoch_seconds(value: Any, unit: float) -> float | None:
-    """Epoch seconds of a log's time: a number (times ``unit``), numeric text, or ISO-8601 text."""
+    """Epoch seconds of a log's time: a number (times ``unit``), numeric text, or ISO-8601 text;
+    None for anything else (another type, NaN, infinite, beyond a float)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
-        return float(value) * unit if math.isfinite(value) else None
+        try:
+            seconds = float(value) * unit
+        except OverflowError:  # an int beyond a float
+            return None
+        return seconds if math.isfinite(seconds) else None
     if not isinstance(value, str):
         return None
     text = value.strip()
@@ -210,7 +498,7 @@ def epoch_seconds(value: Any, unit: float) -> float | None:
     except ValueError:
         pass
     else:
-        return number * unit if math.isfinite(number) else None
+        return number * unit if math.isfinite(number * unit) else None
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
@@ -229,19 +517,23 @@ class LogFields:
 
 
 def read_access_logs(paths: Sequence[Path], fields: LogFields, targets: Mapping[str, str], recording: Recording) -> None:
-    """Every request line's arrival in JSON-lines access logs (InferloadError at a bad line, unless skipped)."""
+    """Every request line's arrival in JSON-lines access logs, read line by line: InferloadError
+    naming the file and line at a bad line (not JSON, not an object, nested too deeply, longer than
+    `MAX_ENTRY_BYTES`, a missing or unreadable time, a target that is not text or a number), unless
+    ``skip_bad_lines``, which leaves such lines out and counts them; InferloadError for a path that
+    is no regular file."""
     unit = TIME_UNITS[fields.time_unit]
     for path in paths:
-        try:
-            handle = path.open(encoding="utf-8", errors="replace")
-        except OSError as error:
-            raise InferloadError(f"{path}: cannot read it: {error.strerror}") from None
-        recording.files += 1
-        with handle:
-            for line, text in enumerate(handle, start=1):
-                if not text.strip():
-                    continue
-                problem, t, value = _log_line(text, fields, unit)
+        with open_source(path) as handle:
+            recording.files += 1
+            for line, raw in _lines(handle):
+                if raw is None:
+                    problem: str | None = f"longer than {MAX_ENTRY_BYTES:,} bytes"
+                else:
+                    text = raw.decode("utf-8", errors="replace")
+                    if not text.strip():
+                        continue
+                    problem, t, value = _log_line(text, fields, unit)
                 if problem is not None:
                     if not fields.skip_bad_lines:
                         raise InferloadError(f"{path} line {line}: {problem} (--skip-bad-lines leaves such lines out)")
@@ -253,11 +545,39 @@ def read_access_logs(paths: Sequence[Path], fields: LogFields, targets: Mapping[
                     recording.add(t, target)
 
 
+def _lines(handle: BinaryIO) -> Iterator[tuple[int, bytes | None]]:
+    """(line number, its bytes) per line of ``handle``; None for a line over `MAX_ENTRY_BYTES`
+    (read on to its end in chunks, not kept)."""
+    number = 0
+    while raw := handle.readline(MAX_ENTRY_BYTES + 1):
+        number += 1
+        if len(raw) <= MAX_ENTRY_BYTES or raw.endswith(b"\n"):
+            yield number, raw
+            continue
+        while (rest := handle.readline(READ_CHUNK)) and not rest.endswith(b"\n"):
+            pass
+        yield number, None
+
+
+def _shown(value: Any) -> str:
+    """A short description of a JSON value for an error line."""
+    if isinstance(value, str):
+        return repr(value[:40]) + ("..." if len(value) > 40 else "")
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{value} (NaN, infinite, or a number of over {MAX_INT_DIGITS} digits)"
+    if isinstance(value, (bool, int, float)) or value is None:
+        return json.dumps(value)
+    return "a JSON object" if isinstance(value, dict) else "a JSON array"
+
+
 def _log_line(text: str, fields: LogFields, unit: float) -> tuple[str | None, float | None, str | None]:
+    """(problem, time, target) of one access log line: a problem (``what: detail``) or its time and target."""
     try:
-        entry = json.loads(text)
+        entry = _DECODER.decode(text)
     except json.JSONDecodeError as error:
         return f"not JSON: {error.msg} at column {error.colno}", None, None
+    except RecursionError:
+        return "nested too deeply to read: expected one JSON object per line", None, None
     if not isinstance(entry, dict):
         return "not a JSON object", None, None
     raw = field_at(entry, fields.time_field)
@@ -265,11 +585,15 @@ def _log_line(text: str, fields: LogFields, unit: float) -> tuple[str | None, fl
         return f"without the time field: {fields.time_field!r}", None, None
     t = epoch_seconds(raw, unit)
     if t is None:
-        return f"with a time that is not epoch seconds or ISO-8601: {str(raw)[:40]!r}", None, None
+        return f"with a time that is not epoch seconds or ISO-8601: {_shown(raw)}", None, None
     value = None
     if fields.target_field is not None:
         found = field_at(entry, fields.target_field)
+        if isinstance(found, (dict, list)):
+            return f"with a target that is not text or a number: {_shown(found)}", None, None
         value = None if found is None else str(found)
+        if value is not None and len(value) > MAX_TARGET_CHARS:
+            return f"with a target longer than {MAX_TARGET_CHARS:,} characters: {_shown(value)}", None, None
     return None, t, value
 
 
@@ -317,11 +641,34 @@ def ordered(recording: Recording) -> tuple[np.ndarray, np.ndarray]:
     return (times - times[0] if len(times) else times), codes
 
 
-def summarise(times: np.ndarray, codes: np.ndarray, recording: Recording, window_s: float) -> RecordingSummary:
-    gaps = GapStats()
-    for t in times.tolist():
-        gaps.add(t)
+def check_windows(first_s: float, last_s: float, window_s: float) -> None:
+    """InferloadError when the arrivals from ``first_s`` to ``last_s`` (seconds on the source's
+    clock) span more than `MAX_WINDOWS` windows of ``window_s``: the summary keeps a count per
+    window, so its memory is bounded by that, not by the span."""
+    span = last_s - first_s
+    windows = span / window_s
+    if math.isfinite(windows) and windows < MAX_WINDOWS:
+        return
+    raise InferloadError(
+        f"the arrivals span {span:.6g} s (first time {first_s} s, last {last_s} s on the source's clock):"
+        f" {windows:.3g} windows of {window_s:g} s, and the summary counts at most {MAX_WINDOWS:,};"
+        " are some times in another unit (milliseconds among seconds: --time-unit)? a longer --window"
+        " summarises a longer recording"
+    )
+
+
+def summarise(
+    times: np.ndarray, codes: np.ndarray, recording: Recording, window_s: float, origin_s: float = 0.0
+) -> RecordingSummary:
+    """The summary of arrivals ``times`` (seconds from the first, sorted; ``origin_s``: the first's
+    time on the source's clock, for the error) and their target ``codes``; InferloadError from
+    `check_windows` when they span too many windows."""
     span = float(times[-1]) if len(times) else 0.0
+    check_windows(origin_s, origin_s + span, window_s)
+    gaps = GapStats()
+    for start in range(0, len(times), 100_000):  # a chunk of Python floats at a time
+        for t in times[start : start + 100_000].tolist():
+            gaps.add(t)
     count = len(times)
     mean = (count - 1) / span if count > 1 and span > 0 else 0.0
     windows = np.bincount((times // window_s).astype(np.int64)) if count else np.zeros(0, dtype=np.int64)
@@ -343,19 +690,35 @@ def summarise(times: np.ndarray, codes: np.ndarray, recording: Recording, window
     )
 
 
-def write_replay(path: Path, times: np.ndarray, codes: np.ndarray, names: Sequence[str | None]) -> None:
-    """CSV ``t_s[,target]`` (microsecond resolution); a target column only when some arrival has one."""
+def write_replay(out: TextIO, times: np.ndarray, codes: np.ndarray, names: Sequence[str | None]) -> None:
+    """CSV ``t_s[,target]`` (microsecond resolution) to ``out``; a target column only when some arrival has one."""
     with_target = bool(len(codes)) and bool(codes.any())
-    with open(path, "w", encoding="utf-8", newline="") as out:
-        out.write("t_s,target\n" if with_target else "t_s\n")
-        chunk = 100_000
-        for start in range(0, len(times), chunk):
-            part_t = times[start : start + chunk].tolist()
-            if with_target:
-                part_c = codes[start : start + chunk].tolist()
-                out.write("".join(f"{t:.6f},{names[c] or ''}\n" for t, c in zip(part_t, part_c, strict=True)))
-            else:
-                out.write("".join(f"{t:.6f}\n" for t in part_t))
+    out.write("t_s,target\n" if with_target else "t_s\n")
+    chunk = 100_000
+    for start in range(0, len(times), chunk):
+        part_t = times[start : start + chunk].tolist()
+        if with_target:
+            part_c = codes[start : start + chunk].tolist()
+            out.write("".join(f"{t:.6f},{names[c] or ''}\n" for t, c in zip(part_t, part_c, strict=True)))
+        else:
+            out.write("".join(f"{t:.6f}\n" for t in part_t))
+
+
+@contextmanager
+def written_in_place(path: Path) -> Iterator[TextIO]:
+    """A text file to write ``path`` through: a temporary file next to it (``.NAME.<random>.part``),
+    renamed onto ``path`` (os.replace) when the block ends without an error and removed when it
+    raises, so ``path`` is either its old self or complete, never cut short. Made with the usual
+    permissions (0666 less the umask)."""
+    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.part")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            yield handle
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
 
 
 def spark(counts: Sequence[int]) -> str:
@@ -405,7 +768,8 @@ def record_arrivals(
     fields: LogFields,
     window_s: float,
 ) -> RecordingSummary:
-    """Read ``sources``, write the replay file ``out`` and its summary next to it; the summary."""
+    """Read ``sources``, write the replay file ``out`` and its summary next to it (each complete or
+    not at all); the summary. InferloadError for what cannot be read or summarised (see the module)."""
     recording = Recording()
     if source_format == "triton-trace":
         read_triton_traces(sources, targets, recording)
@@ -417,23 +781,30 @@ def record_arrivals(
     if not targets and len(recording.names) == 2:  # one model (or value), not mapped: no target column
         recording.codes = array("H", bytes(2 * len(recording.codes)))
         recording.names = [None]
+    absolute = np.frombuffer(recording.times, dtype=np.float64)
+    first_s, last_s = float(absolute.min()), float(absolute.max())
+    del absolute  # the view holds the array's buffer
+    check_windows(first_s, last_s, window_s)
     times, codes = ordered(recording)
-    summary = summarise(times, codes, recording, window_s)
+    summary = summarise(times, codes, recording, window_s, first_s)
     out.parent.mkdir(parents=True, exist_ok=True)
-    write_replay(out, times, codes, recording.names)
-    summary_path(out).write_text(json.dumps(summary.as_dict(), indent=2) + "\n")
+    # the summary is renamed into place first, the replay file last: once it is there, both are complete
+    with written_in_place(out) as replay, written_in_place(summary_path(out)) as summary_file:
+        write_replay(replay, times, codes, recording.names)
+        summary_file.write(json.dumps(summary.as_dict(), indent=2) + "\n")
     return summary
 
 
 def guess_format(path: Path) -> SourceFormat:
-    """triton-trace for a JSON array (Triton's trace file), jsonl otherwise (judged by the first bytes)."""
+    """triton-trace for a JSON array (Triton's trace file), jsonl otherwise (judged by the first bytes);
+    InferloadError for a path that is no regular file (it is not read: a FIFO would wait)."""
     names = trace_file_names(path)
     first = names[0] if names else path
-    try:
-        with open(first, "rb") as handle:
+    with open_source(first) as handle:
+        try:
             head = handle.read(256).lstrip()
-    except OSError as error:
-        raise InferloadError(f"{path}: cannot read it: {error.strerror}") from None
+        except OSError as error:
+            raise InferloadError(f"{first}: cannot read it: {error.strerror}") from None
     return "triton-trace" if head.startswith(b"[") else "jsonl"
 
 

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import shutil
+import signal
+import tracemalloc
+from collections.abc import Iterator
 from pathlib import Path
+from types import FrameType
 
+import numpy as np
 import pytest
 
 from inferload.cli import main
+from inferload.observe import recording
 from inferload.scenario.replay_file import replay_rows
 from inferload.servermetrics.triton_trace import json_entries, parse_traces
 
@@ -101,3 +109,244 @@ def test_usage_errors_exit_2_with_one_line(
 def test_a_missing_trace_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, str(tmp_path / "gone.json"), "--format", "triton-trace", "--out", str(tmp_path / "r.csv"))
     assert code == 2 and "no Triton trace file there" in err
+
+
+# --- bad input: one line or left out and counted, never a traceback, a hang or memory without bound ------
+
+
+def one_line(err: str) -> str:
+    """The command's error: exactly one line, in its style (no traceback)."""
+    assert err.startswith("inferload trace-to-replay: ") and err.count("\n") == 1, err
+    return err
+
+
+def triton(*entries: str) -> str:
+    return "[" + ",".join(entries) + "]"
+
+
+#: one good traced request, at 1 s on Triton's clock
+GOOD_REQUEST = '{"id":1,"model_name":"m"},{"id":1,"timestamps":[{"name":"HTTP_RECV_START","ns":1000000000}]}'
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "args"),
+    [
+        ("ms-among-s.jsonl", '{"timestamp": 1700000000}\n{"timestamp": 1700000000500}\n', []),
+        (
+            "span.json",
+            triton(
+                GOOD_REQUEST,
+                '{"id":2,"model_name":"m"},{"id":2,"timestamps":[{"name":"HTTP_RECV_START","ns":10000000000000000000}]}',
+            ),
+            [],
+        ),
+        ("two-million-s.jsonl", '{"timestamp": 0}\n{"timestamp": 2000000}\n', ["--window", "100ms"]),
+    ],
+)
+def test_a_span_of_more_windows_than_the_summary_counts_is_one_line_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, text: str, args: list[str]
+) -> None:
+    (tmp_path / name).write_text(text)
+    code, _, err = run(capsys, str(tmp_path / name), "--out", str(tmp_path / "r.csv"), *args)
+    assert code == 2 and "windows of" in one_line(err) and "at most 1,000,000" in err and "--window" in err
+    assert "the arrivals span" in err and "first time" in err
+    assert not (tmp_path / "r.csv").exists()
+
+
+def test_a_long_recording_fits_the_summary_with_a_longer_window(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "long.jsonl").write_text('{"timestamp": 0}\n{"timestamp": 2000000}\n')
+    code, _, err = run(capsys, str(tmp_path / "long.jsonl"), "--out", str(tmp_path / "r.csv"), "--window", "10s")
+    assert code == 0, err
+    assert len(json.loads((tmp_path / "r.summary.json").read_text())["window_counts"]) == 200_001
+
+
+@pytest.mark.parametrize(
+    ("time", "reason"),
+    [
+        ('"soon"', "with a time that is not epoch seconds or ISO-8601"),
+        ("[1]", "with a time that is not epoch seconds or ISO-8601"),
+        ('{"s": 1}', "with a time that is not epoch seconds or ISO-8601"),
+        ("true", "with a time that is not epoch seconds or ISO-8601"),
+        ("null", "without the time field"),
+        ("1" * 5000, "with a time that is not epoch seconds or ISO-8601"),  # over Python's 4,300 digits
+        ("1" * 4000, "with a time that is not epoch seconds or ISO-8601"),  # an int beyond a float
+        ("1" * 400 + ".0", "with a time that is not epoch seconds or ISO-8601"),  # a float that overflows
+        ("NaN", "with a time that is not epoch seconds or ISO-8601"),
+        ("-Infinity", "with a time that is not epoch seconds or ISO-8601"),
+    ],
+)
+def test_a_log_time_of_the_wrong_type_or_out_of_range_is_one_line_or_left_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], time: str, reason: str
+) -> None:
+    log = tmp_path / "access.log"
+    log.write_text(f'{{"timestamp": 1}}\n{{"timestamp": {time}}}\n{{"timestamp": 2}}\n')
+    code, _, err = run(capsys, str(log), "--out", str(tmp_path / "r.csv"))
+    assert code == 2 and f"{log} line 2: {reason}" in one_line(err)
+    code, out, err = run(capsys, str(log), "--out", str(tmp_path / "r.csv"), "--skip-bad-lines")
+    assert code == 0, err
+    assert f"2 arrivals from 1 file(s); 1 left out: 1 lines {reason}" in out
+
+
+def test_json_nested_100000_deep_is_one_line_or_left_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    log = tmp_path / "access.log"
+    log.write_text(f'{{"timestamp": 1}}\n{{"timestamp": 2, "x": {deep}}}\n')
+    code, _, err = run(capsys, str(log), "--out", str(tmp_path / "r.csv"))
+    assert code == 2 and f"{log} line 2: nested too deeply to read" in one_line(err)
+    code, out, err = run(capsys, str(log), "--out", str(tmp_path / "r.csv"), "--skip-bad-lines")
+    assert code == 0 and "1 left out: 1 lines nested too deeply to read" in out, err
+    trace = tmp_path / "trace.json"
+    trace.write_text(triton(GOOD_REQUEST, "\n" + deep))
+    code, _, err = run(capsys, str(trace), "--out", str(tmp_path / "r.csv"))
+    assert code == 2 and f"{trace} line 2: trace entry 3 is nested too deeply to read" in one_line(err)
+
+
+@pytest.mark.parametrize(
+    ("bad_request", "reason"),
+    [
+        ('{"id":2,"model_name":"m"},{"id":2,"timestamps":"HTTP_RECV_START"}', "1 trace entries whose timestamps are not a list"),
+        (
+            '{"id":2,"model_name":"m"},{"id":2,"timestamps":{"HTTP_RECV_START":5}}',
+            "1 trace entries whose timestamps are not a list",
+        ),
+        ('{"id":2,"model_name":"m"},{"id":2,"timestamps":5}', "1 trace entries whose timestamps are not a list"),
+        ('{"id":2,"model_name":"m"},{"id":2,"timestamps":[5]}', "1 trace timestamps that are not JSON objects"),
+        ('{"id":[2],"model_name":"m"}', "1 trace entries without an unsigned 64-bit integer id"),
+        ('{"id":{"k":2},"model_name":"m"}', "1 trace entries without an unsigned 64-bit integer id"),
+        ('{"id":2,"model_name":{"m":1}}', "1 trace entries whose model_name is not text"),
+        *(
+            (
+                '{"id":2,"model_name":"m"},{"id":2,"timestamps":[{"name":"HTTP_RECV_START","ns":' + ns + "}]}",
+                "1 arrival timestamps whose ns is not an unsigned 64-bit integer",
+            )
+            for ns in ('"5"', "[5]", '{"n":5}', "null", "true", "1" * 5000, "1" * 4000, "NaN", "Infinity", "-1", "1.5")
+        ),
+        ("7", "1 trace file entries that are not JSON objects"),
+    ],
+)
+def test_a_trace_entry_of_the_wrong_shape_is_left_out_and_counted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], bad_request: str, reason: str
+) -> None:
+    (tmp_path / "trace.json").write_text(triton(GOOD_REQUEST, bad_request))
+    code, out, err = run(capsys, str(tmp_path / "trace.json"), "--out", str(tmp_path / "r.csv"))
+    assert code == 0, err
+    assert out.startswith("1 arrivals from 1 file(s);") and reason in out.splitlines()[0], out
+
+
+@pytest.fixture
+def alarm() -> Iterator[None]:
+    """Fail a test that blocks (a FIFO opened for reading waits for a writer) instead of hanging."""
+
+    def expire(signum: int, frame: FrameType | None) -> None:
+        raise TimeoutError("still waiting after 10 s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, 10)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.parametrize("args", [[], ["--format", "jsonl"], ["--format", "triton-trace"]])
+def test_a_fifo_source_is_refused_at_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], alarm: None, args: list[str]
+) -> None:
+    os.mkfifo(tmp_path / "trace.json")
+    code, _, err = run(capsys, str(tmp_path / "trace.json"), "--out", str(tmp_path / "r.csv"), *args)
+    assert code == 2 and "trace.json is not a regular file: it is a named pipe (FIFO)" in one_line(err)
+
+
+def test_a_folder_or_a_kernel_file_source_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], alarm: None) -> None:
+    code, _, err = run(capsys, str(tmp_path), "--out", str(tmp_path / "r.csv"))
+    assert code == 2 and "is not a regular file: it is a folder" in one_line(err)
+    # a device is refused unread (/dev/null here: a regression reading /dev/zero would fill the memory)
+    code, _, err = run(capsys, "/dev/null", "--out", str(tmp_path / "r.csv"), "--format", "jsonl")
+    assert code == 2 and "/dev/null is not a regular file: it is a kernel file" in one_line(err)
+
+
+def test_a_line_or_trace_entry_over_1_mib_is_refused_with_its_line_number(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    padding = "x" * (1 << 20)
+    log = tmp_path / "access.log"
+    log.write_text(f'{{"timestamp": 1}}\n{{"timestamp": 2, "pad": "{padding}"}}\n{{"timestamp": 3}}\n')
+    code, _, err = run(capsys, str(log), "--out", str(tmp_path / "r.csv"))
+    assert code == 2 and f"{log} line 2: longer than 1,048,576 bytes" in one_line(err)
+    code, out, err = run(capsys, str(log), "--out", str(tmp_path / "r.csv"), "--skip-bad-lines")
+    assert code == 0 and "2 arrivals from 1 file(s); 1 left out: 1 lines longer than 1,048,576 bytes" in out, err
+    trace = tmp_path / "trace.json"
+    trace.write_text(triton(GOOD_REQUEST, f'\n\n{{"id":2,"model_name":"{padding}"}}'))
+    code, _, err = run(capsys, str(trace), "--out", str(tmp_path / "r.csv"))
+    assert code == 2 and f"{trace} line 3: trace entry 3 is longer than 1,048,576 characters" in one_line(err)
+
+
+def big_trace(path: Path, requests: int) -> None:
+    """A trace file as Triton writes it: per request a model entry and one entry per timestamp."""
+    with open(path, "w") as out:
+        out.write("[")
+        for i in range(1, requests + 1):
+            ns = 10**12 + i * 10**6
+            stamps = (
+                "HTTP_RECV_START", "HTTP_RECV_END", "REQUEST_START", "QUEUE_START", "COMPUTE_START", "COMPUTE_INPUT_END",
+                "COMPUTE_OUTPUT_START", "COMPUTE_END", "REQUEST_END", "INFER_RESPONSE_COMPLETE", "HTTP_SEND_START",
+                "HTTP_SEND_END",
+            )  # fmt: skip
+            out.write(f'{{"id":{i},"model_name":"m","model_version":1,"request_id":"{i}"}},')
+            out.write(",".join(f'{{"id":{i},"timestamps":[{{"name":"{name}","ns":{ns}}}]}}' for name in stamps) + ",\n")
+        out.write("]")
+
+
+def test_a_trace_file_is_read_as_a_stream_in_memory_well_below_its_size(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = tmp_path / "trace.json"
+    big_trace(trace, 8000)
+    tracemalloc.start()
+    try:
+        code, _, err = run(capsys, str(trace), "--out", str(tmp_path / "r.csv"))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert code == 0, err
+    assert len((tmp_path / "r.csv").read_text().splitlines()) == 8001
+    assert peak < trace.stat().st_size / 4, (peak, trace.stat().st_size)
+
+
+def test_a_trace_file_read_in_small_chunks_gives_the_same_replay_and_counts_a_cut_end(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shutil.copy(CAPTURE, tmp_path / "trace.json")
+    code, _, err = run(capsys, str(tmp_path / "trace.json"), "--out", str(tmp_path / "whole.csv"))
+    assert code == 0, err
+    monkeypatch.setattr(recording, "READ_CHUNK", 7)  # entries, names and numbers cut across reads
+    code, out, err = run(capsys, str(tmp_path / "trace.json"), "--out", str(tmp_path / "chunked.csv"))
+    assert code == 0, err
+    assert (tmp_path / "chunked.csv").read_text() == (tmp_path / "whole.csv").read_text()
+    text = CAPTURE.read_text()
+    (tmp_path / "writing.json").write_text(text[: text.rindex('{"id"') + 20])  # Triton still writing it
+    code, out, err = run(capsys, str(tmp_path / "writing.json"), "--out", str(tmp_path / "r.csv"))
+    assert code == 0 and "1 cut entries at the end of a trace file (one Triton is still writing)" in out, err
+
+
+@pytest.mark.parametrize("failure", [OSError(errno.ENOSPC, "No space left on device"), KeyboardInterrupt()])
+def test_a_run_cut_off_while_writing_leaves_no_file_under_the_final_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, failure: BaseException
+) -> None:
+    write_replay = recording.write_replay
+
+    def cut_off(out: object, times: np.ndarray, codes: np.ndarray, names: list[str | None]) -> None:
+        write_replay(out, times[:10], codes[:10], names)  # type: ignore[arg-type]
+        raise failure
+
+    monkeypatch.setattr(recording, "write_replay", cut_off)
+    shutil.copy(CAPTURE, tmp_path / "trace.json")
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    code, _, err = run(capsys, str(tmp_path / "trace.json"), "--out", str(out_dir / "replay.csv"))
+    if isinstance(failure, OSError):
+        assert code == 2 and "No space left on device" in one_line(err)
+    else:
+        assert code == 130 and err == "inferload: interrupted\n"  # Ctrl-C while writing
+    assert list(out_dir.iterdir()) == []  # neither the replay file, nor its summary, nor a temporary file
