@@ -73,7 +73,7 @@ class ServerSide(Section):
     """The server's own statistics between the end of the warm-up and the end of the run."""
 
     model_config = ConfigDict(extra="allow")  # a server reader may report more than these
-    omit_when_none = frozenset({"scope", "shared_with", "unknown"})
+    omit_when_none = frozenset({"scope", "shared_with", "unknown", "requests"})
 
     queue_ms_avg: Number | None
     compute_ms_avg: Number | None
@@ -85,6 +85,8 @@ class ServerSide(Section):
     scope: str | None = None
     shared_with: list[str] | None = None
     unknown: dict[str, str] | None = None  # figure -> why this server does not report it (null above)
+    #: the requests the server counted between the two readings (absent: it does not count them)
+    requests: Count | None = None
 
 
 class SendLag(Section):

@@ -264,8 +264,33 @@ def request_figures(stats: LatencyStats, duration_s: float) -> dict[str, Any]:
     }
 
 
+#: how far the server's request count may be from the client's (a share of the client's, and at least
+#: this many requests: the readings at the steady state's two ends catch a few requests in flight)
+SAME_REQUESTS_SHARE, SAME_REQUESTS_SLACK = 0.02, 10
+
+
+def residual_basis(client_requests: int, side: ServerSide | None) -> str | None:
+    """Why the client's and the server's means do not cover the same requests (None: they do, as far
+    as the server's own request count tells): a client − server difference over other requests means
+    nothing, and a negative one cannot be."""
+    if side is None or side.request_ms_avg is None:
+        return None
+    counted = side.requests
+    if side.scope == "model" or counted is None:
+        return None  # a shared model's count covers its other targets too; a server without a count: no check
+    if abs(counted - client_requests) > max(SAME_REQUESTS_SLACK, SAME_REQUESTS_SHARE * client_requests):
+        return (
+            f"the server's counters cover {counted} requests and the client's steady state {client_requests}:"
+            " not the same requests, so no client − server difference is given"
+        )
+    return None
+
+
 def target_figures(target: Target, stats: LatencyStats, duration_s: float, server_side: ServerSide | None) -> dict[str, Any]:
     figures = request_figures(stats, duration_s)
+    unlike = residual_basis(stats.requests, server_side)
+    if unlike is not None and server_side is not None:
+        server_side = server_side.model_copy(update={"unknown": {**(server_side.unknown or {}), "residual_ms": unlike}})
     return {
         "server": target.server,
         "protocol": target.protocol,
@@ -273,7 +298,9 @@ def target_figures(target: Target, stats: LatencyStats, duration_s: float, serve
         "model": target.model,
         **figures,
         "server_side": server_side,
-        "residual_ms": residual(figures["latency_ms"].mean, None if server_side is None else server_side.request_ms_avg),
+        "residual_ms": None
+        if unlike is not None
+        else residual(figures["latency_ms"].mean, None if server_side is None else server_side.request_ms_avg),
     }
 
 

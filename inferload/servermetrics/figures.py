@@ -79,6 +79,8 @@ class ServerFigures:
     failures_per_s: float | None
     pending: float | None
     unknown: dict[str, str] = field(default_factory=dict)  # summary figure -> why the server does not report it
+    #: requests the server counted in the interval (None: it does not count them)
+    requests: int | None = None
 
     def server_side(self) -> dict[str, Any]:
         """summary.json's ``server_side`` object (``unknown`` only when the server leaves figures out)."""
@@ -89,6 +91,8 @@ class ServerFigures:
             "avg_batch_size": self.avg_batch_size,
             "batch_size_histogram": None if self.batch_sizes is None else {str(k): v for k, v in self.batch_sizes.items()},
         }
+        if self.requests is not None:
+            side["requests"] = self.requests
         if self.unknown:
             side["unknown"] = dict(self.unknown)
         return side
@@ -179,4 +183,5 @@ def server_figures(before: ServerSnapshot, after: ServerSnapshot) -> ServerFigur
         failures_per_s=rate("failures"),
         pending=after.pending,
         unknown=unknown,
+        requests=round(d["requests"]) if "requests" in reported else None,
     )

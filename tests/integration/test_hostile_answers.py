@@ -115,3 +115,14 @@ def test_a_start_check_reads_no_more_than_the_page_bound(kind, fault):
     bound = f"answer larger than {limits.MAX_SERVER_PAGE_BYTES} bytes"
     with hostile_server(fault) as server, pytest.raises(ServerError, match=bound):
         CHECKS[kind](_target(kind, server.address))
+
+
+def test_a_broken_chunked_body_is_the_answers_fault_not_a_refused_connection(tmp_path):
+    targets = [bare_target("kserve", "kserve-v2-http", "", model="m", timeout="5s")]
+    with hostile_server("bad-chunk") as server:
+        targets[0]["address"] = server.address
+        _, summary, _, output = _run(tmp_path, targets)
+    assert summary is not None, output[-2000:]
+    figures = summary["targets"]["kserve"]
+    assert figures["requests"] > 0 and figures["failures"] == figures["requests"], figures
+    assert "broken answer body" in output and "connection error" not in output, output[-3000:]

@@ -19,7 +19,7 @@ from inferload.local.servers.manager import torchserve_infer, triton_infer
 from inferload.local.servers.ports import ServerPorts
 from inferload.servermetrics.readers import server_side, snapshot
 
-SERVER_SIDE_KEYS = {"queue_ms_avg", "compute_ms_avg", "request_ms_avg", "avg_batch_size", "batch_size_histogram"}
+SERVER_SIDE_KEYS = {"queue_ms_avg", "compute_ms_avg", "request_ms_avg", "avg_batch_size", "batch_size_histogram", "requests"}
 
 
 @pytest.mark.parametrize("kind", ["triton-http", "triton-grpc", "torchserve-rest"])

@@ -10,6 +10,7 @@ Faults (``fault=``):
 - ``endless``: HTTP 200, a chunked body that never ends
 - ``huge-length``: HTTP 200 declaring a 2 GB Content-Length, then bytes until the client goes
 - ``drip``: HTTP 200 declaring ``drip_bytes`` bytes, sent one every ``drip_every_s``
+- ``bad-chunk``: HTTP 200, a chunked body whose second chunk's size line is not hexadecimal
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-FAULTS = ("deep", "deep-ok", "endless", "huge-length", "drip")
+FAULTS = ("deep", "deep-ok", "endless", "huge-length", "drip", "bad-chunk")
 
 
 @dataclass
@@ -76,6 +77,12 @@ def _answer(conn: socket.socket, fault: str, depth: int, drip_bytes: int, drip_e
         block = b"0" * 65536
         while True:
             conn.sendall(block)
+    if fault == "bad-chunk":
+        conn.sendall(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"2\r\n[]\r\nzz\r\nnot a chunk\r\n0\r\n\r\n"
+        )
+        return
     if fault == "drip":
         conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % drip_bytes)
         for _ in range(drip_bytes):

@@ -20,7 +20,7 @@ from inferload.servermetrics.torchserve import parse_torchserve_metrics
 from inferload.servermetrics.triton import parse_triton_metrics, parse_triton_statistics
 
 CAPTURES = Path(__file__).resolve().parent.parent / "captures"
-SERVER_SIDE_KEYS = {"queue_ms_avg", "compute_ms_avg", "request_ms_avg", "avg_batch_size", "batch_size_histogram"}
+SERVER_SIDE_KEYS = {"queue_ms_avg", "compute_ms_avg", "request_ms_avg", "avg_batch_size", "batch_size_histogram", "requests"}
 
 
 def capture(name: str) -> str:
@@ -83,6 +83,7 @@ def test_triton_server_side_from_a_capture() -> None:
     compute_ns = 16299415 + 2445442159 + 38763983
     assert side["compute_ms_avg"] == pytest.approx(compute_ns / 201 / 1e6, rel=1e-5)
     assert side["batch_size_histogram"]["1"] == 30 and side["batch_size_histogram"]["9"] == 1
+    assert side["requests"] == 201  # the requests the figures cover, to compare with the client's
 
 
 def test_unknown_triton_model_is_a_scrape_error() -> None:

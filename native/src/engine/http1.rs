@@ -77,6 +77,12 @@ fn hyper_failure(error: &hyper::Error, stamps: &Stamps, address: &str) -> Failur
         }
         return match io_error.kind() {
             std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::UnexpectedEof => closed(),
+            // hyper's own word on a body it cannot decode (a broken chunk): the answer's fault, not the connection's
+            std::io::ErrorKind::InvalidData | std::io::ErrorKind::InvalidInput
+                if io_error.raw_os_error().is_none() =>
+            {
+                Failure::client_error("HTTPParseError", &format!("broken answer body: {io_error}"))
+            }
             _ => io_failure(io_error, address),
         };
     }
