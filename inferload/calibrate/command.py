@@ -2,8 +2,14 @@
 
 Order: a reference server with no delay measures each protocol's loopback floor (`runner.py`; again
 on each law's server: the floor depends on how long the client idles) and the generator's ceiling (closed loop, many users, law none); then, one reference server per law,
-closed-loop cases and open-loop cases at fractions of the ceiling. docs/calibration.md says what
-each figure means.
+closed-loop cases and open-loop cases at fixed low rates and at fractions of the ceiling.
+docs/calibration.md says what each figure means.
+
+Options are checked before anything starts (exit 2, one line naming the option): the bounds, the
+protocols, ``--out`` and the latest certificate's place (``INFERLOAD_HOME`` or ``HOME``) written to.
+The whole calibration runs in one `ChildProcesses` block: SIGINT, SIGTERM or SIGHUP is forwarded
+to the case's run, which stops; then the reference server stops and the command exits with 128 +
+the signal's number, writing no certificate (`runner.CalibrationStopped`).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import shutil
 import socket
 import sys
 import time
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from html import escape
 from pathlib import Path
@@ -35,11 +42,22 @@ from inferload.calibrate.runner import (
     plan,
     probe_floor,
     run_case,
+    stop_if_signalled,
     true_latencies_ns,
 )
 from inferload.errors import UsageError
 from inferload.local.reference_server import ReferenceServerProcess, reference_config_from_dict
-from inferload.results.calibration import Bounds, Calibration, CaseResult, Goal, Roofline, default_calibration_path
+from inferload.results.calibration import (
+    Bounds,
+    Calibration,
+    CaseResult,
+    Goal,
+    Roofline,
+    default_calibration_path,
+    latest_calibration_place,
+)
+from inferload.run.child_processes import ChildProcesses
+from inferload.run.results_dir import unwritable_problem
 
 
 # calibration.html: the certificate as a page in the report's style (one self-contained file).
@@ -143,7 +161,8 @@ def add_calibrate_parser(sub: argparse._SubParsersAction, help_text: str) -> Non
     calibrate.add_argument(
         "--no-install",
         action="store_true",
-        help="do not make this certificate the latest ($INFERLOAD_HOME/calibration.json or ~/.cache/inferload/)",
+        help="do not make this certificate the latest ($INFERLOAD_HOME/calibration.json, "
+        "else ~/.cache/inferload/calibration/<host>-<uid>/calibration.json)",
     )
     calibrate.add_argument("--protocols", default="grpc,http", help="comma list of grpc, http (default both)")
     defaults = Bounds()
@@ -208,9 +227,10 @@ def _run_one(
     floors: dict[tuple[str, str], FloorProbe],
     bounds: Bounds,
     seed: int,
+    children: ChildProcesses,
 ) -> CaseResult:
     server.reset()
-    measured = run_case(case, server, out / "cases" / case.name, layout)
+    measured = run_case(case, server, out / "cases" / case.name, layout, children=children)
     floor_ns = floors[(case.law_name, case.protocol)].samples_ns
     truth = true_latencies_ns(server, 0, measured["window"], floor_ns, seed)
     joined = joined_errors_us(server, measured["rows"], measured["window"], float(np.median(floor_ns))) if case.joined else None
@@ -243,12 +263,13 @@ def roofline_of(results: list[CaseResult], protocol: str, ceiling_per_process: f
             best = per_process
         elif first_failing is None:
             first_failing = per_process
-    return Roofline(
+    roofline = Roofline(
         rps_per_process=None if best is None else round(best, 1),
         first_failing_rps_per_process=None if first_failing is None else round(first_failing, 1),
         tested_rps_per_process=[round((r.configured_rps or 0.0) / r.processes, 1) for r in open_cases],
         ceiling_rps_per_process=None if ceiling_per_process is None else round(ceiling_per_process, 1),
     )
+    return roofline.model_copy(update={"lowest_tested_rps_per_process": roofline.lowest_tested()})
 
 
 def goals_of(results: list[CaseResult], ceilings: dict[str, float], elapsed_s: float, quick: bool) -> list[Goal]:
@@ -290,8 +311,12 @@ def calibrate(
     bounds: Bounds,
     host: str = "127.0.0.1",
     protocols: tuple[str, ...] = ("grpc", "http"),
+    children: ChildProcesses | None = None,
 ) -> Calibration:
-    """Run every case of ``plan_`` and return the certificate (not yet written)."""
+    """Run every case of ``plan_`` and return the certificate (not yet written). ``children``: the
+    command's `ChildProcesses` block (None: one without signal handlers); once it has taken a stop
+    signal, CalibrationStopped after the case's run ended, before anything else starts."""
+    children = children or ChildProcesses()
     began = time.monotonic()
     created = datetime.now(timezone.utc).isoformat()
     machine = machine_facts()
@@ -307,9 +332,11 @@ def calibrate(
     def probe(law: str, server: ReferenceServerProcess) -> None:
         # per law: how long a client idles between requests changes what waking up costs it
         for protocol in protocols:
+            stop_if_signalled(children)
             floors[(law, protocol)] = probe_floor(server, protocol, plan_.floor_requests, "identity", 16)
             print(f"  floor {law} {protocol}: {floors[(law, protocol)].summary()}", flush=True)
 
+    stop_if_signalled(children)
     with _server("none", host) as server:
         probe("none", server)
         for protocol in protocols:
@@ -322,11 +349,12 @@ def calibrate(
                 warmup_s=plan_.warmup_s,
                 duration_s=plan_.duration_s,
             )
-            result = _run_one(case, server, out, layout, floors, bounds, seed := seed + 1)
+            result = _run_one(case, server, out, layout, floors, bounds, seed := seed + 1, children)
             results.append(result)
             ceilings[protocol] = (result.throughput_rps or 0.0) / layout.processes
     laws = list(dict.fromkeys([plan_.joined_law, *plan_.closed_laws, plan_.open_law]))
     for law in laws:
+        stop_if_signalled(children)
         with _server(law, host) as server:
             probe(law, server)
             for protocol in protocols:
@@ -340,7 +368,7 @@ def calibrate(
                         warmup_s=plan_.warmup_s,
                         duration_s=plan_.duration_s,
                     )
-                    results.append(_run_one(case, server, out, layout, floors, bounds, seed := seed + 1))
+                    results.append(_run_one(case, server, out, layout, floors, bounds, seed := seed + 1, children))
                 if law in plan_.closed_laws:
                     case = Case(
                         f"{protocol}-closed-{law}",
@@ -351,10 +379,9 @@ def calibrate(
                         warmup_s=plan_.warmup_s,
                         duration_s=plan_.duration_s,
                     )
-                    results.append(_run_one(case, server, out, layout, floors, bounds, seed := seed + 1))
+                    results.append(_run_one(case, server, out, layout, floors, bounds, seed := seed + 1, children))
                 if law == plan_.open_law:
-                    for fraction in plan_.open_fractions:
-                        rate = max(1.0, round(fraction * ceilings[protocol] * layout.processes, -1))
+                    for rate in plan_.open_rates_rps(ceilings[protocol], layout.processes):
                         case = Case(
                             f"{protocol}-open-{law}-{rate:g}rps",
                             protocol,
@@ -364,7 +391,7 @@ def calibrate(
                             warmup_s=plan_.warmup_s,
                             duration_s=plan_.duration_s,
                         )
-                        results.append(_run_one(case, server, out, layout, floors, bounds, seed := seed + 1))
+                        results.append(_run_one(case, server, out, layout, floors, bounds, seed := seed + 1, children))
     elapsed = time.monotonic() - began
     machine["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
     return Calibration(
@@ -408,8 +435,12 @@ def write_certificate(calibration: Calibration, out: Path, install: bool) -> Pat
     return path
 
 
-def usage_problem(args: argparse.Namespace) -> str | None:
-    """What is wrong with the options (None: nothing)."""
+def usage_problem(args: argparse.Namespace, out: Path, environ: Mapping[str, str] | None = None) -> str | None:
+    """What is wrong with the options, on one line naming the option (None: nothing): the counts, the
+    protocols and the bounds; ``out`` (``--out`` or its default) not a folder that can be written;
+    unless ``--no-install``, the latest certificate's folder (`latest_calibration_place` under
+    ``environ``) not one either, named by its variable (``INFERLOAD_HOME`` or ``HOME``). Folders
+    made to check are removed again."""
     if args.workers < 0 or args.remote_workers < 0:
         return "--workers and --remote-workers: expected 0 or more"
     protocols = [p.strip() for p in args.protocols.split(",") if p.strip()]
@@ -423,12 +454,23 @@ def usage_problem(args: argparse.Namespace) -> str | None:
     ):
         if not value >= 0:
             return f"{flag}: expected 0 or more; got {value:g}"
+    out_problem = unwritable_problem(out, "the certificate", keep=False)
+    if out_problem:
+        return f"--out: {out_problem}; expected a folder that can be written"
+    if not args.no_install:
+        variable, latest = latest_calibration_place(environ)
+        latest_problem = unwritable_problem(latest.parent, "the latest certificate", keep=False)
+        if latest_problem:
+            return f"{variable}: {latest_problem}; expected a folder that can be written (or give --no-install)"
     return None
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    """Exit 0 with the certificate written (misses are figures in it); a usage error raises UsageError (exit 2)."""
-    problem = usage_problem(args)
+    """Exit 0 with the certificate written (misses are figures in it); a usage error raises UsageError
+    (exit 2) before anything starts; a stop signal, CalibrationStopped (128 + its number) once the
+    case's run and the reference server have stopped."""
+    out = args.out or Path("results") / f"calibration-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
+    problem = usage_problem(args, out)
     if problem is not None:
         raise UsageError(problem)
     protocols = tuple(p.strip() for p in args.protocols.split(",") if p.strip())
@@ -438,14 +480,15 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         rate_pct=args.rate_bound_pct,
         send_lag_p99_ms=args.lag_bound_ms,
     )
-    out = args.out or Path("results") / f"calibration-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
     layout = RunLayout(args.workers, args.remote_workers)
-    calibration = calibrate(plan(args.quick), layout, out, bounds, args.server_host, protocols)
+    with ChildProcesses() as children:
+        calibration = calibrate(plan(args.quick), layout, out, bounds, args.server_host, protocols, children)
+        stop_if_signalled(children)
     path = write_certificate(calibration, out, install=not args.no_install)
     for protocol, roof in calibration.roofline.items():
         print(
-            f"roofline {protocol}: {roof.rps_per_process} req/s per process (first failing {roof.first_failing_rps_per_process}; "
-            f"ceiling {roof.ceiling_rps_per_process})"
+            f"roofline {protocol}: {roof.rps_per_process} req/s per process (lowest tested {roof.lowest_tested()}, "
+            f"first failing {roof.first_failing_rps_per_process}; ceiling {roof.ceiling_rps_per_process})"
         )
     for goal in calibration.goals:
         verdict = "not judged" if goal.met is None else "met" if goal.met else "MISSED"

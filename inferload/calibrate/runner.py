@@ -13,11 +13,12 @@ import csv
 import json
 import math
 import os
+import signal
 import socket
 import struct
-import subprocess
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -30,6 +31,7 @@ import yaml
 from inferload.errors import InferloadError
 from inferload.local.reference_server import ReferenceServerProcess
 from inferload.results.calibration import CALIBRATION_ENV, NO_CALIBRATION, Bounds, CaseResult, PercentileError
+from inferload.run.child_processes import ChildProcesses
 
 # The loopback floor: what one request costs on this machine outside the server's own time.
 #
@@ -255,6 +257,11 @@ LAWS: dict[str, dict[str, Any]] = {
 MEAN_MS = {"none": 0.0, "fixed": 2.0, "lognormal": 2.0 * math.exp(0.5**2 / 2), "bimodal": 0.1 * 8.0 + 0.9 * 1.0, "tail": 2.18}
 
 
+#: open-loop rates tested whatever the ceiling, req/s per process: the rates most runs use, which a
+#: fraction of a fast machine's ceiling (10 % of 54k req/s) would leave untested
+FIXED_OPEN_RPS: tuple[float, ...] = (50.0, 200.0)
+
+
 @dataclass(frozen=True)
 class Plan:
     """How long each case runs, and which cases (`plan(quick)`)."""
@@ -268,13 +275,21 @@ class Plan:
     closed_laws: tuple[str, ...] = ()
     open_law: str = "lognormal"
     open_fractions: tuple[float, ...] = ()  # of the closed-loop ceiling, per process
+    fixed_open_rps: tuple[float, ...] = FIXED_OPEN_RPS  # per process, whatever the ceiling
     floor_requests: int = 300
     protocols: tuple[str, ...] = ("grpc", "http")
 
+    def open_rates_rps(self, ceiling_per_process: float, processes: int) -> list[float]:
+        """The open-loop cases' rates (all processes together), lowest first, each once: the fixed
+        rates per process, and the fractions of ``ceiling_per_process`` (to 10 req/s, at least 1)."""
+        fixed = [rps * processes for rps in self.fixed_open_rps]
+        fractions = [max(1.0, round(fraction * ceiling_per_process * processes, -1)) for fraction in self.open_fractions]
+        return sorted(set(fixed + fractions))
+
 
 def plan(quick: bool) -> Plan:
-    if quick:
-        return Plan(quick=True, warmup_s=1.0, duration_s=3.0, closed_laws=(), open_law="fixed", open_fractions=(0.1, 0.5))
+    if quick:  # open loop: the fixed rates and 10 % of the ceiling
+        return Plan(quick=True, warmup_s=1.0, duration_s=3.0, closed_laws=(), open_law="fixed", open_fractions=(0.1,))
     return Plan(
         quick=False,
         warmup_s=1.0,
@@ -389,6 +404,52 @@ def _cpu_at(samples: list[tuple[float, float]], at: float) -> float | None:
     return float(np.interp(at, walls, cpus))
 
 
+class CalibrationStopped(InferloadError):
+    """A stop signal (SIGINT, SIGTERM, SIGHUP) reached `inferload calibrate`: its case's run has been
+    stopped (the signal forwarded to it, and waited for), no further case starts, and no certificate
+    is written; the reference server is stopped as the error leaves its block. The command exits with
+    128 + the signal's number, as the shell does."""
+
+    def __init__(self, signum: int) -> None:
+        self.exit_code = 128 + int(signum)
+        super().__init__(
+            f"{signal.Signals(signum).name}: stopped (the case's run and the reference server stopped; no certificate written)"
+        )
+
+
+def stop_if_signalled(children: ChildProcesses) -> None:
+    """CalibrationStopped when ``children`` (the command's block) has taken a stop signal."""
+    if children.signals:
+        raise CalibrationStopped(children.signals[0])
+
+
+def run_watched(
+    command: Sequence[str], log_path: Path, env: Mapping[str, str], timeout_s: float, what: str, children: ChildProcesses
+) -> tuple[int, list[tuple[float, float]]]:
+    """Run ``command`` as the lead of ``children`` (its own session; it dies with this process; its
+    output in ``log_path``) and sample its process tree's CPU every CPU_SAMPLE_S until it exits:
+    (its exit code, [(wall time s, CPU s)]). A stop signal that ``children`` took is forwarded to it
+    by ``children``: once it has exited, CalibrationStopped (before it starts when the signal came
+    earlier). InferloadError naming ``what`` when it runs past ``timeout_s`` (it is killed)."""
+    stop_if_signalled(children)
+    with log_path.open("wb") as log:
+        child = children.start(command, lead=True, log=log, env=env)
+    watched = psutil.Process(child.pid)
+    samples: list[tuple[float, float]] = []
+    deadline = time.monotonic() + timeout_s
+    while child.poll() is None:
+        cpu = _tree_cpu_s(watched)
+        if cpu is not None:
+            samples.append((time.time(), cpu))
+        if time.monotonic() > deadline:
+            child.kill()  # its own children (Locust) get SIGHUP as it dies (die_with_parent)
+            child.wait()
+            raise InferloadError(f"{what}: did not end in {timeout_s:g} s (log: {log_path})")
+        time.sleep(CPU_SAMPLE_S)
+    stop_if_signalled(children)
+    return child.returncode, samples
+
+
 def run_case(
     case: Case,
     server: ReferenceServerProcess,
@@ -396,10 +457,13 @@ def run_case(
     layout: RunLayout,
     timeout_s: float = 300.0,
     extra_env: dict[str, str] | None = None,
+    children: ChildProcesses | None = None,
 ) -> dict[str, Any]:
     """Run ``case`` with `inferload run` (``extra_env`` added to its environment); its summary.json
     target entry, the run's steady window (wall-clock seconds), the process tree's CPU over it,
-    and (a joined case) its requests.csv rows."""
+    and (a joined case) its requests.csv rows. ``children``: the command's `ChildProcesses` block,
+    which forwards a stop signal to the run (`run_watched`: CalibrationStopped once it has ended);
+    None: the run is started the same way, and the caller's signals are its own."""
     folder.mkdir(parents=True, exist_ok=True)
     address = server.grpc_address if case.protocol == "grpc" else server.http_url
     scenario_path = folder / "scenario.yaml"
@@ -408,28 +472,17 @@ def run_case(
     command = [sys.executable, "-m", "inferload.cli", "run", str(scenario_path), "--headless", "--out", str(out)]
     command += [*layout.flags(), *(["--requests-csv"] if case.joined else []), "--", "--no-report", "--loglevel", "WARNING"]
     env = {**os.environ, CALIBRATION_ENV: NO_CALIBRATION, **(extra_env or {})}  # a calibration run applies no older certificate
-    log = (folder / "run.log").open("wb")
-    try:
-        child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
-        watched = psutil.Process(child.pid)
-        samples: list[tuple[float, float]] = []
-        deadline = time.monotonic() + timeout_s
-        while child.poll() is None:
-            cpu = _tree_cpu_s(watched)
-            if cpu is not None:
-                samples.append((time.time(), cpu))
-            if time.monotonic() > deadline:
-                child.kill()
-                child.wait()
-                raise InferloadError(
-                    f"calibration case {case.name}: `inferload run` did not end in {timeout_s:g} s (log: {folder / 'run.log'})"
-                )
-            time.sleep(CPU_SAMPLE_S)
-    finally:
-        log.close()
-    if child.returncode not in (0, 1) or not (out / "summary.json").is_file():
+    returncode, samples = run_watched(
+        command,
+        folder / "run.log",
+        env,
+        timeout_s,
+        f"calibration case {case.name}: `inferload run`",
+        children or ChildProcesses(),
+    )
+    if returncode not in (0, 1) or not (out / "summary.json").is_file():
         tail = (folder / "run.log").read_text(errors="replace")[-2000:]
-        raise InferloadError(f"calibration case {case.name}: `inferload run` exited {child.returncode}:\n{tail}")
+        raise InferloadError(f"calibration case {case.name}: `inferload run` exited {returncode}:\n{tail}")
     summary = json.loads((out / "summary.json").read_text())
     started = datetime.fromisoformat(summary["started_at"]).timestamp()
     window = (started + float(summary["warmup_s"]), started + float(summary["duration_s"]))

@@ -1,6 +1,6 @@
 """calibration.json (`inferload calibrate`'s certificate): its schema (pydantic), where the latest
-one lives, its readers, and what a run does with it at start (a warning above its roofline, and
-summary.json's ``calibration`` key). Closed-loop shapes configure users, not a rate: they are only
+one lives, its readers, and what a run does with it at start (a warning above its roofline, one
+INFO line for a rate below the lowest it tested, and summary.json's ``calibration`` key). Closed-loop shapes configure users, not a rate: they are only
 recorded, never warned about.
 
 Other parts read a certificate through ``read_calibration(path)`` and ``latest_calibration()``
@@ -11,14 +11,23 @@ no tested rate did). The schema is documented in docs/calibration.md ("calibrati
 
 Where the latest certificate is: ``$INFERLOAD_CALIBRATION`` (a file) when set, else
 ``$INFERLOAD_HOME/calibration.json`` when ``INFERLOAD_HOME`` is set, else
-``~/.cache/inferload/calibration.json``. `inferload calibrate` writes it there (and into its ``--out``).
+``~/.cache/inferload/calibration/<host>-<uid>/calibration.json``: one per machine and user, so that a
+home shared by machines (or a cache shared by users) never applies one's certificate to another.
+`inferload calibrate` writes it there (and into its ``--out``); `latest_calibration_place` is the one
+rule, for the writer and the reader.
+
+A certificate that cannot be used at run time (missing keys, wrong types, nested too deep, not a
+regular file, too large) is one warning line naming the file and what is wrong; the run goes on
+uncalibrated.
 """
 
 from __future__ import annotations
 
+import getpass
 import json
 import logging
 import os
+import socket
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -35,6 +44,10 @@ logger = logging.getLogger(__name__)
 SCHEMA = "inferload-calibration/1"
 CALIBRATION_ENV = "INFERLOAD_CALIBRATION"
 CALIBRATION_NAME = "calibration.json"
+#: the folder under ~/.cache/inferload holding one folder per machine and user (`machine_user_key`)
+CALIBRATION_FOLDER = "calibration"
+#: problems of an unreadable certificate named in the run's one warning line (the rest are counted)
+WARNED_PROBLEMS = 3
 #: `inferload run --calibration none` (or INFERLOAD_CALIBRATION=none): read no certificate
 NO_CALIBRATION = "none"
 
@@ -96,6 +109,15 @@ class Roofline(_Part):
     first_failing_rps_per_process: float | None
     tested_rps_per_process: list[float]
     ceiling_rps_per_process: float | None  # closed loop, no delay, many users: the generator's own ceiling here
+    #: the lowest open-loop rate tested: nothing below it was measured (None in a certificate written
+    #: before this key: `lowest_tested` then reads it from ``tested_rps_per_process``)
+    lowest_tested_rps_per_process: float | None = None
+
+    def lowest_tested(self) -> float | None:
+        """The lowest open-loop rate tested, req/s per process; None: none was tested."""
+        if self.lowest_tested_rps_per_process is not None:
+            return self.lowest_tested_rps_per_process
+        return min(self.tested_rps_per_process, default=None)
 
 
 class Goal(_Part):
@@ -132,6 +154,11 @@ class Calibration(_Part):
         entry = self.roofline.get(protocol)
         return None if entry is None else entry.rps_per_process
 
+    def lowest_tested_rps_per_process(self, protocol: str) -> float | None:
+        """The lowest open-loop rate tested over ``protocol``, req/s per process; None: none tested."""
+        entry = self.roofline.get(protocol)
+        return None if entry is None else entry.lowest_tested()
+
     def to_json(self) -> str:
         data = self.model_dump(mode="json")
         data = {"schema": data.pop("schema_"), **data}
@@ -153,7 +180,8 @@ def calibration_from_dict(data: Mapping[str, Any], source: str) -> Calibration:
 
 
 def read_calibration(path: str | Path) -> Calibration:
-    """Read and check one calibration.json (ConfigFileError: unreadable, not JSON, or not the schema)."""
+    """Read and check one calibration.json; ConfigFileError naming the file when it is unreadable (not
+    a regular file, over MAX_SMALL_FILE_BYTES), not JSON (nested too deep included), or not the schema."""
     path = Path(path)
     try:
         text = read_limited(path, MAX_SMALL_FILE_BYTES)  # a regular file: never a FIFO or a device
@@ -161,6 +189,10 @@ def read_calibration(path: str | Path) -> Calibration:
         raise ConfigFileError([Problem(str(path), "(file)", str(error))]) from None
     try:
         data = json.loads(text)
+    except RecursionError:  # json's own depth limit: not a ValueError
+        raise ConfigFileError(
+            [Problem(str(path), "(file)", "expected JSON nested a few levels deep; it is nested too deep")]
+        ) from None
     except ValueError as error:
         raise ConfigFileError([Problem(str(path), "(file)", f"expected JSON: {error}")]) from None
     if not isinstance(data, dict):
@@ -168,12 +200,29 @@ def read_calibration(path: str | Path) -> Calibration:
     return calibration_from_dict(data, str(path))
 
 
-def default_calibration_path(environ: Mapping[str, str] | None = None) -> Path:
-    """Where `inferload calibrate` keeps the latest certificate (``$INFERLOAD_HOME`` or ~/.cache/inferload)."""
+def machine_user_key() -> str:
+    """This machine and user as one folder name: ``<hostname>-<uid>`` (the user's name where the
+    system has no uids); characters other than letters, digits, ``.``, ``_`` and ``-`` become ``_``."""
+    host = "".join(char if char.isalnum() or char in "._-" else "_" for char in socket.gethostname()) or "localhost"
+    user = str(os.getuid()) if hasattr(os, "getuid") else getpass.getuser()
+    return f"{host}-{user}"
+
+
+def latest_calibration_place(environ: Mapping[str, str] | None = None) -> tuple[str, Path]:
+    """Where `inferload calibrate` installs the latest certificate and a run looks for it, with the
+    variable that places it: (``INFERLOAD_HOME``, ``$INFERLOAD_HOME/calibration.json``) when it is
+    set, else (``HOME``, ``$HOME/.cache/inferload/calibration/<machine_user_key()>/calibration.json``)."""
     env = os.environ if environ is None else environ
     home = env.get(HOME_ENV)
-    folder = Path(home) if home else Path(env.get("HOME", str(Path.home()))) / ".cache" / "inferload"
-    return folder / CALIBRATION_NAME
+    if home:
+        return HOME_ENV, Path(home) / CALIBRATION_NAME
+    cache = Path(env.get("HOME") or str(Path.home())) / ".cache" / "inferload"
+    return "HOME", cache / CALIBRATION_FOLDER / machine_user_key() / CALIBRATION_NAME
+
+
+def default_calibration_path(environ: Mapping[str, str] | None = None) -> Path:
+    """Where `inferload calibrate` keeps the latest certificate (`latest_calibration_place`)."""
+    return latest_calibration_place(environ)[1]
 
 
 def latest_calibration_path(environ: Mapping[str, str] | None = None) -> Path | None:
@@ -186,14 +235,26 @@ def latest_calibration_path(environ: Mapping[str, str] | None = None) -> Path | 
 
 
 def latest_calibration(environ: Mapping[str, str] | None = None) -> tuple[Path, Calibration] | None:
-    """The latest certificate and its path; None when there is none (a named file that is missing raises)."""
+    """The latest certificate and its path; None when nothing is at the default place. ConfigFileError
+    (`read_calibration`) when a named file is missing, or what is there is no certificate (a FIFO, a
+    folder, a broken file)."""
     env = os.environ if environ is None else environ
     path = latest_calibration_path(env)
     if path is None:
         return None
-    if not path.is_file() and not env.get(CALIBRATION_ENV, "").strip():
+    if not os.path.lexists(path) and not env.get(CALIBRATION_ENV, "").strip():
         return None
     return path, read_calibration(path)
+
+
+def unreadable_line(error: ConfigFileError) -> str:
+    """A certificate's problems on one line: the file once, then up to WARNED_PROBLEMS of them (key:
+    what was expected) and how many more."""
+    problems = error.problems
+    file = problems[0].file if problems else "the calibration certificate"
+    shown = "; ".join(" ".join(f"{p.key_path}: {p.message}".split()) for p in problems[:WARNED_PROBLEMS])
+    more = f" (and {len(problems) - WARNED_PROBLEMS} more)" if len(problems) > WARNED_PROBLEMS else ""
+    return f"{file}: {shown}{more}"
 
 
 def peak_rate_rps(shape: Any) -> float | None:
@@ -216,7 +277,7 @@ def calibration_at_start(
     try:
         found = latest_calibration(environ)
     except ConfigFileError as error:
-        logger.warning("the calibration certificate cannot be read (%s): no calibration applies to this run", error)
+        logger.warning("the calibration certificate cannot be used: %s: this run goes on uncalibrated", unreadable_line(error))
         return None
     if found is None:
         return None
@@ -226,15 +287,20 @@ def calibration_at_start(
     per_process = None if peak is None else peak / max(1, processes)
     rooflines = {p: certificate.roofline_rps_per_process(p) for p in protocols}
     above = []
+    untested: dict[str, float] = {}  # protocol -> the lowest rate tested, above this run's
     for protocol, roofline in rooflines.items():
         if per_process is None:
             continue
-        if roofline is None:
+        lowest = certificate.lowest_tested_rps_per_process(protocol)
+        if lowest is not None and per_process < lowest:
+            untested[protocol] = lowest  # nothing measured there: neither certified nor refused
+        elif roofline is None:
             logger.warning(
-                "the calibration certificate %s certifies no %s rate on this machine (every tested rate missed a bound): "
-                "figures at %.0f req/s per process are not certified",
+                "the calibration certificate %s certifies no %s rate on this machine (%s): figures at %.0f req/s per "
+                "process are not certified",
                 path,
                 protocol,
+                "no rate tested" if lowest is None else f"every tested rate from {lowest:g} req/s per process up missed a bound",
                 per_process,
             )
         elif per_process > roofline:
@@ -247,6 +313,14 @@ def calibration_at_start(
                 roofline,
                 path,
             )
+    if untested:
+        logger.info(
+            "the calibration certificate %s tested no rate as low as this run's %.0f req/s per process (%s): "
+            "figures at this rate are not certified, nor warned about",
+            path,
+            per_process,
+            ", ".join(f"{protocol} from {lowest:g} req/s per process up" for protocol, lowest in untested.items()),
+        )
     if transport is not None and transport != certificate.transport:
         logger.warning(
             "the calibration certificate %s certified the %s transport; this run uses the %s transport",

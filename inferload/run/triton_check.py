@@ -391,11 +391,16 @@ def _fetch_over_grpc(target: Target, timeout_s: float) -> tuple[dict[str, Any], 
     import tritonclient.grpc as triton_grpc
     from tritonclient.utils import InferenceServerException
 
+    # answers bounded as the HTTP check's are (tritonclient's own default takes 2 GiB messages)
+    bounded = [
+        ("grpc.max_receive_message_length", limits.MAX_SERVER_PAGE_BYTES),
+        ("grpc.max_send_message_length", limits.MAX_SERVER_PAGE_BYTES),
+    ]
     if target.tls is None:
-        client = triton_grpc.InferenceServerClient(url=target.address)
+        client = triton_grpc.InferenceServerClient(url=target.address, channel_args=bounded)
     else:
         credentials, options = grpc_credentials(target.tls, Path("."), target.name)
-        client = triton_grpc.InferenceServerClient(url=target.address, creds=credentials, channel_args=options or None)
+        client = triton_grpc.InferenceServerClient(url=target.address, creds=credentials, channel_args=[*bounded, *options])
     # gRPC metadata keys are lower case
     headers = {name.lower(): value for name, value in (_check_headers(target) or {}).items()} or None
     try:
@@ -406,6 +411,8 @@ def _fetch_over_grpc(target: Target, timeout_s: float) -> tuple[dict[str, Any], 
             if target.tls is None and any(sign in message for sign in _NOT_GRPC):  # with TLS: the handshake's problem
                 raise _wrong_protocol(target, message) from None
             raise _unreachable(target, message) from None
+        except (AttributeError, TypeError):  # an OK status without its message: grpcio hands tritonclient None
+            raise _wrong_protocol(target, "its answer to ServerLive was cut short (no message)", "is it Triton?") from None
         try:
             version = target.version or ""
             metadata = client.get_model_metadata(target.model, version, headers, as_json=True, client_timeout=timeout_s)
@@ -416,8 +423,12 @@ def _fetch_over_grpc(target: Target, timeout_s: float) -> tuple[dict[str, Any], 
             if str(error.status()) in ("StatusCode.UNAVAILABLE", "StatusCode.DEADLINE_EXCEEDED"):
                 raise _unreachable(target, error.message() or str(error)) from None
             raise _not_served(target, error.message() or str(error), _grpc_index(client, timeout_s, headers)) from None
+        except (AttributeError, TypeError):  # as above: an answer without its message
+            raise _wrong_protocol(target, "its answer to the model's metadata or config was cut short", "is it Triton?") from None
     finally:
         client.close()
+    if not isinstance(metadata, Mapping) or not isinstance(config, Mapping):
+        raise _wrong_protocol(target, "the model's metadata or config is not an object", "is it Triton?")
     return dict(metadata), dict(_unwrap_config(config))
 
 

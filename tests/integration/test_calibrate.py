@@ -33,7 +33,7 @@ from tests.support.cli import inferload
 from tests.support.reference_server import reference_server
 from tests.support.scenario_factory import write_scenario
 
-#: the CI gate, for the open-loop cases at the lowest tested rate (10 % of the ceiling). Below the
+#: the CI gate, for the open-loop cases at the lowest tested rate (50 req/s per process). Below the
 #: truth: a client never reports less than the server spent with the request plus the floor, on
 #: any machine, so a figure lower by more than 1 % + 50 µs + the floor's p99 is a bug (an
 #: under-report, inference-perf#564's kind). Above it: a loaded machine delays the client, so the

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from inferload.calibrate.command import roofline_of
+from inferload.calibrate.runner import plan
 from inferload.errors import ConfigFileError
+from inferload.results import calibration as calibration_module
 from inferload.results.calibration import (
     Bounds,
     Calibration,
@@ -22,6 +25,7 @@ from inferload.results.calibration import (
     default_calibration_path,
     latest_calibration,
     latest_calibration_path,
+    machine_user_key,
     peak_rate_rps,
     read_calibration,
 )
@@ -56,11 +60,13 @@ def case(protocol: str, rate: float | None, within: bool, processes: int = 1) ->
     )
 
 
-def certificate(grpc_roofline: float | None = 400.0, transport: str = "native") -> Calibration:
+def certificate(
+    grpc_roofline: float | None = 400.0, transport: str = "native", tested: tuple[float, ...] = (100, 400, 800)
+) -> Calibration:
     roof = Roofline(
         rps_per_process=grpc_roofline,
         first_failing_rps_per_process=800.0,
-        tested_rps_per_process=[100, 400, 800],
+        tested_rps_per_process=list(tested),
         ceiling_rps_per_process=2000.0,
     )
     return Calibration(
@@ -110,7 +116,8 @@ def test_a_bad_certificate_names_the_file_and_the_key(tmp_path: Path) -> None:
 
 def test_the_latest_certificate_is_named_by_the_environment_or_lives_in_the_home(tmp_path: Path) -> None:
     assert default_calibration_path({"INFERLOAD_HOME": str(tmp_path)}) == tmp_path / "calibration.json"
-    assert default_calibration_path({"HOME": "/home/u"}) == Path("/home/u/.cache/inferload/calibration.json")
+    mine = Path(f"/home/u/.cache/inferload/calibration/{machine_user_key()}/calibration.json")
+    assert default_calibration_path({"HOME": "/home/u"}) == mine
     assert latest_calibration_path({"INFERLOAD_CALIBRATION": "none", "INFERLOAD_HOME": str(tmp_path)}) is None
     assert latest_calibration({"INFERLOAD_HOME": str(tmp_path)}) is None  # none written yet: nothing applies
     (tmp_path / "calibration.json").write_text(certificate().to_json())
@@ -156,6 +163,112 @@ def test_a_run_above_the_roofline_is_warned_at_start(tmp_path: Path, caplog: pyt
     assert applied is not None and applied["configured_rps_per_process"] is None
     assert "certified the native transport; this run uses the python transport" in caplog.text
     assert calibration_at_start(fast, 1, "native", {"INFERLOAD_HOME": str(tmp_path / "empty")}) is None
+
+
+def test_the_latest_certificate_in_the_home_is_kept_per_machine_and_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A home shared by machines, or a cache shared by users: one's certificate never applies to another."""
+    env = {"HOME": str(tmp_path)}
+    here = default_calibration_path(env)
+    assert here.parent.parent == tmp_path / ".cache" / "inferload" / "calibration"
+    assert here.parent.name == machine_user_key() == f"{calibration_module.socket.gethostname()}-{os.getuid()}"
+    monkeypatch.setattr(calibration_module.socket, "gethostname", lambda: "other/host")
+    elsewhere = default_calibration_path(env)
+    assert elsewhere.parent.name == f"other_host-{os.getuid()}" and elsewhere != here  # one folder name, never a path
+    monkeypatch.setattr(calibration_module.os, "getuid", lambda: 4242)
+    assert default_calibration_path(env).parent.name == "other_host-4242"
+    # the place before certificates were kept per machine and user is not read: calibrate again
+    (tmp_path / ".cache" / "inferload").mkdir(parents=True)
+    (tmp_path / ".cache" / "inferload" / "calibration.json").write_text(certificate().to_json())
+    assert latest_calibration(env) is None
+
+
+MALFORMED = {
+    "nested too deep": ("[" * 100_000 + "]" * 100_000, "nested too deep"),
+    "nested, another shape": ('{"a": {"b": ' + "[" * 5000 + "]" * 5000 + "}}", "nested too deep"),
+    "another shape": (json.dumps({"a": {"b": [[[1]]]}}), "schema: expected 'inferload-calibration/1'"),
+    "wrong types": (
+        certificate().to_json().replace('"rps_per_process": 400.0', '"rps_per_process": "fast"'),
+        "roofline.grpc.rps_per_process: Input should be a valid number",
+    ),
+    "many wrong items": (
+        json.dumps({**json.loads(certificate().to_json()), "cases": [1] * 5000}),
+        "cases.0: Input should be a valid dictionary or instance of CaseResult; cases.1: ",
+    ),
+    "too large": (json.dumps({**json.loads(certificate().to_json()), "pad": "x" * 2_000_000}), "at most 1,048,576 are read"),
+}
+
+
+@pytest.mark.parametrize("name", [*MALFORMED, "a FIFO", "a folder"])
+def test_a_malformed_certificate_is_one_warning_line_and_the_run_goes_on_uncalibrated(
+    name: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "calibration.json"
+    if name == "a FIFO":
+        os.mkfifo(path)
+        expected = "is not a regular file: it is a named pipe (FIFO)"
+    elif name == "a folder":
+        path.mkdir()
+        expected = "is not a regular file: it is a folder"
+    else:
+        text, expected = MALFORMED[name]
+        path.write_text(text)
+    fast = scenario({"kind": "constant-rate", "rate": 1000}, targets=[tiny_target("t", "triton-grpc", "127.0.0.1:8001")])
+    with caplog.at_level(logging.INFO, logger="inferload.results.calibration"):
+        applied = calibration_at_start(fast, processes=1, transport="native", environ={"INFERLOAD_HOME": str(tmp_path)})
+    assert applied is None
+    [record] = caplog.records
+    line = record.getMessage()
+    assert record.levelno == logging.WARNING and "\n" not in line and len(line) < 1000, line
+    assert line.startswith(f"the calibration certificate cannot be used: {path}: ") and expected in line, line
+    assert line.endswith(": this run goes on uncalibrated")
+
+
+def test_open_loop_cases_test_fixed_low_rates_whatever_the_ceiling() -> None:
+    """A fast machine's 10 % of the ceiling (5,400 req/s) would leave the rates most runs use untested."""
+    quick, full = plan(quick=True), plan(quick=False)
+    assert quick.open_rates_rps(54_000.0, processes=1) == [50.0, 200.0, 5400.0]
+    assert full.open_rates_rps(54_000.0, processes=1) == [50.0, 200.0, 5400.0, 13_500.0, 27_000.0, 43_200.0]
+    assert quick.open_rates_rps(54_000.0, processes=2) == [100.0, 400.0, 10_800.0]  # per process, times the processes
+    assert quick.open_rates_rps(1000.0, processes=1) == [50.0, 100.0, 200.0]  # a slow machine: lowest first
+    assert quick.open_rates_rps(500.0, processes=1) == [50.0, 200.0]  # 10 % is 50 req/s: tested once
+
+
+def test_the_certificate_names_the_lowest_rate_tested() -> None:
+    roof = roofline_of([case("grpc", 400.0, False), case("grpc", 50.0, False), case("grpc", None, True)], "grpc", 2000.0)
+    assert roof.lowest_tested_rps_per_process == 50.0 and roof.rps_per_process is None
+    assert json.loads(roof.model_dump_json())["lowest_tested_rps_per_process"] == 50.0
+    assert roofline_of([case("grpc", None, True)], "grpc", 2000.0).lowest_tested_rps_per_process is None
+    older = certificate(tested=(200, 400))  # written before the key: read from the tested rates
+    assert older.roofline["grpc"].lowest_tested_rps_per_process is None
+    assert older.lowest_tested_rps_per_process("grpc") == 200 and older.lowest_tested_rps_per_process("other") is None
+
+
+def test_a_rate_below_the_lowest_tested_is_said_once_and_not_warned_about(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Not tested is not measured: no warning as if the rate had missed a bound; one line says so."""
+    (tmp_path / "calibration.json").write_text(certificate(grpc_roofline=None, tested=(50, 200)).to_json())
+    env = {"INFERLOAD_HOME": str(tmp_path)}
+    targets = [tiny_target("g", "triton-grpc", "127.0.0.1:8001"), tiny_target("h", "triton-http", "127.0.0.1:8000")]
+    slow = scenario({"kind": "constant-rate", "rate": 20}, targets=targets)
+    with caplog.at_level(logging.INFO, logger="inferload.results.calibration"):
+        applied = calibration_at_start(slow, processes=1, transport="native", environ=env)
+    assert applied is not None and applied["above_roofline"] == []
+    [record] = caplog.records
+    assert record.levelno == logging.INFO
+    assert (
+        "tested no rate as low as this run's 20 req/s per process (grpc from 50 req/s per process up, "
+        "http from 50 req/s per process up): figures at this rate are not certified, nor warned about"
+    ) in record.getMessage()
+    caplog.clear()
+    tested = scenario({"kind": "constant-rate", "rate": 100}, targets=targets[:1])  # tested, and every rate missed
+    with caplog.at_level(logging.INFO, logger="inferload.results.calibration"):
+        calibration_at_start(tested, processes=1, transport="native", environ=env)
+    [record] = caplog.records
+    assert record.levelno == logging.WARNING
+    assert "certifies no grpc rate on this machine (every tested rate from 50 req/s per process up missed a bound)" in (
+        record.getMessage()
+    )
 
 
 def test_the_receive_shift_is_whole_microseconds_or_nothing() -> None:
