@@ -158,11 +158,19 @@ def main_range(results_dir: Path, t_from: str | None, t_to: str | None, workers:
     from inferload.results.files import read_summary
 
     try:
-        start = datetime.fromisoformat(read_summary(results_dir).started_at).timestamp()
+        summary = read_summary(results_dir)
+        start = datetime.fromisoformat(summary.started_at).timestamp()
         chosen = [w.strip() for w in workers.split(",") if w.strip()] if workers else None
         results = range_figures(results_dir, parse_time("--from", t_from, start), parse_time("--to", t_to, start), chosen)
     except ResultsError as error:
         print(f"inferload report: {error}", file=sys.stderr)
+        return 2
+    if not results:  # nothing to report is no answer: say what the run holds
+        print(
+            f"inferload report: --from/--to: no whole window lies in that range; the run's windows lie within"
+            f" 0 s .. {summary.duration_s:g} s after its start ({summary.started_at})",
+            file=sys.stderr,
+        )
         return 2
     return print_range(results, start, as_json)
 
@@ -172,8 +180,6 @@ def print_range(results: list[RangeFigures], start: float, as_json: bool) -> int
     if as_json:
         print(json.dumps([r.as_dict() for r in results], indent=2))
         return 0
-    if not results:
-        print("no whole window lies in that range")
     for result in results:
         figures = result.stats.latency_ms()
         span = "-" if result.first_start is None else f"{result.first_start - start:g} s .. {(result.last_end or 0) - start:g} s"

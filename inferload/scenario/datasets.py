@@ -290,6 +290,8 @@ def json_sample(value: object, dtype: str, where: str) -> np.ndarray:
 
 
 def _numbers(array: np.ndarray, dtype: str, where: str) -> np.ndarray:
+    if array.size == 0:  # a sample of 0 elements ([]) is of any type: numpy only guesses float for it
+        return array.astype(bool if dtype == "BOOL" else numpy_dtype(dtype))
     kind = array.dtype.kind
     if dtype == "BOOL":
         if kind == "b" or (kind in "iu" and set(np.unique(array).tolist()) <= {0, 1}):

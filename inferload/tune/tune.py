@@ -508,7 +508,8 @@ class Tune:
     def put_back(self, tune: ServerTune) -> int:
         """Put the server's original settings back; 1 when that failed (the journal keeps them), else 0."""
         say = self.settings.printer
-        say(f"[{tune.server}] putting the original settings back ...")
+        if tune.configurator.changed:  # nothing changed: nothing to say (the journal entry is forgotten all the same)
+            say(f"[{tune.server}] putting the original settings back ...")
         try:
             done = tune.configurator.restore()
         except InferloadError as error:

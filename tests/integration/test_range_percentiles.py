@@ -24,3 +24,5 @@ def test_a_range_names_unknown_workers_and_bad_times(local_servers, tmp_path):
     assert bad.returncode == 2 and "--from: expected seconds since the run's start" in bad.stderr
     whole = inferload("report", str(out), "--from", "0")
     assert whole.returncode == 0 and "tiny [all]" in whole.stdout
+    past = inferload("report", str(out), "--from", "100", "--to", "200")
+    assert past.returncode == 2 and "no whole window lies in that range" in past.stderr and "within 0 s .. " in past.stderr

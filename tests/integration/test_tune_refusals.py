@@ -98,6 +98,7 @@ def test_tune_on_a_torchserve_with_model_control_off_says_how_to_turn_it_on(
     assert done.stdout.count(line) == 1, done.stdout  # once, not per candidate
     assert "enable_model_api=true in config.properties" in done.stdout
     assert '"code": 405' not in done.stdout and "did not beat" not in done.stdout
+    assert "putting the original settings back" not in done.stdout  # nothing was changed: nothing to put back
     document = json.loads((tmp_path / "out" / "tune.json").read_text())
     assert "enable_model_api=true" in document["server_stops"]["torchserve"] and document["candidates"] == []
     after = default_torchserve.describe()
@@ -144,6 +145,7 @@ def test_tune_on_an_ensemble_says_to_tune_its_steps(ensemble_triton: ExampleTrit
 
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stdout.count("model 'add_sub_ensemble' is an ensemble (platform: ensemble)") == 1, done.stdout
+    assert "putting the original settings back" not in done.stdout  # nothing was changed: nothing to put back
     assert "Tune its steps instead: add_sub" in done.stdout
     assert "failed to poll from model repository" not in done.stdout
     assert ensemble_triton.ready("add_sub_ensemble")

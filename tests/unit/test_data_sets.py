@@ -106,6 +106,15 @@ def test_json_lines_hold_nested_lists_or_objects_keyed_by_input(tmp_path: Path) 
     assert [s.tolist() for s in texts.samples] == [[b"hello"], [b"hi"]]
 
 
+@pytest.mark.parametrize("dtype", ["INT32", "BOOL", "FP32"])
+def test_a_sample_of_no_elements_is_an_empty_array_of_the_inputs_type(tmp_path: Path, dtype: str) -> None:
+    """Triton's repeat_int32 answers an empty IN with no responses: ``{"IN": []}`` is a sample, not a type error."""
+    (tmp_path / "a.jsonl").write_text('{"IN": []}\n{"IN": [1, 0]}\n')
+    data = read_dataset(spec(dtype, [-1], {"dataset": "a.jsonl"}, name="IN"), tmp_path)
+    assert data.samples[0].shape == (0,) and data.samples[0].dtype == numpy_dtype(dtype)
+    assert data.samples[1].tolist() == ([True, False] if dtype == "BOOL" else [1, 0])
+
+
 def test_a_text_file_gives_one_bytes_element_per_non_blank_line(tmp_path: Path) -> None:
     (tmp_path / "prompts.txt").write_bytes(b"first line\r\n\nsecond\n")
     dataset = read_dataset(spec("BYTES", [1], {"dataset": "prompts.txt"}), tmp_path)
