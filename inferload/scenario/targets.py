@@ -176,6 +176,11 @@ _DATASET_HINT = (
     " see docs/scenarios.md, Data sets)"
 )
 
+_DECOUPLED_HINT = (
+    "no key is needed for a decoupled model: the start check reads it from the model's config"
+    " (model_transaction_policy {decoupled: true}) and every request goes on a gRPC stream"
+)
+
 #: unknown keys users write for something the scenario spells otherwise: model -> key -> what to write
 OLD_SPELLINGS: dict[str, dict[str, str]] = {
     "Target": {
@@ -188,6 +193,8 @@ OLD_SPELLINGS: dict[str, dict[str, str]] = {
             " request's data (body_template: '{\"instances\": $data}'); a body from a file is content_type: raw with a"
             " folder data set"
         ),
+        "decoupled": _DECOUPLED_HINT,
+        "streaming": _DECOUPLED_HINT,
     },
     "DataSpec": {key: _DATASET_HINT for key in ("file", "files", "folder", "dir", "directory", "data_set")},
 }
@@ -250,6 +257,11 @@ class DataSpec(FrozenModel):
     def _check_value(cls, value: object) -> object:
         if value is None or isinstance(value, (str, bool)):  # true/false: BOOL inputs (checked against the dtype)
             return value
+        if isinstance(value, list):
+            raise custom_error(
+                f"expected one number or string, every element's value; got {describe_value(value)}:"
+                " a list of values per request is a data set: a .jsonl file with one list per line, named in data.dataset"
+            )
         if not isinstance(value, (int, float)) or not math.isfinite(value):
             raise custom_error(f"expected a number or a string; got {describe_value(value)}")
         return value

@@ -76,3 +76,15 @@ def test_body_file_and_body_point_to_raw_bodies_and_body_template(tmp_path: Path
 def test_file_under_data_points_to_dataset(tmp_path: Path) -> None:
     found = problems(tmp_path, with_data(triton(), {"file": "x.npy"}))
     assert found["targets[0].inputs[0].data.file"].startswith("unknown key 'file': to send the samples of a file or folder")
+
+
+def test_decoupled_needs_no_key_and_says_where_inferload_reads_it(tmp_path: Path) -> None:
+    for key in ("decoupled", "streaming"):
+        found = problems(tmp_path, triton(**{key: True}))
+        assert found[f"targets[0].{key}"].startswith(f"unknown key {key!r}: no key is needed for a decoupled model")
+
+
+def test_an_inline_list_of_values_points_to_a_data_set(tmp_path: Path) -> None:
+    found = problems(tmp_path, with_data(triton(), {"value": [1, 2, 3]}, shape=[3], dtype="INT32"))
+    message = found["targets[0].inputs[0].data.value"]
+    assert "got [1, 2, 3]" in message and "a .jsonl file with one list per line, named in data.dataset" in message
