@@ -149,7 +149,14 @@ class RequestTimeout(RequestError):
 class HttpStatusError(RequestError):
     def __init__(self, status: int, detail: str = "") -> None:
         self.status = status
+        self.detail = detail
         super().__init__(f"HTTP {status}" + (f": {detail}" if detail else ""))
+
+
+class SequenceRefused(HttpStatusError):
+    """The server refused to open a new sequence (TorchServe answers 503 while it still holds as many
+    as its ``maxNumSequence``, an ended one among them for a while): the user backs off, as from a
+    refused connection, and opens the same sequence again."""
 
 
 class GrpcStatusError(RequestError):

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import gevent
 from gevent.queue import Queue
 
-from inferload.errors import ConnectionRefused
+from inferload.errors import ConnectionRefused, SequenceRefused
 from inferload.traffic.arrivals import Arrival
 from inferload.users.failures import classify_exception
 
@@ -90,7 +90,7 @@ class RefusedBackoff:
 
     def after(self, exception: BaseException | None) -> float:
         """The pause before the next call, given how the last one ended."""
-        if isinstance(exception, ConnectionRefused):
+        if isinstance(exception, (ConnectionRefused, SequenceRefused)):
             self.delay_s = self.first_s if self.delay_s <= 0 else min(self.max_s, self.delay_s * 2)
         else:  # reached the server (a success, its own failure, or a timeout that took its time): no pause
             self.delay_s = 0.0

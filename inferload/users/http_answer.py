@@ -26,8 +26,9 @@ from inferload.users.failures import check_json_list
 from inferload.users.request_pool import RequestPool
 from inferload.users.tls import http_tls_options
 
-#: at most this many characters of a server's reason go in a failure message
-DETAIL_CHARS = 120
+#: at most this many characters of a server's reason go in a failure message (TorchServe's reason for
+#: refusing a sequence comes after its first 120: "... If this is a sequence inference, please check ...")
+DETAIL_CHARS = 300
 
 
 class Answer(Protocol):
@@ -94,7 +95,7 @@ def check_list_answer(
 
 
 def json_error_detail(body: bytes, key: str) -> str:
-    """The first line of an error JSON's ``key`` (of the body itself when it is no JSON object), at most 120 characters."""
+    """The first line of an error JSON's ``key`` (of the body itself when it is no JSON object), at most ``DETAIL_CHARS`` characters."""
     try:
         message = json.loads(body).get(key, "")
     except (ValueError, AttributeError):

@@ -35,7 +35,7 @@ from inferload.users.base import InferenceUser
 from inferload.users.engine import NativeTarget
 from inferload.users.expected import UnexpectedOutput, expected_check_of, grpc_outputs
 from inferload.users.failures import check_output_shape, describe_answer
-from inferload.users.http_answer import close_client, open_client, post_for_answer
+from inferload.users.http_answer import DETAIL_CHARS, close_client, open_client, post_for_answer
 from inferload.users.request_pool import RequestData
 from inferload.users.tls import native_tls
 from inferload.users.triton import TritonGrpcUser
@@ -185,7 +185,7 @@ class KServeHttpUser(InferenceUser):
         }
         check = {
             "status": "2xx" if target.response_check == "none" else "200",
-            "detail": {"json_keys": ["error", "detail", "message"], "chars": 120},
+            "detail": {"json_keys": ["error", "detail", "message"], "chars": DETAIL_CHARS},
             **cls.native_answer_check(),
         }
         address = target.address if "://" in target.address else f"http://{target.address}"
@@ -220,7 +220,7 @@ class KServeHttpUser(InferenceUser):
 
 
 def error_detail(body: bytes) -> str:
-    """The first line of a KServe/MLServer/Triton error answer (``error`` or ``detail``), at most 120 characters."""
+    """The first line of a KServe/MLServer/Triton error answer (``error`` or ``detail``), at most ``DETAIL_CHARS`` characters."""
     try:
         answer: Any = json.loads(body)
     except ValueError:
@@ -229,8 +229,8 @@ def error_detail(body: bytes) -> str:
     if isinstance(answer, dict):
         message = str(answer.get("error") or answer.get("detail") or answer.get("message") or "")
     elif body:
-        message = body[:120].decode("utf-8", "replace")
-    return message.strip().splitlines()[0][:120] if message.strip() else ""
+        message = body[:DETAIL_CHARS].decode("utf-8", "replace")
+    return message.strip().splitlines()[0][:DETAIL_CHARS] if message.strip() else ""
 
 
 # KServe's v1 protocol over REST: ``POST /v1/models/<name>:predict`` with ``{"instances": [...]}``.

@@ -133,6 +133,8 @@ class _Slot:
 
     position: int = 0
     steps: tuple[SequenceStep, SequenceStep, SequenceStep] | None = None
+    #: the next call opens the same sequence again (its opening was refused)
+    reopen: bool = False
 
 
 @dataclass
@@ -154,7 +156,9 @@ class UserSequences:
         slot = self._slots[self._turn]
         self._turn = (self._turn + 1) % len(self._slots)
         length = self.settings.length
-        if slot.position == 0 or slot.steps is None:
+        if slot.reopen and slot.steps is not None:
+            slot.reopen = False
+        elif slot.position == 0 or slot.steps is None:
             assert self.ids is not None  # set in __post_init__
             slot.steps = _sequence_steps(self.ids.next(), length)
             slot.position = 0
@@ -170,6 +174,19 @@ class UserSequences:
         """The last call failed: its slot starts a new sequence (new ID) at its next call."""
         if self._last is not None:
             self._last.position = 0
+
+    @property
+    def opened(self) -> bool:
+        """Whether the last step given opened its sequence (a new ID's first call)."""
+        return self._last is not None and self._last.position == 1 % self.settings.length
+
+    def open_again(self) -> None:
+        """The server refused the last call, which opened its sequence: the slot's next call opens the
+        same sequence again (the same ID: no new one is opened while the server still holds its old ones)."""
+        slot = self._last
+        if slot is not None and slot.steps is not None:
+            slot.position = 0
+            slot.reopen = True
 
 
 def _header_with_sequence(header: bytes, step: SequenceStep) -> bytes:

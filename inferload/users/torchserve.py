@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from inferload.errors import HttpStatusError, SequenceRefused
 from inferload.scenario.bodies import DEFAULT_MEDIA_TYPES, fill_template, guess_media_type
 from inferload.scenario.datasets import dataset_path
 from inferload.scenario.headers import request_headers
@@ -26,7 +27,14 @@ from inferload.scenario.targets import Target
 from inferload.users.base import InferenceUser
 from inferload.users.engine import NativeTarget
 from inferload.users.expected import expected_check_of
-from inferload.users.http_answer import check_list_answer, close_client, json_error_detail, open_client, post_for_answer
+from inferload.users.http_answer import (
+    DETAIL_CHARS,
+    check_list_answer,
+    close_client,
+    json_error_detail,
+    open_client,
+    post_for_answer,
+)
 from inferload.users.payload import encode_json, encode_npy, encode_octet_stream
 from inferload.users.request_pool import RequestData
 from inferload.users.sequence import UserSequences, torchserve_sequence_headers, torchserve_user_sequences
@@ -187,6 +195,14 @@ class TorchServeRestUser(InferenceUser):
             headers = {**headers, **torchserve_sequence_headers(self._sequences.next_step())}
         try:
             body = post_for_answer(self._client, self._path, request_body, headers, self.target.response_check, _detail)
+        except HttpStatusError as error:
+            if self._sequences is not None and error.status == 503 and self._sequences.opened:
+                # a new sequence refused: the server still holds its old ones; open the same one again, later
+                self._sequences.open_again()
+                raise SequenceRefused(error.status, error.detail) from None
+            if self._sequences is not None:
+                self._sequences.abandon()
+            raise
         except Exception:
             if self._sequences is not None:  # no answer, or the server's error: that sequence starts afresh
                 self._sequences.abandon()
@@ -207,7 +223,7 @@ def native_list_check(target: Target, detail_key: str) -> dict[str, Any]:
     """The engine's check of a TorchServe or BentoML answer: the status rule, the reason's key, the list."""
     check: dict[str, Any] = {
         "status": "2xx" if target.response_check == "none" else "200",
-        "detail": {"json_key": detail_key, "chars": 120},
+        "detail": {"json_key": detail_key, "chars": DETAIL_CHARS},
         "answer": "none",
     }
     if target.response_check == "shape":

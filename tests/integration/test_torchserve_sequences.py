@@ -100,7 +100,7 @@ def stateful_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Statef
         assert processes_mentioning(str(work)) == []
 
 
-def _run(folder: Path, server: StatefulServer, **keys: Any) -> tuple[LocustRun, list[str]]:
+def _run(folder: Path, server: StatefulServer, users: int = USERS, **keys: Any) -> tuple[LocustRun, list[str]]:
     (folder / "ones.txt").write_text("1\n")  # each request's body: "1", the running sum's step
     target = {
         "name": "stateful",
@@ -111,7 +111,7 @@ def _run(folder: Path, server: StatefulServer, **keys: Any) -> tuple[LocustRun, 
         "content_type": "text",
         **keys,
     }
-    data = {"name": "stateful", "duration": "5s", "targets": [target], "shape": {"kind": "steady", "users": USERS}}
+    data = {"name": "stateful", "duration": "5s", "targets": [target], "shape": {"kind": "steady", "users": users}}
     offset = server.ts_log.stat().st_size
     run = run_locust(write_scenario(folder, data), folder)
 
@@ -141,3 +141,20 @@ def test_a_static_sequence_header_is_one_sequence_and_the_run_says_so(stateful_s
     assert set(groups) == {"seq_0"}  # every user's every request: one sequence, one request at a time
     assert "every request of every user carries the one ts_request_sequence_id 'seq_0'" in run.output
     assert "set the target's sequence: {length, concurrent}" in run.output
+
+
+def test_users_as_many_as_the_models_sequences_reopen_a_refused_sequence_after_a_pause(
+    stateful_server: StatefulServer, tmp_path: Path
+) -> None:
+    """maxNumSequence 4, 4 users, sequences of 5: TorchServe still holds an ended sequence when its user
+    opens the next, and refuses that (503). Each refusal opened yet another id at once (537 of 845
+    requests failed, 18,509 failures in 8 s at 8 users); now the user backs off and opens the same id again."""
+    length, users = 5, 4
+    run, groups = _run(tmp_path, stateful_server, users=users, sequence={"length": length})
+    target = run.summary["targets"]["stateful"]
+    served = target["requests"] - target["failures"]
+    assert served > users * length, (target, run.failures_csv)
+    # one id per sequence served (and the ones open at the end): refusals opened no new ids
+    assert len(set(groups)) <= served // length + 2 * users, (len(set(groups)), target)
+    # each refusal says why, past the first 120 characters of TorchServe's reason
+    assert all("If this is a sequence inference" in row["Error"] for row in run.failures_csv), run.failures_csv

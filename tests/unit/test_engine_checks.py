@@ -24,6 +24,7 @@ from tritonclient.utils import InferenceServerException
 
 from inferload.users.bentoml import BentoMLHttpUser
 from inferload.users.failures import _classify_triton, classify_exception
+from inferload.users.http_answer import DETAIL_CHARS
 from inferload.users.kserve import KServeV1HttpUser, KServeV2HttpUser, response_size
 from inferload.users.torchserve import TorchServeRestUser
 from inferload.users.triton import TritonGrpcUser, TritonHttpUser
@@ -144,7 +145,7 @@ GENERIC_BODIES: list[bytes] = [
     b'{"a": [1, {"b": }]}',
 ]
 STATUSES = [200, 201, 204, 400, 404, 500, 503]
-KSERVE_DETAIL = {"detail": {"json_keys": ["error", "detail", "message"], "chars": 120}}
+KSERVE_DETAIL = {"detail": {"json_keys": ["error", "detail", "message"], "chars": DETAIL_CHARS}}
 
 
 def torchserve_send(response_check: str, batch_size: int, answer: StubAnswer) -> Callable[[], int]:
@@ -188,28 +189,32 @@ HTTP_KINDS: list[tuple[str, Callable[[StubAnswer], Callable[[], int]], dict[str,
     (
         "torchserve status",
         lambda a: torchserve_send("status", 2, a),
-        {"answer": "none", "detail": {"json_key": "message", "chars": 120}},
+        {"answer": "none", "detail": {"json_key": "message", "chars": DETAIL_CHARS}},
     ),
     (
         "torchserve none",
         lambda a: torchserve_send("none", 2, a),
-        {"answer": "none", "status": "2xx", "detail": {"json_key": "message", "chars": 120}},
+        {"answer": "none", "status": "2xx", "detail": {"json_key": "message", "chars": DETAIL_CHARS}},
     ),
     (
         "torchserve shape",
         lambda a: torchserve_send("shape", 2, a),
-        {"answer": "json_list", "length": 2, "detail": {"json_key": "message", "chars": 120}},
+        {"answer": "json_list", "length": 2, "detail": {"json_key": "message", "chars": DETAIL_CHARS}},
     ),
     (
         "torchserve shape 1",
         lambda a: torchserve_send("shape", 1, a),
-        {"answer": "json_list", "length": 1, "detail": {"json_key": "message", "chars": 120}},
+        {"answer": "json_list", "length": 1, "detail": {"json_key": "message", "chars": DETAIL_CHARS}},
     ),
-    ("bentoml status", lambda a: bentoml_send("status", 2, a), {"answer": "none", "detail": {"json_key": "error", "chars": 120}}),
+    (
+        "bentoml status",
+        lambda a: bentoml_send("status", 2, a),
+        {"answer": "none", "detail": {"json_key": "error", "chars": DETAIL_CHARS}},
+    ),
     (
         "bentoml shape",
         lambda a: bentoml_send("shape", 1, a),
-        {"answer": "json_list", "length": 1, "detail": {"json_key": "error", "chars": 120}},
+        {"answer": "json_list", "length": 1, "detail": {"json_key": "error", "chars": DETAIL_CHARS}},
     ),
     ("kserve v2 status", lambda a: kserve_v2_send("status", {}, a), {"answer": "none", **KSERVE_DETAIL}),
     ("kserve v2 none", lambda a: kserve_v2_send("none", {}, a), {"answer": "none", "status": "2xx", **KSERVE_DETAIL}),

@@ -9,7 +9,7 @@ import pytest
 
 from inferload.errors import HttpStatusError
 from inferload.users.bentoml import error_detail as bentoml_detail
-from inferload.users.http_answer import close_client, json_error_detail, post_for_answer
+from inferload.users.http_answer import DETAIL_CHARS, close_client, json_error_detail, post_for_answer
 
 
 @dataclass
@@ -84,7 +84,7 @@ def test_none_takes_any_2xx_and_every_other_check_wants_200(check: str | None, s
         (b"[1, 2]", "[1, 2]"),
         (b"plain text\nmore", "plain text"),
         (b"", ""),
-        (b'{"message": "' + b"x" * 200 + b'"}', "x" * 120),
+        (b'{"message": "' + b"x" * (DETAIL_CHARS + 80) + b'"}', "x" * DETAIL_CHARS),
     ],
 )
 def test_the_error_detail_is_the_first_line_of_one_key_or_of_the_body(body: bytes, detail: str) -> None:

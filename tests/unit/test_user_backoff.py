@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from inferload.errors import ConnectionRefused, HttpStatusError, RequestTimeout
+from inferload.errors import ConnectionRefused, HttpStatusError, RequestTimeout, SequenceRefused
 from inferload.users.base import RefusedBackoff
 
 
@@ -22,3 +22,12 @@ def test_any_outcome_but_a_refusal_ends_the_backoff(answer):  # a timeout took i
         backoff.after(ConnectionRefused("refused: cannot connect to x"))
     assert backoff.after(answer) == 0.0
     assert backoff.after(ConnectionRefused("refused: cannot connect to x")) == 0.01  # starts again from the bottom
+
+
+def test_a_refused_sequence_backs_off_as_a_refused_connection_does():
+    backoff = RefusedBackoff()
+    refused = SequenceRefused(
+        503, 'Model "stateful" has no worker to serve inference request. ... If this is a sequence inference'
+    )
+    assert [backoff.after(refused) for _ in range(3)] == pytest.approx([0.01, 0.02, 0.04])
+    assert str(refused).startswith("HTTP 503: Model") and refused.status == 503  # grouped with the other 503s
