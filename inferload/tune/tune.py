@@ -185,6 +185,9 @@ TUNE_JSON = "tune.json"
 
 
 class Configurator(Protocol):
+    #: whether a candidate's settings are on the server now (restore() puts the original back)
+    changed: bool
+
     def current(self) -> dict[str, Any]: ...
 
     def apply(self, candidate: Candidate) -> dict[str, Any]: ...

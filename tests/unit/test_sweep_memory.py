@@ -220,6 +220,8 @@ def test_sweep_csv_keeps_its_columns_and_appends_server_memory(tmp_path: Path):
 
 # -- the tune ---------------------------------------------------------------------------------------
 class NoConfigurator:
+    changed = False
+
     def current(self) -> dict[str, Any]:
         return {}
 

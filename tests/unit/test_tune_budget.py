@@ -32,6 +32,8 @@ class Clock:
 
 
 class SlowConfigurator:
+    changed = True  # a candidate is applied before each search
+
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
         self.applied = 0

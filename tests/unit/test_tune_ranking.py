@@ -40,6 +40,8 @@ def test_an_interval_that_clears_the_others_wins_and_an_overlapping_one_ties():
 
 
 class NoConfigurator:
+    changed = False
+
     def current(self) -> dict[str, Any]:
         return {}
 

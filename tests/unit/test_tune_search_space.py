@@ -291,6 +291,7 @@ def test_a_server_that_refuses_every_candidate_ends_its_search_once_and_the_tune
     from inferload.tune.tune import ServerTune, Tune, TuneSettings
 
     class Refusing:
+        changed = False
         restored = 0
 
         def apply(self, candidate: Any) -> dict[str, Any]:
