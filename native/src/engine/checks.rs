@@ -250,6 +250,12 @@ pub fn judge_grpc(check: &Check, answer: &[u8]) -> Result<u64, Failure> {
         length = typed_contents_length(&outputs).ok_or_else(undecodable)?;
     }
     let Some(shapes) = check.shapes.as_ref() else {
+        // no shapes to read: each output's own fields must still parse, as grpcio's decode wants
+        for output in &outputs {
+            for field in ProtoFields::new(output) {
+                field.map_err(|_| undecodable())?;
+            }
+        }
         return Ok(length);
     };
     for output in outputs {
@@ -1142,6 +1148,13 @@ mod tests {
             judge_grpc(&unchecked, &[0x0a, 0x05, 0x61])
                 .unwrap_err()
                 .message,
+            "gRPC INTERNAL: Exception deserializing response!"
+        );
+        // an output (field 5) whose own bytes do not parse, with raw contents beside it: undecodable
+        // without a shape check too
+        let broken_output = [0x2a, 0x02, 0x0a, 0x09, 0x32, 0x02, 0x00, 0x00];
+        assert_eq!(
+            judge_grpc(&unchecked, &broken_output).unwrap_err().message,
             "gRPC INTERNAL: Exception deserializing response!"
         );
     }
