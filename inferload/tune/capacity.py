@@ -43,7 +43,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -126,6 +126,9 @@ class RunEvidence:
     invalid: str | None = None
     #: the sweep step it was (for the reports)
     step: int = 0
+    #: the rate the server answered at in the run (None: not known); the capacity is never above the
+    #: most any run achieved
+    achieved_rps: float | None = None
 
 
 @dataclass(frozen=True)
@@ -304,7 +307,7 @@ def judge(
             or any(share >= 0.5 for share, _ in broken.values())
         )
     low, high = _bootstrap_bracket(rates, keys, reps, error_reps, weights, request_weights, partial, bounds, rng, replicates)
-    boundary = _boundary(levels, over_full, bounds, low, high, cliff_factor)
+    boundary = _within_achieved(_boundary(levels, over_full, bounds, low, high, cliff_factor), runs)
     return Judgement(
         tuple(levels),
         boundary,
@@ -363,6 +366,20 @@ def _boundary(levels: list[Level], over: list[bool], bounds: Bounds, low: float,
     cliff = _cliff(a, b, cliff_factor)
     estimate = (a.rate + b.rate) / 2.0 if cliff else crossing
     return Boundary(low, high, estimate, highest_pass, b.rate, a.rate, binding, words, cliff)
+
+
+def _within_achieved(boundary: Boundary, runs: Sequence[RunEvidence]) -> Boundary:
+    """The boundary with its upper end and estimate at most the highest rate the server answered at
+    in any run (offered 1,600 req/s, it answered 1,204: a capacity above that was never seen). Runs
+    the generator bounded or that said nothing of the server are left out."""
+    achieved = [r.achieved_rps for r in runs if r.achieved_rps is not None and r.generator is None and r.invalid is None]
+    if not achieved:
+        return boundary
+    top = max(max(achieved), boundary.low_rps)
+    if boundary.high_rps <= top:
+        return boundary
+    estimate = None if boundary.estimate_rps is None else min(boundary.estimate_rps, top)
+    return replace(boundary, high_rps=top, estimate_rps=estimate)
 
 
 def _binding(over: Level, under: Level | None, bounds: Bounds) -> tuple[float, str | None, str | None]:

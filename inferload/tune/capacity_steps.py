@@ -159,7 +159,7 @@ def evidence_of(step: StepResult, target: str, rules: StopRules) -> RunEvidence:
             broken.append((name, reason))
     windows = steady_histograms(Path(step.results_dir), target)
     invalid = generator_lag(step, rules) if windows else "no complete steady window was measured"
-    return RunEvidence(step.level, tuple(windows), tuple(broken), cpu_bound(step, rules), invalid, step.step)
+    return RunEvidence(step.level, tuple(windows), tuple(broken), cpu_bound(step, rules), invalid, step.step, step.achieved_rps)
 
 
 def generator_lag(step: StepResult, rules: StopRules) -> str | None:

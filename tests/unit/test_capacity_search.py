@@ -5,6 +5,7 @@ so these cannot flip."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -255,3 +256,17 @@ def test_a_verification_that_goes_the_other_way_takes_its_runs_into_the_answer()
     assert answer.searched.low_rps <= 400 <= answer.searched.high_rps
     # one answer, one reason: the search's "within the precision" is not said of the refitted answer
     assert answer.end.reason == "verification" and "within" not in answer.end.words
+
+
+def test_the_capacity_is_never_bounded_above_the_most_the_server_answered_at():
+    """The demo said 1,200 req/s [800, 1,600] where the server answered 1,204 req/s at 1,600 offered."""
+    rng = np.random.default_rng(7)
+    under = simulate_run(200.0, SLOTS, SERVICE_MS, rng, windows=4, poisson=False)
+    over = simulate_run(1600.0, SLOTS, SERVICE_MS, rng, windows=4, poisson=False, step=2)
+    assert judge([under, over], BOUNDS).boundary.high_rps > 420.0  # the offered rates alone bound it loosely
+    answered = dataclasses.replace(over, achieved_rps=420.0)  # 4 slots of 10 ms answer at most 400 req/s
+    boundary = judge([dataclasses.replace(under, achieved_rps=199.0), answered], BOUNDS).boundary
+    assert boundary.high_rps == 420.0
+    assert boundary.estimate_rps is None or boundary.estimate_rps <= 420.0
+    stalled = dataclasses.replace(answered, generator="the generator fell behind")  # the generator's rate: not the server's
+    assert judge([under, stalled], BOUNDS).boundary.high_rps != 420.0
