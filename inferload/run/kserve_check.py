@@ -151,11 +151,21 @@ def read_v1_model(target: Target, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[
     response = _get(target, path, timeout_s)
     if response.status_code == 404:
         listed = _get(target, "/v1/models", timeout_s)
+        if listed.status_code == 404:  # no v1 metadata route at all (TorchServe serves :predict without them)
+            logger.warning(
+                "target %r: %s has no KServe v1 model routes (GET %s and GET /v1/models answered HTTP 404):"
+                " whether it serves %s is known at the first request; going on",
+                target.name,
+                target.address,
+                path,
+                _asked(target),
+            )
+            return {}
         served = ""
         if listed.status_code == 200:
             try:
                 served = f"; it serves: {', '.join(str(m) for m in listed.json().get('models', [])) or 'no model'}"
-            except (ValueError, AttributeError):
+            except (ValueError, AttributeError, RecursionError):
                 served = ""
         raise ModelMismatchError(
             f"target {target.name!r}: the server at {target.address} does not serve {_asked(target)}"
