@@ -53,8 +53,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, fie
 
 from inferload.errors import ServerChangeError
 from inferload.paths import write_atomically
+from inferload.scenario.headers import HeadersError, read_management_key
 from inferload.scenario.input_files import read_limited
-from inferload.scenario.limits import MAX_SMALL_FILE_BYTES
 from inferload.scenario.messages import custom_error, describe_value
 
 logger = logging.getLogger(__name__)
@@ -433,28 +433,13 @@ def access_headers(access: Mapping[str, Any], environ: Mapping[str, str] | None 
     headers = {name: env[variable] for name, variable in (access.get("headers_from_env") or {}).items() if env.get(variable)}
     token_file = access.get("token_file")
     if token_file:
-        key = management_key(Path(str(token_file)))
+        try:
+            key = read_management_key(Path(str(token_file)))
+        except HeadersError as error:
+            raise ServerChangeError(str(error)) from None
         if key:
             headers["Authorization"] = f"Bearer {key}"
     return headers
-
-
-def management_key(path: Path) -> str | None:
-    """The management key in TorchServe's key file `path` (``{"management": {"key": ...}}``), None when it
-    has none; ServerChangeError naming the file when it is no regular file, too large, unreadable or not JSON."""
-    try:
-        raw = read_limited(path, MAX_SMALL_FILE_BYTES)
-    except ValueError as error:
-        raise ServerChangeError(f"the management key's token_file: {error}") from None
-    try:
-        data = json.loads(raw)
-    except (ValueError, RecursionError):
-        raise ServerChangeError(
-            f"the management key's token_file {path} is not JSON (expected TorchServe's key_file.json)"
-        ) from None
-    section = data.get("management") if isinstance(data, dict) else None
-    key = section.get("key") if isinstance(section, dict) else None
-    return key if isinstance(key, str) and key else None
 
 
 def triton_config(url: str, model: str, headers: Mapping[str, str]) -> dict[str, Any] | None:

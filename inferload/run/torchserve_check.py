@@ -144,7 +144,10 @@ def _served_models(target: Target, timeout_s: float) -> str:
     if target.management_url is None:
         return "give the target a management_url (TorchServe's management API, e.g. http://127.0.0.1:8081) to list the models it serves"
     base = target.management_url
-    management_key = read_management_key(Path(target.token_file)) if target.token_file else None
+    try:
+        management_key = read_management_key(Path(target.token_file)) if target.token_file else None
+    except HeadersError as error:
+        return f"the served models could not be listed from management_url {base}: {error}"
     try:
         with BoundedSession(limits.CHECK_DEADLINE_S) as session:
             if base.startswith("https://"):  # the target's TLS settings serve its management API too

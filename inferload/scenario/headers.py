@@ -134,12 +134,18 @@ def read_inference_key(path: Path) -> str:
 
 
 def read_management_key(path: Path) -> str | None:
-    """The management key in TorchServe's ``key_file.json``, when it has one."""
+    """The management key in TorchServe's ``key_file.json`` (None when it holds none); ``HeadersError``
+    naming the file when it is no regular file, too large, unreadable or not JSON."""
     try:
-        data = json.loads(read_limited(path, MAX_SMALL_FILE_BYTES))
-        key = data["management"]["key"]
-    except (ValueError, RecursionError, KeyError, TypeError):
-        return None
+        raw = read_limited(path, MAX_SMALL_FILE_BYTES)
+    except ValueError as exc:
+        raise HeadersError(f"cannot read the management key's token_file: {exc}") from None
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        raise HeadersError(f"token_file {path} is not JSON (expected TorchServe's key_file.json)") from None
+    section = data.get("management") if isinstance(data, dict) else None
+    key = section.get("key") if isinstance(section, dict) else None
     return key if isinstance(key, str) and key else None
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from inferload.errors import StoppedBeforeStart, UsageError
 from inferload.results.repeats import format_repeats, repetition_folder, write_repeats
 from inferload.run.server_changes import ServerJournal
-from inferload.scenario.headers import read_management_key, request_headers
+from inferload.scenario.headers import HeadersError, read_management_key, request_headers
 from inferload.scenario.loader import load_scenario
 from inferload.scenario.schema import Scenario
 from inferload.scenario.targets import Target
@@ -170,7 +170,10 @@ def servers_from_args(args: argparse.Namespace, scenario: Scenario, journal: Ser
                 raise UsageError(f"target {target.name!r}: give TorchServe's management API with --torchserve-management")
             url = management_url("--torchserve-management", url)
             if target.token_file:
-                key = read_management_key(base / target.token_file)
+                try:
+                    key = read_management_key(base / target.token_file)
+                except HeadersError as error:
+                    raise UsageError(f"target {target.name!r}: {error}") from None
                 headers = {"Authorization": f"Bearer {key}"} if key else {}
                 access = {"token_file": str((base / target.token_file).resolve())}
             servers.append(
