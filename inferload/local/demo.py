@@ -38,7 +38,7 @@ from inferload.measure.windows import StabilityRule
 from inferload.results.figures import format_table
 from inferload.results.files import SUMMARY_NAME, read_summary, write_summary
 from inferload.results.report import write_report
-from inferload.results.schema import DemoCapacity, RunSummary, SloSection
+from inferload.results.schema import SCHEMA_VERSION, DemoCapacity, RunSummary, SloSection
 from inferload.run.child_processes import ChildProcesses, locust_command
 from inferload.scenario.loader import load_scenario
 from inferload.tune.capacity import CapacitySearch
@@ -351,6 +351,7 @@ def combine(out: Path, settings: DemoSettings, summaries: dict[str, RunSummary],
     first = next(iter(summaries.values()))
     checks = [c for s in summaries.values() for c in s.slo.checks]
     return RunSummary(
+        schema_version=SCHEMA_VERSION,
         run_id=out.name,
         scenario="demo",
         started_at=first.started_at,

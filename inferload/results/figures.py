@@ -88,13 +88,13 @@ FIGURES: tuple[Figure, ...] = (
     Figure("open_loop.achieved_rps", "achieved rate", "req/s", "higher", ".1f", ".1f"),
     Figure("open_loop.unsent", "unsent arrivals", None, "lower", ".0f", ".0f"),
     Figure("open_loop.send_lag_ms.p99", "send lag p99", "ms", "lower", ".3f", ".3f"),
-    # streamed targets only (decoupled Triton models over the gRPC stream): summary.json's `streaming`
-    Figure("streaming.responses_per_request", "responses / request", None, None, ".2f", ".3f"),
-    Figure("streaming.responses_per_s", "responses", "resp/s", "higher", ".1f", ".1f"),
-    Figure("streaming.first_response_ms.p50", "first response p50", "ms", "lower", ".2f", ".3f"),
-    Figure("streaming.first_response_ms.p99", "first response p99", "ms", "lower", ".2f", ".3f"),
-    Figure("streaming.inter_response_ms.p50", "between responses p50", "ms", "lower", ".2f", ".3f"),
-    Figure("streaming.inter_response_ms.p99", "between responses p99", "ms", "lower", ".2f", ".3f"),
+    # streamed targets only (decoupled Triton models over the gRPC stream): summary.json's `decoupled`
+    Figure("decoupled.responses_per_request", "responses / request", None, None, ".2f", ".3f"),
+    Figure("decoupled.responses_per_s", "responses", "resp/s", "higher", ".1f", ".1f"),
+    Figure("decoupled.first_response_ms.p50", "first response p50", "ms", "lower", ".2f", ".3f"),
+    Figure("decoupled.first_response_ms.p99", "first response p99", "ms", "lower", ".2f", ".3f"),
+    Figure("decoupled.inter_response_ms.p50", "between responses p50", "ms", "lower", ".2f", ".3f"),
+    Figure("decoupled.inter_response_ms.p99", "between responses p99", "ms", "lower", ".2f", ".3f"),
     Figure("open_loop.burstiness.sent_cv", "burstiness sent (CV)", None, None, ".2f", ".3f"),
     Figure("open_loop.burstiness.scheduled_cv", "burstiness scheduled (CV)", None, None, ".2f", ".3f"),
 )
@@ -145,12 +145,12 @@ REPORT_OPEN_LOOP = figures(
 )
 #: added to the console table, the report and compare when a target streamed (a decoupled model)
 STREAMING = figures(
-    "streaming.responses_per_request",
-    "streaming.responses_per_s",
-    "streaming.first_response_ms.p50",
-    "streaming.first_response_ms.p99",
-    "streaming.inter_response_ms.p50",
-    "streaming.inter_response_ms.p99",
+    "decoupled.responses_per_request",
+    "decoupled.responses_per_s",
+    "decoupled.first_response_ms.p50",
+    "decoupled.first_response_ms.p99",
+    "decoupled.inter_response_ms.p50",
+    "decoupled.inter_response_ms.p99",
 )
 COMPARE = figures(
     "requests",
@@ -189,8 +189,8 @@ def server_side_notes(name: str, target: Any) -> list[str]:
 
 
 def streamed(*targets: Any) -> bool:
-    """Whether any of these targets has stream figures (summary.json's `streaming`)."""
-    return any(value_at(target, ("streaming",)) is not None for target in targets)
+    """Whether any of these targets has stream figures (summary.json's `decoupled`)."""
+    return any(value_at(target, ("decoupled",)) is not None for target in targets)
 
 
 def format_table(targets: Mapping[str, Any], shown: tuple[Figure, ...] | None = None) -> str:

@@ -317,7 +317,7 @@ def target_section(
         notes.append(f"{name}: no successful requests in the steady state ({failures:.0f} failed): latency figures are n/a.")
     if series is not None and series.elapsed_s:
         parts.append(_image(plot_timeline(name, series, warmup_s), f"{name}: latency, throughput, users, error rate over time"))
-        stream = plot_stream(name, series, warmup_s) if figures.streaming is not None else None
+        stream = plot_stream(name, series, warmup_s) if figures.decoupled is not None else None
         if stream is not None:
             parts.append(_image(stream, f"{name}: first response, between responses and responses per second over time"))
     else:

@@ -7,7 +7,7 @@ and the demo read back; `inferload.results.files` holds the one writer and the o
   written, read and written again is the same bytes.
 - Keys that inferload writes as ``null`` (``cold_start_s``, ``server_side``, ``residual_ms``, a
   latency figure with no success) are always written; keys that only some runs have
-  (``open_loop``, ``workers_lost``, ``worker_losses``, ``streaming``, the demo's ``phases`` ...) are left out when
+  (``open_loop``, ``workers_lost``, ``worker_losses``, ``decoupled``, the demo's ``phases`` ...) are left out when
   absent (`omit_when_none`).
 - Reading is strict about types (no "5" for 5, no true for 1) and tolerant about age: keys added
   after the first release (``steady_s``, ``kind``, ``residual_ms`` ...) may be missing, unknown
@@ -19,8 +19,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, PlainValidator, SerializerFunctionWrapHandler, model_serializer
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, PlainValidator, SerializerFunctionWrapHandler, model_serializer
 from pydantic_core import PydanticCustomError
+
+#: the summary.json contract's version that inferload writes (``RunSummary.schema_version``)
+SCHEMA_VERSION = 2
 
 
 def _number(value: Any) -> int | float:
@@ -164,7 +167,7 @@ class BurstRecovery(Section):
 class TargetSummary(Section):
     """One target's steady-state figures."""
 
-    omit_when_none = frozenset({"kind", "open_loop", "outages", "streaming", "bursts", "tail"})
+    omit_when_none = frozenset({"kind", "open_loop", "outages", "decoupled", "bursts", "tail"})
 
     server: str  # "triton" | "torchserve"
     protocol: str  # "grpc" | "http"
@@ -180,7 +183,8 @@ class TargetSummary(Section):
     residual_ms: Number | None = None  # client mean - server request_ms_avg
     open_loop: OpenLoop | None = None
     outages: list[Outage] | None = None  # present when connections to the target were refused
-    streaming: StreamFigures | None = None  # present for a target driven over the gRPC stream (decoupled model)
+    #: present for a target driven over the gRPC stream (a decoupled model); files of schema 1 called it ``streaming``
+    decoupled: StreamFigures | None = Field(default=None, validation_alias=AliasChoices("decoupled", "streaming"))
     bursts: list[BurstRecovery] | None = None  # present for burst and rate-bursts shapes: per burst, peak and recovery
     #: present for traced Triton targets (``trace``) and TorchServe targets: the tail anatomy, or why there is none
     tail: dict[str, Any] | None = None
@@ -265,6 +269,7 @@ class RunSummary(Section):
 
     omit_when_none = frozenset(
         {
+            "schema_version",
             "steady_s",
             "model",
             "users",
@@ -279,6 +284,9 @@ class RunSummary(Section):
         }
     )
 
+    #: the contract's version (docs/results.md): 2 since a target's ``streaming`` became ``decoupled``;
+    #: a file without it is of version 1 (and is written again without it)
+    schema_version: Count | None = None
     run_id: str
     scenario: str
     started_at: str  # ISO-8601

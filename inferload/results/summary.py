@@ -16,6 +16,7 @@ from inferload.paths import replacing
 from inferload.results.files import WINDOWS_NAME, write_summary
 from inferload.results.histograms import write_histograms
 from inferload.results.schema import (
+    SCHEMA_VERSION,
     Burstiness,
     LatencyMs,
     OpenLoop,
@@ -149,10 +150,10 @@ def burst_recovery(
 
 
 # -- stream figures ------------------------------------------------------------
-# A streamed target's figures for summary.json (`targets.<t>.streaming`) and windows.csv.
+# A streamed target's figures for summary.json (`targets.<t>.decoupled`) and windows.csv.
 #
 # Pure functions of a run's `StreamRecord` (see `inferload.measure.decoupled_record`). A target that
-# had no streamed request gets no `streaming` block and empty stream columns in windows.csv.
+# had no streamed request gets no `decoupled` block and empty stream columns in windows.csv.
 
 
 #: windows.csv columns of streamed targets (appended after the others; empty for other targets)
@@ -167,7 +168,7 @@ STREAM_WINDOW_COLUMNS = [
 
 
 def stream_figures(streams: StreamRecord, target: str, steady_s: float) -> StreamFigures | None:
-    """The target's `streaming` block over the steady state; None when it streamed nothing."""
+    """The target's `decoupled` block over the steady state; None when it streamed nothing."""
     if target not in streams.targets:
         return None
     totals = streams.steady.get(target)
@@ -430,7 +431,7 @@ def build_summary(scenario: Scenario | RunOutline, record: RunRecord, facts: Run
             figures["outages"] = outages
         streamed = stream_figures(record.streams, target.name, duration)
         if streamed is not None:
-            figures["streaming"] = streamed
+            figures["decoupled"] = streamed
         traced = facts.tails.get(target.name)
         if traced is not None:
             latency_ms = figures["latency_ms"]
@@ -441,6 +442,7 @@ def build_summary(scenario: Scenario | RunOutline, record: RunRecord, facts: Run
     targets.update(locust_entries(record, set(targets), facts.request_types, duration))
     total = (record.stopped_at - record.started_at) if record.started_at and record.stopped_at else 0.0
     return RunSummary(
+        schema_version=SCHEMA_VERSION,
         run_id=facts.run_id,
         scenario=scenario.name,
         started_at=datetime.fromtimestamp(record.started_at, timezone.utc).isoformat(),

@@ -124,7 +124,7 @@ def test_a_decoupled_model_streams_with_exact_streaming_figures(
 
     target = run.summary["targets"]["square"]
     assert target["requests"] > 0 and target["failures"] == 0, target
-    streaming = target["streaming"]
+    streaming = target["decoupled"]
     assert streaming["requests"] == target["requests"]
     assert streaming["responses"] == RESPONSES * streaming["requests"]
     assert streaming["responses_per_request"] == RESPONSES and streaming["max_responses_per_request"] == RESPONSES
@@ -171,7 +171,7 @@ def test_the_stream_figures_are_in_the_console_table_report_html_and_compare(
     """Before, they were only in summary.json and windows.csv."""
     run = run_locust(_scenario(tmp_path, _target("triton-grpc", decoupled_triton.grpc)), tmp_path)
     assert run.returncode == 0, run.output[-4000:]
-    streaming = run.summary["targets"]["square"]["streaming"]
+    streaming = run.summary["targets"]["square"]["decoupled"]
 
     table = run.stdout[run.stdout.index("inferload results") :]
     assert next(line for line in table.splitlines() if line.startswith("responses / request")).split()[-1] == "4.00"
@@ -192,9 +192,9 @@ def test_the_stream_figures_are_in_the_console_table_report_html_and_compare(
         timeout=60,
     )
     assert compared.returncode == 0, compared.stderr
-    line = next(x for x in compared.stdout.splitlines() if x.startswith("streaming.first_response_ms.p99"))
+    line = next(x for x in compared.stdout.splitlines() if x.startswith("decoupled.first_response_ms.p99"))
     assert line.split()[1:4] == [f"{streaming['first_response_ms']['p99']:.3f}"] * 2 + ["+0.000"]
-    assert any(x.startswith("streaming.responses_per_request") for x in compared.stdout.splitlines())
+    assert any(x.startswith("decoupled.responses_per_request") for x in compared.stdout.splitlines())
 
 
 def test_a_decoupled_model_on_triton_http_is_refused_at_start(decoupled_triton: DecoupledTriton, tmp_path: Path) -> None:
@@ -216,7 +216,7 @@ def test_two_workers_stream_and_the_master_merges_their_stream_figures(decoupled
     assert summary["workers"] == 2
     target = summary["targets"]["square"]
     assert target["requests"] > 0 and target["failures"] == 0, target
-    streaming = target["streaming"]  # the workers' decoupled users streamed; the master merged their figures
+    streaming = target["decoupled"]  # the workers' decoupled users streamed; the master merged their figures
     assert streaming["requests"] == target["requests"] and streaming["responses"] == RESPONSES * target["requests"]
     assert streaming["first_response_ms"]["p99"] <= streaming["first_response_ms"]["max"] <= target["latency_ms"]["max"]
 
@@ -230,7 +230,7 @@ def test_a_traced_streamed_request_joins_triton_s_trace_of_it(decoupled_triton: 
     run = run_locust(scenario, tmp_path)
     assert run.returncode == 0, run.output[-4000:]
     target = run.summary["targets"]["square"]
-    assert target["failures"] == 0 and target["streaming"]["responses"] == RESPONSES * target["requests"], target
+    assert target["failures"] == 0 and target["decoupled"]["responses"] == RESPONSES * target["requests"], target
     tail = target["tail"]
     assert tail["available"] is True, tail
     assert 0 < tail["joined"] <= tail["client_requests"] <= target["requests"], tail

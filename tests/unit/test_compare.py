@@ -239,15 +239,16 @@ def test_a_streamed_target_is_compared_on_its_stream_figures_too(tmp_path: Path)
             "inter_response_ms": latency,
         }
 
+    # A is a file of schema 1 (the block was called streaming), B of schema 2: compare reads both
     a = run(tmp_path / "a", "a", {"s": target(p99=50.0, streaming=stream(3.0)), "plain": target(p99=50.0)})
-    b = run(tmp_path / "b", "b", {"s": target(p99=50.0, streaming=stream(6.0)), "plain": target(p99=50.0)})
+    b = run(tmp_path / "b", "b", {"s": target(p99=50.0, decoupled=stream(6.0)), "plain": target(p99=50.0)})
     comparison = compare_runs(a, b)
     changes = {c.figure: c for c in comparison.targets["s"]}
-    assert changes["streaming.first_response_ms.p99"].change_pct == pytest.approx(100.0)
-    assert changes["streaming.responses_per_request"].a == 3.0
-    assert not any(c.figure.startswith("streaming.") for c in comparison.targets["plain"])
+    assert changes["decoupled.first_response_ms.p99"].change_pct == pytest.approx(100.0)
+    assert changes["decoupled.responses_per_request"].a == 3.0
+    assert not any(c.figure.startswith("decoupled.") for c in comparison.targets["plain"])
     text = format_comparison(comparison)
-    assert next(x for x in text.splitlines() if x.startswith("streaming.first_response_ms.p99")).split()[1:3] == [
+    assert next(x for x in text.splitlines() if x.startswith("decoupled.first_response_ms.p99")).split()[1:3] == [
         "3.000",
         "6.000",
     ]

@@ -4,6 +4,7 @@ the `streams` InfluxDB point."""
 
 from __future__ import annotations
 
+import json
 import random
 
 import msgpack
@@ -118,18 +119,30 @@ def streamed_record() -> RunRecord:
     return record
 
 
-def test_the_summary_has_a_streaming_block_for_a_streamed_target_only(tmp_path) -> None:
+def test_the_summary_has_a_decoupled_block_for_a_streamed_target_only(tmp_path) -> None:
     targets = [tiny_target("plain", "triton-grpc", "127.0.0.1:1"), tiny_target("square", "triton-grpc", "127.0.0.1:1")]
     summary = build_summary(scenario({"kind": "steady", "users": 1}, "3s", targets), streamed_record(), RunFacts(run_id="r"))
-    assert summary.targets["plain"].streaming is None
-    streaming = summary.targets["square"].streaming
+    assert summary.targets["plain"].decoupled is None
+    streaming = summary.targets["square"].decoupled
     assert streaming is not None
     assert (streaming.requests, streaming.responses, streaming.max_responses_per_request) == (30, 120, 4)
     assert streaming.responses_per_request == 4.0 and streaming.responses_per_s == pytest.approx(40.0)
     assert streaming.first_response_ms.max == pytest.approx(4.9) and streaming.inter_response_ms.max == 3.0
     write_summary(tmp_path, summary)
     assert read_summary(tmp_path / "summary.json") == summary  # typed, written and read back the same
-    assert "streaming" not in (tmp_path / "summary.json").read_text().split('"plain"')[1].split('"square"')[0]
+    assert "decoupled" not in (tmp_path / "summary.json").read_text().split('"plain"')[1].split('"square"')[0]
+    assert '"schema_version": 2' in (tmp_path / "summary.json").read_text()  # the block's name since schema 2
+
+
+def test_a_schema_1_summary_reads_its_streaming_block_as_decoupled(tmp_path) -> None:
+    targets = [tiny_target("square", "triton-grpc", "127.0.0.1:1")]
+    summary = build_summary(scenario({"kind": "steady", "users": 1}, "3s", targets), streamed_record(), RunFacts(run_id="r"))
+    data = summary.model_dump(mode="json")
+    del data["schema_version"]
+    data["targets"]["square"]["streaming"] = data["targets"]["square"].pop("decoupled")
+    (tmp_path / "summary.json").write_text(json.dumps(data))
+    old = read_summary(tmp_path / "summary.json")
+    assert old.schema_version is None and old.targets["square"].decoupled == summary.targets["square"].decoupled
 
 
 def test_windows_csv_appends_the_stream_columns_filled_for_a_streamed_target_and_empty_otherwise() -> None:

@@ -59,10 +59,10 @@ def test_a_streamed_target_adds_its_stream_rows_to_the_table_and_the_report() ->
         "first_response_ms": latency,
         "inter_response_ms": {**latency, "p99": 0.75},
     }
-    lines = format_table({"t": TARGET, "s": {**TARGET, "streaming": stream}}).splitlines()
+    lines = format_table({"t": TARGET, "s": {**TARGET, "decoupled": stream}}).splitlines()
     rows = {line.split("  ")[0].strip(): line.split() for line in lines[1:]}
     assert rows["responses / request"][-2:] == ["n/a", "4.00"]
     assert rows["first response p99 (ms)"][-1] == "3.50" and rows["between responses p99 (ms)"][-1] == "0.75"
     assert "responses / request" not in format_table({"t": TARGET})  # no stream: no stream rows
-    page = targets_html({"s": {**TARGET, "streaming": stream}})
+    page = targets_html({"s": {**TARGET, "decoupled": stream}})
     assert '<th>first response p50 (ms)</th><td class="num">1.25</td>' in page
