@@ -113,7 +113,7 @@ def server_of_kind(kind: str) -> DemoServer:
 
 
 # The demo's short tuning pass: each server's capacity under a p99 target, as it is configured, and
-# the configuration that reached it, read back from the server (issue 10, item 7).
+# the configuration that reached it, read back from the server.
 #
 # For each server the demo's target gets an open-loop capacity search (`inferload.tune.sweep`, coarse:
 # precision 50 %, 1 s windows, at most 5 runs, no verification runs) into `<out>/capacity/<server>/`;

@@ -125,7 +125,7 @@ class OpenLoop(Section):
     achieved_rps: Number
     achieved_ratio: Number | None
     send_lag_ms: SendLag
-    burstiness: Burstiness | None = None  # added with issue 26: older summaries have none
+    burstiness: Burstiness | None = None  # older summaries have none
 
 
 class Outage(Section):
@@ -247,7 +247,7 @@ class CapacityPoint(Section):
 
 class DemoCapacity(Section):
     """The demo's capacity pass for one server: the highest open-loop rate that met p99 <= p99_ms, the
-    first over it, and the server's settings as read back from it; then (issue 22) the capacity's
+    first over it, and the server's settings as read back from it; then the capacity's
     estimate and 95 % interval (high None: open), the binding constraint and the verification in words,
     and the curve (every rate measured)."""
 

@@ -65,7 +65,7 @@ def safe_rows(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 # -- bursts ------------------------------------------------------------
 # Burst recovery: for each burst of a `burst` or `rate-bursts` shape, how bad the tail got and how
-# long it took to come back (issue 10, item 4).
+# long it took to come back.
 #
 # Per burst, from the target's windows (windows.csv rows, times relative to the run's start):
 # - `pre_burst_p99_ms`: the median windowed p99 of the steady windows before the burst (since the last

@@ -1,4 +1,4 @@
-"""The capacity answer against a server whose truth is known (issue 22): the reference server
+"""The capacity answer against a server whose truth is known: the reference server
 (tests/support/reference_server.py) holds each request a fixed service time S in one of N FIFO slots,
 and records every hold it really made. Its capacity is N / (mean hold), and the latency of a rate
 follows from its queue:

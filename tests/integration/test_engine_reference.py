@@ -1,6 +1,6 @@
 """The engine against the reference server, whose records say what it received.
 
-A stop lets the engine's calls in flight end (issue 24: servers left as found). Triton 2.51's gRPC
+A stop lets the engine's calls in flight end (servers left as found). Triton 2.51's gRPC
 frontend crashed (SIGSEGV, triton-inference-server/server#8034) when a call was cancelled in flight:
 CI saw it on a decoupled stream, cancelled by the end of a run. A stopped slot now records nothing
 more, lets its call in flight end, half-closes its stream, then closes its connection; a call still

@@ -1,4 +1,4 @@
-"""Every command README.md shows, run as written (issue 12 §4), or listed here with why it is not.
+"""Every command README.md shows, run as written, or listed here with why it is not.
 
 The commands are read from README.md itself: the lines of its shell code blocks and its inline
 code spans that start with a command (`inferload ...`, `locust ...`, `python ...`, `pip ...`,

@@ -1,4 +1,4 @@
-"""Replayed production traffic and bursty arrival laws against a real Triton (issue 26).
+"""Replayed production traffic and bursty arrival laws against a real Triton.
 
 One Triton of the module's own serves ``tail_queue`` (tests/examples/triton: 1 ms per request for
 inputs of 0.5, one instance) with a trace file and tracing off until a run turns it on. The truth

@@ -1,5 +1,5 @@
 """The bench's pure parts: the peer tools' output parsers (on captures saved from real runs against
-the reference server, tests/captures/peers/), difference over difference, and issue 20's goal rows."""
+the reference server, tests/captures/peers/), difference over difference, and the bench's goal rows."""
 
 from __future__ import annotations
 

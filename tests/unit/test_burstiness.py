@@ -68,7 +68,7 @@ def test_the_steady_state_alone_counts() -> None:
 def test_the_console_line_names_each_open_loop_target() -> None:
     targets = {
         "a": {"open_loop": {"burstiness": {"sent_cv": 2.951, "scheduled_cv": 3.02, "sent_gaps": 9}}},
-        "b": {"open_loop": {"configured_rps": 5}},  # a summary from before issue 26
+        "b": {"open_loop": {"configured_rps": 5}},  # a summary from before the burstiness figures
         "c": {"requests": 3},  # closed loop
     }
     line = format_burstiness(targets)

@@ -1,4 +1,4 @@
-"""sweep.html and the demo's report read at a glance (issue 22, item 5): the curve by load, not in the
+"""sweep.html and the demo's report read at a glance: the curve by load, not in the
 order the steps ran; the SLO in words and as a line; the boundary's interval as a band; the binding
 constraint in words; every server's curve on one chart. No server: documents are built here."""
 

@@ -1,4 +1,4 @@
-"""Bounds checked before anything starts, on what a scenario points at (issue 24): devices, FIFOs and
+"""Bounds checked before anything starts, on what a scenario points at: devices, FIFOs and
 kernel files, files far too big, npy headers that lie, symlink loops under a data set's glob, JSON
 nested past Python's stack, BYTES inputs of millions of elements, a body_template that repeats the
 request's data past the request bound, and durations that never end. Each is one ``file: key.path:

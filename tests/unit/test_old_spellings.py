@@ -1,6 +1,6 @@
 """What a user coming from another tool writes first, and the line that says what inferload calls it:
 generator: file, a BYTES npy generator, a many-sample .npy or a folder as the npy generator's path,
-body_file and body (issue 25, item 8). Each problem names the file and the key path."""
+body_file and body. Each problem names the file and the key path."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The ramp-and-hold mode without a server (issue 22, item 6): its spec, the plan's decisions window by
+"""The ramp-and-hold mode without a server: its spec, the plan's decisions window by
 window (up a step while a window meets the SLO, back to the last rate that met it at the first that
 breaks it, a hold judged as a whole, one more step back when the hold breaks), and the timeline whose
 future it changes while the arrivals are drawn."""

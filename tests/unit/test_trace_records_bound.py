@@ -1,4 +1,4 @@
-"""The master's store of a worker's trace records is capped like a local one (issue 14, goal 4)."""
+"""The master's store of a worker's trace records is capped like a local one."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """`inferload tune` ranks candidates by their capacity intervals: a candidate becomes the best only when
 its interval clears the best's; the winner is declared outright only when its interval clears the
-runner-up's, else the servers' candidates are "tied within noise" (issue 22, item 4). No server: the
+runner-up's, else the servers' candidates are "tied within noise". No server: the
 candidates' capacities are given."""
 
 from __future__ import annotations
