@@ -16,7 +16,8 @@
     └── RequestError                one inference call failed (reported to Locust as a failure)
         ├── ConnectionRefused
         ├── RequestTimeout
-        ├── HttpStatusError         .status
+        ├── HttpStatusError         .status, .detail
+        │   └── SequenceRefused     a new sequence refused (the user backs off and opens it again)
         ├── GrpcStatusError         .code
         └── BadOutputShape
 
