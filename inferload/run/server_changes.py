@@ -538,9 +538,15 @@ def restore_torchserve_registration(url: str, model: str, original: dict[str, An
     if after is None or registration(after) != registration(original):
         got = registration(after) if after else "not registered"
         raise ServerChangeError(f"TorchServe at {url} runs {got} for {model!r} after registering it as {registration(original)}")
+    startup = (
+        "; TorchServe now says loadedAtStartup: false (a model registered through its management API is not"
+        " one it loads at its next start: that is its config.properties' load_models)"
+        if original.get("loadedAtStartup") is True and after.get("loadedAtStartup") is not True
+        else ""
+    )
     return (
         f"registered again with batch size {settings['batch_size']}, delay {settings['max_batch_delay']} ms, "
-        f"{settings['initial_workers']} worker(s)"
+        f"{settings['initial_workers']} worker(s){startup}"
     )
 
 

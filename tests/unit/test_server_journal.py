@@ -317,3 +317,19 @@ def test_a_registration_to_put_back_without_its_archive_is_a_clear_error_not_a_t
     lines: list[str] = []
     assert ServerJournal(tmp_path).restore_leftovers(None, lines.append) == 1
     assert "could not restore model 'cnn'" in lines[-1] and "has no modelUrl (the archive to register it from)" in lines[-1]
+
+
+def test_a_registration_put_back_says_when_torchserve_no_longer_loads_it_at_startup(monkeypatch: pytest.MonkeyPatch) -> None:
+    original = {
+        "modelUrl": "cnn.mar",
+        "batchSize": 8,
+        "maxBatchDelay": 10,
+        "minWorkers": 1,
+        "maxWorkers": 1,
+        "loadedAtStartup": True,
+    }
+    described = [None, {**original, "loadedAtStartup": False}]  # before the registration, then after it
+    monkeypatch.setattr(server_changes, "torchserve_description", lambda *_: described.pop(0))
+    monkeypatch.setattr(server_changes, "torchserve_register", lambda *_: None)
+    done = server_changes.restore_torchserve_registration("http://127.0.0.1:1", "cnn", original, {})
+    assert done.startswith("registered again with batch size 8") and "loadedAtStartup: false" in done
