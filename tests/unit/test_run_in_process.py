@@ -87,6 +87,7 @@ def test_a_run_writes_the_summary_the_contract_describes(tmp_path: Path) -> None
     _, environment, summary = run_in_process(tmp_path, user)
 
     assert list(summary) == [
+        "schema_version",
         "run_id",
         "scenario",
         "started_at",
@@ -99,6 +100,7 @@ def test_a_run_writes_the_summary_the_contract_describes(tmp_path: Path) -> None
         "interrupted",
     ]
     assert summary["run_id"] == "in-process" and summary["workers"] == 1 and summary["interrupted"] is False
+    assert summary["schema_version"] == 2
     assert 0 < summary["duration_s"] < DEADLINE_S
     figures = summary["targets"][TARGET]
     assert list(figures) == [
