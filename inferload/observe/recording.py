@@ -24,7 +24,7 @@ Bad input is refused, or left out and counted, never read without end: a source 
 file (a FIFO, a device or a kernel file is refused before it is opened); files are read as a
 stream, an access log line by line and a trace file one array entry at a time, and a line or
 trace entry over `MAX_ENTRY_BYTES` is refused with its line number; a value of the wrong type, an
-integer of more than `MAX_INT_DIGITS` digits, a NaN or infinite time, or JSON nested deeper than
+integer of more than `MAX_NUMBER_DIGITS` digits, a NaN or infinite time, or JSON nested deeper than
 Python's reader goes is left out with its reason (or, in an access log without
 ``--skip-bad-lines`` and for what cannot be skipped, is one error line naming the file and line).
 Memory: sorting needs the times: 8 bytes and a 2-byte target code per arrival; a trace file's
@@ -59,6 +59,7 @@ from inferload.errors import InferloadError
 from inferload.measure.run_record import GapStats
 from inferload.observe.sources.triton_trace_file import trace_file_names
 from inferload.scenario.input_files import not_regular_problem
+from inferload.scenario.limits import MAX_NUMBER_DIGITS
 from inferload.scenario.messages import parse_duration
 
 # `inferload trace-to-replay`'s command line: Triton trace files or JSON-lines access logs → a replay file.
@@ -142,8 +143,6 @@ MAX_TARGETS = 65_535
 MAX_ENTRY_BYTES = 1 << 20
 #: windows of the summary's rate over time; a span of more (at --window) is refused
 MAX_WINDOWS = 1_000_000
-#: digits of a JSON integer read as a number; a longer one reads as infinite (no time, id or ns is that long)
-MAX_INT_DIGITS = 40
 #: characters of a target (a model name, a --target-field value); a longer one is left out
 MAX_TARGET_CHARS = 1024
 #: bytes read from a trace file at a time (more while one entry is longer)
@@ -153,8 +152,8 @@ UINT64_END = 1 << 64
 
 
 def _json_int(text: str) -> int | float:
-    """A JSON integer: as int up to `MAX_INT_DIGITS` digits, else infinite (Python refuses 4,300+ digits)."""
-    return int(text) if len(text) <= MAX_INT_DIGITS else (-math.inf if text.startswith("-") else math.inf)
+    """A JSON integer: as int up to `MAX_NUMBER_DIGITS` digits, else infinite (Python refuses 4,300+ digits)."""
+    return int(text) if len(text) <= MAX_NUMBER_DIGITS else (-math.inf if text.startswith("-") else math.inf)
 
 
 #: JSON as the sources are read: NaN and Infinity are accepted (then refused as times), long integers are infinite
@@ -564,7 +563,7 @@ def _shown(value: Any) -> str:
     if isinstance(value, str):
         return repr(value[:40]) + ("..." if len(value) > 40 else "")
     if isinstance(value, float) and not math.isfinite(value):
-        return f"{value} (NaN, infinite, or a number of over {MAX_INT_DIGITS} digits)"
+        return f"{value} (NaN, infinite, or a number of over {MAX_NUMBER_DIGITS} digits)"
     if isinstance(value, (bool, int, float)) or value is None:
         return json.dumps(value)
     return "a JSON object" if isinstance(value, dict) else "a JSON array"

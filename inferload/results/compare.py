@@ -345,7 +345,8 @@ def comparison_to_dict(comparison: Comparison) -> dict[str, Any]:
 def main_compare(a: Path, b: Path, as_json: bool, fail_on: list[str] | None = None, rename: list[str] | None = None) -> int:
     """The CLI command: print the comparison (and the regression gate with `fail_on`); exit 1 when a
     gate rule fails beyond the noise, 2 when a run cannot be read, a rule or rename is malformed, or
-    the gate would judge nothing (no target in both runs)."""
+    the gate would judge nothing (no target in both runs). Both runs are read whole before anything
+    is printed: a file that cannot be read is the one line said."""
     from inferload.results.compare import format_gate, gate, parse_rule
     from inferload.results.repeats import read_repeats
 
@@ -353,19 +354,18 @@ def main_compare(a: Path, b: Path, as_json: bool, fail_on: list[str] | None = No
         rules = [parse_rule(text) for text in fail_on or []]
         renames = parse_renames(rename or [])
         repeated = read_repeats(Path(a)) is not None or read_repeats(Path(b)) is not None
-        if not repeated:
-            comparison = compare_runs(a, b, renames)
-            print(
-                json.dumps(comparison_to_dict(comparison), indent=2) if as_json else terminal_safe(format_comparison(comparison))
-            )
-        elif not rules:
+        if repeated and not rules:
             print("A or B is a repeated run (repeat.json): compare them with --fail-on FIGURE:±P%", file=sys.stderr)
             return EXIT_USAGE
-        if not rules:
-            return 0
-        results, note = gate(Path(a), Path(b), rules, renames)
+        comparison = None if repeated else compare_runs(a, b, renames)
+        gated = gate(Path(a), Path(b), rules, renames) if rules else None
     except (ResultsError, InferloadError) as exc:
         print(terminal_safe(f"inferload compare: {exc}"), file=sys.stderr)
         return EXIT_USAGE
+    if comparison is not None:
+        print(json.dumps(comparison_to_dict(comparison), indent=2) if as_json else terminal_safe(format_comparison(comparison)))
+    if gated is None:
+        return 0
+    results, note = gated
     print(terminal_safe(format_gate(results, note)), file=sys.stderr if as_json and not repeated else sys.stdout)
     return 1 if any(result.failed for result in results) else 0

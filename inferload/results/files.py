@@ -1,14 +1,18 @@
 """Reading a results folder: summary.json (through `inferload.results.files`), windows.csv, gpu.csv.
 
 A summary.json that cannot be read raises ``ResultsError`` naming the file and the key that is
-wrong; bad rows of a CSV are skipped and described, never raised.
+wrong; bad rows of a CSV are skipped and described, never raised. Every results file is read the
+same way (`present`, `read_json_file`, `parse_json`, `model_problem`, also for histograms.jsonl and
+repeat.json): a file that is there but is no regular file (a FIFO, a folder, a device, a kernel
+file) is refused before it is opened, a JSON file is read up to `MAX_JSON_BYTES`, and JSON nested
+too deeply, NaN, an infinity or a number of more than `MAX_NUMBER_DIGITS` digits is refused, naming
+the key path, before any of it is used.
 """
 
 from __future__ import annotations
 
 import csv
 import json
-import math
 import types
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -20,7 +24,9 @@ from pydantic_core import ErrorDetails
 
 from inferload.errors import InferloadError
 from inferload.paths import write_atomically
-from inferload.results.schema import Count, Number, RunSummary
+from inferload.results.schema import Count, Number, RunSummary, TailView
+from inferload.scenario.input_files import not_regular_problem, read_limited
+from inferload.scenario.limits import MAX_NUMBER_DIGITS
 
 
 # A run's identifier: given with --run-id, else <scenario>-<UTC start time> (results folder,
@@ -57,40 +63,154 @@ def write_summary(results_dir: Path, summary: RunSummary) -> Path:
     return write_atomically(results_dir / SUMMARY_NAME, summary_json(summary))
 
 
-# -- reading ---------------------------------------------------------------------------------
+# -- reading ----------------------------------------------------------------------------------
+#: the largest summary.json or repeat.json read (a run writes kilobytes; each tail anatomy adds a few)
+MAX_JSON_BYTES = 16 * 1024 * 1024
+#: what a summary.json is, in messages
+SUMMARY_EXPECTED = "a run's summary.json (a JSON object with a 'targets' key)"
+
+
+def present(path: Path, expected: str) -> bool:
+    """Whether the results file `path` is there to be read: False when nothing is; ResultsError
+    ('<why it is no regular file>; expected <expected>') when something is that is not a regular
+    file (a FIFO, a folder, a device, a kernel file, a broken link), which is never opened."""
+    if not (path.exists() or path.is_symlink()):
+        return False
+    problem = not_regular_problem(path)
+    if problem is not None:
+        raise ResultsError(f"{problem}; expected {expected}")
+    return True
+
+
+def read_json_file(path: Path, expected: str, max_bytes: int = MAX_JSON_BYTES) -> Any:
+    """The JSON value of the regular file `path` (at most `max_bytes`, UTF-8, checked by `parse_json`);
+    ResultsError naming the file, what was wrong and `expected` (what the file should be) otherwise."""
+    try:
+        raw = read_limited(path, max_bytes)  # a regular file: never a FIFO or /dev/zero
+    except ValueError as error:
+        raise ResultsError(f"{error}; expected {expected}") from None
+    return parse_json(utf8_text(raw, str(path), expected), str(path), expected)
+
+
+def utf8_text(raw: bytes, source: str, expected: str) -> str:
+    """`raw` as UTF-8 text; ResultsError 'source: not UTF-8 text (...)' otherwise."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ResultsError(f"{source}: not UTF-8 text ({error.reason} at byte {error.start:,}); expected {expected}") from None
+
+
+class _Unreadable:
+    """A JSON number no results file holds (NaN, an infinity, more than `MAX_NUMBER_DIGITS` digits),
+    kept in the value's place so that `parse_json` can name its key path."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def _json_int(text: str) -> int | _Unreadable:
+    return int(text) if len(text.lstrip("-")) <= MAX_NUMBER_DIGITS else _Unreadable(text)
+
+
+def in_range(value: float) -> bool:
+    """Whether `value` is finite and of at most `MAX_NUMBER_DIGITS` digits (NaN is not)."""
+    return abs(value) < 10.0**MAX_NUMBER_DIGITS
+
+
+def _json_float(text: str) -> float | _Unreadable:
+    value = float(text)  # never raises: the decoder hands over JSON number syntax only
+    return value if in_range(value) else _Unreadable(text)
+
+
+_DECODER = json.JSONDecoder(parse_int=_json_int, parse_float=_json_float, parse_constant=_Unreadable)
+
+
+def parse_json(text: str, source: str, expected: str, one_line: bool = False) -> Any:
+    """`text` as JSON whose every number is finite and of at most `MAX_NUMBER_DIGITS` digits;
+    ResultsError 'source: problem' when it is not JSON (where: line and column, or the column alone
+    for `one_line` text, a line that `source` names), and 'source: problem; expected <expected>' when it
+    is nested too deeply for Python's reader or holds another number (named by its key path)."""
+    try:
+        data = _DECODER.decode(text)
+    except json.JSONDecodeError as exc:
+        place = f"column {exc.pos + 1}" if one_line else f"line {exc.lineno}, column {exc.colno}"
+        raise ResultsError(f"{source}: not valid JSON: {exc.msg} at {place}") from None
+    except RecursionError:  # json's own depth limit: not a ValueError
+        raise ResultsError(f"{source}: JSON nested too deeply to read; expected {expected}") from None
+    found = _first_unreadable(data)
+    if found is not None:
+        loc, number = found
+        shown = number.text if len(number.text) <= 24 else f"a number of {len(number.text):,} characters ({number.text[:12]}...)"
+        where = f"{key_path(loc)}: " if loc else ""
+        raise ResultsError(f"{source}: {where}expected a finite number of at most {MAX_NUMBER_DIGITS} digits; got {shown}")
+    return data
+
+
+def _first_unreadable(data: Any) -> tuple[tuple[int | str, ...], _Unreadable] | None:
+    """The key path and value of the first `_Unreadable` in `data`, in the file's order (None: none)."""
+    stack: list[tuple[tuple[int | str, ...], Any]] = [((), data)]
+    while stack:
+        loc, value = stack.pop()
+        if isinstance(value, _Unreadable):
+            return loc, value
+        if isinstance(value, dict):
+            stack.extend(((*loc, key), item) for key, item in reversed(value.items()))
+        elif isinstance(value, list):
+            stack.extend(((*loc, index), item) for index, item in reversed(list(enumerate(value))))
+    return None
+
+
 def summary_file(path: Path) -> Path:
     """A results folder or a summary.json path -> the summary.json path (ResultsError if absent)."""
     if path.is_dir():
         candidate = path / SUMMARY_NAME
-        if not candidate.is_file():
+        if not (candidate.exists() or candidate.is_symlink()):
             raise ResultsError(f"{path}: no {SUMMARY_NAME} in this folder (is it a results folder?)")
         return candidate
-    if not path.exists():
+    if not (path.exists() or path.is_symlink()):
         raise ResultsError(f"{path}: no such file or folder")
     return path
 
 
 def read_summary(path: Path) -> RunSummary:
-    """Load and check a summary.json (or the one in a results folder)."""
+    """Load and check a summary.json (or the one in a results folder): `read_json_file`, then
+    `summary_from_data`; ResultsError naming the file and the first problem."""
     file = summary_file(Path(path))
-    try:
-        data: Any = json.loads(file.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ResultsError(f"{file}: not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ResultsError(f"{file}: cannot be read: {exc}") from exc
-    return summary_from_data(data, str(file))
+    return summary_from_data(read_json_file(file, SUMMARY_EXPECTED), str(file))
 
 
 def summary_from_data(data: Any, source: str) -> RunSummary:
-    """A loaded summary.json as a `RunSummary`; ResultsError('source: problem') when it is not one."""
+    """A loaded summary.json as a `RunSummary`; ResultsError('source: problem') when it is not one
+    (the parts of each target's ``tail`` that readers read included: `TailView`)."""
     problem = envelope_problem(data)
     if problem is None:
         try:
-            return RunSummary.model_validate(data)
+            summary = RunSummary.model_validate(data)
         except ValidationError as exc:
             problem = first_problem(exc.errors())
+        else:
+            problem = next(
+                (
+                    found
+                    for name, target in summary.targets.items()
+                    if target.tail is not None
+                    and (found := model_problem(TailView, target.tail, ("targets", name, "tail"))) is not None
+                ),
+                None,
+            )
+            if problem is None:
+                return summary
     raise ResultsError(f"{source}: {problem}")
+
+
+def started_epoch(summary: RunSummary) -> float | None:
+    """The run's start (``started_at``, ISO-8601) in Unix seconds; None when it is not a time."""
+    try:
+        return datetime.fromisoformat(summary.started_at.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 def envelope_problem(data: Any) -> str | None:
@@ -101,15 +221,26 @@ def envelope_problem(data: Any) -> str | None:
     return None
 
 
-def first_problem(errors: list[ErrorDetails]) -> str:
-    """The problem to name: a wrong value before a missing key, each in the file's order."""
+def model_problem(model: type[BaseModel], data: Any, prefix: tuple[int | str, ...] = ()) -> str | None:
+    """The first problem of `data` as a `model` (`first_problem`, its key path after `prefix`); None: none."""
+    try:
+        model.model_validate(data)
+    except ValidationError as exc:
+        return first_problem(exc.errors(), model, prefix)
+    return None
+
+
+def first_problem(errors: list[ErrorDetails], root: type[BaseModel] = RunSummary, prefix: tuple[int | str, ...] = ()) -> str:
+    """The problem to name: a wrong value before a missing key, each in the file's order, as
+    ``key.path: expected ...; got ...`` (`root`: the model validated; `prefix`: where it lies in the file)."""
     error = next((e for e in errors if e["type"] != "missing"), errors[0])
-    path = key_path(error["loc"])
-    annotation = annotation_at(error["loc"])
+    path = key_path((*prefix, *error["loc"]))
+    annotation = annotation_at(error["loc"], root)
     expected = "a whole number" if error["type"] == "count" and isinstance(error["input"], float) else describe(annotation)
+    where = f"{path}: " if path else ""
     if error["type"] == "missing":
-        return f"{path}: missing; expected {expected}"
-    return f"{path}: expected {expected}; got {_got(error['input'])}"
+        return f"{where}missing; expected {expected}"
+    return f"{where}expected {expected}; got {_got(error['input'])}"
 
 
 def key_path(loc: tuple[int | str, ...]) -> str:
@@ -121,12 +252,15 @@ def key_path(loc: tuple[int | str, ...]) -> str:
 
 
 def _got(value: Any) -> str:
-    return f"{type(value).__name__} {value!r}" if not isinstance(value, (dict, list)) else type(value).__name__
+    if isinstance(value, (dict, list)):
+        return type(value).__name__
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
 
 
-def annotation_at(loc: tuple[int | str, ...]) -> Any:
-    """The declared type of the value at `loc` in a `RunSummary` (None when it cannot be told)."""
-    current: Any = RunSummary
+def annotation_at(loc: tuple[int | str, ...], root: type[BaseModel] = RunSummary) -> Any:
+    """The declared type of the value at `loc` in a `root` (None when it cannot be told)."""
+    current: Any = root
     for part in loc:
         current = _without_none(current)[0]
         if isinstance(current, type) and issubclass(current, BaseModel):
@@ -178,16 +312,24 @@ def _describe(annotation: Any) -> str:
 
 __all__ = [
     "GPU_NAME",
+    "MAX_JSON_BYTES",
+    "MAX_NUMBER_DIGITS",
     "SUMMARY_NAME",
     "WINDOWS_NAME",
     "GpuSeries",
     "ResultsError",
     "TargetSeries",
     "Windows",
+    "model_problem",
+    "parse_json",
+    "present",
     "read_gpu",
+    "read_json_file",
     "read_summary",
     "read_windows",
+    "started_epoch",
     "summary_file",
+    "utf8_text",
 ]
 
 WINDOWS_NAME = "windows.csv"
@@ -210,17 +352,25 @@ WINDOW_NUMBER_COLUMNS = (
     "inter_response_p50_ms",
     "inter_response_p99_ms",
 )
+#: the columns that count requests (a rate is divided by them)
+WINDOW_COUNT_COLUMNS = ("requests", "failures")
 GPU_NUMBER_COLUMNS = ("util_pct", "mem_used_bytes", "power_w")
 MAX_ROW_NOTES = 5  # bad rows of a CSV reported one by one, then counted
 
 
 # -- windows.csv and gpu.csv -----------------------------------------------------------------
 def _number(text: str | None) -> float | None:
-    """A CSV cell as a float; '' and missing cells are None. ValueError on anything else."""
+    """A CSV cell as a float; '' and missing cells are None, and so are NaN, infinities and numbers out
+    of range (`in_range`: the figures of the window are not known). ValueError on anything else."""
     if text is None or text.strip() == "":
         return None
     value = float(text)
-    return value if math.isfinite(value) else None
+    return value if in_range(value) else None
+
+
+def _count(value: float | None) -> bool:
+    """Whether a count cell (`_number`) is empty or a whole number >= 0."""
+    return value is None or (value >= 0 and value.is_integer())
 
 
 @dataclass
@@ -259,8 +409,9 @@ class Windows:
 
 
 def read_windows(path: Path) -> Windows:
-    """Parse windows.csv; bad rows are skipped and named in ``notes``, never raised."""
-    if not path.is_file():
+    """Parse windows.csv; bad rows are skipped and named in ``notes``, never raised. ResultsError only
+    when something is there that is no regular file (`present`: a FIFO, a folder, a device)."""
+    if not present(path, "the windows.csv a run writes"):
         return Windows({}, [f"{path.name} not found: no plots over time."])
     notes: list[str] = []
     by_target: dict[str, TargetSeries] = {}
@@ -277,9 +428,13 @@ def read_windows(path: Path) -> Windows:
                 try:
                     values = {c: _number(row.get(c)) for c in WINDOW_NUMBER_COLUMNS}
                 except ValueError:
+                    problem: str | None = "a non-numeric value"
+                else:
+                    problem = next((f"{c}: not a whole number >= 0" for c in WINDOW_COUNT_COLUMNS if not _count(values[c])), None)
+                if problem is not None:
                     bad_rows += 1
                     if bad_rows <= MAX_ROW_NOTES:
-                        notes.append(f"{path.name} line {reader.line_num}: a non-numeric value; row skipped.")
+                        notes.append(f"{path.name} line {reader.line_num}: {problem}; row skipped.")
                     continue
                 if values["elapsed_s"] is None or not row.get("target"):
                     continue
@@ -308,16 +463,21 @@ class GpuSeries:
 
 
 def _timestamp(text: str) -> float:
-    """Epoch seconds or an ISO-8601 time -> epoch seconds (ValueError otherwise)."""
+    """Epoch seconds or an ISO-8601 time -> epoch seconds (ValueError otherwise, NaN and numbers out of
+    range included)."""
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         return datetime.fromisoformat(text.strip().replace("Z", "+00:00")).timestamp()
+    if not in_range(value):
+        raise ValueError(f"{text!r}: not a time")
+    return value
 
 
 def read_gpu(path: Path, started_at: float | None) -> tuple[dict[str, GpuSeries], list[str]]:
-    """gpu.csv (optional) by GPU; times made relative to ``started_at`` (else the first sample)."""
-    if not path.is_file():
+    """gpu.csv (optional) by GPU; times made relative to ``started_at`` (else the first sample). Bad
+    rows are skipped and named; ResultsError only when something is there that is no regular file."""
+    if not present(path, "a gpu.csv (time, gpu, util_pct, mem_used_bytes, power_w)"):
         return {}, []
     rows: list[tuple[float, str, dict[str, float | None]]] = []
     notes: list[str] = []

@@ -14,20 +14,58 @@ from __future__ import annotations
 
 import json
 import math
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hdrh.codec import HdrCookieException, HdrHistogramSettingsException, HdrLengthException
+from pydantic import BaseModel, ConfigDict
+
 from inferload.measure.hdr import LatencyStats, WindowStats
 from inferload.paths import replacing
-from inferload.results.files import ResultsError
+from inferload.results.files import ResultsError, model_problem, parse_json, present, started_epoch, summary_file, utf8_text
+from inferload.results.schema import Count, Number
 
 if TYPE_CHECKING:  # a type only: `inferload report` does not need Locust and gevent
     from inferload.measure.run_record import RunRecord
 
 HISTOGRAMS_NAME = "histograms.jsonl"
 ALL = "all"
+#: the longest line of histograms.jsonl read: a window's whole histogram (1 µs .. 1 h, every counter
+#: used) encodes to some 30 KB; a longer line is refused, never read whole
+MAX_LINE_BYTES = 256 * 1024
+#: what a line is, in messages
+LINE_EXPECTED = "one window's histogram a line, as a run writes histograms.jsonl"
+#: what decoding an `h` that is no HdrHistogram encoding raises (hdrh's own, base64's, zlib's, ctypes')
+HDR_DECODE_ERRORS = (
+    ValueError,
+    TypeError,
+    IndexError,
+    OverflowError,
+    zlib.error,
+    HdrCookieException,
+    HdrLengthException,
+    HdrHistogramSettingsException,
+)
+
+
+class HistogramLine(BaseModel):
+    """One line of histograms.jsonl, checked on reading (the line itself is what readers get)."""
+
+    model_config = ConfigDict(strict=True, extra="allow")
+
+    start: Number
+    window_s: Number
+    target: str
+    worker: str
+    h: str
+    s: Count
+    f: Count
+    sum: Number
+    max: Number
+    min: Number = 0
 
 
 def histogram_lines(record: RunRecord) -> Iterator[dict[str, Any]]:
@@ -79,18 +117,38 @@ class RangeFigures:
         }
 
 
-def read_lines(results_dir: Path) -> Iterable[dict[str, Any]]:
+def read_lines(results_dir: Path) -> Iterator[dict[str, Any]]:
+    """Every line of the folder's histograms.jsonl in file order, each checked (`HistogramLine`) as it
+    is read; ResultsError naming the file (and line) at the first problem: absent, no regular file, a
+    line over `MAX_LINE_BYTES`, not UTF-8, not JSON (`parse_json`), or a key missing or of a wrong type."""
     path = results_dir / HISTOGRAMS_NAME
-    if not path.is_file():
+    if not present(path, LINE_EXPECTED):
         raise ResultsError(f"{path}: not found (runs before this version kept no histograms)")
-    with open(path) as handle:
-        for number, text in enumerate(handle, start=1):
-            try:
-                line = json.loads(text)
-                float(line["start"]), float(line["window_s"]), str(line["target"]), str(line["worker"])
-            except (ValueError, KeyError, TypeError):
-                raise ResultsError(f"{path}:{number}: not a histogram line") from None
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(iter(lambda: handle.readline(MAX_LINE_BYTES + 1), b""), start=1):
+            where = f"{path} line {number}"
+            if len(raw) > MAX_LINE_BYTES:
+                raise ResultsError(f"{where}: longer than {MAX_LINE_BYTES:,} bytes; expected {LINE_EXPECTED}")
+            if not raw.strip():
+                continue
+            line = parse_json(utf8_text(raw, where, LINE_EXPECTED), where, LINE_EXPECTED, one_line=True)
+            problem = model_problem(HistogramLine, line)
+            if problem is not None:
+                raise ResultsError(f"{where}: {problem}")
             yield line
+
+
+def merge_window(into: LatencyStats, line: dict[str, Any], source: str) -> None:
+    """Add a checked line's histogram and totals to `into`; ResultsError naming `source` and the window
+    when its `h` is no HdrHistogram encoding (base64 of the compressed V2 encoding) of latencies up to 1 h."""
+    try:
+        into.merge(LatencyStats.from_wire(line))
+    except HDR_DECODE_ERRORS as error:
+        raise ResultsError(
+            f"{source}: target {line['target']!r}, worker {line['worker']!r}, window at {line['start']:g}: h:"
+            f" not a histogram inferload writes ({type(error).__name__}: {error}); expected HdrHistogram's"
+            " base64 encoding of latencies from 1 µs to 1 h"
+        ) from None
 
 
 def range_figures(results_dir: Path, t_from: float | None, t_to: float | None, workers: list[str] | None) -> list[RangeFigures]:
@@ -116,7 +174,7 @@ def merge_range(
         if (t_from is not None and start < t_from - 1e-6) or (t_to is not None and start + length > t_to + 1e-6):
             continue
         figures = found.setdefault(line["target"], RangeFigures(line["target"], sorted(wanted), None, None, 0, LatencyStats()))
-        figures.stats.merge(LatencyStats.from_wire(line))
+        merge_window(figures.stats, line, source)
         figures.windows += 1
         figures.first_start = start if figures.first_start is None else min(figures.first_start, start)
         figures.last_end = start + length if figures.last_end is None else max(figures.last_end, start + length)
@@ -153,13 +211,17 @@ def parse_time(option: str, text: str | None, run_start: float) -> float | None:
 def main_range(results_dir: Path, t_from: str | None, t_to: str | None, workers: str | None, as_json: bool) -> int:
     """`inferload report DIR --from T --to T [--workers W,...]`: exact percentiles over the range."""
     import sys
-    from datetime import datetime
 
     from inferload.results.files import read_summary
 
     try:
         summary = read_summary(results_dir)
-        start = datetime.fromisoformat(summary.started_at).timestamp()
+        start = started_epoch(summary)
+        if start is None:
+            raise ResultsError(
+                f"{summary_file(Path(results_dir))}: started_at: expected an ISO-8601 time (--from and --to count"
+                f" from it); got {summary.started_at[:60]!r}"
+            )
         chosen = [w.strip() for w in workers.split(",") if w.strip()] if workers else None
         results = range_figures(results_dir, parse_time("--from", t_from, start), parse_time("--to", t_to, start), chosen)
     except ResultsError as error:

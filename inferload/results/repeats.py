@@ -17,9 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
 from inferload.results.figures import value_at
-from inferload.results.files import ResultsError, read_summary
-from inferload.results.schema import RunSummary
+from inferload.results.files import ResultsError, model_problem, present, read_json_file, read_summary
+from inferload.results.schema import Number, RunSummary
 
 # How noisy a figure is, and whether a change between two runs is beyond that noise.
 #
@@ -159,18 +161,41 @@ def write_repeats(out: Path, folders: Sequence[Path]) -> dict[str, Any]:
     return document
 
 
+class RepeatFigure(BaseModel):
+    """One figure of one target in repeat.json: its value in each repetition, their mean and its interval."""
+
+    model_config = ConfigDict(strict=True, extra="allow")
+
+    values: list[Number]
+    mean: Number | None
+    ci95: list[Number] | None = None
+
+
+class RepeatDocument(BaseModel):
+    """repeat.json as `summarise_repeats` writes it, checked on reading (readers get the dict itself)."""
+
+    model_config = ConfigDict(strict=True, extra="allow")
+
+    repeats: list[str] = []
+    missing: list[str] = []
+    targets: dict[str, dict[str, RepeatFigure]]
+
+
+#: what repeat.json is, in messages
+REPEAT_EXPECTED = "the repeat.json of `inferload run --repeat N` (per target and figure: values, mean, ci95)"
+
+
 def read_repeats(folder: Path) -> dict[str, Any] | None:
-    """repeat.json of a repeated run's folder; None when `folder` is not one."""
+    """repeat.json of a repeated run's folder, checked (`RepeatDocument`); None when there is none.
+    ResultsError naming the file and the first problem (`inferload.results.files.read_json_file`)."""
     path = folder / REPEAT_JSON
-    if not path.is_file():
+    if not present(path, REPEAT_EXPECTED):
         return None
-    try:
-        document = json.loads(path.read_text())
-    except (OSError, ValueError) as error:
-        raise ResultsError(f"{path}: cannot be read: {error}") from None
-    if not isinstance(document, dict) or not isinstance(document.get("targets"), dict):
-        raise ResultsError(f"{path}: not a repeat.json (no targets)")
-    return document
+    document = read_json_file(path, REPEAT_EXPECTED)
+    problem = model_problem(RepeatDocument, document)
+    if problem is not None:
+        raise ResultsError(f"{path}: {problem}")
+    return dict(document)
 
 
 def format_repeats(document: dict[str, Any]) -> str:

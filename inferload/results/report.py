@@ -5,7 +5,8 @@ Reads ``summary.json`` and ``windows.csv`` (contract: docs/results.md) and an op
 ``inferload.results.files``, and writes ``report.html`` next to them. Plots
 (``inferload.results.plots``) are PNGs embedded as ``data:`` URIs, so the file opens offline.
 Missing or empty data never raises: the report says what is missing instead. Only a summary.json
-that cannot be read raises ``ResultsError``, naming the file and the key that is wrong.
+that cannot be read, or a windows.csv or gpu.csv that is there but is no regular file (a FIFO, a
+folder, a device), raises ``ResultsError``, naming the file and what is wrong.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 import html
 import sys
 from collections.abc import Mapping
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from inferload.results.files import (
     read_gpu,
     read_summary,
     read_windows,
+    started_epoch,
 )
 from inferload.results.plots import (
     Curve,
@@ -369,14 +370,6 @@ def bursts_html(figures: TargetSummary) -> str:
     return f"<h3>Bursts: peak and recovery</h3><table><tr>{head}</tr>{''.join(rows)}</table>"
 
 
-def _started_epoch(summary: RunSummary) -> float | None:
-    text = summary.started_at
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
 def render_report(summary: RunSummary, windows: Windows, gpu: tuple[dict[str, GpuSeries], list[str]]) -> str:
     """The whole page as a string (pure: no file access)."""
     targets = summary.targets
@@ -422,7 +415,7 @@ def write_report(results_dir: Path) -> Path:
     summary = read_summary(results_dir)
     folder = results_dir if results_dir.is_dir() else results_dir.parent
     windows = read_windows(folder / WINDOWS_NAME)
-    gpu = read_gpu(folder / GPU_NAME, _started_epoch(summary))
+    gpu = read_gpu(folder / GPU_NAME, started_epoch(summary))
     report = folder / REPORT_NAME
     return write_atomically(report, render_report(summary, windows, gpu))
 

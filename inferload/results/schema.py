@@ -187,7 +187,44 @@ class TargetSummary(Section):
     decoupled: StreamFigures | None = Field(default=None, validation_alias=AliasChoices("decoupled", "streaming"))
     bursts: list[BurstRecovery] | None = None  # present for burst and rate-bursts shapes: per burst, peak and recovery
     #: present for traced Triton targets (``trace``) and TorchServe targets: the tail anatomy, or why there is none
+    #: (kept as the dict `inferload.results.tail` wrote; what readers index into is checked on reading: `TailView`)
     tail: dict[str, Any] | None = None
+
+
+class _View(BaseModel):
+    """A part of summary.json checked on reading only: the keys readers index into, each optional;
+    other keys allowed. The summary keeps the value as it was written."""
+
+    model_config = ConfigDict(strict=True, extra="allow")
+
+
+class TailGroupView(_View):
+    """``tail.above_p99`` or ``tail.around_p50``: each part's median ms and median share."""
+
+    median_ms: dict[str, Number] = {}
+    median_share: dict[str, Number] = {}
+
+
+class ResidualHistogramView(_View):
+    """``tail.residual_ms.histogram``: bin edges (ms), the count per bin and the count above the last edge."""
+
+    edges_ms: list[Number] = []
+    counts: list[Count] = []
+    above: Count = 0
+
+
+class ResidualView(_View):
+    """``tail.residual_ms``: the per-request residual's figures and histogram."""
+
+    histogram: ResidualHistogramView | None = None
+
+
+class TailView(_View):
+    """What report.html reads of ``targets.<t>.tail`` (`inferload.results.report.tail_html`)."""
+
+    above_p99: TailGroupView | None = None
+    around_p50: TailGroupView | None = None
+    residual_ms: ResidualView | None = None
 
 
 class SloCheck(Section):

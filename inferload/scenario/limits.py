@@ -54,6 +54,10 @@ CHECK_DEADLINE_S = 15.0
 MAX_SEQUENCE_LENGTH = 1_000_000
 #: sequences one user keeps open at once (``sequence.concurrent``); each holds a slot on the server
 MAX_SEQUENCES_PER_USER = 1_000
+#: digits of a whole number read from a file (a JSON number in a results file, a replay's sample or time,
+#: a trace's stamp): none that a run needs has more than 20; Python reads at most 4,300 and a float
+#: holds about 308, so a longer one is refused (or read as infinite) where it is read
+MAX_NUMBER_DIGITS = 40
 #: the shortest run
 MIN_DURATION_S = 1.0
 #: the longest duration of any key (duration, warm-up, stages, timeouts, ...): 30 days; 1.0e+308 ran forever

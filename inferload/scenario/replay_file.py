@@ -15,7 +15,10 @@ one at a time (the file is read in buffered chunks, never whole; a ``pause`` cal
 gevent scheduler run other greenlets every ``PAUSE_EVERY`` rows); ``scan_replay`` reads a whole
 file once for validation and keeps only what the checks need (counts, bounds, the first line of
 each target name: at most ``MAX_TARGET_NAMES``). Every problem is a ``ReplayFileError`` whose
-message names the file's line.
+message names the file's line: a row of a wrong type, a line over ``MAX_LINE_CHARS``, bytes that
+are not UTF-8, JSON nested too deeply for Python's reader, a whole number of more than
+``MAX_NUMBER_DIGITS`` digits. A file that is no regular file (a FIFO, a device, a kernel file) is
+refused before it is opened.
 """
 
 from __future__ import annotations
@@ -23,12 +26,15 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
+from inferload.scenario.input_files import not_regular_problem
+from inferload.scenario.limits import MAX_NUMBER_DIGITS
 from inferload.scenario.messages import describe_value
 
 REPLAY_FORMATS: dict[str, Literal["csv", "jsonl"]] = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
@@ -41,6 +47,10 @@ PAUSE_EVERY = 10_000
 Pause = Callable[[], None]
 #: distinct target names a scan keeps (a file naming more is refused: each must be a scenario target)
 MAX_TARGET_NAMES = 1_000
+#: characters of a line read (a row is a time, a target name and two numbers); a longer line is refused
+MAX_LINE_CHARS = 64 * 1024
+#: characters that stand for bytes that are not UTF-8 (the reader's ``surrogateescape``)
+_NOT_UTF8 = re.compile("[\udc80-\udcff]")
 
 
 class ReplayFileError(ValueError):
@@ -67,32 +77,51 @@ def replay_format(path: Path) -> Literal["csv", "jsonl"]:
 def replay_rows(path: Path, pause: Pause | None = None) -> Iterator[tuple[int, ReplayRow]]:
     """(line number, row) of every row of ``path`` in file order, checked as they are read;
     ``pause`` is called every ``PAUSE_EVERY`` rows (a scheduler lets other work run there)."""
+    problem = not_regular_problem(path)  # a FIFO would block the open, /dev/zero never end
+    if problem is not None:
+        raise ReplayFileError(f"cannot open the replay file: {problem}; expected a regular file (CSV or JSON lines)")
     kind = replay_format(path)
     try:
-        handle = path.open(newline="" if kind == "csv" else None, encoding="utf-8", errors="strict")
+        # utf-8-sig: a spreadsheet's byte order mark is no part of the header; surrogateescape: a byte
+        # that is not UTF-8 is named with its line (`_lines`), not by its offset in a buffered chunk
+        handle = path.open(newline="" if kind == "csv" else None, encoding="utf-8-sig", errors="surrogateescape")
     except OSError as error:
         raise ReplayFileError(f"{path}: cannot open the replay file: {error.strerror}") from None
     with handle:
         clock = _Clock(path.name)
-        try:
-            rows = _csv_rows(path.name, handle, clock) if kind == "csv" else _jsonl_rows(path.name, handle, clock)
-            if pause is None:
-                yield from rows
-            else:
-                for count, row in enumerate(rows, start=1):
-                    if count % PAUSE_EVERY == 0:
-                        pause()
-                    yield row
-        except UnicodeDecodeError as error:
-            raise ReplayFileError(f"{path.name}: not UTF-8 text ({error.reason} at byte {error.start})") from None
+        lines = _lines(path.name, handle)
+        rows = _csv_rows(path.name, lines, clock) if kind == "csv" else _jsonl_rows(path.name, lines, clock)
+        if pause is None:
+            yield from rows
+        else:
+            for count, row in enumerate(rows, start=1):
+                if count % PAUSE_EVERY == 0:
+                    pause()
+                yield row
         if clock.previous is None:
             raise ReplayFileError(f"{path.name}: holds no arrivals (expected one row per request)")
 
 
-def _csv_rows(name: str, handle: Any, clock: _Clock) -> Iterator[tuple[int, ReplayRow]]:
+def _lines(name: str, handle: Any) -> Iterator[str]:
+    """The lines of the text file `handle` (opened with ``surrogateescape``); ReplayFileError naming
+    the line for one over `MAX_LINE_CHARS` (never read whole) or holding bytes that are not UTF-8."""
+    number = 0
+    while text := handle.readline(MAX_LINE_CHARS + 1):
+        number += 1
+        if len(text) > MAX_LINE_CHARS:
+            raise ReplayFileError(f"{name} line {number}: longer than {MAX_LINE_CHARS:,} characters; expected one request a row")
+        if not text.isascii() and (bad := _NOT_UTF8.search(text)) is not None:
+            raise ReplayFileError(
+                f"{name} line {number}: not UTF-8 text (byte 0x{ord(bad.group()) - 0xDC00:02x} at column {bad.start() + 1});"
+                " expected a UTF-8 text file"
+            )
+        yield text
+
+
+def _csv_rows(name: str, lines: Iterator[str], clock: _Clock) -> Iterator[tuple[int, ReplayRow]]:
     """The CSV rows; the common case (relative times in order, plain fields) checked inline, anything
     else through the same checks as JSON lines (which raise the problem's message)."""
-    reader = csv.reader(handle)
+    reader = csv.reader(lines)
     try:
         header = next(reader)
     except StopIteration:
@@ -131,11 +160,11 @@ def _csv_rows(name: str, handle: Any, clock: _Clock) -> Iterator[tuple[int, Repl
             sample = batch = None
             if sample_at is not None and row[sample_at]:
                 field_text = row[sample_at]
-                sample = int(field_text) if field_text.isdigit() else _whole(name, line, "sample", field_text, 0)
+                sample = int(field_text) if _digits(field_text) else _whole(name, line, "sample", field_text, 0)
             if batch_at is not None and row[batch_at]:
                 field_text = row[batch_at]
                 batch = (
-                    int(field_text) if field_text.isdigit() and field_text != "0" else _whole(name, line, "batch", field_text, 1)
+                    int(field_text) if _digits(field_text) and field_text != "0" else _whole(name, line, "batch", field_text, 1)
                 )
             yield line, ReplayRow(t, target, sample, batch)
     except csv.Error as error:
@@ -162,15 +191,36 @@ def _columns(name: str, line: int, keys: list[str]) -> dict[str, int]:
     return positions
 
 
-def _jsonl_rows(name: str, handle: Any, clock: _Clock) -> Iterator[tuple[int, ReplayRow]]:
+class _LongInteger(ValueError):
+    """A JSON integer of more than `MAX_NUMBER_DIGITS` digits (raised while a line is decoded)."""
+
+
+def _json_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_NUMBER_DIGITS:
+        raise _LongInteger(text)
+    return int(text)
+
+
+_DECODER = json.JSONDecoder(parse_int=_json_int)
+
+
+def _jsonl_rows(name: str, lines: Iterator[str], clock: _Clock) -> Iterator[tuple[int, ReplayRow]]:
     time_key: str | None = None
-    for line, text in enumerate(handle, start=1):
+    for line, text in enumerate(lines, start=1):
         if not text.strip():
             continue
         try:
-            entry = json.loads(text)
+            entry = _DECODER.decode(text)
         except json.JSONDecodeError as error:
             raise ReplayFileError(f"{name} line {line}: not JSON ({error.msg} at column {error.colno})") from None
+        except _LongInteger as error:
+            raise ReplayFileError(
+                f"{name} line {line}: a whole number of {len(str(error).lstrip('-')):,} digits; expected at most {MAX_NUMBER_DIGITS}"
+            ) from None
+        except RecursionError:  # json's own depth limit: not a ValueError
+            raise ReplayFileError(
+                f"{name} line {line}: JSON nested too deeply to read; expected one flat JSON object a line"
+            ) from None
         if not isinstance(entry, dict):
             raise ReplayFileError(f"{name} line {line}: expected a JSON object; got {describe_value(entry)}")
         columns = _columns(name, line, list(entry))
@@ -198,13 +248,18 @@ def _target(name: str, line: int, value: object) -> str | None:
     return text or None
 
 
+def _digits(text: str) -> bool:
+    """Whether `text` is the ASCII digits of a whole number (at most `MAX_NUMBER_DIGITS` of them)."""
+    return text.isascii() and text.isdigit() and len(text) <= MAX_NUMBER_DIGITS
+
+
 def _whole(name: str, line: int, key: str, value: object, minimum: int) -> int | None:
     """A whole number >= minimum (CSV text or a JSON integer); None for an empty CSV field."""
     if isinstance(value, str):
         text = value.strip()
         if not text:
             return None
-        number: object = int(text) if text.lstrip("+-").isdigit() else value
+        number: object = int(text) if _digits(text[1:] if text[0] in "+-" else text) else value
     else:
         number = value
     if isinstance(number, bool) or not isinstance(number, int):
@@ -233,6 +288,11 @@ class _Clock:
             if self.origin is None:
                 self.origin = epoch
             t = epoch - self.origin
+            if not math.isfinite(t):  # two finite times 1e308 apart
+                raise ReplayFileError(
+                    f"{self.name} line {line}: timestamp: expected a time a finite number of seconds from the first"
+                    f" row's; got {describe_value(value)}"
+                )
         if self.previous is not None and t < self.previous:
             raise ReplayFileError(
                 f"{self.name} line {line}: {key} goes back in time ({_fmt(t)} after the start; line {self.previous_line}"

@@ -3,11 +3,23 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import FrameType
 
 import pytest
 
-from inferload.scenario.replay_file import ReplayFileError, ReplayRow, replay_rows, scan_replay, window_period
+from inferload.scenario.replay_file import (
+    MAX_LINE_CHARS,
+    ReplayFileError,
+    ReplayRow,
+    replay_rows,
+    scan_replay,
+    window_period,
+)
+from tests.support.scenario_factory import bare_target, key_problems
 
 
 def write(folder: Path, name: str, text: str) -> Path:
@@ -77,6 +89,30 @@ def test_json_lines_with_absolute_timestamps_start_at_the_first_row(tmp_path: Pa
         ("r.jsonl", '{"t_s": 0, "target": 3}\n', "r.jsonl line 1: target: expected a target name; got 3"),
         ("r.jsonl", '{"timestamp": "yesterday"}\n', "r.jsonl line 1: timestamp: expected epoch seconds or ISO-8601 text"),
         ("r.txt", "t_s\n0\n", "r.txt: cannot tell the format from the name; expected a .csv, .jsonl or .ndjson file"),
+        # what Python's own readers raise on: digits past int()'s limit, nesting past json's, a float
+        # out of int's or float's range, text that int() refuses after isdigit() said yes
+        (
+            "r.jsonl",
+            '{"t_s": 0}\n{"t_s": ' + "9" * 5000 + "}\n",
+            "r.jsonl line 2: a whole number of 5,000 digits; expected at most 40",
+        ),
+        (
+            "r.jsonl",
+            '{"t_s": 0, "sample": ' + "9" * 4000 + "}\n",
+            "r.jsonl line 1: a whole number of 4,000 digits; expected at most 40",
+        ),
+        ("r.jsonl", '{"t_s": ' + "[" * 30_000 + "]" * 30_000 + "}\n", "r.jsonl line 1: JSON nested too deeply to read"),
+        (
+            "r.jsonl",
+            '{"timestamp": -1e308}\n{"timestamp": 1e308}\n',
+            "r.jsonl line 2: timestamp: expected a time a finite number of seconds from the first row's; got 1e+308",
+        ),
+        ("r.csv", "t_s,sample\n0," + "9" * 5000 + "\n", "r.csv line 2: sample: expected a whole number >= 0; got '9999"),
+        ("r.csv", "t_s,batch\n0,\u00b2\n", "r.csv line 2: batch: expected a whole number >= 1; got '\u00b2'"),
+        ("r.csv", "t_s,sample\n0,+-5\n", "r.csv line 2: sample: expected a whole number >= 0; got '+-5'"),
+        # a line is read up to a bound, never whole
+        ("r.csv", "t_s\n0\n" + "1" * (MAX_LINE_CHARS + 1) + "\n", f"r.csv line 3: longer than {MAX_LINE_CHARS:,} characters"),
+        ("r.jsonl", '{"t_s": 0, "target": "' + "a" * MAX_LINE_CHARS + '"}\n', "r.jsonl line 1: longer than"),
     ],
 )
 def test_every_problem_names_the_line_and_what_was_expected(tmp_path: Path, name: str, text: str, message: str) -> None:
@@ -85,6 +121,81 @@ def test_every_problem_names_the_line_and_what_was_expected(tmp_path: Path, name
 
 def test_a_missing_file_says_so(tmp_path: Path) -> None:
     assert "cannot open the replay file" in error_of(tmp_path / "gone.csv")
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        (
+            "r.csv",
+            b"t_s,target\n0,a\n1,\xe9\n",
+            "r.csv line 3: not UTF-8 text (byte 0xe9 at column 3); expected a UTF-8 text file",
+        ),
+        ("r.jsonl", b'{"t_s": 0}\n{"t_s": 1, "target": "\xff"}\n', "r.jsonl line 2: not UTF-8 text (byte 0xff at column 23)"),
+    ],
+)
+def test_bytes_that_are_not_utf8_are_named_by_their_line(tmp_path: Path, name: str, content: bytes, message: str) -> None:
+    path = tmp_path / name
+    path.write_bytes(content)
+    assert message in error_of(path)
+
+
+def test_a_byte_order_mark_is_no_part_of_the_header(tmp_path: Path) -> None:
+    path = tmp_path / "r.csv"
+    path.write_bytes(b"\xef\xbb\xbft_s,target\n0,a\n")  # what a spreadsheet saves as "CSV UTF-8"
+    assert rows(path) == [(2, ReplayRow(0.0, "a", None, None))]
+
+
+@pytest.fixture()
+def alarm() -> Iterator[None]:
+    """Fail a test that blocks (a FIFO opened for reading waits for a writer) instead of hanging."""
+
+    def expire(signum: int, frame: FrameType | None) -> None:
+        raise TimeoutError("still waiting after 10 s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, 10)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (os.mkfifo, "is not a regular file: it is a named pipe (FIFO)"),
+        (Path.mkdir, "is not a regular file: it is a folder"),
+        (lambda path: path.symlink_to("/dev/zero"), "is not a regular file: it is a kernel file (/dev/zero)"),
+    ],
+)
+def test_a_replay_file_that_is_no_regular_file_is_refused_unread(
+    tmp_path: Path, alarm: None, make: Callable[[Path], None], message: str
+) -> None:
+    make(tmp_path / "r.csv")
+    assert error_of(tmp_path / "r.csv") == (
+        f"cannot open the replay file: {tmp_path / 'r.csv'} {message}; expected a regular file (CSV or JSON lines)"
+    )
+
+
+def replay_scenario(file: str) -> dict[str, object]:
+    target = bare_target("a", "triton-grpc", "127.0.0.1:8001")
+    return {"name": "k", "duration": "10s", "targets": [target], "shape": {"kind": "replay", "file": file}}
+
+
+def test_validate_names_shape_file_and_the_line(tmp_path: Path) -> None:
+    (tmp_path / "trace.jsonl").write_text('{"t_s": 0}\n{"t_s": ' + "9" * 5000 + "}\n")
+    assert key_problems(tmp_path, replay_scenario("trace.jsonl")) == [
+        ("shape.file", "trace.jsonl line 2: a whole number of 5,000 digits; expected at most 40")
+    ]
+
+
+def test_validate_refuses_a_kernel_file_named_as_the_replay_unread(tmp_path: Path) -> None:
+    (tmp_path / "trace.csv").symlink_to("/proc/self/status")  # a "regular" file to is_file()
+    [(key, message)] = key_problems(tmp_path, replay_scenario("trace.csv"))
+    assert key == "shape.file"  # the shape holds the file's resolved path
+    assert message.startswith("cannot open the replay file: /proc/") and "is not a regular file: it is a kernel file" in message
 
 
 def test_a_scan_keeps_the_window_bounds_and_the_first_line_of_each_target(tmp_path: Path) -> None:
