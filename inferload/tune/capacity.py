@@ -368,14 +368,21 @@ def _boundary(levels: list[Level], over: list[bool], bounds: Bounds, low: float,
     return Boundary(low, high, estimate, highest_pass, b.rate, a.rate, binding, words, cliff)
 
 
+#: a run whose server answered less than this share of the offered rate did not keep up with it
+KEPT_UP_SHARE = 0.9
+
+
 def _within_achieved(boundary: Boundary, runs: Sequence[RunEvidence]) -> Boundary:
-    """The boundary with its upper end and estimate at most the highest rate the server answered at
-    in any run (offered 1,600 req/s, it answered 1,204: a capacity above that was never seen). Runs
-    the generator bounded or that said nothing of the server are left out."""
-    achieved = [r.achieved_rps for r in runs if r.achieved_rps is not None and r.generator is None and r.invalid is None]
-    if not achieved:
+    """A bracketed boundary with its upper end and estimate at most the highest rate the server
+    answered at, once a run showed it could not keep up (offered 1,600 req/s, it answered 1,204: a
+    capacity above that was never seen). A run the server kept up with bounds nothing: its achieved
+    rate is its offered one, give or take the measurement; an open upper end stays open. Runs the
+    generator bounded or that said nothing of the server are left out."""
+    measured = [r for r in runs if r.achieved_rps is not None and r.generator is None and r.invalid is None]
+    behind = [r for r in measured if (r.achieved_rps or 0.0) < KEPT_UP_SHARE * r.rate]
+    if not behind or not math.isfinite(boundary.high_rps):
         return boundary
-    top = max(max(achieved), boundary.low_rps)
+    top = max(max(r.achieved_rps or 0.0 for r in measured), boundary.low_rps)
     if boundary.high_rps <= top:
         return boundary
     estimate = None if boundary.estimate_rps is None else min(boundary.estimate_rps, top)

@@ -270,3 +270,11 @@ def test_the_capacity_is_never_bounded_above_the_most_the_server_answered_at():
     assert boundary.estimate_rps is None or boundary.estimate_rps <= 420.0
     stalled = dataclasses.replace(answered, generator="the generator fell behind")  # the generator's rate: not the server's
     assert judge([under, stalled], BOUNDS).boundary.high_rps != 420.0
+
+
+def test_runs_the_server_kept_up_with_leave_an_open_upper_end_open():
+    """A pass at 50 req/s answered at 53: no rate was over the SLO, so nothing bounds the capacity above."""
+    rng = np.random.default_rng(8)
+    passed = dataclasses.replace(simulate_run(50.0, SLOTS, SERVICE_MS, rng, windows=4), achieved_rps=53.4)
+    boundary = judge([passed], BOUNDS).boundary
+    assert math.isinf(boundary.high_rps)  # it was capped at 53.4: a bracket, and the search stopped there
