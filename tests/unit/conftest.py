@@ -7,8 +7,11 @@ check is off (the integration conftest imports torch itself).
 
 from __future__ import annotations
 
+import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from types import FrameType
 
 import pytest
 
@@ -38,3 +41,19 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             for problem in problems:
                 reporter.write_line(f"FAST LAYER: {problem}", red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture
+def alarm() -> Iterator[None]:
+    """Fail a test that blocks (a FIFO opened for reading waits for a writer) instead of hanging."""
+
+    def expire(signum: int, frame: FrameType | None) -> None:
+        raise TimeoutError("still waiting after 10 s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, 10)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import pytest
@@ -77,22 +75,6 @@ def with_value(path: str, raw: str) -> str:
         holder = holder[part]
     holder[key] = "@@VALUE@@"
     return json.dumps(data).replace('"@@VALUE@@"', raw)
-
-
-@pytest.fixture()
-def alarm() -> Iterator[None]:
-    """Fail a test that blocks (a FIFO opened for reading waits for a writer) instead of hanging."""
-
-    def expire(signum: int, frame: FrameType | None) -> None:
-        raise TimeoutError("still waiting after 10 s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, 10)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def one_line(capsys: pytest.CaptureFixture[str], code: int, command: str) -> str:

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from types import FrameType
 
 import pytest
 
@@ -144,22 +142,6 @@ def test_a_byte_order_mark_is_no_part_of_the_header(tmp_path: Path) -> None:
     path = tmp_path / "r.csv"
     path.write_bytes(b"\xef\xbb\xbft_s,target\n0,a\n")  # what a spreadsheet saves as "CSV UTF-8"
     assert rows(path) == [(2, ReplayRow(0.0, "a", None, None))]
-
-
-@pytest.fixture()
-def alarm() -> Iterator[None]:
-    """Fail a test that blocks (a FIFO opened for reading waits for a writer) instead of hanging."""
-
-    def expire(signum: int, frame: FrameType | None) -> None:
-        raise TimeoutError("still waiting after 10 s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, 10)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 @pytest.mark.parametrize(

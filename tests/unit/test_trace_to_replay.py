@@ -6,11 +6,8 @@ import errno
 import json
 import os
 import shutil
-import signal
 import tracemalloc
-from collections.abc import Iterator
 from pathlib import Path
-from types import FrameType
 
 import numpy as np
 import pytest
@@ -231,22 +228,6 @@ def test_a_trace_entry_of_the_wrong_shape_is_left_out_and_counted(
     code, out, err = run(capsys, str(tmp_path / "trace.json"), "--out", str(tmp_path / "r.csv"))
     assert code == 0, err
     assert out.startswith("1 arrivals from 1 file(s);") and reason in out.splitlines()[0], out
-
-
-@pytest.fixture
-def alarm() -> Iterator[None]:
-    """Fail a test that blocks (a FIFO opened for reading waits for a writer) instead of hanging."""
-
-    def expire(signum: int, frame: FrameType | None) -> None:
-        raise TimeoutError("still waiting after 10 s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, 10)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 @pytest.mark.parametrize("args", [[], ["--format", "jsonl"], ["--format", "triton-trace"]])
