@@ -117,8 +117,10 @@ def masked_headers(headers: Mapping[str, str] | None, from_env: Mapping[str, str
     return shown
 
 
-def read_inference_key(path: Path) -> str:
-    """The inference key in TorchServe's ``key_file.json`` (``{"inference": {"key": ...}, ...}``)."""
+def _token_file_key(path: Path, section: str) -> str | None:
+    """The ``section`` key (``inference``, ``management``) in TorchServe's ``key_file.json``, None when
+    it holds none; ``HeadersError`` naming the file when it is no regular file, too large, unreadable
+    or not JSON."""
     try:
         raw = read_limited(path, MAX_SMALL_FILE_BYTES)
     except ValueError as exc:
@@ -127,26 +129,23 @@ def read_inference_key(path: Path) -> str:
         data = json.loads(raw)
     except (ValueError, RecursionError):
         raise HeadersError(f"token_file {path} is not JSON (expected TorchServe's key_file.json)") from None
-    key = data.get("inference", {}).get("key") if isinstance(data, dict) and isinstance(data.get("inference"), dict) else None
-    if not isinstance(key, str) or not key:
+    part = data.get(section) if isinstance(data, dict) else None
+    key = part.get("key") if isinstance(part, dict) else None
+    return key if isinstance(key, str) and key else None
+
+
+def read_inference_key(path: Path) -> str:
+    """The inference key in TorchServe's ``key_file.json`` (``{"inference": {"key": ...}, ...}``)."""
+    key = _token_file_key(path, "inference")
+    if key is None:
         raise HeadersError(f"token_file {path} has no inference key (expected TorchServe's key_file.json: inference.key)")
     return key
 
 
 def read_management_key(path: Path) -> str | None:
     """The management key in TorchServe's ``key_file.json`` (None when it holds none); ``HeadersError``
-    naming the file when it is no regular file, too large, unreadable or not JSON."""
-    try:
-        raw = read_limited(path, MAX_SMALL_FILE_BYTES)
-    except ValueError as exc:
-        raise HeadersError(f"cannot read the management key's token_file: {exc}") from None
-    try:
-        data = json.loads(raw)
-    except (ValueError, RecursionError):
-        raise HeadersError(f"token_file {path} is not JSON (expected TorchServe's key_file.json)") from None
-    section = data.get("management") if isinstance(data, dict) else None
-    key = section.get("key") if isinstance(section, dict) else None
-    return key if isinstance(key, str) and key else None
+    when the file cannot be read (`_token_file_key`)."""
+    return _token_file_key(path, "management")
 
 
 def request_headers(
