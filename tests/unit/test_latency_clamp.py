@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import random
+
+import pytest
 
 from inferload.measure.hdr import PERCENTILES, LatencyStats, percentile_values_us
 
@@ -62,11 +65,23 @@ def test_random_latencies_keep_every_percentile_within_min_and_max():
         assert values == sorted(values)
 
 
-def test_the_one_pass_percentiles_equal_hdrs_own_percentile_lookup():
+def test_percentiles_are_nearest_rank_where_hdrs_own_lookup_rounds_the_rank_down():
+    stats = LatencyStats()
+    for ms in range(1, 161):  # 160 latencies: p99's rank is 158.4, nearest-rank takes the 159th
+        stats.record_success(float(ms))
+    assert stats.histogram.get_value_at_percentile(99) // 1000 == 158  # HDR rounds 158.4 to 158
+    assert round(stats.latency_ms()["p99"] or 0) == 159
+    assert round(stats.latency_ms()["p50"] or 0) == 80
+
+
+def test_the_one_pass_percentiles_are_the_nearest_rank_latency_to_the_histograms_resolution():
     rng = random.Random(3)
-    for size in (1, 2, 7, 100, 5000):
+    for size in (1, 2, 7, 100, 160, 5000):
+        latencies = sorted(round(rng.lognormvariate(1.0, 1.2), 3) for _ in range(size))
         stats = LatencyStats()
-        for _ in range(size):
-            stats.record_success(rng.lognormvariate(1.0, 1.2))
+        for latency in latencies:
+            stats.record_success(latency)
         values_us = percentile_values_us(stats.histogram, PERCENTILES.values())
-        assert values_us == [stats.histogram.get_value_at_percentile(pct) for pct in PERCENTILES.values()]
+        for pct, value_us in zip(PERCENTILES.values(), values_us, strict=True):
+            exact_ms = latencies[math.ceil(pct * size / 100 - 1e-9) - 1]
+            assert value_us / 1000 == pytest.approx(exact_ms, rel=0.002, abs=0.002), (size, pct)
