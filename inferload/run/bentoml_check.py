@@ -19,6 +19,7 @@ from typing import Any
 import requests
 
 from inferload.errors import ModelMismatchError, ServerError
+from inferload.run.model_metadata import api_operation_problem
 from inferload.scenario import limits
 from inferload.scenario.headers import request_headers
 from inferload.scenario.targets import Target
@@ -49,6 +50,9 @@ def openapi_problems(target: Target, document: Mapping[str, Any]) -> list[str]:
         return [
             f"{where} does not expose API {target.model!r} (POST /{target.model}); it exposes: {', '.join(sorted(apis)) or 'none'}"
         ]
+    problem = api_operation_problem(api)
+    if problem:
+        return [f"{where}: its OpenAPI document has a wrong type at paths./{target.model.strip('/')}.post.{problem}"]
     content = (api.get("requestBody") or {}).get("content") or {}
     wanted = MEDIA_TYPES.get(target.content_type or "json", "application/json")
     if content and wanted not in content:

@@ -28,6 +28,7 @@ import requests
 from tritonclient.grpc import service_pb2
 
 from inferload.errors import InferloadError, ModelMismatchError, ServerError
+from inferload.run.model_metadata import metadata_problem
 from inferload.scenario import limits
 from inferload.scenario.headers import HeadersError, request_headers
 from inferload.scenario.targets import Target
@@ -42,6 +43,8 @@ DEFAULT_TIMEOUT_S = 5.0
 MODEL_METADATA_METHOD = "/inference.GRPCInferenceService/ModelMetadata"
 #: gRPC codes a server answers for a model it does not serve (KServe: NOT_FOUND; Triton: UNAVAILABLE/INVALID_ARGUMENT)
 _NOT_SERVED_CODES = (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.INVALID_ARGUMENT)
+#: how grpc-core words an UNAVAILABLE of the connection, not of the model (refused, GOAWAY, a closed socket)
+_TRANSPORT_WORDS = ("connect", "stream removed", "goaway", "socket closed")
 
 
 def _asked(target: Target) -> str:
@@ -108,13 +111,19 @@ def read_v2_metadata_http(target: Target, timeout_s: float = DEFAULT_TIMEOUT_S) 
         raise ServerError(
             f"target {target.name!r}: {target.address} did not answer as an Open Inference Protocol server ({path})"
         )
+    problem = metadata_problem(metadata)
+    if problem:
+        raise ServerError(
+            f"target {target.name!r}: {target.address} did not answer as an Open Inference Protocol server ({path}):"
+            f" the model's metadata has a wrong type at {problem}"
+        )
     return metadata
 
 
 def read_v2_metadata_grpc(target: Target, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:
     where = f"target {target.name!r}"
     metadata = tuple((name.lower(), value) for name, value in _headers(target).items()) or None
-    channel = open_channel(target.address, target.tls, Path("."), target.name)
+    channel = open_channel(target.address, target.tls, Path("."), target.name, limits.SERVER_PAGE_GRPC_OPTIONS)
     try:
         call = channel.unary_unary(
             MODEL_METADATA_METHOD,
@@ -126,7 +135,7 @@ def read_v2_metadata_grpc(target: Target, timeout_s: float = DEFAULT_TIMEOUT_S) 
     except grpc.RpcError as exc:
         code, details = exc.code(), (exc.details() or "").strip().splitlines()
         detail = details[0][:200] if details else ""
-        if code in _NOT_SERVED_CODES and "connect" not in detail.lower():
+        if code in _NOT_SERVED_CODES and not any(word in detail.lower() for word in _TRANSPORT_WORDS):
             raise ModelMismatchError(
                 f"{where}: the server at {target.address} does not serve {_asked(target)} (ModelMetadata answered {code.name}: {detail})"
             ) from None

@@ -20,6 +20,7 @@ from urllib.parse import quote
 import requests
 
 from inferload.errors import ModelMismatchError, ServerError
+from inferload.run.model_metadata import metadata_problem, triton_config_problem
 from inferload.scenario import limits
 from inferload.scenario.expected import read_expected
 from inferload.scenario.headers import request_headers
@@ -244,10 +245,15 @@ def fetch_triton_model_info(target: Target, timeout_s: float = DEFAULT_TIMEOUT_S
     message lists the models the server does serve (its repository index).
     """
     if target.kind == "triton-http":
-        return _fetch_over_http(target, timeout_s)
-    if target.kind == "triton-grpc":
-        return _fetch_over_grpc(target, timeout_s)
-    raise ValueError(f"target {target.name!r} is a {target.kind} target, not a Triton one")
+        metadata, config = _fetch_over_http(target, timeout_s)
+    elif target.kind == "triton-grpc":
+        metadata, config = _fetch_over_grpc(target, timeout_s)
+    else:
+        raise ValueError(f"target {target.name!r} is a {target.kind} target, not a Triton one")
+    for what, problem in (("metadata", metadata_problem(metadata)), ("config", triton_config_problem(config))):
+        if problem:
+            raise _wrong_protocol(target, f"the model's {what} has a wrong type at {problem}", "is it Triton?")
+    return metadata, config
 
 
 def served_triton_models(index: Sequence[Mapping[str, Any]]) -> str:
@@ -391,11 +397,7 @@ def _fetch_over_grpc(target: Target, timeout_s: float) -> tuple[dict[str, Any], 
     import tritonclient.grpc as triton_grpc
     from tritonclient.utils import InferenceServerException
 
-    # answers bounded as the HTTP check's are (tritonclient's own default takes 2 GiB messages)
-    bounded = [
-        ("grpc.max_receive_message_length", limits.MAX_SERVER_PAGE_BYTES),
-        ("grpc.max_send_message_length", limits.MAX_SERVER_PAGE_BYTES),
-    ]
+    bounded = limits.SERVER_PAGE_GRPC_OPTIONS  # tritonclient's own defaults take 2 GiB messages and retry
     if target.tls is None:
         client = triton_grpc.InferenceServerClient(url=target.address, channel_args=bounded)
     else:

@@ -47,6 +47,15 @@ MAX_ANSWER_BYTES = 4 * 1024 * 1024 * 1024
 #: bytes of one answer a start check or a server-figures read takes (model metadata and config, a model
 #: list, a metrics page, statistics): real ones are kilobytes; a bigger answer is refused, not buffered
 MAX_SERVER_PAGE_BYTES = 16 * 1024 * 1024
+#: grpcio's options for every channel inferload opens to read a server (metadata, config, statistics, trace
+#: settings): answers bounded as the HTTP reads' are, and no transparent retries, which grpc-core makes
+#: without end within the deadline when a server sends GOAWAY at once (seen: 3 GB in 15 s; without them
+#: the call fails at once, "GOAWAY received")
+SERVER_PAGE_GRPC_OPTIONS: list[tuple[str, int]] = [
+    ("grpc.max_receive_message_length", MAX_SERVER_PAGE_BYTES),
+    ("grpc.max_send_message_length", MAX_SERVER_PAGE_BYTES),
+    ("grpc.enable_retries", 0),
+]
 #: seconds one start check may take from its first byte sent to its answer's last (a server that
 #: drips its answer a byte a second is cut off here, not after one timeout per read)
 CHECK_DEADLINE_S = 15.0

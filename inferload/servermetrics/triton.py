@@ -26,6 +26,7 @@ import urllib.parse
 from typing import Any, Literal, Protocol
 
 from inferload.errors import ScrapeError
+from inferload.scenario import limits
 from inferload.scenario.tls import TlsSettings, requests_tls
 from inferload.servermetrics.http_client import HttpClient, parse_families, total
 from inferload.servermetrics.snapshot import ServerSnapshot
@@ -153,7 +154,7 @@ class TritonStatisticsReader:
         where = f"Triton gRPC statistics for {model!r} at {self.address}"
         try:
             if self._grpc is None:
-                self._grpc = grpcclient.InferenceServerClient(self.address, **_grpc_tls(self.tls))
+                self._grpc = grpcclient.InferenceServerClient(self.address, **grpc_client_options(self.tls))
             return dict(self._grpc.get_inference_statistics(model, version or "", as_json=True, client_timeout=self.timeout_s))
         except InferenceServerException as exc:
             raise ScrapeError(f"{where}: {_grpc_problem(exc)}") from None
@@ -169,15 +170,17 @@ class TritonStatisticsReader:
             self._http = None
 
 
-def _grpc_tls(tls: TlsSettings | None) -> dict[str, Any]:
-    """tritonclient.grpc's TLS arguments (it reads the PEM files itself)."""
+def grpc_client_options(tls: TlsSettings | None) -> dict[str, Any]:
+    """tritonclient.grpc's channel arguments (`limits.SERVER_PAGE_GRPC_OPTIONS`) and TLS arguments (it reads
+    the PEM files itself)."""
+    channel_args: list[tuple[str, Any]] = list(limits.SERVER_PAGE_GRPC_OPTIONS)
     if tls is None:
-        return {}
-    options: dict[str, Any] = {"ssl": True, "root_certificates": tls.ca_file}
+        return {"channel_args": channel_args}
+    options: dict[str, Any] = {"ssl": True, "root_certificates": tls.ca_file, "channel_args": channel_args}
     if tls.cert_file and tls.key_file:
         options.update(certificate_chain=tls.cert_file, private_key=tls.key_file)
     if tls.server_name:
-        options["channel_args"] = [("grpc.ssl_target_name_override", tls.server_name)]
+        channel_args.append(("grpc.ssl_target_name_override", tls.server_name))
     return options
 
 

@@ -24,7 +24,7 @@ from typing import Any, Literal
 from inferload.errors import ScrapeError
 from inferload.measure.trace_join import ServerTrace
 from inferload.scenario.tls import TlsSettings, requests_tls
-from inferload.servermetrics.triton import _grpc_tls
+from inferload.servermetrics.triton import grpc_client_options
 
 #: the settings the run changes (and restores)
 SETTING_KEYS = ("trace_level", "trace_rate", "trace_count", "log_frequency")
@@ -97,7 +97,7 @@ class TraceSettingsClient:
     def _grpc(self, model: str, settings: dict[str, Any] | None) -> dict[str, Any]:
         import tritonclient.grpc as grpcclient
 
-        client = grpcclient.InferenceServerClient(self.address, **_grpc_tls(self.tls))
+        client = grpcclient.InferenceServerClient(self.address, **grpc_client_options(self.tls))
         try:
             if settings is None:
                 answer = client.get_trace_settings(model, as_json=True, client_timeout=self.timeout_s)

@@ -167,7 +167,15 @@ class BentoMLHttpUser(InferenceUser):
     def send(self) -> int:
         index, request = self.next_request()
         headers = {"Content-Type": request.content_type, **self._own_headers}
-        body = post_for_answer(self._client, self._path, request.body, headers, self.target.response_check, error_detail)
+        body = post_for_answer(
+            self._client,
+            self._path,
+            request.body,
+            headers,
+            self.target.response_check,
+            error_detail,
+            self.target.max_answer_bytes,
+        )
         check_list_answer(body, self.target, self._expected, self.request_pool(), index, self.request_batch())
         return len(body)
 

@@ -1,7 +1,7 @@
 """What the REST users of TorchServe, BentoML and KServe share: one POST read whole, its status judged.
 
 ``post_for_answer`` sends one pre-encoded body and reads the whole answer (its length is the
-reported response size); the target's ``response_check`` decides which statuses count: ``none``
+reported response size), up to the target's ``max_answer_bytes``; the target's ``response_check`` decides which statuses count: ``none``
 takes any 2xx, every other check wants 200. A refused status becomes an ``HttpStatusError`` whose
 message is the first line of the server's own reason (``detail(answer)``; ``json_error_detail``
 reads it from one key of an error JSON). ``check_list_answer`` is the answer check of the users
@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from geventhttpclient import HTTPClient
 from geventhttpclient.url import URL
 
-from inferload.errors import HttpStatusError
+from inferload.errors import HttpStatusError, RequestError
 from inferload.scenario.targets import Target
 from inferload.users.expected import ExpectedCheck
 from inferload.users.failures import check_json_list
@@ -29,6 +29,8 @@ from inferload.users.tls import http_tls_options
 #: at most this many characters of a server's reason go in a failure message (TorchServe's reason for
 #: refusing a sequence comes after its first 120: "... If this is a sequence inference, please check ...")
 DETAIL_CHARS = 300
+#: bytes read from an answer at a time (the bound is checked between reads)
+READ_BLOCK_BYTES = 256 * 1024
 
 
 class Answer(Protocol):
@@ -36,7 +38,9 @@ class Answer(Protocol):
 
     @property
     def status_code(self) -> int: ...
-    def read(self) -> bytes: ...
+    @property
+    def content_length(self) -> int | None: ...
+    def read(self, length: int | None = None) -> bytes: ...
     def release(self) -> None: ...
 
 
@@ -53,11 +57,13 @@ def post_for_answer(
     headers: Mapping[str, str],
     response_check: str | None,
     detail: Callable[[bytes], str],
+    max_answer_bytes: int,
 ) -> bytes:
-    """The whole answer to ``POST path``; HttpStatusError(status, detail(answer)) unless its status is accepted."""
+    """The whole answer to ``POST path``; HttpStatusError(status, detail(answer)) unless its status is
+    accepted; RequestError once the answer passes ``max_answer_bytes`` (its connection closed, the rest unread)."""
     response = client.post(path, body=body, headers=headers)
     try:
-        answer = response.read()
+        answer = _read_bounded(response, max_answer_bytes)
     finally:
         response.release()
     status = response.status_code
@@ -65,6 +71,32 @@ def post_for_answer(
     if not accepted:
         raise HttpStatusError(status, detail(answer))
     return answer
+
+
+def answer_too_large(max_answer_bytes: int) -> RequestError:
+    return RequestError(f"answer larger than {max_answer_bytes} bytes (the target's max_answer_bytes)")
+
+
+def _read_bounded(response: Answer, max_answer_bytes: int) -> bytes:
+    """The answer's body, read in blocks; past the bound its connection is dropped, not returned to the
+    pool with the body unread (geventhttpclient has no public call for it: its pool's ``release_socket``
+    closes the socket)."""
+    declared = response.content_length
+    parts: list[bytes] = []
+    size = 0
+    while declared is None or declared <= max_answer_bytes:
+        block = response.read(READ_BLOCK_BYTES)
+        if not block:
+            return b"".join(parts)
+        size += len(block)
+        if size > max_answer_bytes:
+            break
+        parts.append(block)
+    pool, sock = getattr(response, "_pool", None), getattr(response, "_sock", None)
+    if pool is not None and sock is not None:
+        pool.release_socket(sock)
+        response._sock = None  # type: ignore[attr-defined]
+    raise answer_too_large(max_answer_bytes)
 
 
 def open_client(target: Target, scenario_dir: Path) -> HTTPClient:

@@ -212,7 +212,9 @@ class KServeHttpUser(InferenceUser):
     def post_next(self) -> tuple[int, bytes]:
         """(request index, answer body) of the next pre-encoded request; HttpStatusError unless accepted."""
         index, body = self.next_request()
-        answer = post_for_answer(self._client, self._path, body, self._headers, self.target.response_check, error_detail)
+        answer = post_for_answer(
+            self._client, self._path, body, self._headers, self.target.response_check, error_detail, self.target.max_answer_bytes
+        )
         return index, answer
 
     def close(self) -> None:

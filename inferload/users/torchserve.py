@@ -194,7 +194,9 @@ class TorchServeRestUser(InferenceUser):
         if self._sequences is not None:  # the call's sequence id (and end flag) in TorchServe's headers
             headers = {**headers, **torchserve_sequence_headers(self._sequences.next_step())}
         try:
-            body = post_for_answer(self._client, self._path, request_body, headers, self.target.response_check, _detail)
+            body = post_for_answer(
+                self._client, self._path, request_body, headers, self.target.response_check, _detail, self.target.max_answer_bytes
+            )
         except HttpStatusError as error:
             if self._sequences is not None and error.status == 503 and self._sequences.opened:
                 # a new sequence refused: the server still holds its old ones; open the same one again, later

@@ -41,6 +41,7 @@ from __future__ import annotations
 import itertools
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -59,7 +60,7 @@ from tritonclient.utils import InferenceServerException, serialize_byte_tensor
 from inferload.errors import RequestError, RequestTimeout
 from inferload.measure.decoupled_record import STREAM_CONTEXT_KEY, StreamTiming
 from inferload.scenario.headers import request_headers
-from inferload.scenario.targets import InputSpec
+from inferload.scenario.targets import InputSpec, Target
 from inferload.scenario.tls import TlsSettings
 from inferload.users.base import InferenceUser
 from inferload.users.engine import NativeTarget
@@ -263,9 +264,12 @@ def http_body_with_id(body: bytes, json_size: int | None, request_id: str) -> tu
 # (`native_target`) without Python when the extension is built.
 MAX_GRPC_MESSAGE_SIZE = 2**31 - 1  # what tritonclient.grpc allows both ways
 MODEL_INFER_METHOD = "/inference.GRPCInferenceService/ModelInfer"
-CHANNEL_OPTIONS = [
+#: no transparent retries: a request a server refuses (GOAWAY at once) is a counted failure, as on the engine,
+#: not re-sent by grpc-core without end within its timeout
+CHANNEL_OPTIONS: list[tuple[str, int]] = [
     ("grpc.max_send_message_length", MAX_GRPC_MESSAGE_SIZE),
     ("grpc.max_receive_message_length", MAX_GRPC_MESSAGE_SIZE),
+    ("grpc.enable_retries", 0),
 ]
 
 
@@ -287,12 +291,20 @@ def infer_request(model: str, version: str, inputs: list[tuple[InputSpec, np.nda
     return request
 
 
-def open_channel(address: str, tls: TlsSettings | None, base_dir: Path, target: str) -> grpc.Channel:
-    """A plain channel, or a TLS one (``grpc.secure_channel``) when the target has ``tls``."""
+def answers_within(target: Target) -> list[tuple[str, int]]:
+    """The user's channel options: `CHANNEL_OPTIONS`, answers bounded by the target's ``max_answer_bytes``
+    (grpcio fails a larger one with RESOURCE_EXHAUSTED before buffering it)."""
+    return [*CHANNEL_OPTIONS, ("grpc.max_receive_message_length", target.max_answer_bytes)]
+
+
+def open_channel(
+    address: str, tls: TlsSettings | None, base_dir: Path, target: str, options: Sequence[tuple[str, Any]] = CHANNEL_OPTIONS
+) -> grpc.Channel:
+    """A plain channel, or a TLS one (``grpc.secure_channel``) when the target has ``tls``, with grpcio's `options`."""
     if tls is None:
-        return grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
-    credentials, options = grpc_credentials(tls, base_dir, target)
-    return grpc.secure_channel(address, credentials, options=CHANNEL_OPTIONS + options)
+        return grpc.insecure_channel(address, options=list(options))
+    credentials, tls_options = grpc_credentials(tls, base_dir, target)
+    return grpc.secure_channel(address, credentials, options=[*options, *tls_options])
 
 
 class TritonGrpcUser(InferenceUser):
@@ -306,7 +318,7 @@ class TritonGrpcUser(InferenceUser):
         # the target's headers go as gRPC metadata (keys in lower case, as gRPC requires)
         headers = request_headers(target.name, target.headers, target.headers_from_env, target.token_file, self.scenario_dir)
         self._metadata = tuple((name.lower(), value) for name, value in headers.items()) or None
-        self._channel = open_channel(target.address, target.tls, self.scenario_dir, target.name)
+        self._channel = open_channel(target.address, target.tls, self.scenario_dir, target.name, answers_within(target))
         self._expected = expected_check_of(type(self))  # response_check: expected (file read once per process)
         # this process's requests of the target, encoded once (by its first user); send() picks from them
         self.request_pool()

@@ -6,7 +6,10 @@ Against a fake server (tests/support/hostile_server.py: faults no real server ca
 - an endless body or a 2 GB Content-Length fails each request at the target's ``max_answer_bytes``
   ("answer larger than N bytes"), the client's memory stays far below what came;
 - a start check ends by its one deadline, however slowly the server drips its answer, and reads
-  no more of an answer than the page bound.
+  no more of an answer than the page bound;
+- model metadata or config of the wrong types is one line naming the key's path, never a traceback;
+- a gRPC server that sends GOAWAY at once fails each call at once: grpcio's transparent retries made
+  ~100 connections a second and grew the client to 3 GB within one 5 s statistics read.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from inferload.errors import ServerError
+from inferload.errors import ModelMismatchError, ServerError
 from inferload.run.bentoml_check import check_bentoml_target
 from inferload.run.kserve_check import read_v2_metadata_http
 from inferload.run.torchserve_check import check_torchserve_target
@@ -35,15 +38,18 @@ from tests.support.system_tools import REPO
 HTTP_KINDS = ("triton-http", "torchserve-rest", "kserve-v2-http", "kserve-v1-http", "bentoml-http")
 
 
-def _run(tmp_path: Path, targets: list[dict[str, Any]], duration: str = "3s") -> tuple[int, dict[str, Any] | None, int, str]:
-    """`inferload run` headless without start checks: (exit code, summary.json or None, the run's peak RSS in
-    KiB, its output: Locust's failures table among it)."""
+def _run(
+    tmp_path: Path, targets: list[dict[str, Any]], duration: str = "3s", transport: str = "native"
+) -> tuple[int, dict[str, Any] | None, int, str]:
+    """`inferload run` headless without start checks, on the engine or the Python transport: (exit code,
+    summary.json or None, the run's peak RSS in KiB, its output: Locust's failures table among it)."""
     data = {"name": "hostile", "duration": duration, "targets": targets, "shape": {"kind": "steady", "users": len(targets)}}
     scenario = write_scenario(tmp_path, data)
     out = tmp_path / "results"
     process = subprocess.Popen(
         [sys.executable, "-m", "inferload.cli", "run", str(scenario), "--headless", "--skip-start-checks", "--out", str(out)],
         cwd=REPO,
+        env={**os.environ, "INFERLOAD_TRANSPORT": "python"} if transport == "python" else None,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -71,13 +77,14 @@ def test_an_answer_nested_20000_deep_is_a_counted_failure_on_every_http_kind_and
         assert figures["requests"] > 0 and figures["failures"] == figures["requests"], (kind, figures)
 
 
+@pytest.mark.parametrize("transport", ["native", "python"])
 @pytest.mark.parametrize("fault", ["endless", "huge-length"])
-def test_an_endless_or_huge_answer_fails_at_max_answer_bytes_and_memory_stays_bounded(tmp_path, fault):
+def test_an_endless_or_huge_answer_fails_at_max_answer_bytes_and_memory_stays_bounded(tmp_path, fault, transport):
     bound = 1024 * 1024
     targets = [bare_target("kserve", "kserve-v2-http", "", model="m", timeout="5s", max_answer_bytes=bound)]
     with hostile_server(fault) as server:
         targets[0]["address"] = server.address
-        _, summary, peak_kib, stderr = _run(tmp_path, targets)
+        _, summary, peak_kib, stderr = _run(tmp_path, targets, transport=transport)
     assert summary is not None, stderr[-2000:]
     figures = summary["targets"]["kserve"]
     assert figures["requests"] > 0 and figures["failures"] == figures["requests"], figures
@@ -126,3 +133,109 @@ def test_a_broken_chunked_body_is_the_answers_fault_not_a_refused_connection(tmp
     figures = summary["targets"]["kserve"]
     assert figures["requests"] > 0 and figures["failures"] == figures["requests"], figures
     assert "broken answer body" in output and "connection error" not in output, output[-3000:]
+
+
+TENSOR = {"name": "IN", "datatype": "FP32", "shape": [-1, 2]}
+WRONG_DOCUMENTS = [
+    ({"name": "m", "inputs": 5, "outputs": []}, "metadata has a wrong type at inputs: Input should be a valid list"),
+    ({"name": "m", "inputs": [5]}, r"metadata has a wrong type at inputs\[0\]: Input should be a valid dictionary$"),
+    ({"name": "m", "inputs": [{**TENSOR, "name": 1}]}, r"inputs\[0\]\.name: Input should be a valid string"),
+    ({"name": "m", "inputs": [{**TENSOR, "shape": "x"}]}, r"inputs\[0\]\.shape: Input should be a valid list"),
+    ({"name": "m", "inputs": [{**TENSOR, "shape": ["two"]}]}, r"inputs\[0\]\.shape\[0\]"),
+]
+
+
+@pytest.mark.parametrize(("document", "message"), WRONG_DOCUMENTS)
+@pytest.mark.parametrize("kind", ["triton-http", "kserve-v2-http"])
+def test_model_metadata_of_the_wrong_types_is_one_line_naming_the_key(kind, document, message):
+    with hostile_server("json", body=document) as server, pytest.raises(ServerError, match=message) as refused:
+        CHECKS[kind](_target(kind, server.address))
+    assert "\n" not in str(refused.value) and "target 't'" in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"max_batch_size": "8"}, "config has a wrong type at max_batch_size: Input should be a valid integer"),
+        (
+            {"input": [{"name": "IN", "dims": {"a": 1}}]},
+            r"config has a wrong type at input\[0\]\.dims: Input should be a valid list",
+        ),
+        (
+            {"sequence_batching": {"control_input": [3]}},
+            r"sequence_batching\.control_input\[0\]: Input should be a valid dictionary",
+        ),
+        (
+            {"model_transaction_policy": {"decoupled": "yes"}},
+            "model_transaction_policy.decoupled: Input should be a valid boolean",
+        ),
+    ],
+)
+def test_a_triton_model_config_of_the_wrong_types_is_one_line_naming_the_key(config, message):
+    """The fake answers the metadata and the config with one document: the metadata's keys are right."""
+    document = {"name": "m", "inputs": [TENSOR], "outputs": [], **config}
+    with hostile_server("json", body=document) as server, pytest.raises(ServerError, match=message):
+        fetch_triton_model_info(_target("triton-http", server.address))
+
+
+@pytest.mark.parametrize(
+    ("request_body", "message"),
+    [
+        ([1], r"at paths\./m\.post\.requestBody: Input should be a valid dictionary"),
+        ({"content": 5}, r"at paths\./m\.post\.requestBody\.content: Input should be a valid dictionary"),
+        (
+            {"content": {"application/json": {"schema": {"required": [2]}}}},
+            r"schema\.required\[0\]: Input should be a valid string",
+        ),
+    ],
+)
+def test_a_bentoml_openapi_document_of_the_wrong_types_is_one_line_naming_the_key(request_body, message):
+    document = {"openapi": "3.0.2", "paths": {"/m": {"post": {"requestBody": request_body}}}}
+    with hostile_server("json", body=document) as server, pytest.raises(ModelMismatchError, match=message):
+        check_bentoml_target(_target("bentoml-http", server.address))
+
+
+#: one gRPC start check in a process of its own: under pytest gevent's patched threads serve the fake,
+#: and a blocking grpcio call in this process would never let them run
+GRPC_CHECK = """
+import sys, time
+import locust  # gevent patches ssl first, as in every inferload process
+from inferload.errors import ServerError
+from inferload.run.kserve_check import read_v2_metadata_grpc
+from inferload.run.triton_check import fetch_triton_model_info
+from inferload.scenario.targets import Target
+kind, address = sys.argv[1:]
+target = Target.model_validate({"name": "t", "kind": kind, "address": address, "model": "m",
+                                "inputs": [{"name": "IN", "shape": [2], "dtype": "FP32"}]})
+started = time.monotonic()
+try:
+    (fetch_triton_model_info if kind == "triton-grpc" else read_v2_metadata_grpc)(target)
+except ServerError as error:
+    print(f"{time.monotonic() - started:.3f} {error}")
+"""
+
+
+@pytest.mark.parametrize("kind", ["triton-grpc", "kserve-v2-grpc"])
+def test_a_grpc_start_check_on_a_server_that_sends_goaway_at_once_is_one_server_error(kind):
+    with hostile_server("goaway") as server:
+        done = subprocess.run(
+            [sys.executable, "-c", GRPC_CHECK, kind, server.address], cwd=REPO, capture_output=True, text=True, timeout=60
+        )
+        connections = server.connections
+    took_s, _, message = done.stdout.strip().partition(" ")
+    assert "GOAWAY received" in message and message.startswith("target 't'"), done.stdout + done.stderr[-2000:]
+    # before: the whole 5 s deadline and ~500 connections; after, grpcio's channel still reconnects in the
+    # background until the process has closed it (25 seen)
+    assert float(took_s) < 3.0 and connections < 100, (took_s, connections)
+
+
+def test_a_run_against_a_grpc_server_that_sends_goaway_counts_its_failures_and_its_memory_stays_bounded(tmp_path):
+    targets = [bare_target("triton", "triton-grpc", "", model="m", timeout="5s")]
+    with hostile_server("goaway") as server:
+        targets[0]["address"] = server.address
+        _, summary, peak_kib, output = _run(tmp_path, targets)
+    assert summary is not None, output[-2000:]
+    figures = summary["targets"]["triton"]
+    assert figures["requests"] > 0 and figures["failures"] == figures["requests"], figures
+    assert "statistics for 'm'" in output and "GOAWAY received" in output, output[-3000:]  # the server readings were tried
+    assert peak_kib < 600 * 1024, peak_kib  # before: 2.7 GB

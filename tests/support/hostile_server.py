@@ -11,10 +11,14 @@ Faults (``fault=``):
 - ``huge-length``: HTTP 200 declaring a 2 GB Content-Length, then bytes until the client goes
 - ``drip``: HTTP 200 declaring ``drip_bytes`` bytes, sent one every ``drip_every_s``
 - ``bad-chunk``: HTTP 200, a chunked body whose second chunk's size line is not hexadecimal
+- ``json``: HTTP 200 with the JSON document ``body`` (JSON of the wrong types, to every request)
+- ``goaway``: HTTP/2: to a client's preface, an empty SETTINGS frame and GOAWAY (no error, last stream 0),
+  then the connection closes (``connections`` counts them)
 """
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
@@ -22,7 +26,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-FAULTS = ("deep", "deep-ok", "endless", "huge-length", "drip", "bad-chunk")
+FAULTS = ("deep", "deep-ok", "endless", "huge-length", "drip", "bad-chunk", "json", "goaway")
 
 
 @dataclass
@@ -30,6 +34,8 @@ class HostileServer:
     address: str
     #: requests whose head was read (every connection may carry several)
     requests: int = 0
+    #: connections accepted
+    connections: int = 0
 
 
 def _read_head(conn: socket.socket) -> bool:
@@ -54,9 +60,9 @@ def _read_head(conn: socket.socket) -> bool:
     return True
 
 
-def _answer(conn: socket.socket, fault: str, depth: int, drip_bytes: int, drip_every_s: float) -> None:
-    if fault in ("deep", "deep-ok"):
-        body = b"[" * depth + b"]" * depth
+def _answer(conn: socket.socket, fault: str, depth: int, drip_bytes: int, drip_every_s: float, document: bytes) -> None:
+    if fault in ("deep", "deep-ok", "json"):
+        body = document if fault == "json" else b"[" * depth + b"]" * depth
         status = b"500 Internal Server Error" if fault == "deep" else b"200 OK"
         conn.sendall(
             b"HTTP/1.1 "
@@ -92,8 +98,17 @@ def _answer(conn: socket.socket, fault: str, depth: int, drip_bytes: int, drip_e
     raise ValueError(f"fault {fault!r}: expected one of {FAULTS}")
 
 
+def _goaway(conn: socket.socket) -> None:
+    """To the client's first bytes (its preface), SETTINGS and GOAWAY; then the connection closes.
+    Frame heads are 9 bytes: length (3), type (4 SETTINGS, 7 GOAWAY), flags, stream 0."""
+    if conn.recv(65536):
+        conn.sendall(b"\x00\x00\x00\x04\x00\x00\x00\x00\x00" + b"\x00\x00\x08\x07\x00\x00\x00\x00\x00" + bytes(8))
+
+
 @contextmanager
-def hostile_server(fault: str, depth: int = 20_000, drip_bytes: int = 1000, drip_every_s: float = 0.5) -> Iterator[HostileServer]:
+def hostile_server(
+    fault: str, depth: int = 20_000, drip_bytes: int = 1000, drip_every_s: float = 0.5, body: object = None
+) -> Iterator[HostileServer]:
     """The server, listening on 127.0.0.1 (a free port) while the context lasts."""
     if fault not in FAULTS:
         raise ValueError(f"fault {fault!r}: expected one of {FAULTS}")
@@ -101,13 +116,17 @@ def hostile_server(fault: str, depth: int = 20_000, drip_bytes: int = 1000, drip
     listener.settimeout(0.2)
     server = HostileServer(address=f"127.0.0.1:{listener.getsockname()[1]}")
     stopping = threading.Event()
+    document = json.dumps(body).encode()
 
     def serve(conn: socket.socket) -> None:
         with conn:
             try:
+                if fault == "goaway":
+                    _goaway(conn)
+                    return
                 while not stopping.is_set() and _read_head(conn):
                     server.requests += 1
-                    _answer(conn, fault, depth, drip_bytes, drip_every_s)
+                    _answer(conn, fault, depth, drip_bytes, drip_every_s, document)
             except OSError:
                 pass  # the client hung up: what these faults end with
 
@@ -119,6 +138,7 @@ def hostile_server(fault: str, depth: int = 20_000, drip_bytes: int = 1000, drip
                 continue
             except OSError:
                 return
+            server.connections += 1
             threading.Thread(target=serve, args=(conn,), daemon=True).start()
 
     acceptor = threading.Thread(target=accept, daemon=True)

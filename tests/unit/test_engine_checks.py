@@ -32,6 +32,7 @@ from inferload.users.triton import TritonGrpcUser, TritonHttpUser
 native = pytest.importorskip("inferload._native", reason="the native engine is not built (make build)")
 
 ADDRESS = "127.0.0.1:8000"
+MAX_ANSWER = 64 * 1024 * 1024
 Outcome = tuple[str, str] | None
 
 
@@ -53,6 +54,11 @@ class StubAnswer:
 
     def release(self) -> None:
         pass
+
+    @property
+    def content_length(self) -> int | None:
+        declared = self.get("content-length")
+        return None if declared is None else int(declared)
 
     def get(self, name: str, default: str | None = None) -> str | None:
         found = {k.lower(): v for k, v in self.headers.items()}
@@ -149,7 +155,7 @@ KSERVE_DETAIL = {"detail": {"json_keys": ["error", "detail", "message"], "chars"
 
 
 def torchserve_send(response_check: str, batch_size: int, answer: StubAnswer) -> Callable[[], int]:
-    target = SimpleNamespace(response_check=response_check, batch_size=batch_size)
+    target = SimpleNamespace(response_check=response_check, batch_size=batch_size, max_answer_bytes=MAX_ANSWER)
     instance = user(
         TorchServeRestUser, target=target, _client=StubClient(answer), _path="/predictions/m", _headers={}, _expected=None
     )
@@ -159,7 +165,7 @@ def torchserve_send(response_check: str, batch_size: int, answer: StubAnswer) ->
 
 
 def bentoml_send(response_check: str, batch_size: int, answer: StubAnswer) -> Callable[[], int]:
-    target = SimpleNamespace(response_check=response_check, batch_size=batch_size)
+    target = SimpleNamespace(response_check=response_check, batch_size=batch_size, max_answer_bytes=MAX_ANSWER)
     instance = user(BentoMLHttpUser, target=target, _client=StubClient(answer), _path="/predict", _own_headers={}, _expected=None)
     instance.next_request = lambda: (0, SimpleNamespace(body=b"{}", content_type="application/json"))
     instance.request_pool = lambda: None
@@ -167,7 +173,7 @@ def bentoml_send(response_check: str, batch_size: int, answer: StubAnswer) -> Ca
 
 
 def kserve_v2_send(response_check: str, expected_outputs: dict[str, tuple[int, ...]], answer: StubAnswer) -> Callable[[], int]:
-    target = SimpleNamespace(response_check=response_check)
+    target = SimpleNamespace(response_check=response_check, max_answer_bytes=MAX_ANSWER)
     instance = user(
         KServeV2HttpUser, target=target, _client=StubClient(answer), _path="/v2/models/m/infer", _headers={}, _expected=None
     )
@@ -177,7 +183,7 @@ def kserve_v2_send(response_check: str, expected_outputs: dict[str, tuple[int, .
 
 
 def kserve_v1_send(response_check: str, batch_size: int, answer: StubAnswer) -> Callable[[], int]:
-    target = SimpleNamespace(response_check=response_check, batch_size=batch_size)
+    target = SimpleNamespace(response_check=response_check, batch_size=batch_size, max_answer_bytes=MAX_ANSWER)
     instance = user(
         KServeV1HttpUser, target=target, _client=StubClient(answer), _path="/v1/models/m:predict", _headers={}, _expected=None
     )

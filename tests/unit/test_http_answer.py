@@ -2,45 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pytest
 
-from inferload.errors import HttpStatusError
+from inferload.errors import HttpStatusError, RequestError
 from inferload.users.bentoml import error_detail as bentoml_detail
-from inferload.users.http_answer import DETAIL_CHARS, close_client, json_error_detail, post_for_answer
+from inferload.users.http_answer import DETAIL_CHARS, READ_BLOCK_BYTES, close_client, json_error_detail, post_for_answer
+from tests.support.http_stub import StubClient, StubResponse
 
-
-@dataclass
-class StubResponse:
-    status_code: int
-    body: bytes
-    fail_read: bool = False
-    released: bool = False
-
-    def read(self) -> bytes:
-        if self.fail_read:
-            raise TimeoutError("read timed out")
-        return self.body
-
-    def release(self) -> None:
-        self.released = True
-
-
-@dataclass
-class StubClient:
-    response: StubResponse
-    posts: list[tuple[str, bytes, dict[str, str]]] = field(default_factory=list)
-
-    def post(self, request_uri: str, body: bytes, headers: Mapping[str, str]) -> StubResponse:
-        self.posts.append((request_uri, body, dict(headers)))
-        return self.response
+LIMIT = 1024
 
 
 def test_the_whole_answer_comes_back_and_the_response_is_released() -> None:
     client = StubClient(StubResponse(200, b"[1, 2]"))
-    answer = post_for_answer(client, "/p", b"{}", {"Content-Type": "application/json"}, "status", bentoml_detail)
+    answer = post_for_answer(client, "/p", b"{}", {"Content-Type": "application/json"}, "status", bentoml_detail, LIMIT)
     assert answer == b"[1, 2]"
     assert client.posts == [("/p", b"{}", {"Content-Type": "application/json"})]
     assert client.response.released
@@ -49,8 +25,23 @@ def test_the_whole_answer_comes_back_and_the_response_is_released() -> None:
 def test_a_failed_read_still_releases_the_response() -> None:
     client = StubClient(StubResponse(200, b"", fail_read=True))
     with pytest.raises(TimeoutError):
-        post_for_answer(client, "/p", b"", {}, "status", bentoml_detail)
+        post_for_answer(client, "/p", b"", {}, "status", bentoml_detail, LIMIT)
     assert client.response.released
+
+
+@pytest.mark.parametrize("declared", [None, 2 * READ_BLOCK_BYTES + 1], ids=["chunked", "content-length"])
+def test_an_answer_past_max_answer_bytes_fails_and_is_not_read_further(declared: int | None) -> None:
+    response = StubResponse(200, b"x" * (4 * READ_BLOCK_BYTES), content_length=declared)
+    with pytest.raises(
+        RequestError, match=f"^answer larger than {2 * READ_BLOCK_BYTES} bytes \\(the target's max_answer_bytes\\)$"
+    ):
+        post_for_answer(StubClient(response), "/p", b"", {}, "status", bentoml_detail, 2 * READ_BLOCK_BYTES)
+    assert response.offset <= 3 * READ_BLOCK_BYTES and response.released  # read no further than one block past it
+    exact = StubResponse(200, b"x" * (2 * READ_BLOCK_BYTES))
+    assert (
+        len(post_for_answer(StubClient(exact), "/p", b"", {}, "status", bentoml_detail, 2 * READ_BLOCK_BYTES))
+        == 2 * READ_BLOCK_BYTES
+    )
 
 
 @pytest.mark.parametrize(
@@ -67,10 +58,10 @@ def test_a_failed_read_still_releases_the_response() -> None:
 def test_none_takes_any_2xx_and_every_other_check_wants_200(check: str | None, status: int, accepted: bool) -> None:
     client = StubClient(StubResponse(status, b'{"error": "model busy\\nretry later"}'))
     if accepted:
-        assert post_for_answer(client, "/p", b"", {}, check, bentoml_detail) == client.response.body
+        assert post_for_answer(client, "/p", b"", {}, check, bentoml_detail, LIMIT) == client.response.body
         return
     with pytest.raises(HttpStatusError) as raised:
-        post_for_answer(client, "/p", b"", {}, check, bentoml_detail)
+        post_for_answer(client, "/p", b"", {}, check, bentoml_detail, LIMIT)
     assert raised.value.status == status
     assert str(raised.value) == f"HTTP {status}: model busy"
 

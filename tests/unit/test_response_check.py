@@ -7,7 +7,6 @@ server runs in tests/integration/test_torchserve_response_check.py).
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from inferload.users import user_class_for
 from inferload.users.failures import check_json_list, describe_answer
 from inferload.users.request_pool import RequestPool, RequestSource
 from inferload.users.torchserve import TorchServeRestUser
+from tests.support.http_stub import StubClient, StubResponse
 
 TRITON = {
     "name": "triton",
@@ -83,26 +83,6 @@ def test_a_bad_value_is_reported_at_its_key(tmp_path: Path, value: object, messa
 
 
 # --- what a TorchServe answer is judged by --------------------------------------------------------
-
-
-@dataclass
-class StubResponse:
-    status_code: int
-    body: bytes
-
-    def read(self) -> bytes:
-        return self.body
-
-    def release(self) -> None:
-        pass
-
-
-@dataclass
-class StubClient:
-    response: StubResponse
-
-    def post(self, path: str, body: bytes, headers: dict[str, str]) -> StubResponse:
-        return self.response
 
 
 def torchserve_user(response_check: str | None, batch_size: int, status: int, body: bytes) -> TorchServeRestUser:
