@@ -278,11 +278,6 @@ class ReferenceRecords:
         blob = self.id_bytes
         return tuple(blob[bounds[i] : bounds[i + 1]].decode("utf-8", "replace") for i in range(len(self)))
 
-    def id_of(self, index: int) -> str:
-        """Record ``index``'s request id."""
-        start, end = int(self.id_offsets[index]), int(self.id_offsets[index + 1])
-        return self.id_bytes[start:end].decode("utf-8", "replace")
-
     @property
     def queue_ns(self) -> np.ndarray:
         """Waiting for a slot: service start − received."""

@@ -310,28 +310,6 @@ class RunRecord:
         if self._in_steady(intended):
             self.arrivals_steady[target][1] += 1
 
-    def record_undrawn(self, target: str, start: float, end: float, count: int) -> None:
-        """`count` arrivals that were due in [start, end) (epoch s) but that a scheduler behind the clock
-        never drew: arrivals, and unsent, spread over their windows evenly in time."""
-        if count <= 0 or end <= start:
-            return
-        span = end - start
-        first, last = int(start // self.window_s), int(end // self.window_s)
-        placed = 0
-        for index in range(first, last + 1):
-            low, high = max(start, index * self.window_s), min(end, (index + 1) * self.window_s)
-            part = count - placed if index == last else round(count * max(high - low, 0.0) / span)
-            part = min(part, count - placed)
-            if part <= 0:
-                continue
-            placed += part
-            window = self.arrival_windows[(index, target)]
-            window[0] += part
-            window[1] += part
-            if self._in_steady(low):
-                self.arrivals_steady[target][0] += part
-                self.arrivals_steady[target][1] += part
-
     def _add_refused(self, index: int, target: str, count: int, first: float, last: float) -> None:
         window = self.refused_windows.get((index, target))
         if window is None:

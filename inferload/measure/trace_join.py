@@ -103,15 +103,6 @@ class ClientTraceRecords:
             "dropped": self.dropped,
         }
 
-    @classmethod
-    def from_message(cls, data: dict[str, Any]) -> ClientTraceRecords:
-        records = cls(prefix=str(data["prefix"]), steady_from_ns=0)
-        records.numbers = [int(n) for n in data["numbers"]]
-        records.sent = [int(n) for n in data["sent"]]
-        records.received = [int(n) for n in data["received"]]
-        records.dropped = int(data.get("dropped", 0))
-        return records
-
 
 def merge_message(into: ClientTraceRecords, data: dict[str, Any]) -> None:
     """Add a worker's drained records (``as_message``) to the master's store of that worker.

@@ -421,20 +421,3 @@ def plot_gpu(by_gpu: dict[str, GpuSeries], warmup_s: float | None) -> str:
     panels[0].legend(loc="upper left", fontsize=8)
     panels[-1].set_xlabel("seconds since the run started")
     return _png(figure)
-
-
-def plot_latency_curve(rps: list[float], p50_ms: list[float | None], p99_ms: list[float | None], knee: int | None) -> str:
-    """p50 and p99 against achieved throughput, one point per sweep step, the knee (an index) marked."""
-    figure = _new_figure(7.5, 3.6)
-    axes = figure.add_subplot(1, 1, 1)
-    axes.plot(rps, _nan(p50_ms), marker="o", label="p50")
-    axes.plot(rps, _nan(p99_ms), marker="o", label="p99")
-    if knee is not None and p99_ms[knee] is not None:
-        axes.annotate(
-            "knee", (rps[knee], p99_ms[knee]), xytext=(10, 15), textcoords="offset points", arrowprops={"arrowstyle": "->"}
-        )
-    axes.set_xlabel("achieved throughput (req/s)")
-    axes.set_ylabel("latency (ms)")
-    axes.grid(True, alpha=0.3)
-    axes.legend(loc="upper left")
-    return _png(figure)

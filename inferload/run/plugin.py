@@ -41,7 +41,6 @@ from inferload.run.workers import WorkerWatch
 from inferload.scenario.replay_file import ReplayFileError
 from inferload.scenario.schema import Scenario, is_open_loop, targets_given_batches
 from inferload.scenario.shapes import ReplayShape
-from inferload.scenario.targets import Target
 from inferload.traffic.arrivals import AdjustableTimeline
 from inferload.traffic.ramp_hold import RampHoldPlan, RampHoldRule, parse_ramp_hold, ramp_problem, ramp_timeline
 from inferload.users import InferenceUser, user_class_for
@@ -354,10 +353,6 @@ class InferloadRun:
             cls.replay_batches = True
         if problems:
             raise StartCheckError(problems, skippable=False)
-
-    def model_info(self, target: Target) -> ModelInfo | None:
-        """A Triton target's model metadata and config: shipped with the locustfile, or read now."""
-        return self.models.get(target)
 
     def _on_quitting(self, environment: Environment, **_: Any) -> None:
         summary = self.run_end.written() if self.run_end is not None else None  # a web UI run: written at its end

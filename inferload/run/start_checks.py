@@ -69,10 +69,6 @@ class ModelInfos:
             logger.warning("target %r: cannot read the model's metadata (%s); going on", target.name, exc)
             return None
 
-    def require(self, target: Target) -> ModelInfo:
-        """The info of a target `get` has read (KeyError otherwise)."""
-        return self.known[target.name]
-
 
 def fit_user_class(cls: type[InferenceUser], info: ModelInfo) -> None:
     """Whether the model takes a batch dimension, the output shapes answers must have, and a sequence

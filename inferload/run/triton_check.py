@@ -12,7 +12,7 @@ targets are checked in ``inferload.run.torchserve_check``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -24,7 +24,6 @@ from inferload.run.model_metadata import metadata_problem, triton_config_problem
 from inferload.scenario import limits
 from inferload.scenario.expected import read_expected
 from inferload.scenario.headers import request_headers
-from inferload.scenario.schema import Scenario
 from inferload.scenario.targets import Target
 from inferload.scenario.tls import requests_tls, tls_hint
 from inferload.servermetrics.http_client import (
@@ -442,25 +441,3 @@ def _grpc_index(client: Any, timeout_s: float, headers: dict[str, str] | None) -
         return list(client.get_model_repository_index(headers, as_json=True, client_timeout=timeout_s).get("models", []))
     except InferenceServerException as error:
         return error.message() or str(error)
-
-
-def check_scenario_models(
-    scenario: Scenario,
-    fetch: Callable[[Target], tuple[dict[str, Any], dict[str, Any]]] = fetch_triton_model_info,
-) -> None:
-    """Check every Triton target against its server; ``ModelMismatchError`` lists all mismatches.
-
-    ``ServerError`` from ``fetch`` (server unreachable) is not caught.
-    """
-    problems: list[str] = []
-    for target in scenario.targets:
-        if target.server != "triton":
-            continue
-        try:
-            metadata, config = fetch(target)
-        except ModelMismatchError as error:
-            problems.append(str(error))
-            continue
-        problems.extend(check_target_against_triton(target, metadata, config))
-    if problems:
-        raise ModelMismatchError("\n".join(problems))

@@ -31,8 +31,6 @@ _ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: headers that frame the request itself: set by the client, never by a scenario
 FRAMING_HEADERS = frozenset({"content-length", "transfer-encoding", "host", "connection"})
 GRPC_RESERVED = frozenset({"content-type", "te", "user-agent"})
-#: what a masked value is shown as
-MASK = "***"
 
 
 class HeadersError(UsageError):
@@ -108,13 +106,6 @@ def _grpc_key_problem(key: str, kind: str = "triton-grpc") -> str | None:
     if key.endswith("-bin"):
         return "'-bin' metadata carries binary values; send a text header"
     return None
-
-
-def masked_headers(headers: Mapping[str, str] | None, from_env: Mapping[str, str] | None) -> dict[str, str]:
-    """Every header a target sends, for display: the values from the environment as ``***``."""
-    shown = dict(headers or {})
-    shown.update(dict.fromkeys(from_env or {}, MASK))
-    return shown
 
 
 def _token_file_key(path: Path, section: str) -> str | None:

@@ -470,9 +470,6 @@ class Tune:
             },
         }
 
-    def model_of(self, server: str) -> str:
-        return next(t.model for t in self.servers if t.server == server)
-
     def fragment(self, server: str, result: CandidateResult) -> str:
         """The result's settings in the server's own config syntax (its management address and the
         model's own response timeout in TorchServe's)."""

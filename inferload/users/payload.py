@@ -64,11 +64,6 @@ def _bytes_array(spec: InputSpec, shape: tuple[int, ...]) -> np.ndarray:
     return array
 
 
-def make_inputs(inputs: Sequence[InputSpec], batch_size: int, base_dir: Path) -> dict[str, np.ndarray]:
-    """Every input of a target by name, in the scenario's order."""
-    return {spec.name: make_input_array(spec, batch_size, base_dir) for spec in inputs}
-
-
 # --- TorchServe REST bodies --------------------------------------------------------------------
 
 

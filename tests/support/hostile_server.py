@@ -1,4 +1,4 @@
-"""A fake HTTP/1.1 server on loopback that answers every request with one scripted fault.
+"""A fake server on loopback that answers every request with one scripted fault (HTTP/1.1; one HTTP/2 fault).
 
 A fake, named so: no real inference server can be made to answer 20,000-deep JSON, an endless body
 or one byte a second, and these are what the instrument must survive. Each connection is served on

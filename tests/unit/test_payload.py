@@ -17,7 +17,6 @@ from inferload.users.payload import (
     encode_npy,
     encode_octet_stream,
     make_input_array,
-    make_inputs,
 )
 
 
@@ -101,11 +100,6 @@ def test_npy_data_that_does_not_fit(tmp_path: Path, content: Any, message: str) 
 def test_request_size_counts_the_batch() -> None:
     assert request_nbytes(spec("FP32", (3, 32, 32)), 8) == 8 * 3 * 32 * 32 * 4
     assert request_nbytes(spec("BYTES", (2,), generator="random", length=10), 3) == 3 * 2 * (4 + 10)
-
-
-def test_make_inputs_keeps_the_scenario_order(tmp_path: Path) -> None:
-    second = InputSpec.model_validate({"name": "B", "shape": [1], "dtype": "INT64", "data": "zeros"})
-    assert list(make_inputs([second, spec()], 1, tmp_path)) == ["B", "INPUT__0"]
 
 
 # --- encodings ----------------------------------------------------------------------------------

@@ -11,14 +11,12 @@ from typing import Any
 
 import pytest
 
-from inferload.errors import ModelMismatchError, ServerError
+from inferload.errors import ServerError
 from inferload.run.triton_check import (
-    check_scenario_models,
     check_target_against_triton,
     fetch_triton_model_info,
     triton_model_batches,
 )
-from inferload.scenario.loader import scenario_from_dict
 from inferload.scenario.targets import Target
 
 
@@ -171,62 +169,6 @@ def test_torchserve_targets_are_not_checked_against_triton() -> None:
     torchserve = target(kind="torchserve-rest", address="http://127.0.0.1:8080", outputs=[])
     with pytest.raises(ValueError):
         check_target_against_triton(torchserve, cnn_metadata(), cnn_config())
-
-
-def test_check_scenario_models_collects_every_target_and_skips_torchserve() -> None:
-    scenario = scenario_from_dict(
-        {
-            "name": "check",
-            "duration": 30,
-            "targets": [
-                {
-                    "name": "good",
-                    "kind": "triton-grpc",
-                    "address": "127.0.0.1:8001",
-                    "model": "cnn",
-                    "inputs": [{"name": "INPUT__0", "shape": [3, 32, 32], "dtype": "FP32"}],
-                },
-                {
-                    "name": "bad",
-                    "kind": "triton-http",
-                    "address": "127.0.0.1:8000",
-                    "model": "cnn",
-                    "inputs": [{"name": "INPUT__0", "shape": [3, 64, 64], "dtype": "FP32"}],
-                },
-                {
-                    "name": "absent",
-                    "kind": "triton-http",
-                    "address": "127.0.0.1:8000",
-                    "model": "nope",
-                    "inputs": [{"name": "x", "shape": [1], "dtype": "FP32"}],
-                },
-                {
-                    "name": "ts",
-                    "kind": "torchserve-rest",
-                    "address": "http://127.0.0.1:8080",
-                    "model": "cnn",
-                    "inputs": [{"name": "INPUT__0", "shape": [3, 32, 32], "dtype": "FP32"}],
-                },
-            ],
-            "shape": {"kind": "steady", "users": 1},
-        }
-    )
-    fetched: list[str] = []
-
-    def fake_fetch(each: Target) -> tuple[dict[str, Any], dict[str, Any]]:
-        fetched.append(each.name)
-        if each.model == "nope":
-            raise ModelMismatchError(f"target {each.name!r}: Triton does not serve model 'nope'")
-        return cnn_metadata(), cnn_config()
-
-    with pytest.raises(ModelMismatchError) as caught:
-        check_scenario_models(scenario, fetch=fake_fetch)
-
-    assert fetched == ["good", "bad", "absent"]
-    assert str(caught.value).splitlines() == [
-        "target 'bad': input 'INPUT__0' shape [3, 64, 64] does not match the model's [3, 32, 32]",
-        "target 'absent': Triton does not serve model 'nope'",
-    ]
 
 
 @pytest.mark.parametrize("kind", ["triton-grpc", "triton-http"])
