@@ -53,7 +53,7 @@ export INFERLOAD_VENVS
 
 integration: build
 	bash scripts/install-system-deps.sh test
-	$(PY) -m pytest --durations=15 tests/integration
+	$(PY) -m pytest --durations=60 tests/integration
 
 # the same layer as INTEGRATION_SHARDS pytest sessions side by side, then the modules measured under load
 # alone, then the fallback subset (tests/support/shards.py, docs/testing.md): not yet the default (one run in
