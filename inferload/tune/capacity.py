@@ -257,14 +257,15 @@ def judge(
     partial: list[tuple[list[RunEvidence], tuple[MetricInterval, ...], dict[str, tuple[float, str]]]] = []
     for group in groups:
         windows = [w for run in group for w in run.windows]
+        run_sizes = [len(run.windows) for run in group if run.windows]
         metrics = []
         for key in keys:
-            estimate, replicate = percentile_interval(windows, PERCENTILE_OF[key], rng, replicates)
+            estimate, replicate = percentile_interval(windows, PERCENTILE_OF[key], rng, replicates, run_sizes)
             low, high = interval(replicate)
             metrics.append(MetricInterval(key, bounds.latency_ms[key], estimate, low, high))
             estimates[key].append(min(estimate, caps[key]) if estimate is not None else caps[key])
             reps[key].append(np.minimum(replicate, caps[key]))
-        errors = error_rate_replicates(windows, rng, replicates)
+        errors = error_rate_replicates(windows, rng, replicates, run_sizes)
         low, high = interval(errors)
         metrics.append(MetricInterval("error_rate", bounds.error_rate, error_rate(windows), low, high))
         error_reps.append(errors)
@@ -452,6 +453,10 @@ class SearchEnd:
     words: str
 
 
+#: runs at each rate beside the boundary before the search may end within its precision (at most --runs-per-rate)
+BRACKET_RUNS = 2
+
+
 def _far_from(rate: float, rates: Sequence[float], share: float) -> bool:
     return all(abs(rate - other) > share * other for other in rates)
 
@@ -516,6 +521,12 @@ def next_run(judgement: Judgement, search: CapacitySearch, steps_done: int) -> N
     under = boundary.under_rps or low
     over = boundary.first_over_rps or high
     if high / low - 1.0 <= precision + 1e-9 and over / under - 1.0 <= precision + 1e-9:
+        # one run per rate shows no run-to-run variation: the pair around the boundary is measured again,
+        # each a run of its own later in time, before the interval may say it is within the precision
+        beside = [each for each in levels if each.rate in (boundary.under_rps, boundary.first_over_rps)]
+        for each in beside:
+            if each.runs < min(again, BRACKET_RUNS):
+                return NextRun(each.rate, "a run-to-run check: the rate beside the boundary measured again")
         return SearchEnd(
             "precision", f"the boundary's interval [{low:.4g}, {high:.4g}] req/s is within {search.precision_pct:g} %"
         )

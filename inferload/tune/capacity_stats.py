@@ -25,6 +25,10 @@ short runs see too few of the rare long busy periods, so near the boundary the i
 passing a little more often than its 2.5 %, which the monotone fit, the repeats and the verification
 runs are there to catch.
 
+**Several runs at one rate** are resampled as runs: each replicate draws the runs with replacement,
+then each drawn run's windows, so the interval holds how far whole runs moved from one another (a
+cliff's p99 can move tenfold between two runs a few seconds apart), which one run's windows cannot show.
+
 **The curve.** `isotonic_increasing` is the pool-adjacent-violators fit of a nondecreasing curve
 (latency never falls as the offered rate grows): a level measured high below one measured low is
 pooled with it, weighted by its requests, instead of flipping the answer.
@@ -131,23 +135,41 @@ def percentile_ms(windows: Sequence[WindowHistogram], percentile: float) -> floa
     return float(values[min(index, len(values) - 1)]) / 1000.0
 
 
-def _window_weights(count: int, replicates: int, rng: np.random.Generator) -> np.ndarray:
-    """How often each window is drawn in each replicate (replicates x windows)."""
-    if count == 1:
-        return np.ones((replicates, 1))
-    return rng.multinomial(count, np.full(count, 1.0 / count), size=replicates).astype(np.float64)
+def _window_weights(count: int, replicates: int, rng: np.random.Generator, run_sizes: Sequence[int] | None = None) -> np.ndarray:
+    """How often each window is drawn in each replicate (replicates x windows). With `run_sizes` (the
+    windows of each run, in order, summing to `count`) and more than one run, a two-stage draw: the runs
+    with replacement first, then each drawn run's windows, so a replicate moves as much as whole runs
+    moved from one another (one run's windows alone never show it)."""
+    if run_sizes is None or len(run_sizes) <= 1:
+        if count == 1:
+            return np.ones((replicates, 1))
+        return rng.multinomial(count, np.full(count, 1.0 / count), size=replicates).astype(np.float64)
+    if sum(run_sizes) != count or min(run_sizes) < 1:
+        raise ValueError(f"run_sizes {list(run_sizes)} do not split {count} windows")
+    runs = len(run_sizes)
+    drawn_runs = rng.multinomial(runs, np.full(runs, 1.0 / runs), size=replicates)  # replicates x runs
+    columns = []
+    for run, size in enumerate(run_sizes):
+        # c draws of a run's W windows each, summed: one multinomial of c * W draws
+        columns.append(rng.multinomial(drawn_runs[:, run] * size, np.full(size, 1.0 / size)).astype(np.float64))
+    return np.concatenate(columns, axis=1)
 
 
 def percentile_replicates(
-    windows: Sequence[WindowHistogram], percentile: float, rng: np.random.Generator, replicates: int = REPLICATES
+    windows: Sequence[WindowHistogram],
+    percentile: float,
+    rng: np.random.Generator,
+    replicates: int = REPLICATES,
+    run_sizes: Sequence[int] | None = None,
 ) -> np.ndarray:
-    """Bootstrap replicates (ms) of the percentile: windows resampled, the rank drawn from
-    Binomial(n + 1, p); +inf where the rank passes every latency seen (and with no success at all)."""
+    """Bootstrap replicates (ms) of the percentile: windows resampled (runs first, given `run_sizes`),
+    the rank drawn from Binomial(n + 1, p); +inf where the rank passes every latency seen (and with no
+    success at all)."""
     values, matrix = _matrix(windows)
     out = np.full(replicates, math.inf)
     if not len(windows) or not len(values):
         return out
-    weights = _window_weights(len(windows), replicates, rng)
+    weights = _window_weights(len(windows), replicates, rng, run_sizes)
     share = percentile / 100.0
     for first in range(0, replicates, _CHUNK):
         chunk = weights[first : first + _CHUNK]
@@ -182,16 +204,23 @@ def widened(replicates: np.ndarray, estimate: float | None, windows: int) -> np.
 
 
 def percentile_interval(
-    windows: Sequence[WindowHistogram], percentile: float, rng: np.random.Generator, replicates: int = REPLICATES
+    windows: Sequence[WindowHistogram],
+    percentile: float,
+    rng: np.random.Generator,
+    replicates: int = REPLICATES,
+    run_sizes: Sequence[int] | None = None,
 ) -> tuple[float | None, np.ndarray]:
     """(the percentile over every window, its replicates widened for the number of windows)."""
     estimate = percentile_ms(windows, percentile)
-    drawn = percentile_replicates(windows, percentile, rng, replicates)
+    drawn = percentile_replicates(windows, percentile, rng, replicates, run_sizes)
     return estimate, widened(drawn, estimate, len(windows))
 
 
 def error_rate_replicates(
-    windows: Sequence[WindowHistogram], rng: np.random.Generator, replicates: int = REPLICATES
+    windows: Sequence[WindowHistogram],
+    rng: np.random.Generator,
+    replicates: int = REPLICATES,
+    run_sizes: Sequence[int] | None = None,
 ) -> np.ndarray:
     """Bootstrap replicates of the error rate: windows resampled, then the rate drawn from the Jeffreys
     posterior Beta(f + 1/2, n - f + 1/2) of the replicate's f failures in n requests (no failure in n
@@ -200,7 +229,7 @@ def error_rate_replicates(
     requests = np.array([w.requests for w in windows], dtype=np.float64)
     if not len(windows) or requests.sum() <= 0:
         return np.ones(replicates)
-    weights = _window_weights(len(windows), replicates, rng)
+    weights = _window_weights(len(windows), replicates, rng, run_sizes)
     f = weights @ failures
     n = weights @ requests
     drawn = rng.beta(f + 0.5, np.maximum(n - f, 0.0) + 0.5)

@@ -166,17 +166,23 @@ def test_a_resumed_search_carries_on_from_its_runs():
     assert len(resumed.runs) == 6 and tried == whole
 
 
-def test_the_search_stops_when_the_interval_is_within_the_precision():
-    judgement = judge(
-        [
-            simulate_run(rate, SLOTS, SERVICE_MS, np.random.default_rng(int(rate)), windows=4, poisson=False)
-            for rate in (380, 420)
-        ],
-        BOUNDS,
-    )
-    step = next_run(judgement, CapacitySearch(start_rps=100, precision_pct=15), 2)
+def test_the_search_stops_within_the_precision_once_the_rates_beside_the_boundary_ran_twice():
+    def run(rate: float, seed: int) -> RunEvidence:
+        return simulate_run(rate, SLOTS, SERVICE_MS, np.random.default_rng(seed), windows=4, poisson=False)
+
+    runs = [run(380, 380), run(420, 420)]
+    step = next_run(judge(runs, BOUNDS), CapacitySearch(start_rps=100, precision_pct=15), 2)
+    assert isinstance(step, NextRun) and step.rate == 380 and "run-to-run" in step.why  # one run each shows no variation
+    runs.append(run(380, 1380))
+    step = next_run(judge(runs, BOUNDS), CapacitySearch(start_rps=100, precision_pct=15), 3)
+    assert isinstance(step, NextRun) and step.rate == 420
+    runs.append(run(420, 1420))
+    step = next_run(judge(runs, BOUNDS), CapacitySearch(start_rps=100, precision_pct=15), 4)
     assert isinstance(step, SearchEnd) and step.reason == "precision"
-    step = next_run(judgement, CapacitySearch(start_rps=100, precision_pct=5), 2)
+    single = CapacitySearch(start_rps=100, precision_pct=15, runs_per_rate=1)  # --runs-per-rate 1: no second run
+    ended = next_run(judge(runs[:2], BOUNDS), single, 2)
+    assert isinstance(ended, SearchEnd) and ended.reason == "precision"
+    step = next_run(judge(runs, BOUNDS), CapacitySearch(start_rps=100, precision_pct=5), 4)
     assert isinstance(step, NextRun) and 380 < step.rate < 420
 
 

@@ -105,6 +105,24 @@ def test_a_stalled_window_widens_the_interval():
     assert high / low > 2 * calm_high / calm_low
 
 
+def test_two_runs_that_disagree_are_resampled_as_runs_and_the_interval_holds_both():
+    """A cliff: one run's p99 near 12 ms, the next one's near 60 ms, at one rate. Pooled window by window
+    the slow run's windows are only half of each replicate's; drawn as runs, a replicate is sometimes all
+    one run or all the other, and the interval reaches both runs' own p99."""
+    rng = np.random.default_rng(8)
+    fast = lognormal_windows(rng, 4, 250)
+    slow = [histogram_of(rng.lognormal(math.log(10.0), 0.5, 250) + 40.0) for _ in range(4)]
+    windows = [*fast, *slow]
+    pooled = interval(percentile_interval(windows, 99.0, np.random.default_rng(0), 1000)[1])
+    as_runs = interval(percentile_interval(windows, 99.0, np.random.default_rng(0), 1000, run_sizes=[4, 4])[1])
+    assert as_runs[0] <= percentile_ms(fast, 99.0) < percentile_ms(slow, 99.0) <= as_runs[1], as_runs
+    assert pooled[0] > percentile_ms(fast, 99.0)  # pooled, the fast run's p99 is left out
+    one_run = interval(percentile_interval(fast, 99.0, np.random.default_rng(0), 1000, run_sizes=[4])[1])
+    assert one_run == interval(percentile_interval(fast, 99.0, np.random.default_rng(0), 1000)[1])  # one run: as before
+    with pytest.raises(ValueError, match="do not split"):
+        percentile_replicates(windows, 99.0, np.random.default_rng(0), 10, run_sizes=[4, 3])
+
+
 def test_the_error_rate_interval_keeps_a_zero_honest():
     rng = np.random.default_rng(6)
     clean = [histogram_of(rng.lognormal(2.0, 0.3, 500)) for _ in range(4)]
