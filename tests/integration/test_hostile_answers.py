@@ -77,18 +77,25 @@ def test_an_answer_nested_20000_deep_is_a_counted_failure_on_every_http_kind_and
         assert figures["requests"] > 0 and figures["failures"] == figures["requests"], (kind, figures)
 
 
+def _every_request_failed(tmp_path: Path, fault: str, kind: str, transport: str = "native", **extra: Any) -> tuple[int, str]:
+    """One target of `kind` run against the fault: the run wrote its summary and counted every request it
+    sent a failure. (the run's peak RSS in KiB, its output)"""
+    target = bare_target("t", kind, "", model="m", timeout="5s", **extra)
+    with hostile_server(fault) as server:
+        target["address"] = server.address
+        _, summary, peak_kib, output = _run(tmp_path, [target], transport=transport)
+    assert summary is not None, output[-2000:]
+    figures = summary["targets"]["t"]
+    assert figures["requests"] > 0 and figures["failures"] == figures["requests"], figures
+    return peak_kib, output
+
+
 @pytest.mark.parametrize("transport", ["native", "python"])
 @pytest.mark.parametrize("fault", ["endless", "huge-length"])
 def test_an_endless_or_huge_answer_fails_at_max_answer_bytes_and_memory_stays_bounded(tmp_path, fault, transport):
     bound = 1024 * 1024
-    targets = [bare_target("kserve", "kserve-v2-http", "", model="m", timeout="5s", max_answer_bytes=bound)]
-    with hostile_server(fault) as server:
-        targets[0]["address"] = server.address
-        _, summary, peak_kib, stderr = _run(tmp_path, targets, transport=transport)
-    assert summary is not None, stderr[-2000:]
-    figures = summary["targets"]["kserve"]
-    assert figures["requests"] > 0 and figures["failures"] == figures["requests"], figures
-    assert f"answer larger than {bound} bytes" in stderr, stderr[-3000:]
+    peak_kib, output = _every_request_failed(tmp_path, fault, "kserve-v2-http", transport, max_answer_bytes=bound)
+    assert f"answer larger than {bound} bytes" in output, output[-3000:]
     # a whole Locust process is ~150 MB here; without the bound the client grew to gigabytes
     assert peak_kib < 600 * 1024, peak_kib
 
@@ -125,13 +132,7 @@ def test_a_start_check_reads_no_more_than_the_page_bound(kind, fault):
 
 
 def test_a_broken_chunked_body_is_the_answers_fault_not_a_refused_connection(tmp_path):
-    targets = [bare_target("kserve", "kserve-v2-http", "", model="m", timeout="5s")]
-    with hostile_server("bad-chunk") as server:
-        targets[0]["address"] = server.address
-        _, summary, _, output = _run(tmp_path, targets)
-    assert summary is not None, output[-2000:]
-    figures = summary["targets"]["kserve"]
-    assert figures["requests"] > 0 and figures["failures"] == figures["requests"], figures
+    _, output = _every_request_failed(tmp_path, "bad-chunk", "kserve-v2-http")
     assert "broken answer body" in output and "connection error" not in output, output[-3000:]
 
 
@@ -230,12 +231,6 @@ def test_a_grpc_start_check_on_a_server_that_sends_goaway_at_once_is_one_server_
 
 
 def test_a_run_against_a_grpc_server_that_sends_goaway_counts_its_failures_and_its_memory_stays_bounded(tmp_path):
-    targets = [bare_target("triton", "triton-grpc", "", model="m", timeout="5s")]
-    with hostile_server("goaway") as server:
-        targets[0]["address"] = server.address
-        _, summary, peak_kib, output = _run(tmp_path, targets)
-    assert summary is not None, output[-2000:]
-    figures = summary["targets"]["triton"]
-    assert figures["requests"] > 0 and figures["failures"] == figures["requests"], figures
+    peak_kib, output = _every_request_failed(tmp_path, "goaway", "triton-grpc")
     assert "statistics for 'm'" in output and "GOAWAY received" in output, output[-3000:]  # the server readings were tried
     assert peak_kib < 600 * 1024, peak_kib  # before: 2.7 GB
