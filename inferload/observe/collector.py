@@ -18,7 +18,7 @@ import math
 import signal
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -45,7 +45,7 @@ from inferload.observe.sources import (
     TritonSource,
 )
 from inferload.observe.sources.triton_trace_file import TritonTraceSourceConfig, build_trace_source, trace_sources
-from inferload.scenario.kinds import Server
+from inferload.scenario.kinds import implementation
 from inferload.scenario.messages import DURATION_HINT, parse_duration
 from inferload.scenario.schema import Scenario
 from inferload.scenario.targets import Target
@@ -96,12 +96,22 @@ class TritonSourceConfig(_Model):
     metrics_url: str
     statistics: TritonStatisticsConfig | None = None
 
+    @classmethod
+    def for_target(cls, target: Target, metrics_url: str) -> TritonSourceConfig:
+        """A scenario target's source: its metrics page, and the statistics API on its own address."""
+        statistics = TritonStatisticsConfig(address=target.address, protocol=target.protocol)
+        return cls(kind="triton", target=target.name, model=target.model, metrics_url=metrics_url, statistics=statistics)
+
 
 class TorchServeSourceConfig(_Model):
     kind: Literal["torchserve"]
     target: str
     model: str
     metrics_url: str
+
+    @classmethod
+    def for_target(cls, target: Target, metrics_url: str) -> TorchServeSourceConfig:
+        return cls(kind="torchserve", target=target.name, model=target.model, metrics_url=metrics_url)
 
 
 class KServeSourceConfig(_Model):
@@ -110,12 +120,20 @@ class KServeSourceConfig(_Model):
     model: str
     metrics_url: str  # KServe's /metrics, on its REST port
 
+    @classmethod
+    def for_target(cls, target: Target, metrics_url: str) -> KServeSourceConfig:
+        return cls(kind="kserve", target=target.name, model=target.model, metrics_url=metrics_url)
+
 
 class BentoMLSourceConfig(_Model):
     kind: Literal["bentoml"]
     target: str
     model: str  # the API's name
     metrics_url: str  # BentoML's /metrics, on the service's own port
+
+    @classmethod
+    def for_target(cls, target: Target, metrics_url: str) -> BentoMLSourceConfig:
+        return cls(kind="bentoml", target=target.name, model=target.model, metrics_url=metrics_url)
 
 
 class NvmlSourceConfig(_Model):
@@ -169,23 +187,6 @@ def validation_problems(label: str, exc: ValidationError) -> list[Problem]:
     ]
 
 
-#: each server's source of a scenario target, given its metrics page
-SOURCE_CONFIGS: dict[Server, Callable[[Target, str], SourceConfig]] = {
-    "triton": lambda target, url: TritonSourceConfig(
-        kind="triton",
-        target=target.name,
-        model=target.model,
-        metrics_url=url,
-        statistics=TritonStatisticsConfig(address=target.address, protocol=target.protocol),
-    ),
-    "torchserve": lambda target, url: TorchServeSourceConfig(
-        kind="torchserve", target=target.name, model=target.model, metrics_url=url
-    ),
-    "bentoml": lambda target, url: BentoMLSourceConfig(kind="bentoml", target=target.name, model=target.model, metrics_url=url),
-    "kserve": lambda target, url: KServeSourceConfig(kind="kserve", target=target.name, model=target.model, metrics_url=url),
-}
-
-
 def sources_from_scenario(scenario: Scenario, gpu: bool = True) -> tuple[SourceConfig, ...]:
     """A source per scenario target that has a `metrics_url`, a trace-file source per Triton server
     whose traced targets take their traces from InfluxDB (``trace.source: influxdb``), and NVML."""
@@ -195,7 +196,7 @@ def sources_from_scenario(scenario: Scenario, gpu: bool = True) -> tuple[SourceC
         if url is None:
             logger.warning("target %r has no metrics_url: no server metrics for it", target.name)
             continue
-        configs.append(SOURCE_CONFIGS[target.server](target, url))
+        configs.append(implementation(target.server, "source_config")(target, url))
     configs.extend(trace_sources(scenario))
     if gpu:
         configs.append(NvmlSourceConfig(kind="nvml"))

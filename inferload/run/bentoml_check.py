@@ -14,14 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import requests
 
 from inferload.errors import ModelMismatchError, ServerError
 from inferload.run.model_metadata import api_operation_problem
+from inferload.run.start_checks import StartContext, StartFindings
 from inferload.scenario import limits
-from inferload.scenario.headers import request_headers
+from inferload.scenario.headers import HeadersError, request_headers
 from inferload.scenario.targets import Target
 from inferload.scenario.tls import requests_tls, tls_hint
 from inferload.servermetrics.http_client import AnswerTooLarge, AnswerTooSlow, BoundedSession, connection_problem
@@ -29,6 +30,9 @@ from inferload.servermetrics.http_client import AnswerTooLarge, AnswerTooSlow, B
 DEFAULT_TIMEOUT_S = 5.0
 #: the media type each content_type of a bentoml-http target needs the API to take
 MEDIA_TYPES = {"json": "application/json", "raw": "multipart/form-data"}
+
+if TYPE_CHECKING:
+    from inferload.users.base import InferenceUser
 
 
 def served_apis(document: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
@@ -113,3 +117,14 @@ def check_bentoml_target(target: Target, timeout_s: float = DEFAULT_TIMEOUT_S) -
     problems = openapi_problems(target, document)
     if problems:
         raise ModelMismatchError("\n".join(problems))
+
+
+def start_check(cls: type[InferenceUser], context: StartContext) -> StartFindings:
+    """With the checks: the service serves the target's API as the target sends it (its OpenAPI page)."""
+    if not context.check:
+        return StartFindings()
+    try:
+        check_bentoml_target(cls.target)
+    except (ServerError, ModelMismatchError, HeadersError) as exc:
+        return StartFindings(problems=(str(exc),))
+    return StartFindings()

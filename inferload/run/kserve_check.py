@@ -29,6 +29,7 @@ from tritonclient.grpc import service_pb2
 
 from inferload.errors import InferloadError, ModelMismatchError, ServerError
 from inferload.run.model_metadata import metadata_problem
+from inferload.run.start_checks import StartContext, StartFindings
 from inferload.scenario import limits
 from inferload.scenario.headers import HeadersError, request_headers
 from inferload.scenario.targets import Target
@@ -286,3 +287,8 @@ def fit_kserve_target(cls: type[InferenceUser], check: bool, timeout_s: float = 
     cls.expected_outputs = v2_output_shapes(target, info)
     cls.batched_outputs = batched_output_names(info, cls.model_batches)
     return check_target_against_v2(target, info) if check else []
+
+
+def start_check(cls: type[InferenceUser], context: StartContext) -> StartFindings:
+    """The standard metadata (v2) or model status (v1)."""
+    return StartFindings(problems=tuple(fit_kserve_target(cls, context.check)))

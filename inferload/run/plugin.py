@@ -34,9 +34,10 @@ from inferload.run.recorder import RequestLog, RunRecorder
 from inferload.run.results_dir import check_results_dir
 from inferload.run.server_changes import ServerJournal, same_host
 from inferload.run.server_side import ServerSideReadings, ServerWindowPoller
-from inferload.run.start_checks import ModelInfo, ModelInfos, fit_to_models
+from inferload.run.start_checks import fit_to_models
 from inferload.run.trace_run import TraceRun
 from inferload.run.traffic import ScenarioShape, StableStop, parse_stop_when_stable, shape_class_for
+from inferload.run.triton_check import ModelInfo, ModelInfos
 from inferload.run.workers import WorkerWatch
 from inferload.scenario.replay_file import ReplayFileError
 from inferload.scenario.schema import Scenario, is_open_loop, targets_given_batches

@@ -19,12 +19,13 @@ returns a warning when the answer settles nothing (a proxy that refuses OPTIONS,
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import requests
 
 from inferload.errors import ModelMismatchError, ServerError
+from inferload.run.start_checks import StartContext, StartFindings
 from inferload.scenario import limits
 from inferload.scenario.headers import HeadersError, read_management_key, request_headers
 from inferload.scenario.targets import Target, static_sequence_id_note
@@ -41,6 +42,9 @@ HTTPS_ONLY = "only accepts HTTPS"
 #: pages of ``GET /models`` read at most (each lists up to ``_PAGE`` models)
 _MAX_PAGES = 10
 _PAGE = 1000
+
+if TYPE_CHECKING:
+    from inferload.users.base import InferenceUser
 
 
 def _predictions_path(target: Target) -> str:
@@ -192,3 +196,15 @@ def _model_names(session: requests.Session, base: str, timeout_s: float) -> list
         if not token:
             break
     return names
+
+
+def start_check(cls: type[InferenceUser], context: StartContext) -> StartFindings:
+    """With the checks: TorchServe serves the model and answers the target's request (a warning for what
+    it cannot check)."""
+    if not context.check:
+        return StartFindings()
+    try:
+        warning = check_torchserve_target(cls.target)
+    except (ServerError, ModelMismatchError) as exc:
+        return StartFindings(problems=(str(exc),))
+    return StartFindings(warnings=(warning,) if warning else ())

@@ -12,18 +12,20 @@ targets are checked in ``inferload.run.torchserve_check``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import logging
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import requests
 
-from inferload.errors import ModelMismatchError, ServerError
+from inferload.errors import InferloadError, ModelMismatchError, ServerError
 from inferload.run.model_metadata import metadata_problem, triton_config_problem
+from inferload.run.start_checks import StartContext, StartFindings
 from inferload.scenario import limits
 from inferload.scenario.expected import read_expected
-from inferload.scenario.headers import request_headers
+from inferload.scenario.headers import HeadersError, request_headers
 from inferload.scenario.targets import Target
 from inferload.scenario.tls import requests_tls, tls_hint
 from inferload.servermetrics.http_client import (
@@ -36,6 +38,11 @@ from inferload.servermetrics.http_client import (
 )
 from inferload.users.sequence import SequenceSettings
 from inferload.users.tls import grpc_credentials
+
+logger = logging.getLogger(__name__)
+
+if TYPE_CHECKING:
+    from inferload.users.base import InferenceUser
 
 
 # Is a Triton model a sequence (stateful) model, and how are its target's users to drive it?
@@ -441,3 +448,76 @@ def _grpc_index(client: Any, timeout_s: float, headers: dict[str, str] | None) -
         return list(client.get_model_repository_index(headers, as_json=True, client_timeout=timeout_s).get("models", []))
     except InferenceServerException as error:
         return error.message() or str(error)
+
+
+ModelInfo = tuple[dict[str, Any], dict[str, Any]]  # Triton model metadata and config
+
+
+class ModelInfos:
+    """Triton targets' (metadata, config) by target name: the shipped ones, then those read once."""
+
+    def __init__(
+        self,
+        known: dict[str, ModelInfo] | None = None,
+        fetch: Callable[[Target], ModelInfo] = fetch_triton_model_info,
+    ) -> None:
+        self.known: dict[str, ModelInfo] = dict(known or {})
+        self._fetch = fetch
+
+    def read(self, target: Target) -> ModelInfo:
+        """The target's model info (read once); the fetch's InferloadError when it cannot be read."""
+        if target.name not in self.known:
+            self.known[target.name] = self._fetch(target)
+        return self.known[target.name]
+
+    def get(self, target: Target) -> ModelInfo | None:
+        """The target's model info; None (and a warning) when it cannot be read."""
+        try:
+            return self.read(target)
+        except InferloadError as exc:
+            logger.warning("target %r: cannot read the model's metadata (%s); going on", target.name, exc)
+            return None
+
+
+def fit_user_class(cls: type[InferenceUser], info: ModelInfo) -> None:
+    """Whether the model takes a batch dimension, the output shapes answers must have, and a sequence
+    model's correlation IDs and flags (the run says when it uses the default sequence settings)."""
+    from inferload.users.base import batched_output_names, expected_output_shapes  # Locust: a run's own import
+    from inferload.users.triton import TritonStreamUser
+
+    metadata, config = info
+    cls.model_batches = triton_model_batches(config)
+    model_config = config.get("config", config)  # gRPC's JSON wraps it
+    max_batch = int(model_config.get("max_batch_size", 0) or 0) if cls.model_batches else 0
+    cls.expected_outputs = expected_output_shapes(cls.target, metadata, max_batch)
+    cls.batched_outputs = batched_output_names(metadata, max_batch > 0)
+    cls.sequence_settings = sequence_settings_for(cls.target, config)  # None unless a sequence model
+    note = default_sequence_note(cls.target, config)
+    if note:
+        logger.info("%s", note)
+    if issubclass(cls, TritonStreamUser) and triton_model_decoupled(config) != cls.decoupled:
+        cls.decoupled = triton_model_decoupled(config)
+        if cls.decoupled:
+            logger.info(
+                "target %r: model %r is decoupled: each user sends its requests over one gRPC stream (ModelStreamInfer)",
+                cls.target.name,
+                cls.target.model,
+            )
+
+
+def start_check(cls: type[InferenceUser], context: StartContext) -> StartFindings:
+    """Fits the user class to the model (read once, or as the master shipped it); with the checks,
+    the target's headers and tensors against the model's metadata and config."""
+    target = cls.target
+    if not context.check:
+        info = context.infos.get(target)  # a warning when unreadable
+        if info is not None:
+            fit_user_class(cls, info)
+        return StartFindings()
+    try:  # the users would stop at start without them: say so before any load
+        request_headers(target.name, target.headers, target.headers_from_env, target.token_file, context.base_dir)
+        info = context.infos.read(target)
+    except (HeadersError, ServerError, ModelMismatchError) as exc:
+        return StartFindings(problems=(str(exc),))
+    fit_user_class(cls, info)
+    return StartFindings(problems=tuple(check_target_against_triton(target, *info)))

@@ -1,15 +1,18 @@
-"""The target kinds, one record each: the server that answers it, its wire protocol, and the public
-user class that speaks it. Every list of kinds elsewhere (the Triton kinds, the kinds with a URL
-scheme, ...) is derived from this table, never spelled out again.
+"""The servers and their target kinds, one record each: a kind's server, wire protocol and user
+classes; a server's start check, metrics page, counters, collector source and local launcher.
+Every list of kinds elsewhere (the Triton kinds, the kinds with a URL scheme, ...) is derived from
+these tables, never spelled out again, and no other module keeps a table by server or kind.
 
-The user class is named, not imported (this is the scenario layer, below the users):
-``tests/unit/test_kinds.py`` holds the names to ``inferload.users.classes.USER_CLASS_BY_KIND``.
+This is the scenario layer, below everything a record names: a user class is named (a public name
+of ``inferload.users``), a server's roles as ``module:attribute`` in the layer that implements them,
+imported when used (`implementation`). ``tests/unit/test_kinds.py`` holds every name to what it names.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, get_args
+from importlib import import_module
+from typing import Any, Literal, get_args
 
 TargetKind = Literal[
     "triton-grpc", "triton-http", "torchserve-rest", "kserve-v2-http", "kserve-v2-grpc", "kserve-v1-http", "bentoml-http"
@@ -27,12 +30,19 @@ class ServerKind:
     user_class: str
     #: the kind takes a Triton/TorchServe sequence model (`sequence:`)
     sequences: bool = False
+    #: the user class a scenario's target of the kind is made from, when not `user_class`
+    scenario_user_class: str | None = None
+
+    @property
+    def scenario_class_name(self) -> str:
+        return self.scenario_user_class or self.user_class
 
 
 SERVER_KINDS: dict[str, ServerKind] = {
     record.kind: record
     for record in (
-        ServerKind("triton-grpc", "triton", "grpc", "TritonGrpcUser", sequences=True),
+        # unary ModelInfer, or the gRPC stream once the start check finds a decoupled model
+        ServerKind("triton-grpc", "triton", "grpc", "TritonGrpcUser", sequences=True, scenario_user_class="TritonStreamUser"),
         ServerKind("triton-http", "triton", "http", "TritonHttpUser", sequences=True),
         ServerKind("torchserve-rest", "torchserve", "http", "TorchServeRestUser", sequences=True),
         ServerKind("kserve-v2-http", "kserve", "http", "KServeV2HttpUser"),
@@ -42,6 +52,74 @@ SERVER_KINDS: dict[str, ServerKind] = {
     )
 }
 TARGET_KINDS: tuple[str, ...] = get_args(TargetKind)
+
+ServerRole = Literal["start_check", "metrics_page", "counters", "source_config", "local"]
+
+
+@dataclass(frozen=True)
+class ServerRecord:
+    """Where each role of one server is implemented, as ``module:attribute``."""
+
+    server: Server
+    #: (the target's user class, ``run.start_checks.StartContext``) -> ``StartFindings``: fits the
+    #: class to the model; with ``context.check``, checks that the server serves it as the target sends
+    start_check: str
+    #: (Target) -> its metrics page, None when none is given and none derives from its address
+    metrics_page: str
+    #: (kind, address, model, version, metrics_url, timeout_s, tls) -> ``servermetrics.snapshot.ModelCounters``
+    counters: str
+    #: (Target, metrics page) -> the collector's source config for it
+    source_config: str
+    #: ``local.servers.manager.LocalServer``: how `inferload servers` starts, probes and stops it
+    local: str
+
+
+SERVER_RECORDS: dict[Server, ServerRecord] = {
+    record.server: record
+    for record in (
+        ServerRecord(
+            "triton",
+            start_check="inferload.run.triton_check:start_check",
+            metrics_page="inferload.servermetrics.triton:metrics_page",
+            counters="inferload.servermetrics.triton:open_counters",
+            source_config="inferload.observe.collector:TritonSourceConfig.for_target",
+            local="inferload.local.servers.triton_local:LOCAL",
+        ),
+        ServerRecord(
+            "torchserve",
+            start_check="inferload.run.torchserve_check:start_check",
+            metrics_page="inferload.servermetrics.torchserve:metrics_page",
+            counters="inferload.servermetrics.torchserve:open_counters",
+            source_config="inferload.observe.collector:TorchServeSourceConfig.for_target",
+            local="inferload.local.servers.torchserve_local:LOCAL",
+        ),
+        ServerRecord(
+            "kserve",
+            start_check="inferload.run.kserve_check:start_check",
+            metrics_page="inferload.servermetrics.kserve:metrics_page",
+            counters="inferload.servermetrics.kserve:open_counters",
+            source_config="inferload.observe.collector:KServeSourceConfig.for_target",
+            local="inferload.local.servers.kserve_local:LOCAL",
+        ),
+        ServerRecord(
+            "bentoml",
+            start_check="inferload.run.bentoml_check:start_check",
+            metrics_page="inferload.servermetrics.bentoml:metrics_page",
+            counters="inferload.servermetrics.bentoml:open_counters",
+            source_config="inferload.observe.collector:BentoMLSourceConfig.for_target",
+            local="inferload.local.servers.bentoml_local:LOCAL",
+        ),
+    )
+}
+
+
+def implementation(server: Server, role: ServerRole) -> Any:
+    """What a server's record names for a role, imported now (a KeyError for an unknown server)."""
+    module, _, attribute = getattr(SERVER_RECORDS[server], role).partition(":")
+    found: Any = import_module(module)
+    for part in attribute.split("."):
+        found = getattr(found, part)
+    return found
 
 
 def kinds_of(server: Server) -> tuple[str, ...]:

@@ -21,8 +21,10 @@ import time
 from prometheus_client.parser import text_string_to_metric_families
 
 from inferload.errors import ScrapeError
+from inferload.scenario.targets import Target
+from inferload.scenario.tls import TlsSettings
 from inferload.servermetrics.http_client import HttpClient, PageClient
-from inferload.servermetrics.snapshot import ServerSnapshot
+from inferload.servermetrics.snapshot import ModelCounters, ServerSnapshot
 
 _DURATION = "bentoml_service_request_duration_seconds"
 _TOTAL = "bentoml_service_request_total"
@@ -116,3 +118,15 @@ class BentoMLMetricsReader:
     def close(self) -> None:
         if self._owns_http:
             self._http.close()
+
+
+def metrics_page(target: Target) -> str | None:
+    return bentoml_metrics_url(target.address, target.metrics_url)
+
+
+def open_counters(
+    kind: str, address: str, model: str, version: str | None, metrics_url: str | None, timeout_s: float, tls: TlsSettings | None
+) -> ModelCounters:
+    """The API's counters on the service's /metrics (the model is the API's name)."""
+    reader = BentoMLMetricsReader(bentoml_metrics_url(address, metrics_url), timeout_s)
+    return ModelCounters(lambda taken_at: reader.read(model, taken_at), reader.close)

@@ -24,8 +24,10 @@ import time
 from prometheus_client.parser import text_string_to_metric_families
 
 from inferload.errors import ScrapeError
+from inferload.scenario.targets import Target
+from inferload.scenario.tls import TlsSettings
 from inferload.servermetrics.http_client import HttpClient, PageClient
-from inferload.servermetrics.snapshot import ServerSnapshot
+from inferload.servermetrics.snapshot import ModelCounters, ServerSnapshot
 
 STAGES = ("request_preprocess_seconds", "request_predict_seconds", "request_postprocess_seconds")
 _PREDICT = "request_predict_seconds"
@@ -107,3 +109,18 @@ class KServeMetricsReader:
     def close(self) -> None:
         if self._owns_http:
             self._http.close()
+
+
+def metrics_page(target: Target) -> str | None:
+    return kserve_metrics_url(target.kind, target.address, target.metrics_url)
+
+
+def open_counters(
+    kind: str, address: str, model: str, version: str | None, metrics_url: str | None, timeout_s: float, tls: TlsSettings | None
+) -> ModelCounters:
+    """The model's counters on KServe's /metrics, on its REST port."""
+    url = kserve_metrics_url(kind, address, metrics_url)
+    if url is None:
+        raise ScrapeError(no_metrics_url_reason(address))
+    reader = KServeMetricsReader(url, timeout_s)
+    return ModelCounters(lambda taken_at: reader.read(model, taken_at), reader.close)

@@ -11,26 +11,20 @@ is ``figures.server_figures(...).server_side()``: the same arithmetic the collec
 from __future__ import annotations
 
 import urllib.parse
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 from inferload.errors import ScrapeError
-from inferload.scenario.kinds import SERVER_KINDS, TARGET_KINDS, Server
+from inferload.scenario.kinds import SERVER_KINDS, TARGET_KINDS, implementation
 from inferload.scenario.targets import Target
 from inferload.scenario.tls import TlsSettings
-from inferload.servermetrics.bentoml import BentoMLMetricsReader, bentoml_metrics_url
 from inferload.servermetrics.figures import server_figures
-from inferload.servermetrics.kserve import KServeMetricsReader, kserve_metrics_url
-from inferload.servermetrics.kserve import no_metrics_url_reason as kserve_no_metrics_url
-from inferload.servermetrics.snapshot import ServerSnapshot
+from inferload.servermetrics.snapshot import ModelCounters, ServerSnapshot
 from inferload.servermetrics.torchserve import (
-    TorchServeMetricsReader,
-    no_metrics_url_reason,
     parse_torchserve_metrics,
     torchserve_metrics_url,
 )
-from inferload.servermetrics.triton import TritonStatisticsReader, parse_triton_statistics
+from inferload.servermetrics.triton import parse_triton_statistics
 
 # Which targets of a run read the same server counters: one model on one server, seen by several targets.
 #
@@ -62,18 +56,10 @@ def _host(address: str) -> str:
     return _LOOPBACK_NAMES.get(host, host)
 
 
-#: where each server's metrics page is for a target (None: none given, and none to derive from its address)
-METRICS_PAGES: dict[Server, Callable[[Target], str | None]] = {
-    "triton": lambda target: target.metrics_url,
-    "torchserve": lambda target: torchserve_metrics_url(target.address, target.metrics_url),
-    "bentoml": lambda target: bentoml_metrics_url(target.address, target.metrics_url),
-    "kserve": lambda target: kserve_metrics_url(target.kind, target.address, target.metrics_url),
-}
-
-
 def metrics_page(target: Target) -> str | None:
-    """The target's server's metrics page (see `METRICS_PAGES`)."""
-    return METRICS_PAGES[target.server](target)
+    """The target's server's metrics page (its record's `metrics_page`)."""
+    page: str | None = implementation(target.server, "metrics_page")(target)
+    return page
 
 
 def reading_key(target: Target) -> tuple[str, ...] | None:
@@ -148,57 +134,6 @@ __all__ = [
 TIMEOUT_S = 5.0
 
 
-@dataclass(frozen=True)
-class _ModelCounters:
-    """One model's counters on one server's reader."""
-
-    read: Callable[[float | None], ServerSnapshot]
-    close: Callable[[], None]
-
-
-def _triton_counters(
-    kind: str, address: str, model: str, version: str | None, metrics_url: str | None, timeout_s: float, tls: TlsSettings | None
-) -> _ModelCounters:
-    reader = TritonStatisticsReader(address, SERVER_KINDS[kind].protocol, timeout_s, tls=tls)
-    return _ModelCounters(lambda taken_at: reader.read(model, version, taken_at), reader.close)
-
-
-def _torchserve_counters(
-    kind: str, address: str, model: str, version: str | None, metrics_url: str | None, timeout_s: float, tls: TlsSettings | None
-) -> _ModelCounters:
-    url = torchserve_metrics_url(address, metrics_url)
-    if url is None:
-        raise ScrapeError(no_metrics_url_reason(address))
-    reader = TorchServeMetricsReader(url, timeout_s)
-    return _ModelCounters(lambda taken_at: reader.read(model, taken_at), reader.close)
-
-
-def _bentoml_counters(
-    kind: str, address: str, model: str, version: str | None, metrics_url: str | None, timeout_s: float, tls: TlsSettings | None
-) -> _ModelCounters:
-    reader = BentoMLMetricsReader(bentoml_metrics_url(address, metrics_url), timeout_s)  # the model is the API's name
-    return _ModelCounters(lambda taken_at: reader.read(model, taken_at), reader.close)
-
-
-def _kserve_counters(
-    kind: str, address: str, model: str, version: str | None, metrics_url: str | None, timeout_s: float, tls: TlsSettings | None
-) -> _ModelCounters:
-    url = kserve_metrics_url(kind, address, metrics_url)  # KServe's /metrics on its REST port
-    if url is None:
-        raise ScrapeError(kserve_no_metrics_url(address))
-    reader = KServeMetricsReader(url, timeout_s)
-    return _ModelCounters(lambda taken_at: reader.read(model, taken_at), reader.close)
-
-
-#: how each server's counters are read (TorchServe's are summed over versions)
-COUNTER_READERS: dict[Server, Callable[..., _ModelCounters]] = {
-    "triton": _triton_counters,
-    "torchserve": _torchserve_counters,
-    "bentoml": _bentoml_counters,
-    "kserve": _kserve_counters,
-}
-
-
 class ServerReader:
     """Reads one target's server counters; keeps its client open between reads (``close()`` it).
 
@@ -221,7 +156,8 @@ class ServerReader:
         record = SERVER_KINDS.get(kind)
         if record is None:
             raise ScrapeError(f"unknown target kind {kind!r}; expected one of {', '.join(TARGET_KINDS)}")
-        self._counters = COUNTER_READERS[record.server](kind, address, model, version, metrics_url, timeout_s, tls)
+        open_counters = implementation(record.server, "counters")
+        self._counters: ModelCounters = open_counters(kind, address, model, version, metrics_url, timeout_s, tls)
 
     def read(self, taken_at: float | None = None) -> ServerSnapshot:
         """The counters now; ScrapeError with a clear message on failure."""

@@ -19,6 +19,7 @@ A counter the server cannot report is absent (not zero): figures built on it are
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,3 +61,15 @@ class ServerSnapshot:
             bool(data.get("has_batch_stats", True)),
             None if pending is None else float(pending),
         )
+
+
+@dataclass(frozen=True)
+class ModelCounters:
+    """One model's counters on one server's open reader: `read(taken_at)` a snapshot, `close()` the reader.
+
+    Each server's ``open_counters(kind, address, model, version, metrics_url, timeout_s, tls)``
+    (named by its `inferload.scenario.kinds.ServerRecord`) opens one.
+    """
+
+    read: Callable[[float | None], ServerSnapshot]
+    close: Callable[[], None]

@@ -31,8 +31,10 @@ import time
 import urllib.parse
 
 from inferload.errors import ScrapeError
+from inferload.scenario.targets import Target
+from inferload.scenario.tls import TlsSettings
 from inferload.servermetrics.http_client import HttpClient, PageClient, parse_families, total
-from inferload.servermetrics.snapshot import ServerSnapshot
+from inferload.servermetrics.snapshot import ModelCounters, ServerSnapshot
 
 DEFAULT_METRICS_PORT = 8082
 DEFAULT_INFERENCE_PORT = 8080
@@ -136,3 +138,18 @@ class TorchServeMetricsReader:
     def close(self) -> None:
         if self._owns_http:
             self._http.close()
+
+
+def metrics_page(target: Target) -> str | None:
+    return torchserve_metrics_url(target.address, target.metrics_url)
+
+
+def open_counters(
+    kind: str, address: str, model: str, version: str | None, metrics_url: str | None, timeout_s: float, tls: TlsSettings | None
+) -> ModelCounters:
+    """The model's counters on its metrics page, summed over its versions."""
+    url = torchserve_metrics_url(address, metrics_url)
+    if url is None:
+        raise ScrapeError(no_metrics_url_reason(address))
+    reader = TorchServeMetricsReader(url, timeout_s)
+    return ModelCounters(lambda taken_at: reader.read(model, taken_at), reader.close)

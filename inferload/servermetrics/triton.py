@@ -27,9 +27,11 @@ from typing import Any, Literal, Protocol
 
 from inferload.errors import ScrapeError
 from inferload.scenario import limits
+from inferload.scenario.kinds import SERVER_KINDS
+from inferload.scenario.targets import Target
 from inferload.scenario.tls import TlsSettings, requests_tls
 from inferload.servermetrics.http_client import HttpClient, parse_families, total
-from inferload.servermetrics.snapshot import ServerSnapshot
+from inferload.servermetrics.snapshot import ModelCounters, ServerSnapshot
 
 _COMPUTE_PARTS = ("compute_input", "compute_infer", "compute_output")
 
@@ -194,3 +196,16 @@ def _grpc_problem(exc: Any) -> str:
         return "no answer in time"
     first_line = message.strip().splitlines()[0][:200] if message.strip() else ""
     return f"{status}: {first_line}" if status else first_line
+
+
+def metrics_page(target: Target) -> str | None:
+    """Triton's Prometheus page is the target's ``metrics_url`` (its port is none of the target's)."""
+    return target.metrics_url
+
+
+def open_counters(
+    kind: str, address: str, model: str, version: str | None, metrics_url: str | None, timeout_s: float, tls: TlsSettings | None
+) -> ModelCounters:
+    """The model's counters through the statistics API on the target's own address and protocol."""
+    reader = TritonStatisticsReader(address, SERVER_KINDS[kind].protocol, timeout_s, tls=tls)
+    return ModelCounters(lambda taken_at: reader.read(model, version, taken_at), reader.close)

@@ -37,12 +37,26 @@ __all__ = [
     "user_class_for",
 ]
 
-#: the names that do not come from `inferload.users.classes`
-_CLIENT_NAMES = ("InferResult", "InferenceClient", "inference_task")
+#: each public name's module, imported when the name is first used (``inferload`` takes its user
+#: names from here)
+_MODULE_OF = {
+    "InferResult": "client",
+    "InferenceClient": "client",
+    "inference_task": "client",
+    "InferenceUser": "base",
+    "user_class_for": "classes",
+    "TritonGrpcUser": "triton",
+    "TritonHttpUser": "triton",
+    "TritonStreamUser": "triton",
+    "TorchServeRestUser": "torchserve",
+    "KServeV1HttpUser": "kserve",
+    "KServeV2GrpcUser": "kserve",
+    "KServeV2HttpUser": "kserve",
+    "BentoMLHttpUser": "bentoml",
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name not in __all__:
+    if name not in _MODULE_OF:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module = "inferload.users.client" if name in _CLIENT_NAMES else "inferload.users.classes"
-    return getattr(import_module(module), name)
+    return getattr(import_module(f"{__name__}.{_MODULE_OF[name]}"), name)

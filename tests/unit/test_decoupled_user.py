@@ -18,8 +18,7 @@ from tritonclient.grpc import service_pb2
 from tritonclient.utils import InferenceServerException
 
 from inferload.errors import BadOutputShape, RequestError, RequestTimeout
-from inferload.run.start_checks import fit_user_class
-from inferload.run.triton_check import check_target_against_triton, triton_model_decoupled
+from inferload.run.triton_check import check_target_against_triton, fit_user_class, triton_model_decoupled
 from inferload.scenario.targets import Target
 from inferload.users import user_class_for
 from inferload.users.triton import (

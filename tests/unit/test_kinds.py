@@ -1,19 +1,29 @@
-"""The target kinds' one table (inferload/scenario/kinds.py) agrees with the user classes: each
-record names the most general public user class that speaks its kind, and that class is exported."""
+"""The servers' and kinds' one table (inferload/scenario/kinds.py): every kind has one record and a
+user class; every server has one record, and each role it names (start check, metrics page,
+counters, collector source, local launcher) is there and is what that role's callers take; each
+kind's record names the most general public user class that speaks it, and that class is exported."""
 
 from __future__ import annotations
 
+import inspect
+import subprocess
+import sys
+from pathlib import Path
 from typing import get_args
 
 import inferload
-from inferload.scenario.kinds import SERVER_KINDS, TARGET_KINDS, TargetKind
+from inferload.local.servers.manager import LocalServer, local_server
+from inferload.scenario.kinds import SERVER_KINDS, SERVER_RECORDS, TARGET_KINDS, Server, ServerRole, TargetKind, implementation
+from inferload.scenario.targets import Target
 from inferload.users.base import InferenceUser
-from inferload.users.classes import USER_CLASS_BY_KIND
+from inferload.users.classes import user_class_for
+
+INPUTS = [{"name": "INPUT__0", "shape": [16], "dtype": "FP32"}]
 
 
 def most_general_speaker(kind: str) -> type[InferenceUser]:
     """Up the scenario class's bases while each still declares the kind among its own."""
-    found = USER_CLASS_BY_KIND[kind]
+    found: type[InferenceUser] = getattr(inferload, SERVER_KINDS[kind].scenario_class_name)
     for base in found.__mro__[1:]:
         if base is InferenceUser or not issubclass(base, InferenceUser):
             break
@@ -25,9 +35,35 @@ def most_general_speaker(kind: str) -> type[InferenceUser]:
     return found
 
 
-def test_every_kind_has_one_record_and_a_user_class() -> None:
+def test_every_kind_has_one_record_and_a_scenario_user_class_that_speaks_it() -> None:
     assert TARGET_KINDS == get_args(TargetKind) == tuple(SERVER_KINDS)
-    assert set(USER_CLASS_BY_KIND) == set(TARGET_KINDS)
+    for kind in TARGET_KINDS:
+        target = Target.model_validate({"name": "t", "kind": kind, "address": "127.0.0.1:1", "model": "m", "inputs": INPUTS})
+        made = user_class_for(target, Path("."))
+        assert made.__mro__[1].__name__ == SERVER_KINDS[kind].scenario_class_name, kind
+        assert kind in made.target_kinds, kind
+
+
+def test_every_server_has_one_record_whose_roles_are_each_implemented() -> None:
+    assert tuple(SERVER_RECORDS) == get_args(Server)
+    assert {record.server for record in SERVER_KINDS.values()} == set(get_args(Server))
+    parameters: dict[str, int] = {"start_check": 2, "metrics_page": 1, "counters": 7, "source_config": 2}
+    for server, record in SERVER_RECORDS.items():
+        assert record.server == server
+        for role in get_args(ServerRole):
+            found = implementation(server, role)
+            if role == "local":
+                assert isinstance(found, LocalServer) and found.name == server and local_server(server) is found
+            else:
+                assert len(inspect.signature(found).parameters) == parameters[role], (server, role)
+
+
+def test_a_source_config_is_the_collector_s_config_of_its_own_server() -> None:
+    for server in SERVER_RECORDS:
+        kind = next(kind for kind, record in SERVER_KINDS.items() if record.server == server)
+        target = Target.model_validate({"name": "t", "kind": kind, "address": "127.0.0.1:1", "model": "m", "inputs": INPUTS})
+        config = implementation(server, "source_config")(target, "http://127.0.0.1:2/metrics")
+        assert (config.kind, config.target, config.model, config.metrics_url) == (server, "t", "m", "http://127.0.0.1:2/metrics")
 
 
 def test_each_record_names_the_public_class_that_speaks_its_kind() -> None:
@@ -48,15 +84,11 @@ def test_a_class_given_another_kind_names_the_kind_s_own_class() -> None:
         raise AssertionError("a triton-http class took a bentoml-http target")
 
 
-def test_every_server_has_its_start_check_counters_reader_metrics_page_collector_source_and_launcher() -> None:
-    from inferload.local.servers.manager import LOCAL_SERVERS
-    from inferload.observe.collector import SOURCE_CONFIGS
-    from inferload.run.start_checks import START_CHECKS
-    from inferload.scenario.kinds import Server
-    from inferload.servermetrics.readers import COUNTER_READERS, METRICS_PAGES
-
-    servers = set(get_args(Server))
-    assert {record.server for record in SERVER_KINDS.values()} == servers
-    assert set(START_CHECKS) == servers and set(COUNTER_READERS) == servers
-    assert set(METRICS_PAGES) == servers and set(SOURCE_CONFIGS) == servers
-    assert set(LOCAL_SERVERS) == servers and all(name == server.name for name, server in LOCAL_SERVERS.items())
+def test_the_collector_and_inferload_servers_reach_every_server_without_importing_locust() -> None:
+    code = (
+        "import sys; from inferload.scenario.kinds import SERVER_RECORDS, implementation; "
+        "[implementation(s, r) for s in SERVER_RECORDS for r in ('metrics_page', 'counters', 'source_config', 'local')]; "
+        "print(sorted(name for name in ('locust', 'gevent') if name in sys.modules))"
+    )
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert found.stdout.strip() == "[]"

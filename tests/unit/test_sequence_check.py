@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from inferload.run.start_checks import fit_user_class
 from inferload.run.triton_check import (
     check_target_against_triton,
     default_sequence_note,
+    fit_user_class,
     sequence_problems,
     sequence_settings_for,
     triton_sequence_batching,
@@ -131,7 +131,7 @@ def test_the_run_says_when_it_uses_the_default_sequence_settings() -> None:
 def test_fitting_a_user_class_sets_its_sequence_settings(kind: str, tmp_path: Any, caplog: pytest.LogCaptureFixture) -> None:
     cls = user_class_for(target(kind), tmp_path)
     assert cls.sequence_settings is None
-    with caplog.at_level(logging.INFO, logger="inferload.run.start_checks"):
+    with caplog.at_level(logging.INFO, logger="inferload.run.triton_check"):
         fit_user_class(cls, (METADATA, GRPC_CONFIG))
     assert cls.sequence_settings == SequenceSettings(DEFAULT_SEQUENCE_LENGTH, 1)
     assert "is a sequence model" in caplog.text

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from inferload.errors import ServerError
 from inferload.local.models.specs import torchscript_path
+from inferload.local.servers.manager import LocalServer, bentoml_infer
 from inferload.local.servers.ports import LOOPBACK, ServerPorts
 from inferload.local.servers.procs import ProcessRecord, is_alive, spawn, stop_group
 from inferload.local.servers.server_venv import VenvSpec, ensure_venv
@@ -180,3 +181,17 @@ def stop_bentoml(record: ProcessRecord, timeout_s: float = 15.0) -> list[int]:
                 os.kill(pid, signal.SIGKILL)
             killed.append(pid)
     return killed
+
+
+#: how `inferload servers` starts, probes and stops it (its `inferload.scenario.kinds.ServerRecord` names this)
+LOCAL = LocalServer(
+    "bentoml",
+    start_bentoml,
+    lambda record, _state_dir: stop_bentoml(record),
+    bentoml_infer,
+    lambda ports: ports.bentoml_http,
+    lambda ports, host: {
+        "http": f"http://{host}:{ports.bentoml_http}",
+        "metrics_url": f"http://{host}:{ports.bentoml_http}/metrics",
+    },
+)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from inferload.errors import ServerError
 from inferload.local.models.specs import get_spec, torchscript_path
+from inferload.local.servers.manager import LocalServer, triton_infer
 from inferload.local.servers.ports import LOOPBACK, ServerPorts
 from inferload.local.servers.procs import ProcessRecord, spawn, stop_group
 from inferload.local.servers.server_venv import VenvSpec, ensure_venv
@@ -151,3 +152,18 @@ def start_kserve(state_dir: Path, ports: ServerPorts, models: tuple[str, ...], h
 def stop_kserve(record: ProcessRecord, timeout_s: float = 15.0) -> list[int]:
     """SIGTERM the server's group (uvicorn and the gRPC server stop), SIGKILL leftovers; returns killed pids."""
     return stop_group(record, term_timeout_s=timeout_s)
+
+
+#: how `inferload servers` starts, probes and stops it (its `inferload.scenario.kinds.ServerRecord` names this)
+LOCAL = LocalServer(
+    "kserve",
+    start_kserve,
+    lambda record, _state_dir: stop_kserve(record),
+    triton_infer,  # KServe answers the Open Inference Protocol's JSON infer, as Triton does
+    lambda ports: ports.kserve_http,
+    lambda ports, host: {
+        "http": f"http://{host}:{ports.kserve_http}",
+        "grpc": f"{host}:{ports.kserve_grpc}",
+        "metrics_url": f"http://{host}:{ports.kserve_http}/metrics",
+    },
+)

@@ -1,4 +1,5 @@
-"""Start, check and stop the local servers together (`LOCAL_SERVERS`: one record per server); state in state.json.
+"""Start, check and stop the local servers together (each server's `LocalServer` is the `LOCAL` of its
+launcher module, named by its `inferload.scenario.kinds.ServerRecord`); state in state.json.
 
 ``state_dir/state.json`` holds pids, ports, log paths and cold-start seconds, so that
 ``status()`` and ``down()`` work from any process (the CLI, a later run, a test).
@@ -22,12 +23,9 @@ import numpy as np
 
 from inferload.errors import ServerError
 from inferload.local.models.specs import MODEL_NAMES, ModelSpec, get_spec
-from inferload.local.servers.bentoml_local import start_bentoml, stop_bentoml
-from inferload.local.servers.kserve_local import start_kserve, stop_kserve
 from inferload.local.servers.ports import LOOPBACK, ServerPorts, check_free, is_port_open
 from inferload.local.servers.procs import ProcessRecord, is_alive, log_tail
-from inferload.local.servers.torchserve_local import start_torchserve, stop_torchserve
-from inferload.local.servers.triton_local import start_triton, stop_triton
+from inferload.scenario.kinds import SERVER_RECORDS, implementation
 
 
 # One real inference per model and server: the readiness check of the local servers.
@@ -124,68 +122,17 @@ class LocalServer:
     urls: Callable[[ServerPorts, str], dict[str, str]]
 
 
-LOCAL_SERVERS: dict[str, LocalServer] = {
-    server.name: server
-    for server in (
-        LocalServer(
-            "triton",
-            start_triton,
-            lambda record, _state_dir: stop_triton(record),
-            triton_infer,
-            lambda ports: ports.triton_http,
-            lambda ports, host: {
-                "http": f"{host}:{ports.triton_http}",
-                "grpc": f"{host}:{ports.triton_grpc}",
-                "metrics_url": f"http://{host}:{ports.triton_metrics}/metrics",
-            },
-        ),
-        LocalServer(
-            "torchserve",
-            start_torchserve,
-            stop_torchserve,
-            torchserve_infer,
-            lambda ports: ports.ts_inference,
-            lambda ports, host: {
-                "inference": f"http://{host}:{ports.ts_inference}",
-                "management": f"http://{LOOPBACK}:{ports.ts_management}",  # TorchServe's management API stays on loopback
-                "metrics_url": f"http://{host}:{ports.ts_metrics}/metrics",
-            },
-        ),
-        LocalServer(
-            "bentoml",
-            start_bentoml,
-            lambda record, _state_dir: stop_bentoml(record),
-            bentoml_infer,
-            lambda ports: ports.bentoml_http,
-            lambda ports, host: {
-                "http": f"http://{host}:{ports.bentoml_http}",
-                "metrics_url": f"http://{host}:{ports.bentoml_http}/metrics",
-            },
-        ),
-        LocalServer(
-            "kserve",
-            start_kserve,
-            lambda record, _state_dir: stop_kserve(record),
-            triton_infer,  # KServe answers the Open Inference Protocol's JSON infer, as Triton does
-            lambda ports: ports.kserve_http,
-            lambda ports, host: {
-                "http": f"http://{host}:{ports.kserve_http}",
-                "grpc": f"{host}:{ports.kserve_grpc}",
-                "metrics_url": f"http://{host}:{ports.kserve_http}/metrics",
-            },
-        ),
-    )
-}
 SERVERS: tuple[str, ...] = ("triton", "torchserve")
 #: every server `up` can start; those past SERVERS only when asked for (BentoML makes its own venv first)
-KNOWN_SERVERS: tuple[str, ...] = tuple(LOCAL_SERVERS)
+KNOWN_SERVERS: tuple[str, ...] = tuple(SERVER_RECORDS)
 
 
 def local_server(server: str) -> LocalServer:
-    try:
-        return LOCAL_SERVERS[server]
-    except KeyError:
-        raise ValueError(f"unknown server {server!r}; expected one of {list(LOCAL_SERVERS)}") from None
+    """A server's launcher (the `LOCAL` its record names); a ValueError naming the known servers."""
+    if server not in SERVER_RECORDS:
+        raise ValueError(f"unknown server {server!r}; expected one of {list(SERVER_RECORDS)}")
+    found: LocalServer = implementation(server, "local")
+    return found
 
 
 def probe(server: str, port: int, spec: ModelSpec, timeout_s: float = 5.0, host: str = "127.0.0.1") -> np.ndarray:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from inferload.errors import JavaMissingError, ServerError
 from inferload.local.models.specs import model_store_dir
+from inferload.local.servers.manager import LocalServer, torchserve_infer
 from inferload.local.servers.ports import LOOPBACK, ServerPorts
 from inferload.local.servers.procs import ProcessRecord, spawn, stop_group
 
@@ -208,3 +209,18 @@ def stop_torchserve(record: ProcessRecord, state_dir: Path, timeout_s: float = 2
             stderr=subprocess.DEVNULL,
         )
     return stop_group(record, term_timeout_s=timeout_s)
+
+
+#: how `inferload servers` starts, probes and stops it (its `inferload.scenario.kinds.ServerRecord` names this)
+LOCAL = LocalServer(
+    "torchserve",
+    start_torchserve,
+    stop_torchserve,
+    torchserve_infer,
+    lambda ports: ports.ts_inference,
+    lambda ports, host: {
+        "inference": f"http://{host}:{ports.ts_inference}",
+        "management": f"http://{LOOPBACK}:{ports.ts_management}",  # TorchServe's management API stays on loopback
+        "metrics_url": f"http://{host}:{ports.ts_metrics}/metrics",
+    },
+)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from inferload.errors import ServerError
 from inferload.local.models.specs import model_repository_dir
+from inferload.local.servers.manager import LocalServer, triton_infer
 from inferload.local.servers.ports import LOOPBACK, ServerPorts
 from inferload.local.servers.procs import ProcessRecord, spawn, stop_group
 
@@ -147,3 +148,18 @@ def stop_triton(record: ProcessRecord, timeout_s: float = STOP_TIMEOUT_S) -> lis
     """SIGTERM tritonserver (it unloads its models and stops their stubs), SIGKILL leftovers; returns
     killed pids."""
     return stop_group(record, term_timeout_s=timeout_s, leader_stops_the_rest=True)
+
+
+#: how `inferload servers` starts, probes and stops it (its `inferload.scenario.kinds.ServerRecord` names this)
+LOCAL = LocalServer(
+    "triton",
+    start_triton,
+    lambda record, _state_dir: stop_triton(record),
+    triton_infer,
+    lambda ports: ports.triton_http,
+    lambda ports, host: {
+        "http": f"{host}:{ports.triton_http}",
+        "grpc": f"{host}:{ports.triton_grpc}",
+        "metrics_url": f"http://{host}:{ports.triton_metrics}/metrics",
+    },
+)
