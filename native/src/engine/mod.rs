@@ -5,7 +5,8 @@
 //! recorded here and drained by Python in batches.
 //!
 //! Modules by role: `core` (targets, slots, modes, recording), `call` (one call), `grpc`, `http1`,
-//! `net` (connections, wire timestamps), `tls`, `pacer` (open loop), `record` (the wire format of
+//! `net` (connections, wire timestamps), `sse` (server-sent events framed and stamped), `generation`
+//! (a streamed generation's content events and figures), `tls`, `pacer` (open loop), `record` (the wire format of
 //! `RunRecord.merge_wire` and Locust's statistics), `checks` (answers judged as the Python path
 //! judges them), `pyjson` (JSON read as Python reads it), `clock`, `target`, `python` (the API).
 
@@ -14,6 +15,7 @@ pub mod checks;
 pub mod clock;
 pub mod core;
 pub mod debug;
+pub mod generation;
 pub mod grpc;
 pub mod http1;
 pub mod net;
@@ -22,6 +24,7 @@ pub mod pyjson;
 pub mod python;
 pub mod record;
 pub mod sequence;
+pub mod sse;
 pub mod stream;
 pub mod target;
 pub mod tls;

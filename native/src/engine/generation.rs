@@ -1,0 +1,316 @@
+//! One streamed generation's figures, defined once (docs/llm.md): which events carry content, and
+//! TTFT, TTST, E2E, TPOT, the per-token ITL and the per-event ICL from their stamps.
+//!
+//! An event carries content when it brings generated text: an OpenAI chat chunk's
+//! `choices[].delta.content` (or `reasoning_content`), a completions chunk's `choices[].text`, a
+//! Triton `generate_stream` event's `text_output`, non-empty. A role-only prelude, a chunk with only
+//! a `finish_reason`, a usage-only tail (`"choices": []`), keep-alive comments (never events:
+//! `sse.rs`) and `[DONE]` are not tokens. An `error` member (or an `event: error`) fails the
+//! generation: what was measured before it is kept, and the failure says what the server wrote.
+//!
+//! Times are from the send (CLOCK_MONOTONIC ns; in open loop the caller may also give the
+//! arrival's intended send time):
+//! - TTFT: the first content event; TTST: the event that brought the second token;
+//! - E2E: the last content event (the stream's close is kept apart, `closed_ns`);
+//! - TPOT = (last − first content) / (N − 1), N the output tokens;
+//! - ITL, per token: an event after the first carrying k tokens contributes its gap to the previous
+//!   content event divided by k, k times (a chunk of several tokens is not one slow token);
+//!   ICL: the raw gaps between content events, one per event.
+//!
+//! N is the server's `usage.completion_tokens` when it sent one, else the tokens counted per event
+//! (the caller's tokenizer), else one per content event; `token_source` says which.
+
+use serde_json::Value;
+
+/// The wire format of a stream's events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StreamFormat {
+    OpenAiChat,
+    OpenAiCompletions,
+    TritonGenerate,
+}
+
+/// What one event is, to the figures.
+#[derive(Clone, Debug, PartialEq)]
+pub enum EventKind {
+    /// generated text (the event's share of it)
+    Content(String),
+    /// the server's count of the generated tokens (an event may bring content and usage both)
+    Usage(u64),
+    /// `[DONE]`: the stream's end as the server says it
+    Done,
+    /// the server reports an error; its message
+    Error(String),
+    /// a role prelude, a finish reason alone, any event with nothing to count
+    Nothing,
+}
+
+/// The kinds of one event (content and usage may come together); an error when the data is not JSON.
+pub fn classify(format: StreamFormat, name: &str, data: &str) -> Result<Vec<EventKind>, String> {
+    if data.trim() == "[DONE]" {
+        return Ok(vec![EventKind::Done]);
+    }
+    let value: Value = serde_json::from_str(data)
+        .map_err(|error| format!("an event is not JSON ({error}): {}", cut(data)))?;
+    if name == "error" || value.get("error").is_some_and(|e| !e.is_null()) {
+        let error = value.get("error").unwrap_or(&value);
+        let message = error
+            .get("message")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .or_else(|| error.as_str().map(str::to_owned))
+            .unwrap_or_else(|| error.to_string());
+        return Ok(vec![EventKind::Error(message)]);
+    }
+    let mut kinds = Vec::new();
+    let text: String = match format {
+        StreamFormat::TritonGenerate => value
+            .get("text_output")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned(),
+        StreamFormat::OpenAiChat | StreamFormat::OpenAiCompletions => value
+            .get("choices")
+            .and_then(Value::as_array)
+            .map(|choices| {
+                choices
+                    .iter()
+                    .filter_map(|choice| match format {
+                        StreamFormat::OpenAiCompletions => {
+                            choice.get("text").and_then(Value::as_str)
+                        }
+                        _ => choice.get("delta").and_then(|delta| {
+                            delta
+                                .get("content")
+                                .and_then(Value::as_str)
+                                .filter(|text| !text.is_empty())
+                                .or_else(|| delta.get("reasoning_content").and_then(Value::as_str))
+                        }),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+    };
+    if !text.is_empty() {
+        kinds.push(EventKind::Content(text));
+    }
+    if let Some(tokens) = value
+        .get("usage")
+        .and_then(|usage| usage.get("completion_tokens"))
+        .and_then(Value::as_u64)
+    {
+        kinds.push(EventKind::Usage(tokens));
+    }
+    if kinds.is_empty() {
+        kinds.push(EventKind::Nothing);
+    }
+    Ok(kinds)
+}
+
+fn cut(text: &str) -> &str {
+    match text.char_indices().nth(200) {
+        Some((at, _)) => &text[..at],
+        None => text,
+    }
+}
+
+/// Where N came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TokenSource {
+    Usage,
+    Tokenizer,
+    Events,
+}
+
+/// One content event: when it came and how many tokens it carried (None: not counted).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ContentArrival {
+    pub at_ns: u64,
+    pub tokens: Option<u64>,
+}
+
+/// One generation's figures (milliseconds from the send).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct GenerationFigures {
+    pub ttft_ms: Option<f64>,
+    pub ttst_ms: Option<f64>,
+    pub e2e_ms: Option<f64>,
+    pub tpot_ms: Option<f64>,
+    /// per token (token-weighted)
+    pub itl_ms: Vec<f64>,
+    /// per event after the first
+    pub icl_ms: Vec<f64>,
+    pub output_tokens: u64,
+    pub content_events: u64,
+}
+
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+/// The figures of the content events of one generation sent at `sent_ns`; `usage`: the server's count.
+pub fn figures(
+    sent_ns: u64,
+    events: &[ContentArrival],
+    usage: Option<u64>,
+) -> (GenerationFigures, TokenSource) {
+    let counted = events.iter().all(|event| event.tokens.is_some());
+    let per_event = |event: &ContentArrival| {
+        if counted {
+            event.tokens.unwrap_or(1)
+        } else {
+            1
+        }
+    };
+    let (output_tokens, source) = match usage {
+        Some(tokens) => (tokens, TokenSource::Usage),
+        None if counted && !events.is_empty() => {
+            (events.iter().map(per_event).sum(), TokenSource::Tokenizer)
+        }
+        None => (events.len() as u64, TokenSource::Events),
+    };
+    let mut found = GenerationFigures {
+        output_tokens,
+        content_events: events.len() as u64,
+        ..GenerationFigures::default()
+    };
+    let (Some(first), Some(last)) = (events.first(), events.last()) else {
+        return (found, source);
+    };
+    let since_send = |at: u64| ms(at.saturating_sub(sent_ns));
+    found.ttft_ms = Some(since_send(first.at_ns));
+    found.e2e_ms = Some(since_send(last.at_ns));
+    let mut seen = 0;
+    for event in events {
+        seen += per_event(event);
+        if seen >= 2 {
+            found.ttst_ms = Some(since_send(event.at_ns));
+            break;
+        }
+    }
+    if output_tokens >= 2 {
+        found.tpot_ms = Some(ms(last.at_ns - first.at_ns) / (output_tokens - 1) as f64);
+    }
+    for pair in events.windows(2) {
+        let gap = ms(pair[1].at_ns.saturating_sub(pair[0].at_ns));
+        found.icl_ms.push(gap);
+        let k = per_event(&pair[1]).max(1);
+        found
+            .itl_ms
+            .extend(std::iter::repeat(gap / k as f64).take(k as usize));
+    }
+    (found, source)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kinds(format: StreamFormat, data: &str) -> Vec<EventKind> {
+        classify(format, "", data).unwrap()
+    }
+
+    #[test]
+    fn a_role_prelude_a_finish_reason_a_usage_tail_and_done_are_not_content() {
+        let chat = StreamFormat::OpenAiChat;
+        let prelude = r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#;
+        assert_eq!(kinds(chat, prelude), vec![EventKind::Nothing]);
+        let finish = r#"{"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}"#;
+        assert_eq!(kinds(chat, finish), vec![EventKind::Nothing]);
+        let tail = r#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":16,"total_tokens":21}}"#;
+        assert_eq!(kinds(chat, tail), vec![EventKind::Usage(16)]);
+        assert_eq!(kinds(chat, "[DONE]"), vec![EventKind::Done]);
+    }
+
+    #[test]
+    fn each_format_s_text_is_its_content() {
+        let chat = r#"{"choices":[{"index":0,"delta":{"content":"Hi"}}]}"#;
+        assert_eq!(
+            kinds(StreamFormat::OpenAiChat, chat),
+            vec![EventKind::Content("Hi".into())]
+        );
+        let completion = r#"{"choices":[{"index":0,"text":" there","finish_reason":null}]}"#;
+        assert_eq!(
+            kinds(StreamFormat::OpenAiCompletions, completion),
+            vec![EventKind::Content(" there".into())]
+        );
+        let triton = r#"{"model_name":"llm","model_version":"1","text_output":"abc"}"#;
+        assert_eq!(
+            kinds(StreamFormat::TritonGenerate, triton),
+            vec![EventKind::Content("abc".into())]
+        );
+        let with_usage =
+            r#"{"choices":[{"delta":{"content":"x"}}],"usage":{"completion_tokens":3}}"#;
+        assert_eq!(
+            kinds(StreamFormat::OpenAiChat, with_usage),
+            vec![EventKind::Content("x".into()), EventKind::Usage(3)]
+        );
+    }
+
+    #[test]
+    fn an_error_mid_stream_says_what_the_server_wrote_and_bad_json_is_an_error() {
+        let error = r#"{"error":{"message":"context full","type":"server_error"}}"#;
+        assert_eq!(
+            kinds(StreamFormat::OpenAiChat, error),
+            vec![EventKind::Error("context full".into())]
+        );
+        assert_eq!(
+            classify(StreamFormat::TritonGenerate, "error", r#"{"error":"boom"}"#).unwrap(),
+            vec![EventKind::Error("boom".into())]
+        );
+        assert!(classify(StreamFormat::OpenAiChat, "", "{not json")
+            .unwrap_err()
+            .starts_with("an event is not JSON"));
+    }
+
+    fn at(ms: u64, tokens: Option<u64>) -> ContentArrival {
+        ContentArrival {
+            at_ns: ms * 1_000_000,
+            tokens,
+        }
+    }
+
+    #[test]
+    fn ttft_e2e_and_tpot_come_from_the_content_events_and_the_server_s_count() {
+        // sent at 0; content at 50, 60, 70, 80 ms; the server says 4 tokens
+        let events = [at(50, None), at(60, None), at(70, None), at(80, None)];
+        let (found, source) = figures(0, &events, Some(4));
+        assert_eq!(source, TokenSource::Usage);
+        assert_eq!(
+            (found.ttft_ms, found.ttst_ms, found.e2e_ms),
+            (Some(50.0), Some(60.0), Some(80.0))
+        );
+        assert_eq!(found.tpot_ms, Some(10.0));
+        assert_eq!(found.itl_ms, vec![10.0, 10.0, 10.0]);
+        assert_eq!(found.icl_ms, vec![10.0, 10.0, 10.0]);
+    }
+
+    #[test]
+    fn an_event_of_k_tokens_gives_its_gap_over_k_k_times() {
+        // 1 token at 50 ms, then 3 tokens at 80 ms, then 1 at 90 ms
+        let events = [at(50, Some(1)), at(80, Some(3)), at(90, Some(1))];
+        let (found, source) = figures(0, &events, None);
+        assert_eq!((source, found.output_tokens), (TokenSource::Tokenizer, 5));
+        assert_eq!(found.itl_ms, vec![10.0, 10.0, 10.0, 10.0]);
+        assert_eq!(found.icl_ms, vec![30.0, 10.0]);
+        assert_eq!(found.ttst_ms, Some(80.0));
+        assert_eq!(found.tpot_ms, Some(10.0));
+        // the first event's second token is its own second token: TTST is TTFT
+        let (found, _) = figures(0, &[at(50, Some(2)), at(60, Some(1))], None);
+        assert_eq!(found.ttst_ms, Some(50.0));
+    }
+
+    #[test]
+    fn without_a_count_each_event_is_one_token_and_no_content_gives_no_times() {
+        let (found, source) = figures(5_000_000, &[at(25, None), at(45, None)], None);
+        assert_eq!(
+            (source, found.output_tokens, found.ttft_ms, found.tpot_ms),
+            (TokenSource::Events, 2, Some(20.0), Some(20.0))
+        );
+        let (found, source) = figures(0, &[], Some(0));
+        assert_eq!(
+            (source, found.ttft_ms, found.e2e_ms, found.itl_ms.len()),
+            (TokenSource::Usage, None, None, 0)
+        );
+    }
+}
