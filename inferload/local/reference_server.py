@@ -141,6 +141,24 @@ class ReferenceFailures(_Keys):
     message: str = "scripted failure"
 
 
+class ReferenceGeneration(_Keys):
+    """How `/v1/chat/completions` and `/v1/completions` stream: `stream_responses` content events,
+    each after one more hold of the request's draw (docs/reference-server.md)."""
+
+    #: tokens each content event carries (each the text "é")
+    tokens_per_event: Annotated[int, Field(ge=1, le=1_000)] = 1
+    #: a role-only chunk (chat) before the first content event
+    role_prelude: bool = True
+    #: a ": keep-alive" comment before every content event
+    keep_alive: bool = False
+    #: each content event written in two writes, cut inside a character
+    split_events: bool = False
+    #: content events written two at a time (the first waits for the second)
+    coalesce_events: bool = False
+    #: an error event after this many content events, then the end (None: never)
+    fail_after_events: Annotated[int, Field(ge=0, le=10_000)] | None = None
+
+
 class ReferenceTls(_Keys):
     """TLS on both ports (PEM files)."""
 
@@ -164,8 +182,9 @@ class ReferenceConfig(_Keys):
     #: service slots, first come first served; None: unlimited
     concurrency: Annotated[int, Field(ge=1, le=2**32 - 1)] | None = None
     failures: ReferenceFailures = ReferenceFailures()
-    #: ModelStreamInferResponses per streamed request, spaced by the request's service time
+    #: ModelStreamInferResponses per streamed request (content events per generation), spaced by the request's service time
     stream_responses: Annotated[int, Field(ge=1, le=10_000)] = 1
+    generation: ReferenceGeneration = ReferenceGeneration()
     #: items in a TorchServe-style answer (a JSON list)
     rest_items: Annotated[int, Field(ge=1, le=65_536)] = 1
     #: the server's worker threads

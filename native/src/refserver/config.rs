@@ -125,6 +125,38 @@ impl Default for FailureConfig {
     }
 }
 
+/// How `/v1/chat/completions` and `/v1/completions` stream (the content events are
+/// `stream_responses`, each after one hold of the request's draw, as a gRPC stream's responses).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GenerationConfig {
+    /// Tokens each content event carries (each token is the text `é`, two UTF-8 bytes).
+    pub tokens_per_event: u32,
+    /// A role-only chunk (chat) before the first content event, written at once.
+    pub role_prelude: bool,
+    /// A `: keep-alive` comment written before every content event, at once.
+    pub keep_alive: bool,
+    /// Every content event written in two writes, cut inside a token's UTF-8 character.
+    pub split_events: bool,
+    /// Content events written two at a time (the first waits for the second's time).
+    pub coalesce_events: bool,
+    /// An error event after this many content events, then the stream ends (None: never).
+    pub fail_after_events: Option<u32>,
+}
+
+impl Default for GenerationConfig {
+    fn default() -> Self {
+        GenerationConfig {
+            tokens_per_event: 1,
+            role_prelude: true,
+            keep_alive: false,
+            split_events: false,
+            coalesce_events: false,
+            fail_after_events: None,
+        }
+    }
+}
+
 /// TLS on both ports (PEM files).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -151,8 +183,9 @@ pub struct Config {
     /// Service slots (FIFO); None: unlimited.
     pub concurrency: Option<u32>,
     pub failures: FailureConfig,
-    /// `ModelStreamInferResponse`s per streamed request.
+    /// `ModelStreamInferResponse`s per streamed request; content events per generation.
     pub stream_responses: u32,
+    pub generation: GenerationConfig,
     /// Items in a TorchServe-style answer (and in a KServe v1 answer whose request has no instances).
     pub rest_items: u32,
     /// tokio worker threads.
@@ -187,6 +220,7 @@ impl Default for Config {
             concurrency: None,
             failures: FailureConfig::default(),
             stream_responses: 1,
+            generation: GenerationConfig::default(),
             rest_items: 1,
             threads: 1,
             host: "127.0.0.1".into(),
@@ -434,6 +468,15 @@ impl Config {
             return Err(problem(
                 "stream_responses",
                 format!("expected 1 to 10000; got {}", self.stream_responses),
+            ));
+        }
+        if self.generation.tokens_per_event == 0 || self.generation.tokens_per_event > 1_000 {
+            return Err(problem(
+                "generation.tokens_per_event",
+                format!(
+                    "expected 1 to 1000; got {}",
+                    self.generation.tokens_per_event
+                ),
             ));
         }
         if self.rest_items == 0 || self.rest_items > 65_536 {

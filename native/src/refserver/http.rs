@@ -1,15 +1,15 @@
 //! HTTP/1.1 (hyper): KServe v2 REST with Triton's binary tensor extension, Triton's model config,
-//! TorchServe-style REST, KServe v1, and the records (`/reference/...`).
+//! TorchServe-style REST, KServe v1, OpenAI-compatible generation (`generate.rs`), and the records
+//! (`/reference/...`).
 
 use std::borrow::Cow;
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use bytes::buf::Chain;
 use bytes::{Buf, Bytes};
 use http::header::{HeaderValue, CONTENT_TYPE};
 use http::{Method, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Either, Full, Limited};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -21,6 +21,7 @@ use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
 use super::canned::{http_answer, Selection, VERSION};
+use super::generate;
 use super::hold::monotonic_ns;
 use super::records::{Outcome, Protocol};
 use super::shared::{Refusal, Shared};
@@ -32,7 +33,7 @@ const OCTET_STREAM: &str = "application/octet-stream";
 /// Triton's header: the length of the JSON before the binary tensors.
 const HEADER_LENGTH: &str = "inference-header-content-length";
 
-pub type Body = Full<Chain<Bytes, Bytes>>;
+pub use super::generate::Body;
 
 fn respond(
     status: StatusCode,
@@ -40,7 +41,7 @@ fn respond(
     head: Bytes,
     tail: Bytes,
 ) -> Response<Body> {
-    let mut response = Response::new(Full::new(head.chain(tail)));
+    let mut response = Response::new(Either::Left(Full::new(head.chain(tail))));
     *response.status_mut() = status;
     response
         .headers_mut()
@@ -455,6 +456,16 @@ async fn handle(
     };
     let method = &parts.method;
     let path = parts.uri.path();
+    match (method, path) {
+        (&Method::POST, "/v1/chat/completions") => {
+            return Ok(generate::completions(shared, true, body).await)
+        }
+        (&Method::POST, "/v1/completions") => {
+            return Ok(generate::completions(shared, false, body).await)
+        }
+        (&Method::GET, "/v1/models") => return Ok(generate::models(&shared)),
+        _ => {}
+    }
     let shared = &*shared;
     let response = if let Some(rest) = path.strip_prefix("/v2/models/") {
         v2_model(shared, method, rest, &parts.headers, body).await

@@ -1,12 +1,14 @@
 //! The reference server: a real server with a known truth (docs/reference-server.md).
 //!
-//! KServe v2 over gRPC (`grpc`) and HTTP/1.1 (`http`), TorchServe-style REST and KServe v1;
+//! KServe v2 over gRPC (`grpc`) and HTTP/1.1 (`http`), TorchServe-style REST, KServe v1 and
+//! OpenAI-compatible generation, whole or streamed (`generate`);
 //! each inference request is held for a scripted service time drawn from a seeded law (`laws`),
 //! after waiting for one of N service slots (`slots`), with a precise hold (`hold`), and leaves a
 //! record of what really happened (`records`), readable from another process over HTTP.
 
 pub mod canned;
 pub mod config;
+pub mod generate;
 pub mod grpc;
 pub mod hold;
 pub mod http;

@@ -30,9 +30,11 @@ pub enum Protocol {
     Http = 2,
     Rest = 3,
     V1 = 4,
+    /// an OpenAI-compatible completion (streamed as server-sent events or answered whole)
+    Generate = 5,
 }
 
-pub const PROTOCOL_NAMES: [&str; 5] = ["grpc", "grpc-stream", "http", "rest", "v1"];
+pub const PROTOCOL_NAMES: [&str; 6] = ["grpc", "grpc-stream", "http", "rest", "v1", "generate"];
 
 /// How it ended (the `status` column's codes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

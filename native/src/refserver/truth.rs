@@ -7,7 +7,7 @@ use super::config::Config;
 use super::hold::{monotonic_ns, HoldTimer};
 use super::laws::{Failures, Law};
 use super::records::{Outcome, Protocol, Record, Records};
-use super::slots::Slots;
+use super::slots::{Slot, Slots};
 
 /// The timer thread spins the last this many nanoseconds before a deadline (measured: see
 /// docs/reference-server.md; 0 sleeps to the deadline).
@@ -177,6 +177,30 @@ impl Truth {
             }
         }
         request.end_ns = end;
+    }
+
+    /// Take a service slot for `request` (FIFO) and mark its start: the caller holds each of its
+    /// events with `hold_event` and drops the slot when it is done.
+    pub async fn start_service(&self, request: &mut InFlight<'_>) -> Slot<'_> {
+        let slot = self.slots.take().await;
+        request.start_ns = monotonic_ns();
+        request.end_ns = request.start_ns;
+        slot
+    }
+
+    /// Hold `request`'s `index`-th event (from 0) until start + (index + 1) draws; the time it ended.
+    pub async fn hold_event(&self, request: &mut InFlight<'_>, index: u32) -> u64 {
+        let hold = request.admitted.hold_ns;
+        let end = if hold > 0 {
+            self.timer
+                .hold_until(request.start_ns + hold * u64::from(index + 1))
+                .await
+        } else {
+            monotonic_ns()
+        };
+        request.hold_total_ns += hold;
+        request.end_ns = end;
+        end
     }
 
     pub fn received(&self) -> u64 {

@@ -1,0 +1,305 @@
+//! OpenAI-compatible generation, scripted: `GET /v1/models`, `POST /v1/chat/completions` and
+//! `POST /v1/completions`, answered whole or streamed as server-sent events (`"stream": true`).
+//!
+//! A generation is one request of the known truth (`truth.rs`): it gets the next draw, waits for a
+//! slot, and its `stream_responses` content events are each written after one more hold of its
+//! draw (event i at start + (i + 1) · draw, deadlines from the start). Each content event carries
+//! `generation.tokens_per_event` tokens, each the text `é`. Around them, as a real server writes
+//! them and as `generation` asks: a role-only prelude (chat) at once, a `: keep-alive` comment
+//! before each content event, events cut in two writes inside a character or written two at a time,
+//! a chunk with the finish reason, a usage-only tail when the request asks for it
+//! (`stream_options.include_usage`), `data: [DONE]`; or an error event after
+//! `fail_after_events` content events (recorded as failed). The record's `end_ns` is the last
+//! content event's hold end, `answered_ns` the stream's last write handed to the transport.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::buf::Chain;
+use bytes::{Buf, Bytes};
+use http::header::{HeaderValue, CONTENT_TYPE};
+use http::{Response, StatusCode};
+use http_body_util::{Either, Full};
+use hyper::body::Frame;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+use super::hold::monotonic_ns;
+use super::records::{Outcome, Protocol};
+use super::shared::Shared;
+
+/// The text of one token.
+pub const TOKEN_TEXT: &str = "é";
+/// How long a split event's second write waits after its first (the client reads them apart).
+const SPLIT_GAP: Duration = Duration::from_millis(2);
+
+/// A streamed answer's body: the writes of the generation's task, in order.
+pub struct EventBody {
+    writes: mpsc::UnboundedReceiver<Bytes>,
+}
+
+impl hyper::body::Body for EventBody {
+    type Data = Chain<Bytes, Bytes>;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        self.writes
+            .poll_recv(cx)
+            .map(|write| write.map(|bytes| Ok(Frame::data(bytes.chain(Bytes::new())))))
+    }
+}
+
+pub type Body = Either<Full<Chain<Bytes, Bytes>>, EventBody>;
+
+fn answer(status: StatusCode, content_type: &'static str, body: Body) -> Response<Body> {
+    let mut response = Response::new(body);
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
+}
+
+fn json_answer(status: StatusCode, value: &Value) -> Response<Body> {
+    let text = Bytes::from(value.to_string());
+    answer(
+        status,
+        "application/json",
+        Either::Left(Full::new(text.chain(Bytes::new()))),
+    )
+}
+
+/// OpenAI's error form.
+fn openai_error(status: StatusCode, message: &str, kind: &str) -> Response<Body> {
+    json_answer(
+        status,
+        &json!({"error": {"message": message, "type": kind, "code": status.as_u16()}}),
+    )
+}
+
+#[derive(Deserialize)]
+struct GenerateRequest {
+    model: String,
+    #[serde(default)]
+    stream: bool,
+    #[serde(default)]
+    stream_options: Option<StreamOptions>,
+}
+
+#[derive(Deserialize)]
+struct StreamOptions {
+    #[serde(default)]
+    include_usage: bool,
+}
+
+/// `GET /v1/models`: the one model, as OpenAI lists models (`data`) and as KServe v1 does
+/// (`models`): the two APIs share the route, and each reader takes its own key.
+pub fn models(shared: &Shared) -> Response<Body> {
+    let model = &shared.truth.config.model;
+    json_answer(
+        StatusCode::OK,
+        &json!({
+            "object": "list",
+            "data": [{"id": model, "object": "model", "owned_by": "inferload-reference"}],
+            "models": [model],
+        }),
+    )
+}
+
+/// What one chunk of the answer says, as chat or completions write it.
+struct Chunks {
+    chat: bool,
+    model: String,
+}
+
+impl Chunks {
+    fn event(value: &Value) -> Vec<u8> {
+        format!("data: {value}\n\n").into_bytes()
+    }
+
+    fn choice(&self, text: Option<&str>, finish: Option<&str>, role: bool) -> Value {
+        if self.chat {
+            let mut delta = serde_json::Map::new();
+            if role {
+                delta.insert("role".into(), json!("assistant"));
+                delta.insert("content".into(), json!(""));
+            }
+            if let Some(text) = text {
+                delta.insert("content".into(), json!(text));
+            }
+            json!({"index": 0, "delta": delta, "finish_reason": finish})
+        } else {
+            json!({"index": 0, "text": text.unwrap_or(""), "finish_reason": finish})
+        }
+    }
+
+    fn chunk(&self, choices: Vec<Value>, usage: Option<Value>) -> Value {
+        let object = if self.chat {
+            "chat.completion.chunk"
+        } else {
+            "text_completion"
+        };
+        let mut chunk =
+            json!({"id": "ref", "object": object, "model": self.model, "choices": choices});
+        if let Some(usage) = usage {
+            chunk["usage"] = usage;
+        }
+        chunk
+    }
+}
+
+fn usage(tokens: u64) -> Value {
+    json!({"prompt_tokens": 1, "completion_tokens": tokens, "total_tokens": tokens + 1})
+}
+
+/// `POST /v1/chat/completions` (chat) or `/v1/completions`.
+pub async fn completions(shared: Arc<Shared>, chat: bool, body: Bytes) -> Response<Body> {
+    let received = monotonic_ns();
+    let request: GenerateRequest = match serde_json::from_slice(&body) {
+        Ok(request) => request,
+        Err(error) => {
+            shared.truth.reject();
+            return openai_error(
+                StatusCode::BAD_REQUEST,
+                &format!("the request is not a completion request: {error}"),
+                "invalid_request_error",
+            );
+        }
+    };
+    if request.model != shared.truth.config.model {
+        shared.truth.reject();
+        return openai_error(
+            StatusCode::NOT_FOUND,
+            &format!("The model `{}` does not exist.", request.model),
+            "invalid_request_error",
+        );
+    }
+    let admitted = shared.truth.admit(received, Protocol::Generate, 1);
+    if admitted.fails {
+        shared
+            .truth
+            .in_flight(admitted, String::new())
+            .finish(Outcome::Failed);
+        let failures = &shared.truth.config.failures;
+        let status =
+            StatusCode::from_u16(failures.http_status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+        return openai_error(status, &failures.message, "server_error");
+    }
+    let chunks = Chunks {
+        chat,
+        model: request.model,
+    };
+    let script = shared.truth.config.generation.clone();
+    let events = shared.truth.config.stream_responses;
+    let tokens = u64::from(events) * u64::from(script.tokens_per_event);
+    let text = TOKEN_TEXT.repeat(script.tokens_per_event as usize);
+    if !request.stream {
+        let truth = &shared.truth;
+        let mut flight = truth.in_flight(admitted, String::new());
+        let slot = truth.start_service(&mut flight).await;
+        for index in 0..events {
+            truth.hold_event(&mut flight, index).await;
+        }
+        drop(slot);
+        let whole = text.repeat(events as usize);
+        let choice = if chat {
+            json!({"index": 0, "message": {"role": "assistant", "content": whole}, "finish_reason": "length"})
+        } else {
+            json!({"index": 0, "text": whole, "finish_reason": "length"})
+        };
+        let object = if chat {
+            "chat.completion"
+        } else {
+            "text_completion"
+        };
+        let response = json_answer(
+            StatusCode::OK,
+            &json!({"id": "ref", "object": object, "model": chunks.model, "choices": [choice], "usage": usage(tokens)}),
+        );
+        flight.finish(Outcome::Ok);
+        return response;
+    }
+    let include_usage = request
+        .stream_options
+        .is_some_and(|options| options.include_usage);
+    let (writes, body) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let truth = &shared.truth;
+        let mut flight = truth.in_flight(admitted, String::new());
+        let send = |bytes: Vec<u8>| writes.send(Bytes::from(bytes)).is_ok();
+        let slot = truth.start_service(&mut flight).await;
+        if chat
+            && script.role_prelude
+            && !send(Chunks::event(
+                &chunks.chunk(vec![chunks.choice(None, None, true)], None),
+            ))
+        {
+            return; // the client went away: the record says cancelled
+        }
+        let mut pending: Vec<u8> = Vec::new();
+        for index in 0..events {
+            if script.fail_after_events == Some(index) {
+                let error = json!({"error": {"message": truth.config.failures.message, "type": "server_error"}});
+                pending.extend(Chunks::event(&error));
+                send(pending);
+                drop(slot);
+                flight.finish(Outcome::Failed);
+                return;
+            }
+            truth.hold_event(&mut flight, index).await;
+            if script.keep_alive {
+                pending.extend_from_slice(b": keep-alive\n\n");
+            }
+            pending.extend(Chunks::event(
+                &chunks.chunk(vec![chunks.choice(Some(&text), None, false)], None),
+            ));
+            if script.coalesce_events && index % 2 == 0 && index + 1 < events {
+                continue; // written with the next one
+            }
+            let write = std::mem::take(&mut pending);
+            let delivered = match script.split_events {
+                // cut inside the last token's character: its first byte goes now, the rest after a gap
+                true => {
+                    let cut = write
+                        .iter()
+                        .rposition(|&b| b == TOKEN_TEXT.as_bytes()[0])
+                        .map_or(write.len() / 2, |at| at + 1);
+                    let first = send(write[..cut].to_vec());
+                    tokio::time::sleep(SPLIT_GAP).await;
+                    first && send(write[cut..].to_vec())
+                }
+                false => send(write),
+            };
+            if !delivered {
+                return;
+            }
+        }
+        let mut tail =
+            Chunks::event(&chunks.chunk(vec![chunks.choice(None, Some("length"), false)], None));
+        if include_usage {
+            tail.extend(Chunks::event(
+                &chunks.chunk(Vec::new(), Some(usage(tokens))),
+            ));
+        }
+        tail.extend_from_slice(b"data: [DONE]\n\n");
+        let delivered = send(tail);
+        drop(slot);
+        flight.finish(if delivered {
+            Outcome::Ok
+        } else {
+            Outcome::Cancelled
+        });
+    });
+    answer(
+        StatusCode::OK,
+        "text/event-stream",
+        Either::Right(EventBody { writes: body }),
+    )
+}
