@@ -6,6 +6,7 @@
 //! A check is built once per target ([`Check`]); [`judge_grpc`] and [`judge_http`] run it on one
 //! answer and give the response length the Python user reports, or the failure.
 
+use super::generation::StreamFormat;
 use super::pyjson::{self, RapidjsonError, Value};
 
 /// One failed call: the class name of `inferload/errors.py` and the message.
@@ -107,6 +108,9 @@ pub enum AnswerRule {
     JsonList { length: usize },
     /// `{"predictions": [length items]}` (`v1_predictions`)
     V1Predictions { length: usize },
+    /// a generation streamed as server-sent events (`http1::read_generation`); a 200 answer is
+    /// read event by event, anything else judged as an HTTP error
+    Generation(StreamFormat),
 }
 
 /// How an HTTP error answer's reason is read (its text goes after `HTTP {status}: `).
@@ -403,7 +407,10 @@ pub fn judge_http(
         ));
     }
     match &check.answer {
-        AnswerRule::None | AnswerRule::GrpcShapes | AnswerRule::TritonHttp => {}
+        AnswerRule::None
+        | AnswerRule::GrpcShapes
+        | AnswerRule::TritonHttp
+        | AnswerRule::Generation(_) => {}
         AnswerRule::V2Shapes => check_v2_answer(check, body)?,
         AnswerRule::JsonList { length } => check_json_list(body, *length)?,
         AnswerRule::V1Predictions { length } => check_v1_predictions(body, *length)?,

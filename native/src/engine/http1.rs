@@ -1,5 +1,8 @@
 //! HTTP/1.1: one hyper client connection per slot (keep-alive; a new one after a failure, a
-//! timeout or a `Connection: close`), TLS through the engine's rustls; the whole answer is read.
+//! timeout or a `Connection: close`), TLS through the engine's rustls; the whole answer is read,
+//! or, for a generation (`AnswerRule::Generation`), read event by event as it streams: each
+//! content event stamped at its first byte's read, the figures of `generation.rs` (TTFT as the
+//! first response, the gaps between content events as the gaps of a stream's `StreamTiming`).
 //!
 //! Failures are named as the Python path (geventhttpclient + `classify_exception`) names them:
 //! a refused connect `refused: ...`; no answer in time `timeout: ...`; a closed connection before
@@ -19,10 +22,13 @@ use hyper::client::conn::http1::{Builder, SendRequest};
 use hyper_util::rt::TokioIo;
 
 use super::call::{CallInput, Outcome};
-use super::checks::{self, Failure};
+use super::checks::{self, AnswerRule, Failure};
 use super::clock::monotonic_ns;
 use super::debug;
+use super::generation::{self, ContentArrival, EventKind, StreamFormat};
 use super::net::{self, ConnectError, Stamps};
+use super::sse::SseReader;
+use super::stream::StreamTiming;
 use super::target::{HttpRequest, Target};
 use super::tls::tls_error_kind;
 
@@ -123,6 +129,128 @@ impl HttpConn {
     }
 }
 
+/// An answer as read: whole, or a generation's stream read event by event.
+enum Answer {
+    Whole(Bytes),
+    Generation(GenerationRead),
+}
+
+/// A generation's stream read to its end.
+struct GenerationRead {
+    /// the body's bytes
+    bytes: u64,
+    /// each content event's arrival (its first byte's read)
+    arrivals: Vec<ContentArrival>,
+    /// the server's count of the generated tokens, when it sent one
+    usage: Option<u64>,
+    /// an error event, a stream that is not events, or one that ended before `[DONE]`
+    failure: Option<Failure>,
+}
+
+fn stream_failure(what: String) -> Failure {
+    Failure::new(checks::REQUEST_ERROR, format!("bad stream: {what}"))
+}
+
+/// Reads a 200 answer as a generation's server-sent events, each read stamped when hyper hands
+/// it over. A transport failure (the connection lost, the bound passed) is the call's failure; what
+/// the stream itself says went wrong is kept with what was read before it.
+async fn read_generation(
+    format: StreamFormat,
+    content_type: Option<String>,
+    mut body: hyper::body::Incoming,
+    bound: usize,
+    stamps: &Stamps,
+    address: &str,
+) -> Result<GenerationRead, Failure> {
+    let mut reader = SseReader::new(bound);
+    let mut events = Vec::new();
+    let mut read = GenerationRead {
+        bytes: 0,
+        arrivals: Vec::new(),
+        usage: None,
+        failure: None,
+    };
+    let mut done = false;
+    let media_type = content_type
+        .as_deref()
+        .unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    if media_type != "text/event-stream" {
+        read.failure =
+            Some(stream_failure(format!(
+            "the answer is {}, not text/event-stream (did the request ask for \"stream\": true?)",
+            if media_type.is_empty() { "without a Content-Type" } else { &media_type }
+        )));
+    }
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| hyper_failure(&e, stamps, address))?;
+        let at_ns = monotonic_ns();
+        let Ok(data) = frame.into_data() else {
+            continue; // trailers
+        };
+        read.bytes += data.len() as u64;
+        if read.bytes > bound as u64 {
+            return Err(Failure::answer_too_large(bound));
+        }
+        if read.failure.is_some() || done {
+            continue; // the rest is read (the connection stays usable), not judged
+        }
+        if let Err(error) = reader.feed(&data, at_ns, &mut events) {
+            read.failure = Some(stream_failure(error.to_string()));
+            continue;
+        }
+        for event in events.drain(..) {
+            let kinds = match generation::classify(format, &event.name, &event.data) {
+                Ok(kinds) => kinds,
+                Err(reason) => {
+                    read.failure = Some(stream_failure(reason));
+                    break;
+                }
+            };
+            for kind in kinds {
+                match kind {
+                    EventKind::Content(_) => read.arrivals.push(ContentArrival {
+                        at_ns: event.first_byte_ns,
+                        tokens: None,
+                    }),
+                    EventKind::Usage(tokens) => read.usage = Some(tokens),
+                    EventKind::Done => done = true,
+                    EventKind::Error(message) => {
+                        read.failure = Some(Failure::new(
+                            checks::REQUEST_ERROR,
+                            format!(
+                                "stream error after {} content events: {}",
+                                read.arrivals.len(),
+                                checks::first_line_of(&message, 200)
+                            ),
+                        ))
+                    }
+                    EventKind::Nothing => {}
+                }
+            }
+            if read.failure.is_some() {
+                break;
+            }
+        }
+    }
+    if read.failure.is_none() && !done {
+        let unfinished = if reader.unfinished() {
+            ", inside an event"
+        } else {
+            ""
+        };
+        read.failure = Some(stream_failure(format!(
+            "the stream ended before data: [DONE]{unfinished}, after {} content events",
+            read.arrivals.len()
+        )));
+    }
+    Ok(read)
+}
+
 /// The headers every request of a target carries, with one request's own: Host first, then the
 /// target's, then the request's (which replace the target's of the same name).
 pub fn request_headers(
@@ -192,6 +320,23 @@ pub async fn call(
             .await
             .map_err(|e| hyper_failure(&e, &live.stamps, address))?;
         let (parts, body) = response.into_parts();
+        if let (AnswerRule::Generation(format), 200) = (&target.check.answer, parts.status.as_u16())
+        {
+            let content_type = parts
+                .headers
+                .get(http::header::CONTENT_TYPE)
+                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+            let read = read_generation(
+                *format,
+                content_type,
+                body,
+                target.max_answer_bytes,
+                &live.stamps,
+                address,
+            )
+            .await?;
+            return Ok::<_, Failure>((parts, Answer::Generation(read), live.stamps.clone()));
+        }
         // a Content-Length past the bound fails before any byte is read, a longer body once it passes it
         let body = Limited::new(body, target.max_answer_bytes)
             .collect()
@@ -206,7 +351,7 @@ pub async fn call(
                 }
             })?
             .to_bytes();
-        Ok::<_, Failure>((parts, body, live.stamps.clone()))
+        Ok::<_, Failure>((parts, Answer::Whole(body), live.stamps.clone()))
     };
     let finished = tokio::time::timeout(target.timeout, attempt).await;
     let now = monotonic_ns();
@@ -245,6 +390,27 @@ pub async fn call(
                     .headers
                     .get(name)
                     .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+            };
+            let body = match body {
+                Answer::Whole(body) => body,
+                Answer::Generation(read) => {
+                    let (figures, _source) =
+                        generation::figures(sent_ns, &read.arrivals, read.usage);
+                    return Outcome {
+                        stream: read.failure.is_none().then_some(StreamTiming {
+                            responses: figures.content_events,
+                            first_response_ms: figures.ttft_ms,
+                            gaps_ms: figures.icl_ms,
+                        }),
+                        failure: read.failure,
+                        sent_ns,
+                        received_ns: now,
+                        response_length: read.bytes,
+                        answer: None,
+                        status: i32::from(status),
+                        answered: true,
+                    };
+                }
             };
             let judged = checks::judge_http(&target.check, status, &header, &body);
             Outcome {

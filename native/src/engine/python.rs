@@ -3,6 +3,7 @@
 //! Every bad argument raises `ValueError` (or `TypeError` for a wrong type) naming the argument
 //! and what was expected. Calls that can take a while (drain's encodings, close) let the GIL go.
 
+use super::generation::StreamFormat;
 use bytes::Bytes;
 use http::HeaderMap;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
@@ -60,9 +61,12 @@ fn parse_check(check: &Bound<'_, PyDict>) -> PyResult<Check> {
         "v2_shapes" | "v2_json" => AnswerRule::V2Shapes,
         "json_list" => AnswerRule::JsonList { length: length()? },
         "v1_predictions" => AnswerRule::V1Predictions { length: length()? },
+        "openai_chat" => AnswerRule::Generation(StreamFormat::OpenAiChat),
+        "openai_completions" => AnswerRule::Generation(StreamFormat::OpenAiCompletions),
+        "triton_generate" => AnswerRule::Generation(StreamFormat::TritonGenerate),
         other => {
             return Err(value_error(format!(
-                "check.answer: expected one of none, grpc_shapes, triton_http, v2_shapes, json_list, v1_predictions; got {other:?}"
+                "check.answer: expected one of none, grpc_shapes, triton_http, v2_shapes, json_list, v1_predictions, openai_chat, openai_completions, triton_generate; got {other:?}"
             )))
         }
     };
