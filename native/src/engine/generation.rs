@@ -30,6 +30,14 @@ pub enum StreamFormat {
     TritonGenerate,
 }
 
+impl StreamFormat {
+    /// Whether the server ends a whole stream with `data: [DONE]` (OpenAI's formats); Triton's
+    /// `generate_stream` ends it by ending the body, so a cut stream cannot be told from a whole one.
+    pub fn ends_with_done(self) -> bool {
+        self != StreamFormat::TritonGenerate
+    }
+}
+
 /// What one event is, to the figures.
 #[derive(Clone, Debug, PartialEq)]
 pub enum EventKind {
@@ -245,6 +253,15 @@ mod tests {
             kinds(StreamFormat::OpenAiChat, with_usage),
             vec![EventKind::Content("x".into()), EventKind::Usage(3)]
         );
+    }
+
+    #[test]
+    fn only_openai_streams_end_with_done() {
+        assert!(
+            StreamFormat::OpenAiChat.ends_with_done()
+                && StreamFormat::OpenAiCompletions.ends_with_done()
+        );
+        assert!(!StreamFormat::TritonGenerate.ends_with_done());
     }
 
     #[test]

@@ -237,7 +237,7 @@ async fn read_generation(
             }
         }
     }
-    if read.failure.is_none() && !done {
+    if read.failure.is_none() && !done && format.ends_with_done() {
         let unfinished = if reader.unfinished() {
             ", inside an event"
         } else {
