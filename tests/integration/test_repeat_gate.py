@@ -1,20 +1,33 @@
-"""`inferload run --repeat N` and `inferload compare --fail-on` as a CI regression gate, on the real Triton:
-a real change (24 users against 1 on two cores: a third of the throughput; three repetitions each) fails the gate; a run against itself passes."""
+"""`inferload run --repeat N` and `inferload compare --fail-on` as a CI regression gate, on the reference
+server (tests/support/reference_server.py): each request held 20 ms in one of 6 slots, so one user serves
+about 50 req/s and six users about 300 req/s, whatever else the machine is doing. That change (three
+repetitions each) fails a -10 % throughput gate; a run against itself passes."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.support.cli import inferload
-from tests.support.scenario_factory import tiny_target, write_scenario
+from tests.support.reference_server import reference_server
+from tests.support.scenario_factory import write_scenario
+
+SLOTS, HOLD_MS = 6, 20.0
 
 
 def repeated(folder: Path, address: str, users: int) -> Path:
     folder.mkdir()
-    target = tiny_target("tiny", "triton-grpc", address)
+    target = {
+        "name": "tiny",
+        "kind": "triton-grpc",
+        "address": address,
+        "model": "identity",
+        "inputs": [{"name": "INPUT0", "shape": [16], "dtype": "FP32", "data": {"generator": "random", "seed": 0}}],
+    }
     data = {"name": "gate", "duration": "4s", "warmup": "1s", "targets": [target], "shape": {"kind": "steady", "users": users}}
     scenario = write_scenario(folder, data)
     out = folder / "runs"
@@ -25,22 +38,28 @@ def repeated(folder: Path, address: str, users: int) -> Path:
 
 
 @pytest.fixture(scope="module")
-def calm(local_servers, tmp_path_factory) -> Path:
+def server() -> Iterator[Any]:
+    with reference_server(delay={"law": "fixed", "ms": HOLD_MS}, concurrency=SLOTS) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def calm(server, tmp_path_factory) -> Path:
     """Three repetitions at one user."""
-    return repeated(tmp_path_factory.mktemp("gate") / "calm", f"127.0.0.1:{local_servers.ports.triton_grpc}", users=1)
+    return repeated(tmp_path_factory.mktemp("gate") / "calm", server.grpc_address, users=1)
 
 
-def test_repetitions_give_intervals_and_the_gate_fails_only_beyond_the_noise(local_servers, calm, tmp_path):
-    busy = repeated(tmp_path / "busy", f"127.0.0.1:{local_servers.ports.triton_grpc}", users=24)
+def test_repetitions_give_intervals_and_the_gate_fails_only_beyond_the_noise(server, calm, tmp_path):
+    busy = repeated(tmp_path / "busy", server.grpc_address, users=SLOTS)
 
     document = json.loads((calm / "repeat.json").read_text())
     assert document["repeats"] == ["repeat-01", "repeat-02", "repeat-03"]
     p99 = document["targets"]["tiny"]["p99"]
     assert len(p99["values"]) == 3 and p99["ci95"][0] <= p99["mean"] <= p99["ci95"][1]
+    assert p99["mean"] >= HOLD_MS, p99  # no answer comes back before its hold
     assert (calm / "repeat-01" / "summary.json").is_file() and (calm / "repeat-02" / "summary.json").is_file()
 
-    # from 24 users to 1, throughput falls to about a third, and it moves little from run to run (latency
-    # percentiles on a shared 2-core machine move a lot more: three runs cannot show a 10 % change in them)
+    # from six users on six slots to one, throughput falls to about a sixth: the holds set it, not the CPU
     slower = inferload("compare", str(busy), str(calm), "--fail-on", "throughput:-10%")
     assert slower.returncode == 1, slower.stdout + slower.stderr
     assert "tiny throughput:-10%" in slower.stdout and "FAIL" in slower.stdout
