@@ -20,6 +20,7 @@ import gevent
 
 from inferload.errors import InferloadError
 from inferload.measure.run_record import RunRecord
+from inferload.scenario.kinds import has_role
 from inferload.scenario.schema import RunOutline, Scenario
 from inferload.scenario.targets import Target
 from inferload.scenario.tls import tls_of
@@ -27,7 +28,7 @@ from inferload.servermetrics import readers as server_stats
 from inferload.servermetrics.figures import server_figures
 from inferload.servermetrics.kserve import kserve_metrics_url
 from inferload.servermetrics.kserve import no_metrics_url_reason as kserve_no_metrics_url
-from inferload.servermetrics.readers import ServerReader, reading_groups, reading_version
+from inferload.servermetrics.readers import NO_COUNTERS, ServerReader, reading_groups, reading_version
 from inferload.servermetrics.snapshot import ServerSnapshot
 from inferload.servermetrics.torchserve import no_metrics_url_reason, torchserve_metrics_url
 
@@ -83,7 +84,8 @@ class ServerWindowPoller:
 
     def _run(self) -> None:
         window = self.record.window_s
-        groups = reading_groups(self.scenario.targets)
+        # a server with no counters is said once, in the summary's reason (`unreadable_reason`)
+        groups = [group for group in reading_groups(self.scenario.targets) if has_role(group[0].server, "counters")]
         previous = {group[0].name: self._snapshot(group) for group in groups}
         while True:
             now = time.time()
@@ -119,6 +121,8 @@ def shared_marks(group: tuple[Target, ...], target: Target) -> dict[str, Any]:
 
 def unreadable_reason(target: Target) -> str | None:
     """Why a target's server cannot be read at all, known before the run (else None)."""
+    if not has_role(target.server, "counters"):
+        return NO_COUNTERS.format(kind=target.kind)
     if target.server == "torchserve" and torchserve_metrics_url(target.address, target.metrics_url) is None:
         return no_metrics_url_reason(target.address)
     if target.server == "kserve" and kserve_metrics_url(target.kind, target.address, target.metrics_url) is None:

@@ -15,9 +15,18 @@ from importlib import import_module
 from typing import Any, Literal, get_args
 
 TargetKind = Literal[
-    "triton-grpc", "triton-http", "torchserve-rest", "kserve-v2-http", "kserve-v2-grpc", "kserve-v1-http", "bentoml-http"
+    "triton-grpc",
+    "triton-http",
+    "torchserve-rest",
+    "kserve-v2-http",
+    "kserve-v2-grpc",
+    "kserve-v1-http",
+    "bentoml-http",
+    "openai-chat",
+    "openai-completions",
 ]
-Server = Literal["triton", "torchserve", "kserve", "bentoml"]
+#: ``openai``: any OpenAI-compatible server (llama.cpp, vLLM, SGLang, TGI, Triton's and KServe's OpenAI frontends)
+Server = Literal["triton", "torchserve", "kserve", "bentoml", "openai"]
 Protocol = Literal["grpc", "http"]
 
 
@@ -32,6 +41,8 @@ class ServerKind:
     sequences: bool = False
     #: the user class a scenario's target of the kind is made from, when not `user_class`
     scenario_user_class: str | None = None
+    #: the kind generates text: a prompt per request (`generation:`), its answer a stream of tokens
+    generative: bool = False
 
     @property
     def scenario_class_name(self) -> str:
@@ -49,6 +60,8 @@ SERVER_KINDS: dict[str, ServerKind] = {
         ServerKind("kserve-v2-grpc", "kserve", "grpc", "KServeV2GrpcUser"),
         ServerKind("kserve-v1-http", "kserve", "http", "KServeV1HttpUser"),
         ServerKind("bentoml-http", "bentoml", "http", "BentoMLHttpUser"),
+        ServerKind("openai-chat", "openai", "http", "OpenAIUser", generative=True),
+        ServerKind("openai-completions", "openai", "http", "OpenAIUser", generative=True),
     )
 }
 TARGET_KINDS: tuple[str, ...] = get_args(TargetKind)
@@ -58,7 +71,8 @@ ServerRole = Literal["start_check", "metrics_page", "counters", "source_config",
 
 @dataclass(frozen=True)
 class ServerRecord:
-    """Where each role of one server is implemented, as ``module:attribute``."""
+    """Where each role of one server is implemented, as ``module:attribute``; None: the server has no
+    such role (its targets read no counters, it has no local launcher)."""
 
     server: Server
     #: (the target's user class, ``run.start_checks.StartContext``) -> ``StartFindings``: fits the
@@ -67,11 +81,12 @@ class ServerRecord:
     #: (Target) -> its metrics page, None when none is given and none derives from its address
     metrics_page: str
     #: (kind, address, model, version, metrics_url, timeout_s, tls) -> ``servermetrics.snapshot.ModelCounters``
-    counters: str
+    #: (None: `metrics_page` gives no page, so nothing is read)
+    counters: str | None
     #: (Target, metrics page) -> the collector's source config for it
-    source_config: str
+    source_config: str | None
     #: ``local.servers.manager.LocalServer``: how `inferload servers` starts, probes and stops it
-    local: str
+    local: str | None
 
 
 SERVER_RECORDS: dict[Server, ServerRecord] = {
@@ -109,13 +124,31 @@ SERVER_RECORDS: dict[Server, ServerRecord] = {
             source_config="inferload.observe.collector:BentoMLSourceConfig.for_target",
             local="inferload.local.servers.bentoml_local:LOCAL",
         ),
+        # its metrics pages (vLLM's, llama.cpp's, SGLang's) are not read yet: no counters, no collector source
+        ServerRecord(
+            "openai",
+            start_check="inferload.run.openai_check:start_check",
+            metrics_page="inferload.servermetrics.openai:metrics_page",
+            counters=None,
+            source_config=None,
+            local=None,
+        ),
     )
 }
 
 
+def has_role(server: Server, role: ServerRole) -> bool:
+    """The server's record names an implementation of the role."""
+    return getattr(SERVER_RECORDS[server], role) is not None
+
+
 def implementation(server: Server, role: ServerRole) -> Any:
-    """What a server's record names for a role, imported now (a KeyError for an unknown server)."""
-    module, _, attribute = getattr(SERVER_RECORDS[server], role).partition(":")
+    """What a server's record names for a role, imported now (a KeyError for an unknown server, a
+    LookupError for a role the server does not have: ask `has_role` first)."""
+    named: str | None = getattr(SERVER_RECORDS[server], role)
+    if named is None:
+        raise LookupError(f"the {server} server has no {role}")
+    module, _, attribute = named.partition(":")
     found: Any = import_module(module)
     for part in attribute.split("."):
         found = getattr(found, part)
@@ -131,6 +164,9 @@ TRITON_KINDS = kinds_of("triton")
 TORCHSERVE_KINDS = kinds_of("torchserve")
 KSERVE_KINDS = kinds_of("kserve")
 BENTOML_KINDS = kinds_of("bentoml")
+OPENAI_KINDS = kinds_of("openai")
+#: the kinds whose requests are prompts and whose answers are generated text
+GENERATIVE_KINDS = tuple(kind for kind, record in SERVER_KINDS.items() if record.generative)
 #: kinds whose address takes a scheme (``http://`` / ``https://``)
 SCHEME_KINDS = tuple(kind for kind, record in SERVER_KINDS.items() if record.protocol == "http")
 #: the kinds that take the `sequence:` key

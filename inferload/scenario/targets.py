@@ -29,9 +29,10 @@ from inferload.scenario import bodies, datasets, tensors
 from inferload.scenario.addresses import ManagementUrl, MetricsUrl, normalise_address
 from inferload.scenario.expected import ExpectedField, ExpectedSpec, check_expected
 from inferload.scenario.fields import DTypeField, FrozenModel, Name, Number, Seconds, Token, Version, repeats
+from inferload.scenario.generation import GenerationSpec, generative_problems
 from inferload.scenario.headers import EnvName, HeaderName, HeaderValue, check_headers
 from inferload.scenario.input_files import not_regular_problem
-from inferload.scenario.kinds import SEQUENCE_KINDS, SERVER_KINDS, Protocol, Server, TargetKind
+from inferload.scenario.kinds import GENERATIVE_KINDS, SEQUENCE_KINDS, SERVER_KINDS, Protocol, Server, TargetKind
 from inferload.scenario.limits import (
     DEFAULT_MAX_ANSWER_BYTES,
     MAX_ANSWER_BYTES,
@@ -387,7 +388,10 @@ class Target(FrozenModel):
     model: Token
     version: Version = None
     batch_size: Annotated[StrictInt, Field(ge=1)] = 1
-    inputs: tuple[InputSpec, ...] = Field(min_length=1)
+    #: the request's tensors (a generative kind: none, or one BYTES input that gives the prompts)
+    inputs: tuple[InputSpec, ...] = Field(default=None, validate_default=True)
+    #: openai-chat, openai-completions: the prompt and what is asked of the answer (scenario.generation)
+    generation: GenerationSpec | None = Field(default=None, validate_default=True)
     outputs: tuple[Token, ...] = ()
     timeout: Annotated[Seconds, Field(gt=0)] = 10.0
     #: the most bytes of one answer the client buffers; a longer answer fails its request
@@ -453,6 +457,19 @@ class Target(FrozenModel):
             raise custom_error("KServe's v1 protocol has no model versions (POST /v1/models/<name>:predict); remove version")
         return value
 
+    @field_validator("inputs", mode="before")
+    @classmethod
+    def _inputs_given(cls, value: object, info: ValidationInfo) -> object:
+        """A tensor kind's inputs are required and not empty; a generative kind's may be left out."""
+        generative = info.data.get("kind") in GENERATIVE_KINDS
+        if value is None:
+            if generative:
+                return ()
+            raise custom_error("required key is missing")
+        if not generative and isinstance(value, (list, tuple)) and not value:
+            raise custom_error("must not be empty (a request sends one input at least)")
+        return value
+
     @field_validator("inputs")
     @classmethod
     def _check_inputs(cls, inputs: tuple[InputSpec, ...], info: ValidationInfo) -> tuple[InputSpec, ...]:
@@ -500,6 +517,31 @@ class Target(FrozenModel):
         if checks:
             raise checks_error(checks)
         return inputs
+
+    @field_validator("generation")
+    @classmethod
+    def _generation_for_generative_kinds(cls, value: GenerationSpec | None, info: ValidationInfo) -> GenerationSpec | None:
+        kind = info.data.get("kind")
+        if kind is None:
+            return value
+        if kind in GENERATIVE_KINDS:
+            return value if value is not None else GenerationSpec()
+        if value is not None:
+            raise custom_error(f"only applies to the generative kinds ({', '.join(GENERATIVE_KINDS)}); this target is {kind}")
+        return None
+
+    @model_validator(mode="after")
+    def _generative_keys(self) -> Target:
+        """A generative kind's inputs give its prompts, and it takes none of the tensor keys."""
+        if self.kind not in GENERATIVE_KINDS:
+            return self
+        prompt_given = self.generation is not None and "prompt" in self.generation.model_fields_set
+        checks = generative_problems(self.inputs, prompt_given, self.batch_size, self.model_fields_set, self.kind)
+        if self.metrics_url is not None:
+            checks.append((("metrics_url",), "an OpenAI-compatible server's metrics page is not read by inferload; remove it"))
+        if checks:
+            raise checks_error(checks)
+        return self
 
     @field_validator("rotation_seed")
     @classmethod
@@ -678,4 +720,5 @@ class Target(FrozenModel):
             return None
         if info.data.get("expected") is not None:
             return "expected"
+        # a generative kind's "shape": its answer read as the server's format has it (a stream to its end)
         return "status" if kind in ("torchserve-rest", "bentoml-http") else "shape"

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from inferload.errors import ScrapeError
-from inferload.scenario.kinds import SERVER_KINDS, TARGET_KINDS, implementation
+from inferload.scenario.kinds import SERVER_KINDS, TARGET_KINDS, has_role, implementation
 from inferload.scenario.targets import Target
 from inferload.scenario.tls import TlsSettings
 from inferload.servermetrics.figures import server_figures
@@ -47,6 +47,10 @@ from inferload.servermetrics.triton import parse_triton_statistics
 #     KServe       the same metrics page (``kserve_metrics_url``) and the same model
 # A TorchServe target with no metrics page to read is a group of its own (it has no figures).
 _LOOPBACK_NAMES = {"localhost": "127.0.0.1"}
+
+
+#: why a target of a server whose record names no counters has no server-side figures
+NO_COUNTERS = "inferload reads no server-side figures for {kind} targets: the client's figures only"
 
 
 def _host(address: str) -> str:
@@ -156,6 +160,8 @@ class ServerReader:
         record = SERVER_KINDS.get(kind)
         if record is None:
             raise ScrapeError(f"unknown target kind {kind!r}; expected one of {', '.join(TARGET_KINDS)}")
+        if not has_role(record.server, "counters"):
+            raise ScrapeError(NO_COUNTERS.format(kind=kind))
         open_counters = implementation(record.server, "counters")
         self._counters: ModelCounters = open_counters(kind, address, model, version, metrics_url, timeout_s, tls)
 

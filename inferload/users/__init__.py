@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from inferload.users.classes import user_class_for
     from inferload.users.client import InferenceClient, InferResult, inference_task
     from inferload.users.kserve import KServeV1HttpUser, KServeV2GrpcUser, KServeV2HttpUser
+    from inferload.users.openai import OpenAIUser
     from inferload.users.torchserve import TorchServeRestUser
     from inferload.users.triton import TritonGrpcUser, TritonHttpUser, TritonStreamUser
 
@@ -29,6 +30,7 @@ __all__ = [
     "KServeV1HttpUser",
     "KServeV2GrpcUser",
     "KServeV2HttpUser",
+    "OpenAIUser",
     "TorchServeRestUser",
     "TritonGrpcUser",
     "TritonHttpUser",
@@ -53,6 +55,7 @@ _MODULE_OF = {
     "KServeV2GrpcUser": "kserve",
     "KServeV2HttpUser": "kserve",
     "BentoMLHttpUser": "bentoml",
+    "OpenAIUser": "openai",
 }
 
 

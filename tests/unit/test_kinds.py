@@ -13,12 +13,28 @@ from typing import get_args
 
 import inferload
 from inferload.local.servers.manager import LocalServer, local_server
-from inferload.scenario.kinds import SERVER_KINDS, SERVER_RECORDS, TARGET_KINDS, Server, ServerRole, TargetKind, implementation
+from inferload.scenario.kinds import (
+    GENERATIVE_KINDS,
+    SERVER_KINDS,
+    SERVER_RECORDS,
+    TARGET_KINDS,
+    Server,
+    ServerRole,
+    TargetKind,
+    has_role,
+    implementation,
+)
 from inferload.scenario.targets import Target
 from inferload.users.base import InferenceUser
 from inferload.users.classes import user_class_for
 
 INPUTS = [{"name": "INPUT__0", "shape": [16], "dtype": "FP32"}]
+
+
+def target_of(kind: str) -> Target:
+    """A target of the kind (a generative kind's prompt is its default)."""
+    keys = {"name": "t", "kind": kind, "address": "127.0.0.1:1", "model": "m"}
+    return Target.model_validate(keys if kind in GENERATIVE_KINDS else {**keys, "inputs": INPUTS})
 
 
 def most_general_speaker(kind: str) -> type[InferenceUser]:
@@ -38,8 +54,7 @@ def most_general_speaker(kind: str) -> type[InferenceUser]:
 def test_every_kind_has_one_record_and_a_scenario_user_class_that_speaks_it() -> None:
     assert TARGET_KINDS == get_args(TargetKind) == tuple(SERVER_KINDS)
     for kind in TARGET_KINDS:
-        target = Target.model_validate({"name": "t", "kind": kind, "address": "127.0.0.1:1", "model": "m", "inputs": INPUTS})
-        made = user_class_for(target, Path("."))
+        made = user_class_for(target_of(kind), Path("."))
         assert made.__mro__[1].__name__ == SERVER_KINDS[kind].scenario_class_name, kind
         assert kind in made.target_kinds, kind
 
@@ -50,7 +65,12 @@ def test_every_server_has_one_record_whose_roles_are_each_implemented() -> None:
     parameters: dict[str, int] = {"start_check": 2, "metrics_page": 1, "counters": 7, "source_config": 2}
     for server, record in SERVER_RECORDS.items():
         assert record.server == server
+        assert has_role(server, "start_check") and has_role(server, "metrics_page"), server  # every server has these
+        # a server that reads counters has a collector source for the same page, and the other way round
+        assert has_role(server, "counters") == has_role(server, "source_config"), server
         for role in get_args(ServerRole):
+            if not has_role(server, role):
+                continue
             found = implementation(server, role)
             if role == "local":
                 assert isinstance(found, LocalServer) and found.name == server and local_server(server) is found
@@ -60,8 +80,10 @@ def test_every_server_has_one_record_whose_roles_are_each_implemented() -> None:
 
 def test_a_source_config_is_the_collector_s_config_of_its_own_server() -> None:
     for server in SERVER_RECORDS:
+        if not has_role(server, "source_config"):
+            continue
         kind = next(kind for kind, record in SERVER_KINDS.items() if record.server == server)
-        target = Target.model_validate({"name": "t", "kind": kind, "address": "127.0.0.1:1", "model": "m", "inputs": INPUTS})
+        target = target_of(kind)
         config = implementation(server, "source_config")(target, "http://127.0.0.1:2/metrics")
         assert (config.kind, config.target, config.model, config.metrics_url) == (server, "t", "m", "http://127.0.0.1:2/metrics")
 
@@ -86,8 +108,9 @@ def test_a_class_given_another_kind_names_the_kind_s_own_class() -> None:
 
 def test_the_collector_and_inferload_servers_reach_every_server_without_importing_locust() -> None:
     code = (
-        "import sys; from inferload.scenario.kinds import SERVER_RECORDS, implementation; "
-        "[implementation(s, r) for s in SERVER_RECORDS for r in ('metrics_page', 'counters', 'source_config', 'local')]; "
+        "import sys; from inferload.scenario.kinds import SERVER_RECORDS, has_role, implementation; "
+        "[implementation(s, r) for s in SERVER_RECORDS for r in ('metrics_page', 'counters', 'source_config', 'local')"
+        " if has_role(s, r)]; "
         "print(sorted(name for name in ('locust', 'gevent') if name in sys.modules))"
     )
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -19,7 +19,7 @@ from locust.exception import StopTest
 
 import inferload
 from inferload.errors import ConnectionRefused, ScenarioError
-from inferload.scenario.kinds import TARGET_KINDS
+from inferload.scenario.kinds import GENERATIVE_KINDS, TARGET_KINDS
 from inferload.scenario.targets import Target
 from inferload.traffic.arrivals import Arrival
 from inferload.users.base import InferenceUser
@@ -40,11 +40,13 @@ SPEAKS = {
     inferload.KServeV2GrpcUser: ("kserve-v2-grpc",),
     inferload.KServeV1HttpUser: ("kserve-v1-http",),
     inferload.BentoMLHttpUser: ("bentoml-http",),
+    inferload.OpenAIUser: ("openai-chat", "openai-completions"),
 }
 
 
 def tiny(kind: str = "triton-grpc", address: str = "127.0.0.1:8001", name: str = "tiny") -> Target:
-    return Target.model_validate({"name": name, "kind": kind, "address": address, "model": "tiny", "inputs": INPUTS})
+    keys = {"name": name, "kind": kind, "address": address, "model": "tiny"}
+    return Target.model_validate(keys if kind in GENERATIVE_KINDS else {**keys, "inputs": INPUTS})
 
 
 # -- every kind's class, exported, and the kind it speaks -------------------------------------------

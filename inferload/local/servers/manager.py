@@ -17,7 +17,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -25,7 +25,7 @@ from inferload.errors import ServerError
 from inferload.local.models.specs import MODEL_NAMES, ModelSpec, get_spec
 from inferload.local.servers.ports import LOOPBACK, ServerPorts, check_free, is_port_open
 from inferload.local.servers.procs import ProcessRecord, is_alive, log_tail
-from inferload.scenario.kinds import SERVER_RECORDS, implementation
+from inferload.scenario.kinds import SERVER_RECORDS, Server, implementation
 
 
 # One real inference per model and server: the readiness check of the local servers.
@@ -124,14 +124,14 @@ class LocalServer:
 
 SERVERS: tuple[str, ...] = ("triton", "torchserve")
 #: every server `up` can start; those past SERVERS only when asked for (BentoML makes its own venv first)
-KNOWN_SERVERS: tuple[str, ...] = tuple(SERVER_RECORDS)
+KNOWN_SERVERS: tuple[str, ...] = tuple(server for server, record in SERVER_RECORDS.items() if record.local is not None)
 
 
 def local_server(server: str) -> LocalServer:
     """A server's launcher (the `LOCAL` its record names); a ValueError naming the known servers."""
-    if server not in SERVER_RECORDS:
-        raise ValueError(f"unknown server {server!r}; expected one of {list(SERVER_RECORDS)}")
-    found: LocalServer = implementation(server, "local")
+    if server not in KNOWN_SERVERS:
+        raise ValueError(f"unknown server {server!r}; expected one of {list(KNOWN_SERVERS)}")
+    found: LocalServer = implementation(cast("Server", server), "local")
     return found
 
 

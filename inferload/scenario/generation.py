@@ -1,0 +1,77 @@
+"""What a generative target (``openai-chat``, ``openai-completions``) sends: its ``generation`` key,
+and the rules a generative target's other keys follow.
+
+A generative target's request is a prompt. It is ``generation.prompt`` (the same in every request),
+or one input named as you like, of ``dtype: BYTES`` and ``shape: [1]``, whose data gives the prompts:
+``data: {dataset: prompts.txt}`` (a line each) or ``data: {dataset: prompts.jsonl, key: prompt}``,
+sent in the target's rotation. The request asks for ``max_tokens`` tokens, streamed as server-sent
+events by default (``stream: false``: one JSON answer); a stream asks for the server's token count
+(``stream_options.include_usage``) unless ``include_usage: false``. The routes are under
+``base_path`` (``/v1``; KServe's OpenAI frontend: ``/openai/v1``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+from pydantic import Field, StrictBool, StrictStr, field_validator
+
+from inferload.scenario.fields import FrozenModel
+from inferload.scenario.messages import Check, custom_error
+
+if TYPE_CHECKING:
+    from inferload.scenario.targets import InputSpec
+
+#: the prompt of a generative target that names none
+DEFAULT_PROMPT = "Write a short story about a lighthouse keeper."
+#: the most characters of one prompt written in a scenario
+MAX_PROMPT_CHARS = 1_000_000
+
+
+class GenerationSpec(FrozenModel):
+    """A generative target's request: the prompt and what is asked of the answer."""
+
+    #: the prompt of every request, when no input gives the prompts
+    prompt: Annotated[StrictStr, Field(min_length=1, max_length=MAX_PROMPT_CHARS)] = DEFAULT_PROMPT
+    #: the most tokens each answer may have (the request's ``max_tokens``)
+    max_tokens: Annotated[int, Field(ge=1, le=1_000_000, strict=True)] = 128
+    #: the answer streamed as server-sent events (false: one JSON answer, timed whole)
+    stream: StrictBool = True
+    #: a stream asks for the server's token count in a last ``usage`` event
+    include_usage: StrictBool = True
+    #: where the OpenAI routes are (``{base_path}/chat/completions``, ``{base_path}/models``)
+    base_path: StrictStr = "/v1"
+
+    @field_validator("base_path")
+    @classmethod
+    def _base_path(cls, value: str) -> str:
+        path = value.strip()
+        if not path.startswith("/") or any(c in path for c in "?# ") or "//" in path:
+            raise custom_error(f"expected a path like '/v1' or '/openai/v1'; got {value!r}")
+        return path.rstrip("/") or ""
+
+
+def generative_problems(
+    inputs: tuple[InputSpec, ...], prompt_given: bool, batch_size: int, keys_given: set[str], kind: str
+) -> list[Check]:
+    """Every way a generative target's keys do not fit: its prompt input, and the tensor keys it takes none of."""
+    checks: list[Check] = []
+    if len(inputs) > 1:
+        checks.append(
+            (("inputs",), f"this {kind} target's request is one prompt: give one input (the prompts); got {len(inputs)}")
+        )
+    for index, spec in enumerate(inputs[:1]):
+        if spec.dtype != "BYTES" or tuple(spec.shape) != (1,):
+            checks.append(
+                (
+                    ("inputs", index),
+                    f"the prompts' input is dtype: BYTES, shape: [1] (one prompt per request); got {spec.dtype} {list(spec.shape)}",
+                )
+            )
+        elif prompt_given:
+            checks.append((("generation", "prompt"), f"inputs[{index}] gives the prompts already: give one or the other"))
+    if batch_size != 1:
+        checks.append((("batch_size",), f"this {kind} target sends one prompt per request; got batch_size {batch_size}"))
+    for key in sorted(keys_given & {"outputs", "content_type", "body_template", "media_type", "version", "expected"}):
+        checks.append(((key,), f"does not apply to an {kind} target (its answer is generated text)"))
+    return checks

@@ -1,0 +1,149 @@
+"""The users of OpenAI-compatible servers: ``openai-chat`` (``POST {base}/chat/completions``) and
+``openai-completions`` (``POST {base}/completions``), one prompt per request (`inferload.scenario.generation`).
+
+Each distinct request's JSON body is made once per process (`encode_request`): the model, the prompt
+(as the user's message, or the completion's prompt), ``max_tokens``, ``stream`` and, for a stream,
+``stream_options.include_usage``. On the native transport the engine reads a streamed answer as it
+arrives (docs/engine.md, "Generation streams"): a call succeeds when the server answers 200 with an
+event stream that ends as the format says, and its content events give the request's time to the
+first token and the gaps between content events (the summary's ``decoupled`` block). On the Python
+transport (the engine not built, ``INFERLOAD_TRANSPORT=python``) the answer is read whole and judged
+by its status: a request's latency, no stream figures.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, ClassVar
+
+from inferload.scenario.generation import GenerationSpec
+from inferload.scenario.headers import request_headers
+from inferload.users.base import InferenceUser
+from inferload.users.engine import NativeTarget
+from inferload.users.http_answer import DETAIL_CHARS, close_client, json_error_detail, open_client, post_for_answer
+from inferload.users.request_pool import RequestData
+from inferload.users.tls import native_tls
+
+logger = logging.getLogger(__name__)
+
+#: each kind's route under the base path and the engine's stream format for it
+_ROUTES: dict[str, tuple[str, str]] = {
+    "openai-chat": ("/chat/completions", "openai_chat"),
+    "openai-completions": ("/completions", "openai_completions"),
+}
+
+
+def generation_of(target: Any) -> GenerationSpec:
+    spec: GenerationSpec | None = target.generation
+    return spec if spec is not None else GenerationSpec()
+
+
+def request_body(kind: str, model: str, prompt: str, generation: GenerationSpec) -> bytes:
+    """One request's JSON body."""
+    body: dict[str, Any] = {"model": model}
+    if kind == "openai-chat":
+        body["messages"] = [{"role": "user", "content": prompt}]
+    else:
+        body["prompt"] = prompt
+    body["max_tokens"] = generation.max_tokens
+    body["stream"] = generation.stream
+    if generation.stream and generation.include_usage:
+        body["stream_options"] = {"include_usage": True}
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def prompt_of(data: RequestData, generation: GenerationSpec) -> str:
+    """The request's prompt: its input's one element (bytes read as UTF-8), else the generation's prompt."""
+    if not data.arrays:
+        return generation.prompt
+    value = data.arrays[0][1].reshape(-1)[0]
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def error_detail(body: bytes) -> str:
+    """The first line of an OpenAI error answer (``{"error": {"message": ...}}``, or ``error`` as text)."""
+    try:
+        answer: Any = json.loads(body)
+    except ValueError:
+        answer = None
+    error = answer.get("error") if isinstance(answer, dict) else None
+    if isinstance(error, dict) and error.get("message"):
+        message = str(error["message"]).strip()
+        return message.splitlines()[0][:DETAIL_CHARS] if message else ""
+    return json_error_detail(body, "error")
+
+
+class OpenAIUser(InferenceUser):
+    """Abstract: one OpenAI-compatible target (chat or completions), one prompt per request."""
+
+    abstract = True
+    target_kinds = ("openai-chat", "openai-completions")
+    request_type = "POST"
+    _python_warned: ClassVar[bool] = False
+
+    @classmethod
+    def route(cls) -> str:
+        return generation_of(cls.target).base_path + _ROUTES[cls.target.kind][0]
+
+    @classmethod
+    def encode_request(cls, data: RequestData) -> bytes:
+        target = cls.target
+        generation = generation_of(target)
+        return request_body(target.kind, target.model, prompt_of(data, generation), generation)
+
+    @classmethod
+    def _headers(cls) -> dict[str, str]:
+        target = cls.target
+        return {
+            "Content-Type": "application/json",
+            **request_headers(target.name, target.headers, target.headers_from_env, target.token_file, cls.scenario_dir),
+        }
+
+    @classmethod
+    def native_target(cls) -> NativeTarget:
+        """The engine's HTTP target: the pre-encoded bodies, a stream read as its format says."""
+        target = cls.target
+        pool = cls.request_pool_of_class
+        assert pool is not None  # native_target_id encodes the pool first
+        generation = generation_of(target)
+        reads_answer = generation.stream and target.response_check == "shape"
+        check = {
+            "status": "2xx" if target.response_check == "none" else "200",
+            "detail": {"json_keys": ["error", "detail", "message"], "chars": DETAIL_CHARS},
+            "answer": _ROUTES[target.kind][1] if reads_answer else "none",
+        }
+        path = cls.route()
+        return NativeTarget(
+            protocol="http",
+            address=target.address,
+            requests=[(path, body, []) for body in pool.encoded_requests],
+            check=check,
+            headers=list(cls._headers().items()),
+            tls=native_tls(target.tls, cls.scenario_dir, target.name) if target.tls is not None else None,
+        )
+
+    def connect(self) -> None:
+        cls = type(self)
+        if generation_of(self.target).stream and not cls._python_warned:
+            cls._python_warned = True
+            logger.warning(
+                "target %r: on the Python transport a stream is read whole and judged by its status (no time to"
+                " first token); the native engine reads it as it arrives (make build)",
+                self.target.name,
+            )
+        self._client = open_client(self.target, self.scenario_dir)
+        self._path = cls.route()
+        self.request_pool()  # the first user of the target in this process encodes every request here
+        self._headers_now = cls._headers()
+
+    def send(self) -> int:
+        _, body = self.next_request()
+        target = self.target
+        answer = post_for_answer(
+            self._client, self._path, body, self._headers_now, target.response_check, error_detail, target.max_answer_bytes
+        )
+        return len(answer)
+
+    def close(self) -> None:
+        close_client(self)

@@ -1,0 +1,108 @@
+"""The generative kinds (`openai-chat`, `openai-completions`) run end to end with `inferload run`
+against the reference server's OpenAI-compatible routes, whose truth is scripted: each request's
+answer is `stream_responses` content events, event i written i + 1 holds of a fixed draw after
+its service started (tests/integration/test_reference_generation.py holds the server to that).
+
+So a chat target's summary says: every request streamed exactly that many content events, the
+first one (TTFT) no earlier than one hold, the gaps between them (ICL) about one hold, the request's
+latency no shorter than all of its holds; the server's records count every request sent. The start
+check names a model the server does not serve, or a route that is not OpenAI's, in one line (exit 2).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.cli import inferload
+from tests.support.reference_server import reference_server
+from tests.support.scenario_factory import write_scenario
+
+pytest.importorskip("inferload._native", reason="the native engine is not built (make build)")
+
+HOLD_MS = 10.0
+EVENTS = 4
+SLOTS = 4
+
+
+def chat_target(address: str, **extra: Any) -> dict[str, Any]:
+    return {"name": "chat", "kind": "openai-chat", "address": address, "model": "identity", **extra}
+
+
+def run(folder: Path, target: dict[str, Any], users: int = 2, env: dict[str, str] | None = None) -> Any:
+    data = {"name": "gen", "duration": "3s", "warmup": "1s", "targets": [target], "shape": {"kind": "steady", "users": users}}
+    folder.mkdir(exist_ok=True)
+    scenario = write_scenario(folder, data)
+    return inferload("run", str(scenario), "--headless", "--out", str(folder / "out"), env=env)
+
+
+def summary_of(folder: Path, target: str) -> dict[str, Any]:
+    figures: dict[str, Any] = json.loads((folder / "out" / "summary.json").read_text())["targets"][target]
+    return figures
+
+
+def test_a_chat_target_streams_and_its_summary_has_the_scripted_events_and_times(tmp_path: Path) -> None:
+    with reference_server(stream_responses=EVENTS, delay={"law": "fixed", "ms": HOLD_MS}, concurrency=SLOTS) as server:
+        done = run(tmp_path, chat_target(server.http_url, generation={"max_tokens": 16}))
+        records = server.records()
+    assert done.returncode == 0, done.stdout + done.stderr
+    figures = summary_of(tmp_path, "chat")
+    assert (figures["server"], figures["kind"], figures["failures"]) == ("openai", "openai-chat", 0)
+    assert figures["requests"] > 20  # two users, 2 s steady, ~40 ms a request: ~100
+    stream = figures["decoupled"]
+    assert stream["requests"] == figures["requests"] and stream["max_responses_per_request"] == EVENTS
+    assert stream["responses"] == EVENTS * stream["requests"]  # content events only: no prelude, usage tail or [DONE]
+    assert HOLD_MS <= stream["first_response_ms"]["p50"] < 3 * HOLD_MS
+    assert 0.5 * HOLD_MS <= stream["inter_response_ms"]["p50"] < 3 * HOLD_MS
+    assert figures["latency_ms"]["p50"] >= EVENTS * HOLD_MS
+    assert figures["server_side"] is None  # an OpenAI server's counters are not read
+    served = records.with_protocol("generate")
+    assert served.all() and len(records) >= figures["requests"]
+
+
+def test_a_completions_target_sends_each_prompt_of_its_data_set_and_a_whole_answer_is_timed_whole(tmp_path: Path) -> None:
+    (tmp_path / "prompts.txt").write_text("first prompt\nsecond prompt\nthird prompt\n")
+    target = {
+        "name": "complete",
+        "kind": "openai-completions",
+        "address": "",
+        "model": "identity",
+        "inputs": [{"name": "prompt", "dtype": "BYTES", "shape": [1], "data": {"dataset": "prompts.txt"}}],
+        "generation": {"stream": False, "max_tokens": 8},
+    }
+    with reference_server(stream_responses=EVENTS, delay={"law": "fixed", "ms": HOLD_MS}, concurrency=SLOTS) as server:
+        done = run(tmp_path, {**target, "address": server.http_url}, 1)
+        records = server.records()
+    assert done.returncode == 0, done.stdout + done.stderr
+    figures = summary_of(tmp_path, "complete")
+    assert figures["failures"] == 0 and figures["requests"] > 10
+    assert "decoupled" not in figures  # a whole answer has no stream figures
+    assert figures["latency_ms"]["p50"] >= EVENTS * HOLD_MS  # the whole answer waits for every hold
+    assert records.with_protocol("generate").all()
+
+
+def test_the_python_transport_reads_the_stream_whole_and_says_so(tmp_path: Path) -> None:
+    with reference_server(stream_responses=EVENTS, delay={"law": "fixed", "ms": HOLD_MS}, concurrency=SLOTS) as server:
+        done = run(tmp_path, chat_target(server.http_url), 1, env={"INFERLOAD_TRANSPORT": "python"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "on the Python transport a stream is read whole" in done.stderr
+    figures = summary_of(tmp_path, "chat")
+    assert figures["failures"] == 0 and figures["requests"] > 10
+    assert figures["latency_ms"]["p50"] >= EVENTS * HOLD_MS
+
+
+def test_a_model_the_server_does_not_list_or_a_route_that_is_not_openai_s_stops_the_run_at_start(tmp_path: Path) -> None:
+    with reference_server(stream_responses=EVENTS) as server:
+        wrong_model = run(tmp_path / "model", chat_target(server.http_url, model="llama-3"))
+        wrong_route = run(tmp_path / "route", chat_target(server.http_url, generation={"base_path": "/openai/v1"}))
+        assert len(server.records()) == 0  # nothing was generated
+    assert wrong_model.returncode == 2, wrong_model.stdout + wrong_model.stderr
+    assert f"target 'chat': {server.http_url}/v1/models does not list model 'llama-3'; it serves: 'identity'" in (
+        wrong_model.stderr
+    )
+    assert wrong_route.returncode == 2, wrong_route.stdout + wrong_route.stderr
+    assert "/openai/v1/models answered HTTP 404 without an OpenAI model list" in wrong_route.stderr
+    assert "generation.base_path: '/openai/v1'" in wrong_route.stderr

@@ -1,0 +1,111 @@
+"""A generative target (openai-chat, openai-completions) as a scenario writes it: a prompt per request
+(`generation.prompt`, or one BYTES input that gives the prompts), what is asked of the answer, and a
+clear refusal, at its key, of every tensor key it takes none of; the body each request sends; the
+start check's reading of a model list."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from inferload.run.openai_check import served_models
+from inferload.scenario.generation import DEFAULT_PROMPT, GenerationSpec
+from inferload.scenario.targets import InputSpec, Target
+from inferload.users.openai import error_detail, prompt_of, request_body
+from inferload.users.request_pool import RequestData
+
+PROMPTS = [{"name": "prompt", "dtype": "BYTES", "shape": [1], "data": {"generator": "constant", "value": "hi"}}]
+
+
+def target(**keys: Any) -> Target:
+    return Target.model_validate({"name": "chat", "kind": "openai-chat", "address": "127.0.0.1:8080", "model": "m", **keys})
+
+
+def problems(**keys: Any) -> list[tuple[str, str]]:
+    with pytest.raises(ValidationError) as caught:
+        target(**keys)
+    found = []
+    for error in caught.value.errors():
+        found.append((".".join(str(part) for part in error["loc"]), error["msg"]))
+    return found
+
+
+def test_a_chat_target_needs_no_inputs_and_streams_its_default_prompt() -> None:
+    made = target()
+    assert made.inputs == () and made.address == "http://127.0.0.1:8080"
+    assert made.generation == GenerationSpec(
+        prompt=DEFAULT_PROMPT, max_tokens=128, stream=True, include_usage=True, base_path="/v1"
+    )
+    assert made.response_check == "shape"  # the answer read as its format says
+
+
+def test_the_prompts_may_come_from_one_bytes_input() -> None:
+    assert target(inputs=PROMPTS).inputs[0].name == "prompt"
+
+
+@pytest.mark.parametrize(
+    ("keys", "where", "says"),
+    [
+        ({"batch_size": 2}, "batch_size", "one prompt per request; got batch_size 2"),
+        ({"outputs": ["OUT"]}, "outputs", "does not apply to an openai-chat target"),
+        ({"inputs": [{"name": "x", "dtype": "FP32", "shape": [4]}]}, "inputs.0", "dtype: BYTES, shape: [1]"),
+        ({"inputs": [*PROMPTS, {**PROMPTS[0], "name": "other"}]}, "inputs", "give one input (the prompts); got 2"),
+        ({"inputs": PROMPTS, "generation": {"prompt": "x"}}, "generation.prompt", "give one or the other"),
+        ({"metrics_url": "http://127.0.0.1:8080/metrics"}, "metrics_url", "not read by inferload"),
+        ({"generation": {"base_path": "v1"}}, "generation.base_path", "expected a path like '/v1'"),
+        ({"generation": {"max_tokens": 0}}, "generation.max_tokens", "greater than or equal to 1"),
+    ],
+)
+def test_a_key_that_does_not_fit_a_generative_target_is_refused_at_its_key(keys: dict[str, Any], where: str, says: str) -> None:
+    found = problems(**keys)
+    # the checks of several keys come as one error at the target, each message at its key path
+    assert any(says in message and (loc == where or f"{where}: " in message) for loc, message in found), found
+
+
+def test_a_tensor_target_takes_no_generation_and_still_needs_its_inputs() -> None:
+    keys = {"name": "t", "kind": "triton-grpc", "address": "127.0.0.1:8001", "model": "m"}
+    with pytest.raises(ValidationError, match="required key is missing"):
+        Target.model_validate(keys)
+    with pytest.raises(ValidationError, match="only applies to the generative kinds"):
+        Target.model_validate({**keys, "inputs": [{"name": "x", "dtype": "FP32", "shape": [4]}], "generation": {}})
+
+
+def test_a_base_path_keeps_its_own_prefix_without_a_trailing_slash() -> None:
+    assert target(generation={"base_path": "/openai/v1/"}).generation == GenerationSpec(base_path="/openai/v1")
+
+
+def test_each_request_body_asks_for_the_stream_and_the_server_s_token_count() -> None:
+    chat = json.loads(request_body("openai-chat", "m", "hello", GenerationSpec(max_tokens=7)))
+    assert chat == {
+        "model": "m",
+        "messages": [{"role": "user", "content": "hello"}],
+        "max_tokens": 7,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    whole = json.loads(request_body("openai-completions", "m", "héllo", GenerationSpec(stream=False)))
+    assert whole == {"model": "m", "prompt": "héllo", "max_tokens": 128, "stream": False}
+
+
+def test_a_request_s_prompt_is_its_input_s_one_element_else_the_generation_s() -> None:
+    spec = InputSpec.model_validate(PROMPTS[0])
+    data = RequestData(index=0, samples=(), arrays=((spec, np.array([[b"from the data set"]], dtype=object)),))
+    assert prompt_of(data, GenerationSpec()) == "from the data set"
+    assert prompt_of(RequestData(index=0, samples=(), arrays=()), GenerationSpec(prompt="own")) == "own"
+
+
+def test_an_openai_error_answer_is_read_by_its_message() -> None:
+    body = json.dumps({"error": {"message": "model 'x' not found\nmore", "type": "invalid_request_error"}}).encode()
+    assert error_detail(body) == "model 'x' not found"
+    assert error_detail(b'{"error": "overloaded"}') == "overloaded"
+    assert error_detail(b"plain text") == "plain text"
+
+
+def test_a_model_list_is_read_from_its_data_and_anything_else_is_no_list() -> None:
+    assert served_models({"object": "list", "data": [{"id": "a"}, {"id": "b"}, {"x": 1}]}) == ["a", "b"]
+    assert served_models({"models": ["a"]}) is None
+    assert served_models(["a"]) is None
