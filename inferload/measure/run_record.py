@@ -25,6 +25,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from inferload.measure.decoupled_record import StreamRecord, StreamTiming
+from inferload.measure.generation_record import GenerationRecord
 from inferload.measure.hdr import ClosedStats, LatencyStats, WindowStats
 from inferload.measure.windows import WindowStore
 
@@ -250,6 +251,8 @@ class RunRecord:
     refused_windows: dict[WindowKey, RefusedWindow] = field(default_factory=dict)
     #: streamed requests (Triton decoupled models): time to first response, between responses, counts
     streams: StreamRecord = field(default_factory=StreamRecord)
+    #: generations (the generative kinds, from the engine): TTST, TPOT, token-weighted ITL, output tokens
+    generations: GenerationRecord = field(default_factory=GenerationRecord)
     #: the scenario's target names: every one gets a row per window, even one that never answered
     targets: tuple[str, ...] = ()
     #: a window is closed (compressed) once the newest window seen starts this long after its end
@@ -380,6 +383,7 @@ class RunRecord:
             "arrivals_steady": dict(self.arrivals_steady),
             "refused_windows": [[index, target, *window.to_wire()] for (index, target), window in self.refused_windows.items()],
             "streams": self.streams.drain_to_wire(),
+            "generations": self.generations.drain_to_wire(),
             "send_times": self.send_times.drain_to_wire(),
             "schedule_gaps": {target: stats.to_wire() for target, stats in self.schedule_gaps.items()},
         }
@@ -427,6 +431,7 @@ class RunRecord:
         for index, target, count, first, last in wire.get("refused_windows", []):
             self._add_refused(int(index), target, int(count), float(first), float(last))
         self.streams.merge_wire(wire.get("streams", {}))
+        self.generations.merge_wire(wire.get("generations", {}))
         self.send_times.merge_wire(wire.get("send_times", []))
         for target, data in wire.get("schedule_gaps", {}).items():  # every worker draws the whole schedule
             stats = GapStats.from_wire(data)

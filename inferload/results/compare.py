@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from inferload.errors import InferloadError
-from inferload.results.figures import COMPARE, STREAMING, Figure, streamed, value_at
+from inferload.results.figures import COMPARE, GENERATION, STREAMING, Figure, stream_figures_of, value_at
 from inferload.results.files import WINDOWS_NAME, ResultsError, TargetSeries, read_summary, read_windows, summary_file
 from inferload.results.repeats import GATED, Interval, change_interval, read_repeats
 from inferload.results.schema import RunSummary
@@ -197,8 +197,8 @@ FIGURES: tuple[tuple[str, tuple[str, ...], str], ...] = tuple((f.name, f.path, f
 
 
 def _shown(a_target: Any, b_target: Any) -> tuple[Figure, ...]:
-    """The figures compared for one target: `COMPARE`, and `STREAMING` when either run streamed it."""
-    return COMPARE + (STREAMING if streamed(a_target, b_target) else ())
+    """The figures compared for one target: `COMPARE`, and `stream_figures_of` the two runs' targets."""
+    return COMPARE + stream_figures_of(a_target, b_target)
 
 
 @dataclass(frozen=True)
@@ -298,7 +298,7 @@ def _number(value: float | None, spec: str, sign: bool = False) -> str:
 
 def format_comparison(comparison: Comparison) -> str:
     """A plain text table per target in both runs, then the targets found in only one."""
-    specs = {f.name: f.compare_spec for f in COMPARE + STREAMING}
+    specs = {f.name: f.compare_spec for f in COMPARE + STREAMING + GENERATION}
     lines = [
         f"A: {comparison.a.path} (run {comparison.a.run_id or '?'}, scenario {comparison.a.scenario or '?'})",
         f"B: {comparison.b.path} (run {comparison.b.run_id or '?'}, scenario {comparison.b.scenario or '?'})",

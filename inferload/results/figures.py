@@ -95,6 +95,13 @@ FIGURES: tuple[Figure, ...] = (
     Figure("decoupled.first_response_ms.p99", "first response p99", "ms", "lower", ".2f", ".3f"),
     Figure("decoupled.inter_response_ms.p50", "between responses p50", "ms", "lower", ".2f", ".3f"),
     Figure("decoupled.inter_response_ms.p99", "between responses p99", "ms", "lower", ".2f", ".3f"),
+    # generative targets only (the engine read their streams): summary.json's `generation`
+    Figure("generation.output_tokens_per_request", "output tokens / request", None, None, ".1f", ".2f"),
+    Figure("generation.output_tokens_per_s", "output tokens", "tok/s", "higher", ".1f", ".1f"),
+    Figure("generation.tpot_ms.p50", "time per output token p50", "ms", "lower", ".2f", ".3f"),
+    Figure("generation.tpot_ms.p99", "time per output token p99", "ms", "lower", ".2f", ".3f"),
+    Figure("generation.itl_ms.p50", "inter-token p50", "ms", "lower", ".2f", ".3f"),
+    Figure("generation.itl_ms.p99", "inter-token p99", "ms", "lower", ".2f", ".3f"),
     Figure("open_loop.burstiness.sent_cv", "burstiness sent (CV)", None, None, ".2f", ".3f"),
     Figure("open_loop.burstiness.scheduled_cv", "burstiness scheduled (CV)", None, None, ".2f", ".3f"),
 )
@@ -152,6 +159,15 @@ STREAMING = figures(
     "decoupled.inter_response_ms.p50",
     "decoupled.inter_response_ms.p99",
 )
+#: added after `STREAMING` when a target generated (summary.json's `generation`)
+GENERATION = figures(
+    "generation.output_tokens_per_request",
+    "generation.output_tokens_per_s",
+    "generation.tpot_ms.p50",
+    "generation.tpot_ms.p99",
+    "generation.itl_ms.p50",
+    "generation.itl_ms.p99",
+)
 COMPARE = figures(
     "requests",
     "failures",
@@ -193,15 +209,22 @@ def streamed(*targets: Any) -> bool:
     return any(value_at(target, ("decoupled",)) is not None for target in targets)
 
 
+def stream_figures_of(*targets: Any) -> tuple[Figure, ...]:
+    """The figures shown beside the others for these targets: `STREAMING` when one streamed,
+    `GENERATION` after it when one generated."""
+    generated = any(value_at(target, ("generation",)) is not None for target in targets)
+    return (STREAMING if streamed(*targets) else ()) + (GENERATION if generated else ())
+
+
 def format_table(targets: Mapping[str, Any], shown: tuple[Figure, ...] | None = None) -> str:
     """Side-by-side figures for the console, one column per target, and the notes on server
     figures below it (shared by targets of one model, not reported by the server). By default the
-    `TABLE` figures, and the `STREAMING` ones when a target streamed."""
+    `TABLE` figures, and `stream_figures_of` the targets."""
     names = list(targets)
     if not names:
         return "(no targets)"
     if shown is None:
-        shown = TABLE + (STREAMING if streamed(*targets.values()) else ())
+        shown = TABLE + stream_figures_of(*targets.values())
     rows: list[tuple[str, ...]] = [("", *names)]
     rows += [(figure.heading(), *(figure.cell(targets[n]) for n in names)) for figure in shown]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]

@@ -19,7 +19,7 @@ from typing import Any
 
 from inferload.measure.trace_join import COMPONENTS
 from inferload.paths import write_atomically
-from inferload.results.figures import REPORT, REPORT_OPEN_LOOP, STREAMING, is_number, server_side_notes, streamed, value_at
+from inferload.results.figures import REPORT, REPORT_OPEN_LOOP, is_number, server_side_notes, stream_figures_of, value_at
 from inferload.results.files import (
     GPU_NAME,
     WINDOWS_NAME,
@@ -219,7 +219,7 @@ def targets_html(targets: Mapping[str, Any]) -> str:
     if any(value_at(t, ("server_side", "shared_with")) for t in targets.values()):
         text_rows.append(("server figures", [_scope(t) for t in targets.values()]))
     shown = REPORT + (REPORT_OPEN_LOOP if any(value_at(t, ("open_loop",)) for t in targets.values()) else ())
-    shown += STREAMING if streamed(*targets.values()) else ()
+    shown += stream_figures_of(*targets.values())
     figure_rows = [
         (f.heading(f.name in UNIT_IN_CELL), [f.cell(t, f.name in UNIT_IN_CELL) for t in targets.values()]) for f in shown
     ]

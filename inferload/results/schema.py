@@ -150,6 +150,23 @@ class StreamFigures(Section):
     inter_response_ms: LatencyMs  # between consecutive responses of one request
 
 
+class GenerationSummary(Section):
+    """A generative target's token figures (the engine's, from each generation's content events),
+    over the steady state, successful generations only; percentiles exact over all workers. The
+    time to the first token and the gaps between events are its `decoupled` block."""
+
+    generations: Count
+    output_tokens: Count
+    output_tokens_per_s: Number
+    output_tokens_per_request: Number | None  # mean; None when no generation succeeded
+    max_output_tokens: Count
+    #: how N was counted: usage (the server's), tokenizer, events (one per content event), mixed
+    token_source: str | None
+    ttst_ms: LatencyMs  # send -> the second token
+    tpot_ms: LatencyMs  # per generation: (last content - first content) / (N - 1)
+    itl_ms: LatencyMs  # between tokens, each gap shared by the tokens of its event
+
+
 class BurstRecovery(Section):
     """One burst of a burst/rate-bursts shape: the tail's peak and the time back to the pre-burst p99
     (`inferload.results.summary`; null: not measured, or not back before the next burst)."""
@@ -167,7 +184,7 @@ class BurstRecovery(Section):
 class TargetSummary(Section):
     """One target's steady-state figures."""
 
-    omit_when_none = frozenset({"kind", "open_loop", "outages", "decoupled", "bursts", "tail"})
+    omit_when_none = frozenset({"kind", "open_loop", "outages", "decoupled", "generation", "bursts", "tail"})
 
     server: str  # "triton" | "torchserve"
     protocol: str  # "grpc" | "http"
@@ -185,6 +202,8 @@ class TargetSummary(Section):
     outages: list[Outage] | None = None  # present when connections to the target were refused
     #: present for a target driven over the gRPC stream (a decoupled model); files of schema 1 called it ``streaming``
     decoupled: StreamFigures | None = Field(default=None, validation_alias=AliasChoices("decoupled", "streaming"))
+    #: present for a generative target whose answers the engine read (openai-chat, openai-completions)
+    generation: GenerationSummary | None = None
     bursts: list[BurstRecovery] | None = None  # present for burst and rate-bursts shapes: per burst, peak and recovery
     #: present for traced Triton targets (``trace``) and TorchServe targets: the tail anatomy, or why there is none
     #: (kept as the dict `inferload.results.tail` wrote; what readers index into is checked on reading: `TailView`)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from inferload.measure.decoupled_record import StreamRecord
+from inferload.measure.generation_record import GenerationRecord
 from inferload.measure.hdr import LatencyStats, WindowStats
 from inferload.paths import replacing
 from inferload.results.files import WINDOWS_NAME, write_summary
@@ -18,6 +19,7 @@ from inferload.results.histograms import write_histograms
 from inferload.results.schema import (
     SCHEMA_VERSION,
     Burstiness,
+    GenerationSummary,
     LatencyMs,
     OpenLoop,
     RunSummary,
@@ -184,6 +186,25 @@ def stream_figures(streams: StreamRecord, target: str, steady_s: float) -> Strea
         max_responses_per_request=totals.counts.max_responses if totals is not None else 0,
         first_response_ms=LatencyMs.model_validate(first.latency_ms()),
         inter_response_ms=LatencyMs.model_validate(gaps.latency_ms()),
+    )
+
+
+def generation_figures(generations: GenerationRecord, target: str, steady_s: float) -> GenerationSummary | None:
+    """The target's `generation` block over the steady state; None when the engine measured no generation of it."""
+    totals = generations.steady.get(target)
+    if totals is None:
+        return None
+    counts = totals.counts
+    return GenerationSummary(
+        generations=counts.generations,
+        output_tokens=counts.output_tokens,
+        output_tokens_per_s=counts.output_tokens / steady_s if steady_s > 0 else 0.0,
+        output_tokens_per_request=counts.output_tokens / counts.generations if counts.generations else None,
+        max_output_tokens=counts.max_output_tokens,
+        token_source=counts.token_source,
+        ttst_ms=LatencyMs.model_validate(totals.ttst.latency_ms()),
+        tpot_ms=LatencyMs.model_validate(totals.tpot.latency_ms()),
+        itl_ms=LatencyMs.model_validate(totals.itl.latency_ms()),
     )
 
 
@@ -432,6 +453,9 @@ def build_summary(scenario: Scenario | RunOutline, record: RunRecord, facts: Run
         streamed = stream_figures(record.streams, target.name, duration)
         if streamed is not None:
             figures["decoupled"] = streamed
+        generated = generation_figures(record.generations, target.name, duration)
+        if generated is not None:
+            figures["generation"] = generated
         traced = facts.tails.get(target.name)
         if traced is not None:
             latency_ms = figures["latency_ms"]

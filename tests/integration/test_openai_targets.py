@@ -5,7 +5,9 @@ its service started (tests/integration/test_reference_generation.py holds the se
 
 So a chat target's summary says: every request streamed exactly that many content events, the
 first one (TTFT) no earlier than one hold, the gaps between them (ICL) about one hold, the request's
-latency no shorter than all of its holds; the server's records count every request sent. The start
+latency no shorter than all of its holds; its output tokens are the server's usage count
+(`tokens_per_event` per event), the time per output token the content's span over N - 1 tokens;
+the server's records count every request sent. The start
 check names a model the server does not serve, or a route that is not OpenAI's, in one line (exit 2).
 """
 
@@ -26,6 +28,7 @@ pytest.importorskip("inferload._native", reason="the native engine is not built 
 HOLD_MS = 10.0
 EVENTS = 4
 SLOTS = 4
+TOKENS_PER_EVENT = 2
 
 
 def chat_target(address: str, **extra: Any) -> dict[str, Any]:
@@ -45,7 +48,10 @@ def summary_of(folder: Path, target: str) -> dict[str, Any]:
 
 
 def test_a_chat_target_streams_and_its_summary_has_the_scripted_events_and_times(tmp_path: Path) -> None:
-    with reference_server(stream_responses=EVENTS, delay={"law": "fixed", "ms": HOLD_MS}, concurrency=SLOTS) as server:
+    generation = {"tokens_per_event": TOKENS_PER_EVENT}
+    with reference_server(
+        stream_responses=EVENTS, generation=generation, delay={"law": "fixed", "ms": HOLD_MS}, concurrency=SLOTS
+    ) as server:
         done = run(tmp_path, chat_target(server.http_url, generation={"max_tokens": 16}))
         records = server.records()
     assert done.returncode == 0, done.stdout + done.stderr
@@ -59,6 +65,17 @@ def test_a_chat_target_streams_and_its_summary_has_the_scripted_events_and_times
     assert 0.5 * HOLD_MS <= stream["inter_response_ms"]["p50"] < 3 * HOLD_MS
     assert figures["latency_ms"]["p50"] >= EVENTS * HOLD_MS
     assert figures["server_side"] is None  # an OpenAI server's counters are not read
+    tokens = figures["generation"]
+    assert tokens["generations"] == figures["requests"] and tokens["token_source"] == "usage"
+    assert tokens["output_tokens"] == EVENTS * TOKENS_PER_EVENT * tokens["generations"]
+    assert tokens["output_tokens_per_request"] == tokens["max_output_tokens"] == EVENTS * TOKENS_PER_EVENT
+    # the content spans EVENTS - 1 holds over N - 1 tokens
+    span_per_token = (EVENTS - 1) * HOLD_MS / (EVENTS * TOKENS_PER_EVENT - 1)
+    assert 0.5 * span_per_token <= tokens["tpot_ms"]["p50"] < 3 * span_per_token
+    # no tokenizer counts each event's tokens: each event counts one, so the second token is the second
+    # event (two holds) and ITL is ICL
+    assert 2 * HOLD_MS <= tokens["ttst_ms"]["p50"] < 4 * HOLD_MS
+    assert tokens["itl_ms"]["p50"] == pytest.approx(stream["inter_response_ms"]["p50"], abs=0.1)
     served = records.with_protocol("generate")
     assert served.all() and len(records) >= figures["requests"]
 
@@ -79,7 +96,7 @@ def test_a_completions_target_sends_each_prompt_of_its_data_set_and_a_whole_answ
     assert done.returncode == 0, done.stdout + done.stderr
     figures = summary_of(tmp_path, "complete")
     assert figures["failures"] == 0 and figures["requests"] > 10
-    assert "decoupled" not in figures  # a whole answer has no stream figures
+    assert "decoupled" not in figures and "generation" not in figures  # a whole answer has no stream figures
     assert figures["latency_ms"]["p50"] >= EVENTS * HOLD_MS  # the whole answer waits for every hold
     assert records.with_protocol("generate").all()
 
@@ -90,6 +107,7 @@ def test_the_python_transport_reads_the_stream_whole_and_says_so(tmp_path: Path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "on the Python transport a stream is read whole" in done.stderr
     figures = summary_of(tmp_path, "chat")
+    assert "decoupled" not in figures and "generation" not in figures
     assert figures["failures"] == 0 and figures["requests"] > 10
     assert figures["latency_ms"]["p50"] >= EVENTS * HOLD_MS
 

@@ -4,6 +4,7 @@ use bytes::{Bytes, BytesMut};
 use http::HeaderMap;
 
 use super::checks::Failure;
+use super::generation::{GenerationFigures, TokenSource};
 use super::stream::{self, StreamTiming};
 use super::target::{Protocol, Requests, Target};
 use super::{grpc, http1};
@@ -63,6 +64,8 @@ pub struct Outcome {
     pub answered: bool,
     /// a streamed request that succeeded: its responses and their times
     pub stream: Option<StreamTiming>,
+    /// a generation that succeeded: its figures and where its token count came from
+    pub generation: Option<(GenerationFigures, TokenSource)>,
 }
 
 impl Outcome {

@@ -273,6 +273,7 @@ async fn closed_loop(
             now_s: wall_s(),
             send_lag_ms: None,
             stream: outcome.stream.as_ref(),
+            generation: outcome.generation.as_ref(),
         };
         if !shared.record(&slot, generation, &done) {
             return conn.close().await;
@@ -331,6 +332,7 @@ async fn sender(
             now_s: wall_s(),
             send_lag_ms: Some(ms_between(outcome.sent_ns, arrival.intended_ns)),
             stream: outcome.stream.as_ref(),
+            generation: outcome.generation.as_ref(),
         };
         if !shared.record(&slot, generation, &done) {
             return conn.close().await;

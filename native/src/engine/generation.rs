@@ -122,12 +122,12 @@ fn cut(text: &str) -> &str {
     }
 }
 
-/// Where N came from.
+/// Where N came from (its number: the place of its count in the recorder's totals).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TokenSource {
-    Usage,
-    Tokenizer,
-    Events,
+    Usage = 0,
+    Tokenizer = 1,
+    Events = 2,
 }
 
 /// One content event: when it came and how many tokens it carried (None: not counted).

@@ -368,6 +368,7 @@ pub async fn call(
                 status: 0,
                 answered: true,
                 stream: None,
+                generation: None,
             }
         }
     }

@@ -394,14 +394,16 @@ pub async fn call(
             let body = match body {
                 Answer::Whole(body) => body,
                 Answer::Generation(read) => {
-                    let (figures, _source) =
+                    let (figures, source) =
                         generation::figures(sent_ns, &read.arrivals, read.usage);
+                    let succeeded = read.failure.is_none();
                     return Outcome {
-                        stream: read.failure.is_none().then_some(StreamTiming {
+                        stream: succeeded.then(|| StreamTiming {
                             responses: figures.content_events,
                             first_response_ms: figures.ttft_ms,
-                            gaps_ms: figures.icl_ms,
+                            gaps_ms: figures.icl_ms.clone(),
                         }),
+                        generation: succeeded.then_some((figures, source)),
                         failure: read.failure,
                         sent_ns,
                         received_ns: now,
@@ -422,6 +424,7 @@ pub async fn call(
                 status: i32::from(status),
                 answered: !matches!(&judged, Err(f) if f.class == checks::HTTP_STATUS_ERROR),
                 stream: None,
+                generation: None,
             }
         }
     }

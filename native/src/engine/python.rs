@@ -290,6 +290,8 @@ struct Encoded {
     stream_gaps: Vec<(i64, usize, WireStats)>,
     /// (target, first, gaps, [requests, responses, max responses])
     stream_steady: Vec<(usize, WireStats, WireStats, [u64; 3])>,
+    /// (target, ttst, tpot, itl, counts): `GenerationTotals`
+    generation_steady: Vec<(usize, WireStats, WireStats, WireStats, [u64; 6])>,
     recorder: Recorder,
 }
 
@@ -327,6 +329,23 @@ fn encode(mut recorder: Recorder) -> Encoded {
                 .stream_steady
                 .drain()
                 .map(|(target, t)| (target, t.first.to_wire(), t.gaps.to_wire(), t.counts))
+                .collect();
+            totals.sort_by_key(|(target, ..)| *target);
+            totals
+        },
+        generation_steady: {
+            let mut totals: Vec<_> = recorder
+                .generation_steady
+                .drain()
+                .map(|(target, t)| {
+                    (
+                        target,
+                        t.ttst.to_wire(),
+                        t.tpot.to_wire(),
+                        t.itl.to_wire(),
+                        t.counts,
+                    )
+                })
                 .collect();
             totals.sort_by_key(|(target, ..)| *target);
             totals
@@ -724,6 +743,19 @@ impl PyEngine {
         }
         streams.set_item("steady", stream_steady)?;
         record.set_item("streams", streams)?;
+        // generations, as `GenerationRecord.drain_to_wire` makes them
+        let generation_steady = PyDict::new(py);
+        for (target, ttst, tpot, itl, n) in &encoded.generation_steady {
+            let totals = PyDict::new(py);
+            totals.set_item("ttst", wire_stats(py, ttst)?)?;
+            totals.set_item("tpot", wire_stats(py, tpot)?)?;
+            totals.set_item("itl", wire_stats(py, itl)?)?;
+            totals.set_item("n", n.to_vec())?;
+            generation_steady.set_item(name(*target), totals)?;
+        }
+        let generations = PyDict::new(py);
+        generations.set_item("steady", generation_steady)?;
+        record.set_item("generations", generations)?;
         let wire = PyDict::new(py);
         wire.set_item("record", record)?;
         let mut entries: Vec<_> = recorder.locust.iter().collect();

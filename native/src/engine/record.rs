@@ -14,6 +14,7 @@ use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
 
 use super::checks::Failure;
+use super::generation::{GenerationFigures, TokenSource};
 use super::stream::StreamTiming;
 
 pub const LOWEST_US: u64 = 1;
@@ -233,6 +234,39 @@ pub struct Completion<'a> {
     pub send_lag_ms: Option<f64>,
     /// a streamed request's responses and their times
     pub stream: Option<&'a StreamTiming>,
+    /// a generation's figures and where its token count came from
+    pub generation: Option<&'a (GenerationFigures, TokenSource)>,
+}
+
+/// One target's generations over the steady state (`measure/generation_record.py`).
+#[derive(Debug, Default)]
+pub struct GenerationTotals {
+    /// send -> the second token
+    pub ttst: LatencyStats,
+    /// per request: (last content - first content) / (tokens - 1)
+    pub tpot: LatencyStats,
+    /// between tokens, each gap shared by the tokens of its event (token-weighted)
+    pub itl: LatencyStats,
+    /// [generations, output tokens, most tokens of one, counted by usage, by a tokenizer, by events]
+    pub counts: [u64; 6],
+}
+
+impl GenerationTotals {
+    fn record(&mut self, figures: &GenerationFigures, source: TokenSource) {
+        if let Some(ttst) = figures.ttst_ms {
+            self.ttst.record_success(ttst);
+        }
+        if let Some(tpot) = figures.tpot_ms {
+            self.tpot.record_success(tpot);
+        }
+        for gap in &figures.itl_ms {
+            self.itl.record_success(*gap);
+        }
+        self.counts[0] += 1;
+        self.counts[1] += figures.output_tokens;
+        self.counts[2] = self.counts[2].max(figures.output_tokens);
+        self.counts[3 + source as usize] += 1;
+    }
 }
 
 /// One target's streamed requests over the steady state (`StreamTotals`).
@@ -269,6 +303,8 @@ pub struct Recorder {
     pub stream_gaps: HashMap<(i64, usize), LatencyStats>,
     pub stream_counts: HashMap<(i64, usize), [u64; 3]>,
     pub stream_steady: HashMap<usize, StreamTotals>,
+    /// generations (`measure/generation_record.py`): the steady totals
+    pub generation_steady: HashMap<usize, GenerationTotals>,
     /// open loop: each request's actual send time (wall clock s) by its window, for the burstiness
     /// sent (`RunRecord.record_send`, `measure/run_record.py`)
     pub send_times: HashMap<(i64, usize), Vec<f64>>,
@@ -361,6 +397,14 @@ impl Recorder {
         }
         if let (Some(timing), None) = (done.stream, done.failure) {
             self.record_stream(key, timing, settings.in_steady(now));
+        }
+        if let (Some((figures, source)), None) = (done.generation, done.failure) {
+            if settings.in_steady(now) {
+                self.generation_steady
+                    .entry(done.target)
+                    .or_default()
+                    .record(figures, *source);
+            }
         }
     }
 
@@ -497,6 +541,51 @@ mod tests {
     }
 
     #[test]
+    fn a_steady_successful_generation_is_counted_with_its_token_source() {
+        let settings = RecordSettings {
+            window_s: 1.0,
+            warmup_end: Some(100.5),
+            rows: false,
+        };
+        let mut recorder = Recorder::default();
+        let failed = Failure::refused("h:1");
+        let figures = GenerationFigures {
+            ttst_ms: Some(20.0),
+            tpot_ms: Some(5.0),
+            itl_ms: vec![5.0, 5.0, 5.0],
+            output_tokens: 4,
+            content_events: 4,
+            ..GenerationFigures::default()
+        };
+        let by_usage = (figures.clone(), TokenSource::Usage);
+        let by_events = (figures, TokenSource::Events);
+        let done = |generation, failure, now_s| Completion {
+            target: 0,
+            latency_ms: 30.0,
+            failure,
+            response_length: 16,
+            now_s,
+            send_lag_ms: None,
+            stream: None,
+            generation,
+        };
+        recorder.record(&settings, &done(Some(&by_usage), None, 100.2)); // warm-up: not counted
+        recorder.record(&settings, &done(Some(&by_usage), None, 100.6));
+        recorder.record(&settings, &done(Some(&by_events), None, 100.7));
+        recorder.record(&settings, &done(Some(&by_usage), Some(&failed), 100.8));
+        let totals = &recorder.generation_steady[&0];
+        assert_eq!(totals.counts, [2, 8, 4, 1, 0, 1]);
+        assert_eq!(
+            (
+                totals.ttst.successes,
+                totals.tpot.successes,
+                totals.itl.successes
+            ),
+            (2, 2, 6)
+        );
+    }
+
+    #[test]
     fn completions_land_in_their_window_phase_and_locust_entry() {
         let settings = RecordSettings {
             window_s: 1.0,
@@ -513,6 +602,7 @@ mod tests {
             now_s,
             send_lag_ms: None,
             stream: None,
+            generation: None,
         };
         recorder.record(&settings, &done(2.0, None, 100.2));
         recorder.record(&settings, &done(3.0, Some(&refused), 100.7));
@@ -586,6 +676,7 @@ mod tests {
                 now_s: 101.01,
                 send_lag_ms: Some(2.0),
                 stream: None,
+                generation: None,
             },
         );
         let sent = &recorder.send_times[&(100, 1)];

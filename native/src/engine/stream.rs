@@ -394,6 +394,7 @@ pub async fn call(
                 answer: want_answer.then(|| answers.freeze()),
                 status: 0,
                 stream: None,
+                generation: None,
             };
             (outcome, failure.is_none().then_some(timing))
         }

@@ -1,0 +1,97 @@
+"""Generations' own figures (the generative kinds), mergeable: what the engine measured of each
+successful generation over the steady state, per target.
+
+The engine (``native/src/engine/generation.rs``) defines each generation's figures once, from its
+content events: the time to the second token (TTST), the time per output token (TPOT: last content
+- first content, over N - 1 tokens), the inter-token latencies (each gap between content events
+shared by the tokens of the later event: token-weighted), and N, the output tokens (the server's
+``usage``, else a tokenizer's count, else one per event), with where N came from. The time to the
+first token and the gaps between events are the stream figures (`decoupled_record`).
+
+Histograms are HDR, so workers' figures merge exactly: the engine's drain hands them over as
+``{"steady": {target: {"ttst", "tpot", "itl": wire stats, "n": [generations, tokens, most tokens of
+one, by usage, by tokenizer, by events]}}}``, the same form a worker's report carries.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from inferload.measure.hdr import LatencyStats
+
+#: where N came from, in the order of their counts on the wire
+TOKEN_SOURCES = ("usage", "tokenizer", "events")
+
+
+@dataclass
+class GenerationCounts:
+    """Generations that succeeded, their output tokens, the most one had, and how each was counted."""
+
+    generations: int = 0
+    output_tokens: int = 0
+    max_output_tokens: int = 0
+    by_source: list[int] = field(default_factory=lambda: [0] * len(TOKEN_SOURCES))
+
+    def add_wire(self, counts: list[int]) -> None:
+        generations, tokens, most, *sources = (int(x) for x in counts)
+        self.generations += generations
+        self.output_tokens += tokens
+        self.max_output_tokens = max(self.max_output_tokens, most)
+        for index, count in enumerate(sources[: len(TOKEN_SOURCES)]):
+            self.by_source[index] += count
+
+    def to_wire(self) -> list[int]:
+        return [self.generations, self.output_tokens, self.max_output_tokens, *self.by_source]
+
+    @property
+    def token_source(self) -> str | None:
+        """How N was counted: one source's name, ``mixed`` when requests differed, None with no generation."""
+        used = [name for name, count in zip(TOKEN_SOURCES, self.by_source, strict=True) if count]
+        if not used:
+            return None
+        return used[0] if len(used) == 1 else "mixed"
+
+
+@dataclass
+class GenerationTotals:
+    """One target's generations over the steady state."""
+
+    ttst: LatencyStats = field(default_factory=LatencyStats)
+    tpot: LatencyStats = field(default_factory=LatencyStats)
+    itl: LatencyStats = field(default_factory=LatencyStats)
+    counts: GenerationCounts = field(default_factory=GenerationCounts)
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"ttst": self.ttst.to_wire(), "tpot": self.tpot.to_wire(), "itl": self.itl.to_wire(), "n": self.counts.to_wire()}
+
+    def merge_wire(self, data: dict[str, Any]) -> None:
+        for key, into in (("ttst", self.ttst), ("tpot", self.tpot), ("itl", self.itl)):
+            stats = LatencyStats.from_wire(data[key])
+            into.merge(stats)
+            stats.release()
+        self.counts.add_wire(data["n"])
+
+    def release(self) -> None:
+        for stats in (self.ttst, self.tpot, self.itl):
+            stats.release()
+
+
+@dataclass
+class GenerationRecord:
+    """A run's generations: steady-state totals per target."""
+
+    steady: dict[str, GenerationTotals] = field(default_factory=lambda: defaultdict(GenerationTotals))
+
+    def drain_to_wire(self) -> dict[str, Any]:
+        """Everything gathered since the last call, as plain data; leaves it empty."""
+        wire = {"steady": {target: totals.to_wire() for target, totals in self.steady.items()}}
+        for totals in self.steady.values():
+            totals.release()
+        self.steady.clear()
+        return wire
+
+    def merge_wire(self, wire: dict[str, Any]) -> None:
+        for target, data in wire.get("steady", {}).items():
+            self.steady[target].merge_wire(data)

@@ -1,0 +1,50 @@
+"""Generations' figures merge exactly over workers (`inferload.measure.generation_record`): each
+worker's steady totals on the wire, merged on the master, give the counts summed, the most tokens of
+one generation the largest, the histograms the union; N's source is named, or `mixed`."""
+
+from __future__ import annotations
+
+from inferload.measure.generation_record import GenerationRecord, GenerationTotals
+from inferload.measure.run_record import RunRecord
+from inferload.results.summary import generation_figures
+
+
+def worker(tpot_ms: list[float], counts: list[int]) -> dict:
+    totals = GenerationTotals()
+    for value in tpot_ms:
+        totals.tpot.record_success(value)
+        totals.itl.record_success(value)
+        totals.ttst.record_success(value * 2)
+    totals.counts.add_wire(counts)
+    return {"steady": {"chat": totals.to_wire()}}
+
+
+def test_two_workers_merge_into_one_target_s_totals() -> None:
+    record = GenerationRecord()
+    record.merge_wire(worker([1.0, 2.0], [2, 20, 12, 2, 0, 0]))
+    record.merge_wire(worker([3.0, 4.0], [2, 16, 9, 2, 0, 0]))
+    totals = record.steady["chat"]
+    assert totals.counts.to_wire() == [4, 36, 12, 4, 0, 0]
+    assert totals.counts.token_source == "usage"
+    assert totals.tpot.successes == 4 and (totals.tpot.latency_ms()["max"] or 0.0) >= 4.0
+
+
+def test_generations_counted_two_ways_are_mixed_and_none_counted_has_no_source() -> None:
+    record = GenerationRecord()
+    record.merge_wire(worker([1.0], [1, 8, 8, 1, 0, 0]))
+    record.merge_wire(worker([1.0], [1, 5, 5, 0, 0, 1]))
+    assert record.steady["chat"].counts.token_source == "mixed"
+    assert GenerationTotals().counts.token_source is None
+
+
+def test_a_run_record_carries_generations_through_a_worker_s_report() -> None:
+    on_worker, on_master = RunRecord(window_s=1.0, warmup_s=0.0), RunRecord(window_s=1.0, warmup_s=0.0)
+    on_worker.generations.merge_wire(worker([2.0, 2.0, 2.0], [3, 30, 10, 3, 0, 0]))
+    on_master.merge_wire(on_worker.drain_to_wire())
+    assert on_worker.generations.steady == {}  # drained
+    block = generation_figures(on_master.generations, "chat", steady_s=10.0)
+    assert block is not None
+    assert (block.generations, block.output_tokens, block.output_tokens_per_request) == (3, 30, 10.0)
+    assert block.output_tokens_per_s == 3.0 and block.token_source == "usage"
+    assert block.tpot_ms.p50 is not None and 1.9 <= block.tpot_ms.p50 <= 2.1
+    assert generation_figures(on_master.generations, "other", steady_s=10.0) is None
