@@ -21,6 +21,7 @@ $(STAMP): pyproject.toml setup.py constraints.txt
 build: $(STAMP) native
 	bash scripts/install-system-deps.sh servers
 	$(PY) -m inferload.local.models.build
+	$(PY) -m inferload.local.models.llm
 
 # rebuilt only when a file of native/ changed since the module was made
 ifeq ($(HAVE_CARGO),yes)

@@ -4,8 +4,9 @@ and the rules a generative target's other keys follow.
 A generative target's request is a prompt. It is ``generation.prompt`` (the same in every request),
 or one input named as you like, of ``dtype: BYTES`` and ``shape: [1]``, whose data gives the prompts:
 ``data: {dataset: prompts.txt}`` (a line each) or ``data: {dataset: prompts.jsonl, key: prompt}``,
-sent in the target's rotation. The request asks for ``max_tokens`` tokens, streamed as server-sent
-events by default (``stream: false``: one JSON answer); a stream asks for the server's token count
+sent in the target's rotation. The request asks for ``max_tokens`` tokens (exactly that many with
+``ignore_eos: true``, where the server takes it), streamed as server-sent events by default
+(``stream: false``: one JSON answer); a stream asks for the server's token count
 (``stream_options.include_usage``) unless ``include_usage: false``. The routes are under
 ``base_path`` (``/v1``; KServe's OpenAI frontend: ``/openai/v1``).
 """
@@ -39,6 +40,8 @@ class GenerationSpec(FrozenModel):
     stream: StrictBool = True
     #: a stream asks for the server's token count in a last ``usage`` event
     include_usage: StrictBool = True
+    #: ask the server to generate ``max_tokens`` whatever it samples (``ignore_eos``: vLLM, llama.cpp, SGLang)
+    ignore_eos: StrictBool = False
     #: where the OpenAI routes are (``{base_path}/chat/completions``, ``{base_path}/models``)
     base_path: StrictStr = "/v1"
 

@@ -17,6 +17,8 @@ import json
 import logging
 from typing import Any, ClassVar
 
+from geventhttpclient.response import HTTPConnectionClosed
+
 from inferload.scenario.generation import GenerationSpec
 from inferload.scenario.headers import request_headers
 from inferload.users.base import InferenceUser
@@ -47,6 +49,8 @@ def request_body(kind: str, model: str, prompt: str, generation: GenerationSpec)
     else:
         body["prompt"] = prompt
     body["max_tokens"] = generation.max_tokens
+    if generation.ignore_eos:
+        body["ignore_eos"] = True
     body["stream"] = generation.stream
     if generation.stream and generation.include_usage:
         body["stream_options"] = {"include_usage": True}
@@ -139,11 +143,19 @@ class OpenAIUser(InferenceUser):
 
     def send(self) -> int:
         _, body = self.next_request()
+        try:
+            answer = self._post(body)
+        except HTTPConnectionClosed:
+            # the server closed the kept connection before answering (llama.cpp closes after each stream
+            # while it says Keep-Alive): sent again, once, on a new connection, as the engine does
+            answer = self._post(body)
+        return len(answer)
+
+    def _post(self, body: bytes) -> bytes:
         target = self.target
-        answer = post_for_answer(
+        return post_for_answer(
             self._client, self._path, body, self._headers_now, target.response_check, error_detail, target.max_answer_bytes
         )
-        return len(answer)
 
     def close(self) -> None:
         close_client(self)

@@ -87,8 +87,8 @@ def test_each_request_body_asks_for_the_stream_and_the_server_s_token_count() ->
         "stream": True,
         "stream_options": {"include_usage": True},
     }
-    whole = json.loads(request_body("openai-completions", "m", "héllo", GenerationSpec(stream=False)))
-    assert whole == {"model": "m", "prompt": "héllo", "max_tokens": 128, "stream": False}
+    whole = json.loads(request_body("openai-completions", "m", "héllo", GenerationSpec(stream=False, ignore_eos=True)))
+    assert whole == {"model": "m", "prompt": "héllo", "max_tokens": 128, "ignore_eos": True, "stream": False}
 
 
 def test_a_request_s_prompt_is_its_input_s_one_element_else_the_generation_s() -> None:

@@ -73,6 +73,23 @@ fn closed() -> Failure {
 }
 
 /// A hyper error of a call whose request may have gone out.
+/// The request failed because its kept connection was closed before any answer byte came.
+fn stale(error: &hyper::Error, stamps: &Stamps) -> bool {
+    let io_kind = std::error::Error::source(error)
+        .and_then(|source| source.downcast_ref::<std::io::Error>())
+        .map(std::io::Error::kind);
+    let closed = matches!(
+        io_kind,
+        Some(
+            std::io::ErrorKind::ConnectionReset
+                | std::io::ErrorKind::BrokenPipe
+                | std::io::ErrorKind::UnexpectedEof
+        )
+    ) || (io_kind.is_none()
+        && (error.is_incomplete_message() || error.is_closed() || error.is_canceled()));
+    closed && stamps.read_bytes() == 0
+}
+
 fn hyper_failure(error: &hyper::Error, stamps: &Stamps, address: &str) -> Failure {
     debug::note("http call", error);
     let io_error =
@@ -286,39 +303,54 @@ pub async fn call(
 ) -> Outcome {
     let started = monotonic_ns();
     let address = &target.display_address;
-    let mut outgoing = Request::new(Full::new(
-        input.body.clone().unwrap_or_else(|| request.body.clone()),
-    ));
-    *outgoing.method_mut() = Method::POST;
-    *outgoing.uri_mut() = Uri::from(request.path.clone());
-    *outgoing.headers_mut() = request.headers.clone();
-    if let Some(extra) = &input.headers {
-        let mut replaced = std::collections::HashSet::new();
-        for (name, value) in extra {
-            if replaced.insert(name.clone()) {
-                outgoing.headers_mut().remove(name);
+    let outgoing = || {
+        let mut outgoing = Request::new(Full::new(
+            input.body.clone().unwrap_or_else(|| request.body.clone()),
+        ));
+        *outgoing.method_mut() = Method::POST;
+        *outgoing.uri_mut() = Uri::from(request.path.clone());
+        *outgoing.headers_mut() = request.headers.clone();
+        if let Some(extra) = &input.headers {
+            let mut replaced = std::collections::HashSet::new();
+            for (name, value) in extra {
+                if replaced.insert(name.clone()) {
+                    outgoing.headers_mut().remove(name);
+                }
+                outgoing.headers_mut().append(name.clone(), value.clone());
             }
-            outgoing.headers_mut().append(name.clone(), value.clone());
         }
-    }
+        outgoing
+    };
     let attempt = async {
         // a kept connection the server has closed meanwhile is replaced before anything is sent
+        let mut kept = false;
         if let Some(live) = conn.as_mut() {
             if live.sender.ready().await.is_err() {
                 *conn = None;
+            } else {
+                kept = true;
             }
         }
-        if conn.is_none() {
-            *conn = Some(HttpConn::connect(target).await?);
-        }
-        let live = conn.as_mut().expect("connected");
-        live.sender.ready().await.map_err(|_| closed())?;
-        live.stamps.arm();
-        let response = live
-            .sender
-            .send_request(outgoing)
-            .await
-            .map_err(|e| hyper_failure(&e, &live.stamps, address))?;
+        let (live, response) = loop {
+            if conn.is_none() {
+                *conn = Some(HttpConn::connect(target).await?);
+            }
+            let live = conn.as_mut().expect("connected");
+            live.sender.ready().await.map_err(|_| closed())?;
+            live.stamps.arm();
+            match live.sender.send_request(outgoing()).await {
+                Ok(response) => break (live, response),
+                // the server closed a kept connection as the request went out (llama.cpp closes after
+                // each stream while it says Keep-Alive): it read none of it, so it goes again, once,
+                // on a new connection, timed from that send
+                Err(error) if kept && stale(&error, &live.stamps) => {
+                    debug::note("http call on a closed kept connection, sent again", &error);
+                    *conn = None;
+                    kept = false;
+                }
+                Err(error) => return Err(hyper_failure(&error, &live.stamps, address)),
+            }
+        };
         let (parts, body) = response.into_parts();
         if let (AnswerRule::Generation(format), 200) = (&target.check.answer, parts.status.as_u16())
         {

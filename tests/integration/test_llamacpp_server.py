@@ -1,0 +1,51 @@
+"""The generative kinds against a real LLM server: llama.cpp (the ``xllamacpp`` wheel) serving the
+built-in LLM (4 layers, random weights). Its truth is what llama.cpp itself counts: with
+``ignore_eos`` every answer is exactly ``max_tokens`` tokens in its ``usage``; its stream starts with
+a role-only event and ends with a usage-only tail and ``[DONE]``, none of them tokens.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.cli import inferload
+from tests.support.llamacpp import LLM_NAME, llamacpp_server
+from tests.support.scenario_factory import write_scenario
+
+pytest.importorskip("inferload._native", reason="the native engine is not built (make build)")
+
+MAX_TOKENS = 12
+
+
+def run(folder: Path, target: dict[str, Any]) -> Any:
+    data = {"name": "llm", "duration": "4s", "warmup": "1s", "targets": [target], "shape": {"kind": "steady", "users": 2}}
+    folder.mkdir(exist_ok=True)
+    scenario = write_scenario(folder, data)
+    return inferload("run", str(scenario), "--headless", "--out", str(folder / "out"))
+
+
+def test_a_chat_target_on_llama_cpp_counts_the_server_s_tokens_and_times_each_answer(tmp_path: Path) -> None:
+    generation = {"max_tokens": MAX_TOKENS, "ignore_eos": True, "prompt": "the keeper of the light"}
+    with llamacpp_server(tmp_path) as url:
+        chat = run(
+            tmp_path / "chat",
+            {"name": "chat", "kind": "openai-chat", "address": url, "model": LLM_NAME, "generation": generation},
+        )
+        wrong = run(tmp_path / "wrong", {"name": "chat", "kind": "openai-chat", "address": url, "model": "llama-3"})
+    assert chat.returncode == 0, chat.stdout + chat.stderr
+    figures = json.loads((tmp_path / "chat" / "out" / "summary.json").read_text())["targets"]["chat"]
+    assert figures["failures"] == 0 and figures["requests"] > 5
+    tokens = figures["generation"]
+    assert tokens["token_source"] == "usage" and tokens["output_tokens_per_request"] == MAX_TOKENS
+    assert tokens["max_output_tokens"] == MAX_TOKENS
+    stream = figures["decoupled"]
+    # one event per token, but llama.cpp holds a byte token back until its character is whole
+    assert 1 <= stream["responses_per_request"] <= MAX_TOKENS
+    assert 0 < stream["first_response_ms"]["p50"] <= figures["latency_ms"]["p50"]
+    assert 0 < tokens["tpot_ms"]["p50"] < figures["latency_ms"]["p50"]
+    assert wrong.returncode == 2, wrong.stdout + wrong.stderr
+    assert f"does not list model 'llama-3'; it serves: '{LLM_NAME}'" in wrong.stderr
