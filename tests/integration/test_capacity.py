@@ -32,7 +32,7 @@ import numpy as np
 
 from tests.support.cli import inferload
 from tests.support.queue_sim import short_step_boundary, true_boundary
-from tests.support.reference_server import reference_server
+from tests.support.reference_server import reference_server, reference_target
 from tests.support.scenario_factory import write_scenario
 
 SLOTS, SERVICE_MS, BOUND_MS = 4, 20.0, 150.0
@@ -67,14 +67,7 @@ def served_hold_ms(server: Any) -> float:
 
 
 def reference_scenario(folder: Path, address: str, kind: str) -> Path:
-    target = {
-        "name": "reference",
-        "kind": "triton-grpc",
-        "address": address,
-        "model": "identity",
-        "inputs": [{"name": "INPUT0", "shape": [16], "dtype": "FP32", "data": {"generator": "random", "seed": 0}}],
-        "timeout": "10s",
-    }
+    target = reference_target("reference", "triton-grpc", address, timeout="10s")
     shape = (
         {"kind": kind, "rate": 50, "max_in_flight": 128, "seed": 3}
         if kind == "poisson"

@@ -23,7 +23,7 @@ from tritonclient.utils import InferenceServerException
 
 from inferload.local.reference_server import ReferenceConfig
 from tests.support.cli import inferload
-from tests.support.reference_server import reference_server
+from tests.support.reference_server import reference_server, reference_target
 from tests.support.scenario_factory import write_scenario
 from tests.support.tls_certs import make_certificates
 
@@ -323,16 +323,7 @@ def test_inferload_runs_every_protocol_against_it_with_no_failure(tmp_path: Path
     with reference_server(rest_items=2, delay={"law": "fixed", "ms": 1}) as server:
 
         def target(name: str, kind: str, address: str, **extra: Any) -> dict[str, Any]:
-            inputs = [{"name": "INPUT0", "shape": [16], "dtype": "FP32", "data": {"generator": "random", "seed": 0}}]
-            return {
-                "name": name,
-                "kind": kind,
-                "address": address,
-                "model": "identity",
-                "inputs": inputs,
-                "timeout": "5s",
-                **extra,
-            }
+            return reference_target(name, kind, address, timeout="5s", **extra)
 
         targets = [
             target("triton-grpc", "triton-grpc", server.grpc_address, batch_size=2, response_check="shape"),

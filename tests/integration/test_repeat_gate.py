@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.support.cli import inferload
-from tests.support.reference_server import reference_server
+from tests.support.reference_server import reference_server, reference_target
 from tests.support.scenario_factory import write_scenario
 
 SLOTS, HOLD_MS = 6, 20.0
@@ -21,13 +21,7 @@ SLOTS, HOLD_MS = 6, 20.0
 
 def repeated(folder: Path, address: str, users: int) -> Path:
     folder.mkdir()
-    target = {
-        "name": "tiny",
-        "kind": "triton-grpc",
-        "address": address,
-        "model": "identity",
-        "inputs": [{"name": "INPUT0", "shape": [16], "dtype": "FP32", "data": {"generator": "random", "seed": 0}}],
-    }
+    target = reference_target("tiny", "triton-grpc", address)
     data = {"name": "gate", "duration": "4s", "warmup": "1s", "targets": [target], "shape": {"kind": "steady", "users": users}}
     scenario = write_scenario(folder, data)
     out = folder / "runs"

@@ -27,6 +27,12 @@ def _gone(pid: int) -> bool:
     return False
 
 
+def reference_target(name: str, kind: str, address: str, **extra: Any) -> dict[str, Any]:
+    """A scenario target of the reference server's model (``identity``: one FP32 input of 16 values)."""
+    inputs = [{"name": "INPUT0", "shape": [16], "dtype": "FP32", "data": {"generator": "random", "seed": 0}}]
+    return {"name": name, "kind": kind, "address": address, "model": "identity", "inputs": inputs, **extra}
+
+
 @contextmanager
 def reference_server(
     config: ReferenceConfig | None = None, *, ca_file: Path | None = None, **keys: Any
