@@ -34,6 +34,11 @@ CHECKS: dict[str, str] = {
     "max_residual_ms": "residual_ms",
     "max_send_lag_p99_ms": "open_loop.send_lag_ms.p99",
     "max_unsent": "open_loop.unsent",
+    "ttft_p50_ms": "decoupled.first_response_ms.p50",
+    "ttft_p99_ms": "decoupled.first_response_ms.p99",
+    "tpot_p99_ms": "generation.tpot_ms.p99",
+    "itl_p99_ms": "generation.itl_ms.p99",
+    "min_output_tokens_per_s": "generation.output_tokens_per_s",
 }
 
 

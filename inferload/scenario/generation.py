@@ -55,9 +55,10 @@ class GenerationSpec(FrozenModel):
 
 
 def generative_problems(
-    inputs: tuple[InputSpec, ...], prompt_given: bool, batch_size: int, keys_given: set[str], kind: str
+    inputs: tuple[InputSpec, ...], prompt_given: bool, batch_size: int, tensor_keys: dict[str, object], kind: str
 ) -> list[Check]:
-    """Every way a generative target's keys do not fit: its prompt input, and the tensor keys it takes none of."""
+    """Every way a generative target's keys do not fit: its prompt input, and the tensor keys it
+    takes none of (``tensor_keys``: each such key's value; set when not None or empty)."""
     checks: list[Check] = []
     if len(inputs) > 1:
         checks.append(
@@ -75,6 +76,7 @@ def generative_problems(
             checks.append((("generation", "prompt"), f"inputs[{index}] gives the prompts already: give one or the other"))
     if batch_size != 1:
         checks.append((("batch_size",), f"this {kind} target sends one prompt per request; got batch_size {batch_size}"))
-    for key in sorted(keys_given & {"outputs", "content_type", "body_template", "media_type", "version", "expected"}):
-        checks.append(((key,), f"does not apply to an {kind} target (its answer is generated text)"))
+    for key, value in sorted(tensor_keys.items()):
+        if value is not None and value != ():
+            checks.append(((key,), f"does not apply to an {kind} target (its answer is generated text)"))
     return checks

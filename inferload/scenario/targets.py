@@ -375,6 +375,17 @@ class Slo(FrozenModel):
     # open loop
     max_send_lag_p99_ms: Annotated[Number, Field(ge=0)] | None = None
     max_unsent: Annotated[StrictInt, Field(ge=0)] | None = None
+    # streams: the time to the first response (a generation's first token, a decoupled model's first response)
+    ttft_p50_ms: Annotated[Number, Field(gt=0)] | None = None
+    ttft_p99_ms: Annotated[Number, Field(gt=0)] | None = None
+    # generations (the generative kinds): time per output token, inter-token latency, output tokens/s
+    tpot_p99_ms: Annotated[Number, Field(gt=0)] | None = None
+    itl_p99_ms: Annotated[Number, Field(gt=0)] | None = None
+    min_output_tokens_per_s: Annotated[Number, Field(gt=0)] | None = None
+
+
+#: the `slo` keys only a generative target measures
+GENERATION_SLO_KEYS = ("tpot_p99_ms", "itl_p99_ms", "min_output_tokens_per_s")
 
 
 class Target(FrozenModel):
@@ -534,9 +545,21 @@ class Target(FrozenModel):
     def _generative_keys(self) -> Target:
         """A generative kind's inputs give its prompts, and it takes none of the tensor keys."""
         if self.kind not in GENERATIVE_KINDS:
+            given = self.slo.model_fields_set if self.slo is not None else set()
+            refused = [
+                (
+                    ("slo", key),
+                    f"only a generative target measures it ({', '.join(GENERATIVE_KINDS)}); this target is {self.kind}",
+                )
+                for key in GENERATION_SLO_KEYS
+                if key in given
+            ]
+            if refused:
+                raise checks_error(refused)
             return self
         prompt_given = self.generation is not None and "prompt" in self.generation.model_fields_set
-        checks = generative_problems(self.inputs, prompt_given, self.batch_size, self.model_fields_set, self.kind)
+        tensor_keys = {"outputs": self.outputs, "version": self.version, "expected": self.expected}
+        checks = generative_problems(self.inputs, prompt_given, self.batch_size, tensor_keys, self.kind)
         if self.metrics_url is not None:
             checks.append((("metrics_url",), "an OpenAI-compatible server's metrics page is not read by inferload; remove it"))
         if checks:

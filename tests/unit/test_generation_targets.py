@@ -109,3 +109,40 @@ def test_a_model_list_is_read_from_its_data_and_anything_else_is_no_list() -> No
     assert served_models({"object": "list", "data": [{"id": "a"}, {"id": "b"}, {"x": 1}]}) == ["a", "b"]
     assert served_models({"models": ["a"]}) is None
     assert served_models(["a"]) is None
+
+
+def test_token_slos_are_checked_against_the_summary_s_stream_and_generation_figures() -> None:
+    from inferload.results.slo import evaluate, format_checks
+    from inferload.scenario.schema import Scenario
+
+    slo = {"ttft_p99_ms": 50, "tpot_p99_ms": 5, "min_output_tokens_per_s": 100}
+    scenario = Scenario.model_validate(
+        {
+            "name": "s",
+            "duration": "10s",
+            "targets": [target(slo=slo).model_dump(exclude_none=True)],
+            "shape": {"kind": "steady", "users": 1},
+        }
+    )
+    figures = {
+        "chat": {
+            "decoupled": {"first_response_ms": {"p99": 40.0}},
+            "generation": {"tpot_ms": {"p99": 7.5}, "output_tokens_per_s": 120.0},
+        }
+    }
+    checks = {check.metric: (check.value, check.passed) for check in evaluate(scenario, figures)}
+    assert checks == {"ttft_p99_ms": (40.0, True), "tpot_p99_ms": (7.5, False), "min_output_tokens_per_s": (120.0, True)}
+    assert "SLO FAILED" in format_checks(evaluate(scenario, figures))
+
+
+def test_a_tensor_target_takes_no_token_slo() -> None:
+    keys = {"name": "t", "kind": "triton-grpc", "address": "127.0.0.1:8001", "model": "m"}
+    inputs = [{"name": "x", "dtype": "FP32", "shape": [4]}]
+    with pytest.raises(ValidationError, match="only a generative target measures it"):
+        Target.model_validate({**keys, "inputs": inputs, "slo": {"tpot_p99_ms": 5}})
+    assert Target.model_validate({**keys, "inputs": inputs, "slo": {"ttft_p99_ms": 5}}).slo is not None  # a decoupled model's
+
+
+def test_a_generative_target_written_out_reads_back_the_same() -> None:
+    made = target(inputs=PROMPTS, generation={"max_tokens": 9, "base_path": "/openai/v1"}, slo={"ttft_p99_ms": 80})
+    assert Target.model_validate(made.model_dump(exclude_none=True)) == made
