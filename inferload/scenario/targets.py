@@ -29,7 +29,7 @@ from inferload.scenario import bodies, datasets, tensors
 from inferload.scenario.addresses import ManagementUrl, MetricsUrl, normalise_address
 from inferload.scenario.expected import ExpectedField, ExpectedSpec, check_expected
 from inferload.scenario.fields import DTypeField, FrozenModel, Name, Number, Seconds, Token, Version, repeats
-from inferload.scenario.generation import GenerationSpec, generative_problems
+from inferload.scenario.generation import DEFAULT_PROMPT, GenerationSpec, generative_problems
 from inferload.scenario.headers import EnvName, HeaderName, HeaderValue, check_headers
 from inferload.scenario.input_files import not_regular_problem
 from inferload.scenario.kinds import GENERATIVE_KINDS, SEQUENCE_KINDS, SERVER_KINDS, Protocol, Server, TargetKind
@@ -545,20 +545,20 @@ class Target(FrozenModel):
     def _generative_keys(self) -> Target:
         """A generative kind's inputs give its prompts, and it takes none of the tensor keys."""
         if self.kind not in GENERATIVE_KINDS:
-            given = self.slo.model_fields_set if self.slo is not None else set()
-            refused = [
+            refused: list[Check] = [
                 (
                     ("slo", key),
                     f"only a generative target measures it ({', '.join(GENERATIVE_KINDS)}); this target is {self.kind}",
                 )
                 for key in GENERATION_SLO_KEYS
-                if key in given
+                if self.slo is not None and getattr(self.slo, key) is not None
             ]
             if refused:
                 raise checks_error(refused)
             return self
-        prompt_given = self.generation is not None and "prompt" in self.generation.model_fields_set
-        tensor_keys = {"outputs": self.outputs, "version": self.version, "expected": self.expected}
+        # a prompt other than the default (a target written out carries the default: not given)
+        prompt_given = self.generation is not None and self.generation.prompt != DEFAULT_PROMPT
+        tensor_keys: dict[str, object] = {"outputs": self.outputs, "version": self.version, "expected": self.expected}
         checks = generative_problems(self.inputs, prompt_given, self.batch_size, tensor_keys, self.kind)
         if self.metrics_url is not None:
             checks.append((("metrics_url",), "an OpenAI-compatible server's metrics page is not read by inferload; remove it"))
