@@ -1,5 +1,5 @@
 """Generations' own figures (the generative kinds), mergeable: what the engine measured of each
-successful generation over the steady state, per target.
+successful generation, per window and target, and over the steady state per target.
 
 The engine (``native/src/engine/generation.rs``) defines each generation's figures once, from its
 content events: the time to the second token (TTST), the time per output token (TPOT: last content
@@ -8,9 +8,12 @@ shared by the tokens of the later event: token-weighted), and N, the output toke
 ``usage``, else a tokenizer's count, else one per event), with where N came from. The time to the
 first token and the gaps between events are the stream figures (`decoupled_record`).
 
-Histograms are HDR, so workers' figures merge exactly: the engine's drain hands them over as
-``{"steady": {target: {"ttst", "tpot", "itl": wire stats, "n": [generations, tokens, most tokens of
-one, by usage, by tokenizer, by events]}}}``, the same form a worker's report carries.
+Per window: each generation's TPOT (a `WindowStore`, old windows compressed) and the generations
+and their output tokens, for windows.csv and InfluxDB. Histograms are HDR, so workers' figures
+merge exactly: the engine's drain hands them over as ``{"tpot": [[index, target, wire stats]],
+"counts": [[index, target, [generations, tokens]]], "steady": {target: {"ttst", "tpot", "itl":
+wire stats, "n": [generations, tokens, most tokens of one, by usage, by tokenizer, by events]}}}``,
+the same form a worker's report carries.
 """
 
 from __future__ import annotations
@@ -19,7 +22,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from inferload.measure.hdr import LatencyStats
+from inferload.measure.hdr import ClosedStats, LatencyStats, WindowStats
+from inferload.measure.windows import WindowStore
+
+WindowKey = tuple[int, str]
 
 #: where N came from, in the order of their counts on the wire
 TOKEN_SOURCES = ("usage", "tokenizer", "events")
@@ -78,20 +84,65 @@ class GenerationTotals:
             stats.release()
 
 
+@dataclass(frozen=True)
+class GenerationWindow:
+    """What a window holds of one target's generations (read-only)."""
+
+    tpot: WindowStats
+    generations: int
+    output_tokens: int
+
+
 @dataclass
 class GenerationRecord:
-    """A run's generations: steady-state totals per target."""
+    """A run's generations: per window and target, and steady-state totals per target."""
 
+    tpot_windows: WindowStore[WindowKey] = field(default_factory=WindowStore)
+    #: [generations, output tokens] per window
+    count_windows: dict[WindowKey, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
     steady: dict[str, GenerationTotals] = field(default_factory=lambda: defaultdict(GenerationTotals))
+    #: targets that had at least one generation (kept when the record is drained)
+    targets: set[str] = field(default_factory=set)
+
+    def window(self, key: WindowKey) -> GenerationWindow | None:
+        """The window's generation figures; None when no generation finished in it."""
+        counts = self.count_windows.get(key)
+        if counts is None:
+            return None
+        return GenerationWindow(self.tpot_windows.get(key, ClosedStats.empty()), counts[0], counts[1])
+
+    def close_before(self, index: int) -> int:
+        """Compress every window older than `index` (see `WindowStore.close_before`)."""
+        return self.tpot_windows.close_before(index)
+
+    @property
+    def open_histograms(self) -> int:
+        return self.tpot_windows.open_count
 
     def drain_to_wire(self) -> dict[str, Any]:
         """Everything gathered since the last call, as plain data; leaves it empty."""
-        wire = {"steady": {target: totals.to_wire() for target, totals in self.steady.items()}}
+        wire = {
+            "tpot": [[index, target, stats.to_wire()] for (index, target), stats in self.tpot_windows.items()],
+            "counts": [[index, target, list(counts)] for (index, target), counts in self.count_windows.items()],
+            "steady": {target: totals.to_wire() for target, totals in self.steady.items()},
+        }
         for totals in self.steady.values():
             totals.release()
+        self.tpot_windows.clear()
+        self.count_windows.clear()
         self.steady.clear()
         return wire
 
     def merge_wire(self, wire: dict[str, Any]) -> None:
+        for index, target, data in wire.get("tpot", []):
+            stats = LatencyStats.from_wire(data)
+            self.tpot_windows.writable((int(index), target)).merge(stats)
+            stats.release()
+        for index, target, (generations, tokens) in wire.get("counts", []):
+            counts = self.count_windows[(int(index), target)]
+            counts[0] += int(generations)
+            counts[1] += int(tokens)
+            self.targets.add(target)
         for target, data in wire.get("steady", {}).items():
             self.steady[target].merge_wire(data)
+            self.targets.add(target)

@@ -330,13 +330,14 @@ class RunRecord:
         for store in (self.windows, self.lag_windows, self.worker_windows):
             store.close_before(before)
         self.streams.close_before(before)
+        self.generations.close_before(before)
         self.send_times.fold_before(before, self.warmup_ends_at)
 
     @property
     def open_histograms(self) -> int:
         """Windows that hold a full histogram now (bounded: the rest are compressed)."""
         open_count = self.windows.open_count + self.lag_windows.open_count + self.worker_windows.open_count
-        return open_count + self.streams.open_histograms
+        return open_count + self.streams.open_histograms + self.generations.open_histograms
 
     # -- reading --------------------------------------------------------------------------------
     def all_windows(self, first_index: int | None = None, last_index: int | None = None) -> list[tuple[WindowKey, WindowStats]]:

@@ -18,7 +18,10 @@ to that window's `requests` point, same time and tags): `requests` (streamed req
 succeeded), `responses`, `responses_per_s`, `responses_per_request` (mean),
 `first_response_{mean,p50,p90,p99,max}_ms` (send -> first response) and
 `inter_response_{mean,p50,p90,p99,max}_ms` (between consecutive responses); a figure with no sample
-is left out. Percentiles are exact over all workers (merged histograms).
+is left out. Percentiles are exact over all workers (merged histograms). A generative target
+(openai-chat, openai-completions) gets its content events there too, and a `tokens` point per window
+(`tokens_point`): `generations`, `output_tokens`, `output_tokens_per_s` and
+`tpot_{mean,p50,p90,p99,max}_ms` (time per output token of the generations that ended in the window).
 
 Hook-in (InferloadRun):
     add_influx_arguments(parser)                                   # in add_arguments
@@ -43,6 +46,7 @@ from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
 from inferload.measure.decoupled_record import StreamWindow
+from inferload.measure.generation_record import GenerationWindow
 from inferload.measure.hdr import ClosedStats, LatencyStats, WindowStats
 from inferload.measure.run_record import RunRecord
 from inferload.observe.points import histogram_point
@@ -405,6 +409,9 @@ class InfluxExport:
             streamed = self.record.streams.window(key)  # a streamed target (decoupled model): its `streams` point
             if streamed is not None:
                 points.append(stream_point(self.run_id, tags, index, window_s, streamed))
+            generated = self.record.generations.window(key)  # a generative target: its `tokens` point
+            if generated is not None:
+                points.append(tokens_point(self.run_id, tags, index, window_s, generated))
         for worker_key, stats in list(self.record.worker_windows.items()):  # distributed: one series per worker
             index, target, worker = worker_key
             if not final and (index + 1) * window_s + lag > now:
@@ -449,7 +456,22 @@ class InfluxExport:
 
 
 STREAMS_MEASUREMENT = "streams"
+TOKENS_MEASUREMENT = "tokens"
 FIGURES = ("mean", "p50", "p90", "p99", "max")
+
+
+def tokens_point(run_id: str, target_tags: dict[str, str], index: int, window_s: float, window: GenerationWindow) -> Point:
+    """The `tokens` point of one generative target's window (pure)."""
+    fields: dict[str, float | int | None] = {
+        "generations": window.generations,
+        "output_tokens": window.output_tokens,
+        "output_tokens_per_s": window.output_tokens / window_s,
+    }
+    figures = window.tpot.latency_ms()
+    for key in FIGURES:
+        fields[f"tpot_{key}_ms"] = figures[key]
+    tags = {"run_id": run_id, "worker": "all", **target_tags}
+    return Point(TOKENS_MEASUREMENT, tags, fields, seconds_to_ns(index * window_s))
 
 
 def stream_point(run_id: str, target_tags: dict[str, str], index: int, window_s: float, window: StreamWindow) -> Point:

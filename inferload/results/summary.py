@@ -208,6 +208,27 @@ def generation_figures(generations: GenerationRecord, target: str, steady_s: flo
     )
 
 
+#: windows.csv columns of generative targets (appended after the stream columns; empty for other targets)
+GENERATION_WINDOW_COLUMNS = ["output_tokens", "output_tokens_per_s", "tpot_p50_ms", "tpot_p99_ms"]
+
+
+def generation_window(generations: GenerationRecord, index: int, target: str, window_s: float) -> dict[str, Any]:
+    """The generation columns of one window row: all None for a target that never generated; 0
+    tokens (and no percentiles) for a generative target's window in which none succeeded."""
+    window = generations.window((index, target))
+    if window is None:
+        columns: dict[str, Any] = dict.fromkeys(GENERATION_WINDOW_COLUMNS)
+        if target in generations.targets:
+            columns.update(output_tokens=0, output_tokens_per_s=0.0)
+        return columns
+    return {
+        "output_tokens": window.output_tokens,
+        "output_tokens_per_s": round(window.output_tokens / window_s, 3),
+        "tpot_p50_ms": _p(window.tpot, "p50"),
+        "tpot_p99_ms": _p(window.tpot, "p99"),
+    }
+
+
 def _p(stats: WindowStats, key: str) -> float | None:
     value = stats.latency_ms()[key]
     return None if value is None else round(value, 3)
@@ -264,6 +285,8 @@ WINDOW_COLUMNS = [
     # streamed targets only (Triton decoupled models; empty otherwise): responses, time to first
     # response and between responses
     *STREAM_WINDOW_COLUMNS,
+    # generative targets only (empty otherwise): output tokens, per second, time per output token
+    *GENERATION_WINDOW_COLUMNS,
 ]
 
 
@@ -507,6 +530,7 @@ def window_rows(record: RunRecord) -> list[dict[str, Any]]:
                 **open_loop_window(record, index, target),
                 **residual_window(record, index, target, figures["mean"]),
                 **stream_window(record.streams, index, target, record.window_s),
+                **generation_window(record.generations, index, target, record.window_s),
             }
         )
     return rows

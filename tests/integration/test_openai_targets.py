@@ -13,6 +13,7 @@ check names a model the server does not serve, or a route that is not OpenAI's, 
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 from typing import Any
@@ -75,6 +76,12 @@ def test_a_chat_target_streams_and_its_summary_has_the_scripted_events_and_times
     # no tokenizer counts each event's tokens: each event counts one, so the second token is the second
     # event (two holds) and ITL is ICL
     assert 2 * HOLD_MS <= tokens["ttst_ms"]["p50"] < 4 * HOLD_MS
+    # per window: whole generations' tokens, every one EVENTS * TOKENS_PER_EVENT
+    with (tmp_path / "out" / "windows.csv").open() as rows:
+        windows = [row for row in csv.DictReader(rows) if row["target"] == "chat" and row["output_tokens"]]
+    per_window = [int(row["output_tokens"]) for row in windows]
+    assert per_window and all(n % (EVENTS * TOKENS_PER_EVENT) == 0 for n in per_window), per_window
+    assert sum(per_window) >= tokens["output_tokens"]  # the warm-up's windows too
     assert tokens["itl_ms"]["p50"] == pytest.approx(stream["inter_response_ms"]["p50"], abs=0.1)
     served = records.with_protocol("generate")
     assert served.all() and len(records) >= figures["requests"]

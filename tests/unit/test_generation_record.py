@@ -48,3 +48,30 @@ def test_a_run_record_carries_generations_through_a_worker_s_report() -> None:
     assert block.output_tokens_per_s == 3.0 and block.token_source == "usage"
     assert block.tpot_ms.p50 is not None and 1.9 <= block.tpot_ms.p50 <= 2.1
     assert generation_figures(on_master.generations, "other", steady_s=10.0) is None
+
+
+def test_each_window_holds_its_generations_tokens_and_tpot_and_a_quiet_window_says_zero() -> None:
+    from inferload.observe.influx_export import tokens_point
+    from inferload.results.summary import generation_window
+
+    tpot = GenerationTotals()
+    for value in (2.0, 4.0):
+        tpot.tpot.record_success(value)
+    record = GenerationRecord()
+    record.merge_wire({"tpot": [[7, "chat", tpot.tpot.to_wire()]], "counts": [[7, "chat", [2, 24]]]})
+    row = generation_window(record, 7, "chat", window_s=2.0)
+    assert row["output_tokens"] == 24 and row["output_tokens_per_s"] == 12.0
+    assert row["tpot_p50_ms"] is not None and 1.9 <= row["tpot_p50_ms"] <= 2.1
+    assert row["tpot_p99_ms"] is not None and 3.9 <= row["tpot_p99_ms"] <= 4.1
+    assert generation_window(record, 8, "chat", 2.0) == {
+        "output_tokens": 0,
+        "output_tokens_per_s": 0.0,
+        "tpot_p50_ms": None,
+        "tpot_p99_ms": None,
+    }
+    assert set(generation_window(record, 7, "other", 2.0).values()) == {None}
+    window = record.window((7, "chat"))
+    assert window is not None
+    point = tokens_point("run", {"target": "chat"}, 7, 2.0, window)
+    assert point.measurement == "tokens" and point.fields["output_tokens_per_s"] == 12.0
+    assert point.time_ns == 14 * 10**9

@@ -290,6 +290,7 @@ struct Encoded {
     stream_gaps: Vec<(i64, usize, WireStats)>,
     /// (target, first, gaps, [requests, responses, max responses])
     stream_steady: Vec<(usize, WireStats, WireStats, [u64; 3])>,
+    generation_tpot: Vec<(i64, usize, WireStats)>,
     /// (target, ttst, tpot, itl, counts): `GenerationTotals`
     generation_steady: Vec<(usize, WireStats, WireStats, WireStats, [u64; 6])>,
     recorder: Recorder,
@@ -333,6 +334,7 @@ fn encode(mut recorder: Recorder) -> Encoded {
             totals.sort_by_key(|(target, ..)| *target);
             totals
         },
+        generation_tpot: by_window(&mut recorder.generation_tpot),
         generation_steady: {
             let mut totals: Vec<_> = recorder
                 .generation_steady
@@ -755,6 +757,14 @@ impl PyEngine {
         }
         let generations = PyDict::new(py);
         generations.set_item("steady", generation_steady)?;
+        generations.set_item("tpot", window_list(&encoded.generation_tpot)?)?;
+        let mut counts: Vec<_> = recorder.generation_counts.iter().collect();
+        counts.sort_by_key(|((index, target), _)| (*index, *target));
+        let count_list = PyList::empty(py);
+        for ((index, target), n) in counts {
+            count_list.append(row(py, (*index, name(*target), n.to_vec()))?)?;
+        }
+        generations.set_item("counts", count_list)?;
         record.set_item("generations", generations)?;
         let wire = PyDict::new(py);
         wire.set_item("record", record)?;

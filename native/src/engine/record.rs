@@ -303,7 +303,10 @@ pub struct Recorder {
     pub stream_gaps: HashMap<(i64, usize), LatencyStats>,
     pub stream_counts: HashMap<(i64, usize), [u64; 3]>,
     pub stream_steady: HashMap<usize, StreamTotals>,
-    /// generations (`measure/generation_record.py`): the steady totals
+    /// generations (`measure/generation_record.py`): per window, each generation's TPOT and
+    /// [generations, output tokens]; and the steady totals
+    pub generation_tpot: HashMap<(i64, usize), LatencyStats>,
+    pub generation_counts: HashMap<(i64, usize), [u64; 2]>,
     pub generation_steady: HashMap<usize, GenerationTotals>,
     /// open loop: each request's actual send time (wall clock s) by its window, for the burstiness
     /// sent (`RunRecord.record_send`, `measure/run_record.py`)
@@ -399,6 +402,15 @@ impl Recorder {
             self.record_stream(key, timing, settings.in_steady(now));
         }
         if let (Some((figures, source)), None) = (done.generation, done.failure) {
+            if let Some(tpot) = figures.tpot_ms {
+                self.generation_tpot
+                    .entry(key)
+                    .or_default()
+                    .record_success(tpot);
+            }
+            let counts = self.generation_counts.entry(key).or_insert([0; 2]);
+            counts[0] += 1;
+            counts[1] += figures.output_tokens;
             if settings.in_steady(now) {
                 self.generation_steady
                     .entry(done.target)
@@ -575,6 +587,9 @@ mod tests {
         recorder.record(&settings, &done(Some(&by_usage), Some(&failed), 100.8));
         let totals = &recorder.generation_steady[&0];
         assert_eq!(totals.counts, [2, 8, 4, 1, 0, 1]);
+        // the window counts every successful generation, warm-up or not
+        assert_eq!(recorder.generation_counts[&(100, 0)], [3, 12]);
+        assert_eq!(recorder.generation_tpot[&(100, 0)].successes, 3);
         assert_eq!(
             (
                 totals.ttst.successes,
