@@ -26,6 +26,7 @@ from inferload.run.start_checks import StartContext, StartFindings
 from inferload.scenario import limits
 from inferload.scenario.expected import read_expected
 from inferload.scenario.headers import HeadersError, request_headers
+from inferload.scenario.kinds import GENERATIVE_KINDS
 from inferload.scenario.targets import Target
 from inferload.scenario.tls import requests_tls, tls_hint
 from inferload.servermetrics.http_client import (
@@ -250,7 +251,7 @@ def fetch_triton_model_info(target: Target, timeout_s: float = DEFAULT_TIMEOUT_S
     ``ModelMismatchError`` when it is up but does not serve the model (or that version): its
     message lists the models the server does serve (its repository index).
     """
-    if target.kind == "triton-http":
+    if target.server == "triton" and target.protocol == "http":
         metadata, config = _fetch_over_http(target, timeout_s)
     elif target.kind == "triton-grpc":
         metadata, config = _fetch_over_grpc(target, timeout_s)
@@ -292,7 +293,7 @@ def _unreachable(target: Target, detail: str) -> ServerError:
 
 def _wrong_protocol(target: Target, detail: str, hint: str = "") -> ServerError:
     """The address answers, but not as Triton over the target's protocol."""
-    protocol, other = ("HTTP", "gRPC") if target.kind == "triton-http" else ("gRPC", "HTTP")
+    protocol, other = ("HTTP", "gRPC") if target.protocol == "http" else ("gRPC", "HTTP")
     hint = hint or f"is it the {other} port?"
     return ServerError(
         f"target {target.name!r}: {target.address} did not answer as Triton {protocol} ({hint}): {detail}"
@@ -505,10 +506,38 @@ def fit_user_class(cls: type[InferenceUser], info: ModelInfo) -> None:
             )
 
 
+#: the input Triton's generate extension fills from the request's ``text_input``
+GENERATE_INPUT = "text_input"
+
+
+def generate_findings(target: Target, metadata: Mapping[str, Any]) -> StartFindings:
+    """A triton-generate target's model: a warning when it has no ``text_input`` input (the
+    extension maps the request's keys to inputs by name, so its prompts would reach no input)."""
+    inputs = [str(entry.get("name")) for entry in metadata.get("inputs") or () if isinstance(entry, Mapping)]
+    if inputs and GENERATE_INPUT not in inputs:
+        return StartFindings(
+            warnings=(
+                f"target {target.name!r}: model {target.model!r} has no input {GENERATE_INPUT!r} (it takes"
+                f" {', '.join(inputs)}): Triton's generate puts the prompt in text_input",
+            )
+        )
+    return StartFindings()
+
+
 def start_check(cls: type[InferenceUser], context: StartContext) -> StartFindings:
     """Fits the user class to the model (read once, or as the master shipped it); with the checks,
-    the target's headers and tensors against the model's metadata and config."""
+    the target's headers and tensors against the model's metadata and config. A triton-generate
+    target sends no tensors: its model is served (`generate_findings` on its metadata)."""
     target = cls.target
+    if target.kind in GENERATIVE_KINDS:
+        if not context.check:
+            return StartFindings()
+        try:
+            request_headers(target.name, target.headers, target.headers_from_env, target.token_file, context.base_dir)
+            metadata, _ = context.infos.read(target)
+        except (HeadersError, ServerError, ModelMismatchError) as exc:
+            return StartFindings(problems=(str(exc),))
+        return generate_findings(target, metadata)
     if not context.check:
         info = context.infos.get(target)  # a warning when unreadable
         if info is not None:

@@ -70,7 +70,7 @@ def normalise_address(kind: str, address: str) -> str:
             raise ValueError(f"expected host:port without a scheme like '127.0.0.1:8001'; got {text!r}")
         host, port = _split_host_port(text, "127.0.0.1:8001")
         return f"{host}:{port}"
-    if kind == "triton-http":
+    if kind in ("triton-http", "triton-generate"):
         _, rest = _split_url(text, ("http", "https"), "http://127.0.0.1:8000")  # https: the target's tls
         host, port = _split_host_port(rest.rstrip("/"), "127.0.0.1:8000")
         return f"{host}:{port}"

@@ -24,6 +24,7 @@ TargetKind = Literal[
     "bentoml-http",
     "openai-chat",
     "openai-completions",
+    "triton-generate",
 ]
 #: ``openai``: any OpenAI-compatible server (llama.cpp, vLLM, SGLang, TGI, Triton's and KServe's OpenAI frontends)
 Server = Literal["triton", "torchserve", "kserve", "bentoml", "openai"]
@@ -62,6 +63,8 @@ SERVER_KINDS: dict[str, ServerKind] = {
         ServerKind("bentoml-http", "bentoml", "http", "BentoMLHttpUser"),
         ServerKind("openai-chat", "openai", "http", "OpenAIUser", generative=True),
         ServerKind("openai-completions", "openai", "http", "OpenAIUser", generative=True),
+        # Triton's generate extension (HTTP): a prompt in text_input, text_output events
+        ServerKind("triton-generate", "triton", "http", "TritonGenerateUser", generative=True),
     )
 }
 TARGET_KINDS: tuple[str, ...] = get_args(TargetKind)

@@ -32,7 +32,16 @@ from inferload.scenario.fields import DTypeField, FrozenModel, Name, Number, Sec
 from inferload.scenario.generation import DEFAULT_PROMPT, GenerationSpec, generative_problems
 from inferload.scenario.headers import EnvName, HeaderName, HeaderValue, check_headers
 from inferload.scenario.input_files import not_regular_problem
-from inferload.scenario.kinds import GENERATIVE_KINDS, SEQUENCE_KINDS, SERVER_KINDS, Protocol, Server, TargetKind
+from inferload.scenario.kinds import (
+    GENERATIVE_KINDS,
+    SEQUENCE_KINDS,
+    SERVER_KINDS,
+    TRITON_KINDS,
+    Protocol,
+    Server,
+    TargetKind,
+    has_role,
+)
 from inferload.scenario.limits import (
     DEFAULT_MAX_ANSWER_BYTES,
     MAX_ANSWER_BYTES,
@@ -462,7 +471,7 @@ class Target(FrozenModel):
     @classmethod
     def _triton_version_is_a_number(cls, value: str | None, info: ValidationInfo) -> str | None:
         kind = info.data.get("kind")
-        if value is not None and kind in ("triton-grpc", "triton-http") and not value.isdigit():
+        if value is not None and kind in TRITON_KINDS and not value.isdigit():
             raise custom_error(f"expected a Triton model version number like 1; got {value!r}")
         if value is not None and kind == "kserve-v1-http":
             raise custom_error("KServe's v1 protocol has no model versions (POST /v1/models/<name>:predict); remove version")
@@ -558,10 +567,12 @@ class Target(FrozenModel):
             return self
         # a prompt other than the default (a target written out carries the default: not given)
         prompt_given = self.generation is not None and self.generation.prompt != DEFAULT_PROMPT
-        tensor_keys: dict[str, object] = {"outputs": self.outputs, "version": self.version, "expected": self.expected}
+        tensor_keys: dict[str, object] = {"outputs": self.outputs, "expected": self.expected}
+        if self.server != "triton":  # Triton's generate takes a model version
+            tensor_keys["version"] = self.version
         checks = generative_problems(self.inputs, prompt_given, self.batch_size, tensor_keys, self.kind)
-        if self.metrics_url is not None:
-            checks.append((("metrics_url",), "an OpenAI-compatible server's metrics page is not read by inferload; remove it"))
+        if self.metrics_url is not None and not has_role(self.server, "counters"):
+            checks.append((("metrics_url",), f"inferload reads no metrics page of a {self.kind} target's server; remove it"))
         if checks:
             raise checks_error(checks)
         return self

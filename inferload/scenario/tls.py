@@ -129,7 +129,7 @@ def tls_from_scheme(data: Any) -> Any:
         )
     if scheme == "https" and tls is None:
         return {**data, "tls": {}}
-    if scheme is None and data["kind"] != "triton-http" and tls not in (None, False):
+    if scheme is None and data["kind"] not in ("triton-http", "triton-generate") and tls not in (None, False):
         return {**data, "address": "https://" + address.strip()}
     return data
 

@@ -17,8 +17,8 @@ if TYPE_CHECKING:
     from inferload.users.bentoml import BentoMLHttpUser
     from inferload.users.classes import user_class_for
     from inferload.users.client import InferenceClient, InferResult, inference_task
+    from inferload.users.generation import OpenAIUser, TritonGenerateUser
     from inferload.users.kserve import KServeV1HttpUser, KServeV2GrpcUser, KServeV2HttpUser
-    from inferload.users.openai import OpenAIUser
     from inferload.users.torchserve import TorchServeRestUser
     from inferload.users.triton import TritonGrpcUser, TritonHttpUser, TritonStreamUser
 
@@ -32,6 +32,7 @@ __all__ = [
     "KServeV2HttpUser",
     "OpenAIUser",
     "TorchServeRestUser",
+    "TritonGenerateUser",
     "TritonGrpcUser",
     "TritonHttpUser",
     "TritonStreamUser",
@@ -55,7 +56,8 @@ _MODULE_OF = {
     "KServeV2GrpcUser": "kserve",
     "KServeV2HttpUser": "kserve",
     "BentoMLHttpUser": "bentoml",
-    "OpenAIUser": "openai",
+    "OpenAIUser": "generation",
+    "TritonGenerateUser": "generation",
 }
 
 

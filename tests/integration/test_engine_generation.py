@@ -7,7 +7,7 @@ The engine's per-call stream timing says: content events only (never the prelude
 finish chunk, the usage tail or `[DONE]`), the time to the first content event (TTFT) no earlier
 than one hold, the gaps between content events (ICL) no shorter than a hold but where two events
 came in one write (then 0). A stream that ends in an error event, or before `[DONE]`, fails with a
-reason that says so. These drive the engine's own API (the kinds that use it: test_openai_targets.py).
+reason that says so. These drive the engine's own API (the kinds that use it: test_generative_targets.py).
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ start check's reading of a model list."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -15,7 +16,7 @@ from pydantic import ValidationError
 from inferload.run.openai_check import served_models
 from inferload.scenario.generation import DEFAULT_PROMPT, GenerationSpec
 from inferload.scenario.targets import InputSpec, Target
-from inferload.users.openai import error_detail, prompt_of, request_body
+from inferload.users.generation import TritonGenerateUser, error_detail, prompt_of, request_body
 from inferload.users.request_pool import RequestData
 
 PROMPTS = [{"name": "prompt", "dtype": "BYTES", "shape": [1], "data": {"generator": "constant", "value": "hi"}}]
@@ -55,7 +56,7 @@ def test_the_prompts_may_come_from_one_bytes_input() -> None:
         ({"inputs": [{"name": "x", "dtype": "FP32", "shape": [4]}]}, "inputs.0", "dtype: BYTES, shape: [1]"),
         ({"inputs": [*PROMPTS, {**PROMPTS[0], "name": "other"}]}, "inputs", "give one input (the prompts); got 2"),
         ({"inputs": PROMPTS, "generation": {"prompt": "x"}}, "generation.prompt", "give one or the other"),
-        ({"metrics_url": "http://127.0.0.1:8080/metrics"}, "metrics_url", "not read by inferload"),
+        ({"metrics_url": "http://127.0.0.1:8080/metrics"}, "metrics_url", "inferload reads no metrics page"),
         ({"generation": {"base_path": "v1"}}, "generation.base_path", "expected a path like '/v1'"),
         ({"generation": {"max_tokens": 0}}, "generation.max_tokens", "greater than or equal to 1"),
     ],
@@ -146,3 +147,20 @@ def test_a_tensor_target_takes_no_token_slo() -> None:
 def test_a_generative_target_written_out_reads_back_the_same() -> None:
     made = target(inputs=PROMPTS, generation={"max_tokens": 9, "base_path": "/openai/v1"}, slo={"ttft_p99_ms": 80})
     assert Target.model_validate(made.model_dump(exclude_none=True)) == made
+
+
+def test_a_triton_generate_request_is_text_input_and_parameters_on_the_model_s_generate_route() -> None:
+    from inferload.users.classes import user_class_for
+
+    body = json.loads(request_body("triton-generate", "m", "hello", GenerationSpec(max_tokens=5, ignore_eos=True)))
+    assert body == {"text_input": "hello", "parameters": {"max_tokens": 5, "stream": True, "ignore_eos": True}}
+    keys = {"name": "gen", "kind": "triton-generate", "address": "http://127.0.0.1:8000", "model": "my model"}
+    made = Target.model_validate({**keys, "version": 2})
+    assert made.address == "127.0.0.1:8000" and made.version == "2"  # Triton's HTTP form; a version is Triton's
+    cls = user_class_for(made, Path("."))
+    assert issubclass(cls, TritonGenerateUser)
+    assert cls.route() == "/v2/models/my%20model/versions/2/generate_stream"
+    assert cls.address() == "http://127.0.0.1:8000" and cls.stream_format() == "triton_generate"
+    whole = user_class_for(Target.model_validate({**keys, "generation": {"stream": False}}), Path("."))
+    assert issubclass(whole, TritonGenerateUser)
+    assert whole.route() == "/v2/models/my%20model/generate"

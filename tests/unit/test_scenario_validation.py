@@ -278,7 +278,7 @@ MALFORMED = [
         set_key("targets[0].kind", "triton"),
         "targets[0].kind",
         "expected one of triton-grpc, triton-http, torchserve-rest, kserve-v2-http, kserve-v2-grpc, kserve-v1-http,"
-        " bentoml-http, openai-chat, openai-completions; got 'triton'",
+        " bentoml-http, openai-chat, openai-completions, triton-generate; got 'triton'",
         id="bad-target-kind",
     ),
     pytest.param(

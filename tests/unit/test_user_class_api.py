@@ -41,6 +41,7 @@ SPEAKS = {
     inferload.KServeV1HttpUser: ("kserve-v1-http",),
     inferload.BentoMLHttpUser: ("bentoml-http",),
     inferload.OpenAIUser: ("openai-chat", "openai-completions"),
+    inferload.TritonGenerateUser: ("triton-generate",),
 }
 
 

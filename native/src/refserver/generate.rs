@@ -1,5 +1,7 @@
-//! OpenAI-compatible generation, scripted: `GET /v1/models`, `POST /v1/chat/completions` and
-//! `POST /v1/completions`, answered whole or streamed as server-sent events (`"stream": true`).
+//! Generation, scripted: OpenAI-compatible (`GET /v1/models`, `POST /v1/chat/completions` and
+//! `POST /v1/completions`, answered whole or streamed as server-sent events with `"stream": true`)
+//! and Triton's generate extension (`POST /v2/models/{model}/generate`, whole, and
+//! `.../generate_stream`, `text_output` events that end with the body).
 //!
 //! A generation is one request of the known truth (`truth.rs`): it gets the next draw, waits for a
 //! slot, and its `stream_responses` content events are each written after one more hold of its
@@ -93,6 +95,16 @@ struct GenerateRequest {
     stream_options: Option<StreamOptions>,
 }
 
+/// Triton's generate request: `text_input` and optional `parameters` (read, not used: the script decides).
+#[derive(Deserialize)]
+struct TritonGenerateRequest {
+    #[allow(dead_code)]
+    text_input: String,
+    #[serde(default)]
+    #[allow(dead_code)]
+    parameters: Option<serde_json::Map<String, Value>>,
+}
+
 #[derive(Deserialize)]
 struct StreamOptions {
     #[serde(default)]
@@ -113,9 +125,21 @@ pub fn models(shared: &Shared) -> Response<Body> {
     )
 }
 
-/// What one chunk of the answer says, as chat or completions write it.
+/// Which API a generation answers in.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// OpenAI's `/v1/chat/completions`
+    Chat,
+    /// OpenAI's `/v1/completions`
+    Completions,
+    /// Triton's generate extension (`/v2/models/{m}/generate`, `/generate_stream`): `text_output`
+    /// events, no role prelude, finish chunk, usage or `[DONE]`; the stream ends with its body
+    Triton,
+}
+
+/// What one chunk of the answer says, as the dialect writes it.
 struct Chunks {
-    chat: bool,
+    dialect: Dialect,
     model: String,
 }
 
@@ -125,7 +149,7 @@ impl Chunks {
     }
 
     fn choice(&self, text: Option<&str>, finish: Option<&str>, role: bool) -> Value {
-        if self.chat {
+        if self.dialect == Dialect::Chat {
             let mut delta = serde_json::Map::new();
             if role {
                 delta.insert("role".into(), json!("assistant"));
@@ -140,8 +164,20 @@ impl Chunks {
         }
     }
 
+    /// One content event's chunk.
+    fn content(&self, text: &str) -> Value {
+        match self.dialect {
+            Dialect::Triton => self.triton(text),
+            _ => self.chunk(vec![self.choice(Some(text), None, false)], None),
+        }
+    }
+
+    fn triton(&self, text: &str) -> Value {
+        json!({"model_name": self.model, "model_version": "1", "text_output": text})
+    }
+
     fn chunk(&self, choices: Vec<Value>, usage: Option<Value>) -> Value {
-        let object = if self.chat {
+        let object = if self.dialect == Dialect::Chat {
             "chat.completion.chunk"
         } else {
             "text_completion"
@@ -153,15 +189,48 @@ impl Chunks {
         }
         chunk
     }
+
+    /// The whole answer of a generation that is not streamed.
+    fn whole(&self, text: String, tokens: u64) -> Value {
+        match self.dialect {
+            Dialect::Triton => self.triton(&text),
+            Dialect::Chat => json!({"id": "ref", "object": "chat.completion", "model": self.model,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}],
+                "usage": usage(tokens)}),
+            Dialect::Completions => {
+                json!({"id": "ref", "object": "text_completion", "model": self.model,
+                "choices": [{"index": 0, "text": text, "finish_reason": "length"}], "usage": usage(tokens)})
+            }
+        }
+    }
+
+    /// The error event of a stream that fails half-way, and the error answer before one starts.
+    fn error(&self, message: &str, kind: &str) -> Value {
+        match self.dialect {
+            Dialect::Triton => json!({"error": message}),
+            _ => json!({"error": {"message": message, "type": kind}}),
+        }
+    }
 }
 
 fn usage(tokens: u64) -> Value {
     json!({"prompt_tokens": 1, "completion_tokens": tokens, "total_tokens": tokens + 1})
 }
 
+/// What a generation request asks, whatever its dialect.
+struct Asked {
+    model: String,
+    stream: bool,
+    include_usage: bool,
+}
+
 /// `POST /v1/chat/completions` (chat) or `/v1/completions`.
 pub async fn completions(shared: Arc<Shared>, chat: bool, body: Bytes) -> Response<Body> {
-    let received = monotonic_ns();
+    let dialect = if chat {
+        Dialect::Chat
+    } else {
+        Dialect::Completions
+    };
     let request: GenerateRequest = match serde_json::from_slice(&body) {
         Ok(request) => request,
         Err(error) => {
@@ -173,12 +242,57 @@ pub async fn completions(shared: Arc<Shared>, chat: bool, body: Bytes) -> Respon
             );
         }
     };
+    let include_usage = request
+        .stream_options
+        .is_some_and(|options| options.include_usage);
+    let asked = Asked {
+        model: request.model,
+        stream: request.stream,
+        include_usage,
+    };
+    generate(shared, dialect, asked).await
+}
+
+/// `POST /v2/models/{model}[/versions/{v}]/generate` (`stream` false) or `.../generate_stream`.
+pub async fn triton_generate(
+    shared: Arc<Shared>,
+    model: &str,
+    stream: bool,
+    body: Bytes,
+) -> Response<Body> {
+    if let Err(error) = serde_json::from_slice::<TritonGenerateRequest>(&body) {
+        shared.truth.reject();
+        return json_answer(
+            StatusCode::BAD_REQUEST,
+            &json!({"error": format!("the request is not a generate request: {error}")}),
+        );
+    }
+    let asked = Asked {
+        model: model.to_owned(),
+        stream,
+        include_usage: false,
+    };
+    generate(shared, Dialect::Triton, asked).await
+}
+
+async fn generate(shared: Arc<Shared>, dialect: Dialect, request: Asked) -> Response<Body> {
+    let received = monotonic_ns();
     if request.model != shared.truth.config.model {
         shared.truth.reject();
-        return openai_error(
+        let message = match dialect {
+            Dialect::Triton => format!(
+                "Request for unknown model: '{}' is not found",
+                request.model
+            ),
+            _ => format!("The model `{}` does not exist.", request.model),
+        };
+        let chunks = Chunks {
+            dialect,
+            model: request.model,
+        };
+        return json_answer(
             StatusCode::NOT_FOUND,
-            &format!("The model `{}` does not exist.", request.model),
-            "invalid_request_error",
+            &chunks.error(&message, "invalid_request_error"),
         );
     }
     let admitted = shared.truth.admit(received, Protocol::Generate, 1);
@@ -190,10 +304,15 @@ pub async fn completions(shared: Arc<Shared>, chat: bool, body: Bytes) -> Respon
         let failures = &shared.truth.config.failures;
         let status =
             StatusCode::from_u16(failures.http_status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
-        return openai_error(status, &failures.message, "server_error");
+        let chunks = Chunks {
+            dialect,
+            model: request.model,
+        };
+        return json_answer(status, &chunks.error(&failures.message, "server_error"));
     }
+    let chat = dialect == Dialect::Chat;
     let chunks = Chunks {
-        chat,
+        dialect,
         model: request.model,
     };
     let script = shared.truth.config.generation.clone();
@@ -208,27 +327,14 @@ pub async fn completions(shared: Arc<Shared>, chat: bool, body: Bytes) -> Respon
             truth.hold_event(&mut flight, index).await;
         }
         drop(slot);
-        let whole = text.repeat(events as usize);
-        let choice = if chat {
-            json!({"index": 0, "message": {"role": "assistant", "content": whole}, "finish_reason": "length"})
-        } else {
-            json!({"index": 0, "text": whole, "finish_reason": "length"})
-        };
-        let object = if chat {
-            "chat.completion"
-        } else {
-            "text_completion"
-        };
         let response = json_answer(
             StatusCode::OK,
-            &json!({"id": "ref", "object": object, "model": chunks.model, "choices": [choice], "usage": usage(tokens)}),
+            &chunks.whole(text.repeat(events as usize), tokens),
         );
         flight.finish(Outcome::Ok);
         return response;
     }
-    let include_usage = request
-        .stream_options
-        .is_some_and(|options| options.include_usage);
+    let include_usage = request.include_usage;
     let (writes, body) = mpsc::unbounded_channel();
     tokio::spawn(async move {
         let truth = &shared.truth;
@@ -246,7 +352,7 @@ pub async fn completions(shared: Arc<Shared>, chat: bool, body: Bytes) -> Respon
         let mut pending: Vec<u8> = Vec::new();
         for index in 0..events {
             if script.fail_after_events == Some(index) {
-                let error = json!({"error": {"message": truth.config.failures.message, "type": "server_error"}});
+                let error = chunks.error(&truth.config.failures.message, "server_error");
                 pending.extend(Chunks::event(&error));
                 send(pending);
                 drop(slot);
@@ -257,9 +363,7 @@ pub async fn completions(shared: Arc<Shared>, chat: bool, body: Bytes) -> Respon
             if script.keep_alive {
                 pending.extend_from_slice(b": keep-alive\n\n");
             }
-            pending.extend(Chunks::event(
-                &chunks.chunk(vec![chunks.choice(Some(&text), None, false)], None),
-            ));
+            pending.extend(Chunks::event(&chunks.content(&text)));
             if script.coalesce_events && index % 2 == 0 && index + 1 < events {
                 continue; // written with the next one
             }
@@ -281,15 +385,21 @@ pub async fn completions(shared: Arc<Shared>, chat: bool, body: Bytes) -> Respon
                 return;
             }
         }
-        let mut tail =
-            Chunks::event(&chunks.chunk(vec![chunks.choice(None, Some("length"), false)], None));
-        if include_usage {
+        let delivered = if dialect == Dialect::Triton {
+            pending.is_empty() || send(pending) // the body's end is the stream's end
+        } else {
+            let mut tail = std::mem::take(&mut pending);
             tail.extend(Chunks::event(
-                &chunks.chunk(Vec::new(), Some(usage(tokens))),
+                &chunks.chunk(vec![chunks.choice(None, Some("length"), false)], None),
             ));
-        }
-        tail.extend_from_slice(b"data: [DONE]\n\n");
-        let delivered = send(tail);
+            if include_usage {
+                tail.extend(Chunks::event(
+                    &chunks.chunk(Vec::new(), Some(usage(tokens))),
+                ));
+            }
+            tail.extend_from_slice(b"data: [DONE]\n\n");
+            send(tail)
+        };
         drop(slot);
         flight.finish(if delivered {
             Outcome::Ok

@@ -466,6 +466,14 @@ async fn handle(
         (&Method::GET, "/v1/models") => return Ok(generate::models(&shared)),
         _ => {}
     }
+    if let (&Method::POST, Some(rest)) = (method, path.strip_prefix("/v2/models/")) {
+        for (suffix, stream) in [("/generate_stream", true), ("/generate", false)] {
+            if let Some(named) = rest.strip_suffix(suffix) {
+                let model = named.split("/versions/").next().unwrap_or(named);
+                return Ok(generate::triton_generate(shared, model, stream, body).await);
+            }
+        }
+    }
     let shared = &*shared;
     let response = if let Some(rest) = path.strip_prefix("/v2/models/") {
         v2_model(shared, method, rest, &parts.headers, body).await

@@ -1,9 +1,13 @@
-"""The users of OpenAI-compatible servers: ``openai-chat`` (``POST {base}/chat/completions``) and
-``openai-completions`` (``POST {base}/completions``), one prompt per request (`inferload.scenario.generation`).
+"""The users of the generative kinds, one prompt per request (`inferload.scenario.generation`):
+``openai-chat`` (``POST {base}/chat/completions``) and ``openai-completions`` (``POST
+{base}/completions``) on any OpenAI-compatible server (`OpenAIUser`), and ``triton-generate``
+(Triton's generate extension: ``POST /v2/models/{model}/generate_stream``, or ``/generate`` for a
+whole answer; `TritonGenerateUser`).
 
-Each distinct request's JSON body is made once per process (`encode_request`): the model, the prompt
-(as the user's message, or the completion's prompt), ``max_tokens``, ``stream`` and, for a stream,
-``stream_options.include_usage``. On the native transport the engine reads a streamed answer as it
+Each distinct request's JSON body is made once per process (`encode_request`). OpenAI: the model,
+the prompt (as the user's message, or the completion's prompt), ``max_tokens``, ``stream`` and, for a
+stream, ``stream_options.include_usage``. Triton: ``text_input`` and ``parameters`` (``max_tokens``,
+``stream``; the model's own parameters decide what they mean). On the native transport the engine reads a streamed answer as it
 arrives (docs/engine.md, "Generation streams"): a call succeeds when the server answers 200 with an
 event stream that ends as the format says, and its content events give the request's time to the
 first token and the gaps between content events (the summary's ``decoupled`` block). On the Python
@@ -16,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 from typing import Any, ClassVar
+from urllib.parse import quote
 
 from geventhttpclient.response import HTTPConnectionClosed
 
@@ -34,6 +39,8 @@ _ROUTES: dict[str, tuple[str, str]] = {
     "openai-chat": ("/chat/completions", "openai_chat"),
     "openai-completions": ("/completions", "openai_completions"),
 }
+#: the engine's stream format of Triton's generate_stream
+_TRITON_FORMAT = "triton_generate"
 
 
 def generation_of(target: Any) -> GenerationSpec:
@@ -43,6 +50,11 @@ def generation_of(target: Any) -> GenerationSpec:
 
 def request_body(kind: str, model: str, prompt: str, generation: GenerationSpec) -> bytes:
     """One request's JSON body."""
+    if kind == "triton-generate":
+        parameters: dict[str, Any] = {"max_tokens": generation.max_tokens, "stream": generation.stream}
+        if generation.ignore_eos:
+            parameters["ignore_eos"] = True
+        return json.dumps({"text_input": prompt, "parameters": parameters}, ensure_ascii=False, separators=(",", ":")).encode()
     body: dict[str, Any] = {"model": model}
     if kind == "openai-chat":
         body["messages"] = [{"role": "user", "content": prompt}]
@@ -78,17 +90,21 @@ def error_detail(body: bytes) -> str:
     return json_error_detail(body, "error")
 
 
-class OpenAIUser(InferenceUser):
-    """Abstract: one OpenAI-compatible target (chat or completions), one prompt per request."""
+class GenerativeUser(InferenceUser):
+    """Abstract: one generative target, one prompt per request; a kind's class gives its `route`
+    and the engine's stream format (`stream_format`)."""
 
     abstract = True
-    target_kinds = ("openai-chat", "openai-completions")
     request_type = "POST"
     _python_warned: ClassVar[bool] = False
 
     @classmethod
     def route(cls) -> str:
-        return generation_of(cls.target).base_path + _ROUTES[cls.target.kind][0]
+        raise NotImplementedError
+
+    @classmethod
+    def stream_format(cls) -> str:
+        raise NotImplementedError
 
     @classmethod
     def encode_request(cls, data: RequestData) -> bytes:
@@ -105,6 +121,11 @@ class OpenAIUser(InferenceUser):
         }
 
     @classmethod
+    def address(cls) -> str:
+        address: str = cls.target.address
+        return address if "://" in address else f"{'https' if cls.target.tls is not None else 'http'}://{address}"
+
+    @classmethod
     def native_target(cls) -> NativeTarget:
         """The engine's HTTP target: the pre-encoded bodies, a stream read as its format says."""
         target = cls.target
@@ -115,12 +136,12 @@ class OpenAIUser(InferenceUser):
         check = {
             "status": "2xx" if target.response_check == "none" else "200",
             "detail": {"json_keys": ["error", "detail", "message"], "chars": DETAIL_CHARS},
-            "answer": _ROUTES[target.kind][1] if reads_answer else "none",
+            "answer": cls.stream_format() if reads_answer else "none",
         }
         path = cls.route()
         return NativeTarget(
             protocol="http",
-            address=target.address,
+            address=cls.address(),
             requests=[(path, body, []) for body in pool.encoded_requests],
             check=check,
             headers=list(cls._headers().items()),
@@ -129,14 +150,14 @@ class OpenAIUser(InferenceUser):
 
     def connect(self) -> None:
         cls = type(self)
-        if generation_of(self.target).stream and not cls._python_warned:
-            cls._python_warned = True
+        if generation_of(self.target).stream and not GenerativeUser._python_warned:
+            GenerativeUser._python_warned = True
             logger.warning(
                 "target %r: on the Python transport a stream is read whole and judged by its status (no time to"
                 " first token); the native engine reads it as it arrives (make build)",
                 self.target.name,
             )
-        self._client = open_client(self.target, self.scenario_dir)
+        self._client = open_client(self.target.model_copy(update={"address": cls.address()}), self.scenario_dir)
         self._path = cls.route()
         self.request_pool()  # the first user of the target in this process encodes every request here
         self._headers_now = cls._headers()
@@ -159,3 +180,36 @@ class OpenAIUser(InferenceUser):
 
     def close(self) -> None:
         close_client(self)
+
+
+class OpenAIUser(GenerativeUser):
+    """Abstract: one OpenAI-compatible target (chat or completions)."""
+
+    abstract = True
+    target_kinds = ("openai-chat", "openai-completions")
+
+    @classmethod
+    def route(cls) -> str:
+        return generation_of(cls.target).base_path + _ROUTES[cls.target.kind][0]
+
+    @classmethod
+    def stream_format(cls) -> str:
+        return _ROUTES[cls.target.kind][1]
+
+
+class TritonGenerateUser(GenerativeUser):
+    """Abstract: one model behind Triton's generate extension."""
+
+    abstract = True
+    target_kinds = ("triton-generate",)
+
+    @classmethod
+    def route(cls) -> str:
+        target = cls.target
+        version = f"/versions/{quote(target.version, safe='')}" if target.version else ""
+        endpoint = "generate_stream" if generation_of(target).stream else "generate"
+        return f"/v2/models/{quote(target.model, safe='')}{version}/{endpoint}"
+
+    @classmethod
+    def stream_format(cls) -> str:
+        return _TRITON_FORMAT

@@ -1,5 +1,6 @@
-"""The generative kinds (`openai-chat`, `openai-completions`) run end to end with `inferload run`
-against the reference server's OpenAI-compatible routes, whose truth is scripted: each request's
+"""The generative kinds (`openai-chat`, `openai-completions`, `triton-generate`) run end to end with
+`inferload run` against the reference server's generation routes (OpenAI's and Triton's generate
+extension), whose truth is scripted: each request's
 answer is `stream_responses` content events, event i written i + 1 holds of a fixed draw after
 its service started (tests/integration/test_reference_generation.py holds the server to that).
 
@@ -131,3 +132,28 @@ def test_a_model_the_server_does_not_list_or_a_route_that_is_not_openai_s_stops_
     assert wrong_route.returncode == 2, wrong_route.stdout + wrong_route.stderr
     assert "/openai/v1/models answered HTTP 404 without an OpenAI model list" in wrong_route.stderr
     assert "generation.base_path: '/openai/v1'" in wrong_route.stderr
+
+
+def test_a_triton_generate_target_streams_text_output_events_without_done_and_whole_answers_too(tmp_path: Path) -> None:
+    def generate(**extra: Any) -> dict[str, Any]:
+        return {"name": "gen", "kind": "triton-generate", "address": "", "model": "identity", **extra}
+
+    with reference_server(stream_responses=EVENTS, delay={"law": "fixed", "ms": HOLD_MS}, concurrency=SLOTS) as server:
+        streamed = run(tmp_path / "stream", {**generate(generation={"max_tokens": 8}), "address": server.http_address})
+        whole = run(tmp_path / "whole", {**generate(generation={"stream": False}), "address": server.http_address})
+        wrong = run(tmp_path / "wrong", {**generate(model="llama"), "address": server.http_address})
+        records = server.records()
+    assert streamed.returncode == 0, streamed.stdout + streamed.stderr
+    # the reference model's one input is INPUT0: the start check says where the prompt would go
+    assert "has no input 'text_input'" in streamed.stderr
+    figures = summary_of(tmp_path / "stream", "gen")
+    assert (figures["server"], figures["failures"]) == ("triton", 0) and figures["requests"] > 20
+    assert figures["decoupled"]["responses"] == EVENTS * figures["decoupled"]["requests"]  # the body's end ends it
+    assert figures["generation"]["token_source"] == "events"  # Triton's generate has no usage
+    assert HOLD_MS <= figures["decoupled"]["first_response_ms"]["p50"] < 3 * HOLD_MS
+    assert whole.returncode == 0, whole.stdout + whole.stderr
+    answered = summary_of(tmp_path / "whole", "gen")
+    assert answered["failures"] == 0 and "generation" not in answered
+    assert answered["latency_ms"]["p50"] >= EVENTS * HOLD_MS
+    assert wrong.returncode == 2 and "llama" in wrong.stderr, wrong.stdout + wrong.stderr
+    assert records.with_protocol("generate").all()
