@@ -1,6 +1,6 @@
 """llama.cpp's server (from the ``xllamacpp`` wheel) serving one GGUF model, as a process of its own.
 
-    python -m inferload.local.servers.llamacpp_serve MODEL.gguf --port 8080 [--host 127.0.0.1]
+    python -m inferload.local.servers.llamacpp_serve [MODEL.gguf] [--port 8085] [--host 127.0.0.1]
         [--alias random-llama] [--parallel 4] [--threads 1] [--context 4096]
 
 llama.cpp's C++ HTTP server runs in this process's threads (``xllamacpp.Server``): the OpenAI routes
@@ -21,6 +21,8 @@ from pathlib import Path
 
 #: the line printed once the server listens (what a launcher waits for)
 READY = "llama.cpp listening on"
+#: where it listens unless told otherwise (scenarios/llm-chat.yaml sends there)
+DEFAULT_PORT = 8085
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m inferload.local.servers.llamacpp_serve", description=__doc__.splitlines()[0])
     parser.add_argument("model", nargs="?", type=Path, default=None, help="a GGUF file (default: the built-in LLM)")
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"default {DEFAULT_PORT} (scenarios/llm-chat.yaml's)")
     parser.add_argument("--alias", default=None, help=f"the model's id in /v1/models (default: {LLM_NAME} for the built-in LLM)")
     parser.add_argument("--parallel", type=int, default=4, help="slots decoding together (continuous batching)")
     parser.add_argument("--threads", type=int, default=1, help="CPU threads per decode")
