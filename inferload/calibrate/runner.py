@@ -380,19 +380,20 @@ class RunLayout:
         return flags + (["--remote-workers", str(self.remote_workers)] if self.remote_workers else [])
 
 
-def _tree_cpu_s(process: psutil.Process) -> float | None:
+def _tree_cpu_s(process: psutil.Process, seen: dict[int, float]) -> float | None:
+    """The CPU seconds the process tree has used so far: each process's last reading in ``seen`` (by
+    pid) is kept after it exits, so the total never falls when a child ends."""
     try:
         procs = [process, *process.children(recursive=True)]
     except psutil.Error:
         return None
-    total = 0.0
     for proc in procs:
         try:
             times = proc.cpu_times()
         except psutil.Error:
             continue
-        total += times.user + times.system
-    return total
+        seen[proc.pid] = max(seen.get(proc.pid, 0.0), times.user + times.system)
+    return sum(seen.values())
 
 
 def _cpu_at(samples: list[tuple[float, float]], at: float) -> float | None:
@@ -436,9 +437,10 @@ def run_watched(
         child = children.start(command, lead=True, log=log, env=env)
     watched = psutil.Process(child.pid)
     samples: list[tuple[float, float]] = []
+    seen: dict[int, float] = {}
     deadline = time.monotonic() + timeout_s
     while child.poll() is None:
-        cpu = _tree_cpu_s(watched)
+        cpu = _tree_cpu_s(watched, seen)
         if cpu is not None:
             samples.append((time.time(), cpu))
         if time.monotonic() > deadline:
