@@ -28,6 +28,9 @@ from tests.support.scenario_factory import write_scenario
 pytest.importorskip("inferload._native", reason="the native engine is not built (make build)")
 
 HOLD_MS = 10.0
+#: a hold ends late by the timer's wake-up and the machine's load: the truth bounds figures from below,
+#: this generous margin from above
+LATE_MS = 500.0
 EVENTS = 4
 SLOTS = 4
 TOKENS_PER_EVENT = 2
@@ -63,20 +66,21 @@ def test_a_chat_target_streams_and_its_summary_has_the_scripted_events_and_times
     stream = figures["decoupled"]
     assert stream["requests"] == figures["requests"] and stream["max_responses_per_request"] == EVENTS
     assert stream["responses"] == EVENTS * stream["requests"]  # content events only: no prelude, usage tail or [DONE]
-    assert HOLD_MS <= stream["first_response_ms"]["p50"] < 3 * HOLD_MS
-    assert 0.5 * HOLD_MS <= stream["inter_response_ms"]["p50"] < 3 * HOLD_MS
+    assert HOLD_MS <= stream["first_response_ms"]["p50"] < HOLD_MS + LATE_MS
+    # event deadlines count from the service's start: a late event shortens the gap after it
+    assert 0 < stream["inter_response_ms"]["p50"] < HOLD_MS + LATE_MS
     assert figures["latency_ms"]["p50"] >= EVENTS * HOLD_MS
     assert figures["server_side"] is None  # an OpenAI server's counters are not read
     tokens = figures["generation"]
     assert tokens["generations"] == figures["requests"] and tokens["token_source"] == "usage"
     assert tokens["output_tokens"] == EVENTS * TOKENS_PER_EVENT * tokens["generations"]
     assert tokens["output_tokens_per_request"] == tokens["max_output_tokens"] == EVENTS * TOKENS_PER_EVENT
-    # the content spans EVENTS - 1 holds over N - 1 tokens
+    # the content spans about EVENTS - 1 holds over N - 1 tokens (less when the first event was late)
     span_per_token = (EVENTS - 1) * HOLD_MS / (EVENTS * TOKENS_PER_EVENT - 1)
-    assert 0.5 * span_per_token <= tokens["tpot_ms"]["p50"] < 3 * span_per_token
+    assert 0 < tokens["tpot_ms"]["p50"] < span_per_token + LATE_MS
     # no tokenizer counts each event's tokens: each event counts one, so the second token is the second
     # event (two holds) and ITL is ICL
-    assert 2 * HOLD_MS <= tokens["ttst_ms"]["p50"] < 4 * HOLD_MS
+    assert 2 * HOLD_MS <= tokens["ttst_ms"]["p50"] < 2 * HOLD_MS + LATE_MS
     # per window: whole generations' tokens, every one EVENTS * TOKENS_PER_EVENT
     with (tmp_path / "out" / "windows.csv").open() as rows:
         windows = [row for row in csv.DictReader(rows) if row["target"] == "chat" and row["output_tokens"]]
@@ -150,7 +154,7 @@ def test_a_triton_generate_target_streams_text_output_events_without_done_and_wh
     assert (figures["server"], figures["failures"]) == ("triton", 0) and figures["requests"] > 20
     assert figures["decoupled"]["responses"] == EVENTS * figures["decoupled"]["requests"]  # the body's end ends it
     assert figures["generation"]["token_source"] == "events"  # Triton's generate has no usage
-    assert HOLD_MS <= figures["decoupled"]["first_response_ms"]["p50"] < 3 * HOLD_MS
+    assert HOLD_MS <= figures["decoupled"]["first_response_ms"]["p50"] < HOLD_MS + LATE_MS
     assert whole.returncode == 0, whole.stdout + whole.stderr
     answered = summary_of(tmp_path / "whole", "gen")
     assert answered["failures"] == 0 and "generation" not in answered
