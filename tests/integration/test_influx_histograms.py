@@ -17,16 +17,15 @@ import pytest
 from inferload.observe.influx_range import cmd_report_influx, influx_range_figures
 from inferload.observe.sink import SinkSettings
 from inferload.results.histograms import range_figures
+from inferload.results.tail import nearest_rank
 from tests.support.cli import inferload
 from tests.support.influx_fixture import InfluxServer
 from tests.support.scenario_factory import tiny_target, write_scenario
 
 
-def nearest_rank(values: list[float], q: float) -> float:
-    """The value at rank round(q % of n), as HdrHistogram ranks a percentile (`ceil` instead can
-    pick the next value, which in a sparse tail lies a few % higher)."""
-    ordered = sorted(values)
-    return ordered[max(1, int(q / 100 * len(ordered) + 0.5)) - 1]
+def exact(values: list[float], q: float) -> float:
+    """The nearest-rank q-th percentile (rank ceil(q % of n)) of every value, the definition summary.json uses."""
+    return nearest_rank(sorted(values), q)
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +90,7 @@ def test_range_percentiles_from_influxdb_equal_the_folder_and_the_request_log(st
         ]
         assert figures["requests"] - figures["failures"] == len(latencies) > 50
         for q, key in ((50, "p50"), (90, "p90"), (99, "p99")):
-            assert figures["latency_ms"][key] == pytest.approx(nearest_rank(latencies, q), rel=0.01), (key, selection)
+            assert figures["latency_ms"][key] == pytest.approx(exact(latencies, q), rel=0.01), (key, selection)
 
 
 def test_the_last_cumulative_point_has_the_request_logs_percentiles_since_the_warm_up(streamed, influxdb: InfluxServer) -> None:
@@ -108,7 +107,7 @@ def test_the_last_cumulative_point_has_the_request_logs_percentiles_since_the_wa
     latencies = [float(r["latency_ms"]) for r in run["rows"] if float(r["time"]) >= first_steady]
     assert last["count"] >= len(latencies) > 50  # failures are counted, not timed
     for q, key in ((50, "p50_ms"), (95, "p95_ms"), (99, "p99_ms")):
-        assert last[key] == pytest.approx(nearest_rank(latencies, q), rel=0.01), key
+        assert last[key] == pytest.approx(exact(latencies, q), rel=0.01), key
     sizes = influxdb.series(f"SELECT hdr, hdr_parts FROM latency_histograms WHERE run_id = '{run['run_id']}'")
     encoded = [len(row[1]) for row in sizes[0]["values"]]
     assert all(row[2] == 1 for row in sizes[0]["values"]) and max(encoded) < 60_000

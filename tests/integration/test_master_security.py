@@ -24,6 +24,7 @@ import pytest
 from inferload.measure.report_auth import ReportSealer
 from inferload.measure.run_record import RunRecord
 from inferload.paths import LOCUSTFILE
+from inferload.results.tail import nearest_rank
 from inferload.run.run_key import sign_locustfile
 from tests.support.locust_runner import python_env
 from tests.support.ports import free_port
@@ -62,12 +63,6 @@ def forged_latency_wire(target: str, latency_ms: float, count: int) -> dict:
     for _ in range(count):
         record.record(target, latency_ms, False, now)
     return record.drain_to_wire()
-
-
-def exact_percentile(latencies: list[float], q: float) -> float:
-    """The value of rank round(q * n) (HdrHistogram's definition, which summary.json uses)."""
-    ordered = sorted(latencies)
-    return ordered[max(1, int(q * len(ordered) + 0.5)) - 1]
 
 
 def forged_failures() -> dict:
@@ -207,8 +202,8 @@ def test_a_rogue_client_gets_no_secret_and_its_forged_reports_never_reach_the_re
     ok = [float(row["latency_ms"]) for row in real if row["outcome"] == "ok"]
     assert min(ok) > 0.01  # no 0.001 ms row got in
     assert target["requests"] == len(real)
-    for name, q in (("p50", 0.50), ("p90", 0.90), ("p99", 0.99)):
-        assert target["latency_ms"][name] == pytest.approx(exact_percentile(ok, q), rel=0.01), name
+    for name, q in (("p50", 50), ("p90", 90), ("p99", 99)):
+        assert target["latency_ms"][name] == pytest.approx(nearest_rank(sorted(ok), q), rel=0.01), name
 
     # (c) text cells that a spreadsheet would run as formulas start with a quote
     keyed = [row for row in rows if row["worker"] == rogue.client_id]

@@ -12,15 +12,14 @@ import pytest
 from inferload.measure.hdr import LatencyStats
 from inferload.measure.run_record import RunRecord
 from inferload.observe.influx_export import CumulativeLatency, cumulative_point, first_steady_index
+from inferload.results.tail import nearest_rank
 
 START = 4_000_000.0
 
 
-def nearest_rank(values: list[float], q: float) -> float:
-    """The value at rank round(q % of n), as HdrHistogram ranks a percentile (`ceil` instead can
-    pick the next value, which in a sparse tail lies a few % higher)."""
-    ordered = sorted(values)
-    return ordered[max(1, int(q / 100 * len(ordered) + 0.5)) - 1]
+def exact(values: list[float], q: float) -> float:
+    """The nearest-rank q-th percentile (rank ceil(q % of n)) of every value, the definition summary.json uses."""
+    return nearest_rank(sorted(values), q)
 
 
 def test_the_first_steady_window_starts_at_or_after_the_warm_up_end():
@@ -50,7 +49,7 @@ def test_each_window_gets_the_exact_percentiles_of_every_steady_request_so_far()
         assert last.windows == 6 and last.requests == len(steady[target]) + (target == "a")
         assert last.failures == (1 if target == "a" else 0)
         for q, key in ((50, "p50"), (95, "p95"), (99, "p99")):
-            assert last.latency_ms[key] == pytest.approx(nearest_rank(steady[target], q), rel=0.001)
+            assert last.latency_ms[key] == pytest.approx(exact(steady[target], q), rel=0.001)
     after_two = [f for f in figures if f.target == "a"][1]  # windows 2 and 3
     assert after_two.requests == 200
     assert cumulative.update(record.all_windows(), first) == []  # nothing new, nothing written
@@ -63,7 +62,7 @@ def test_closed_windows_count_like_open_ones():
         record.record("a", ms, False, START + i / 100)
     assert record.windows.open_count < 10  # most windows were compressed
     (last,) = CumulativeLatency().update(record.all_windows(), int(START))[-1:]
-    assert last.requests == 1000 and last.latency_ms["p99"] == pytest.approx(nearest_rank(latencies, 99), rel=0.001)
+    assert last.requests == 1000 and last.latency_ms["p99"] == pytest.approx(exact(latencies, 99), rel=0.001)
 
 
 def test_a_late_report_into_a_counted_window_rewrites_the_points_from_it_on():
