@@ -8,11 +8,14 @@ shared by the tokens of the later event: token-weighted), and N, the output toke
 ``usage``, else a tokenizer's count, else one per event), with where N came from. The time to the
 first token and the gaps between events are the stream figures (`decoupled_record`).
 
-Per window: each generation's TPOT (a `WindowStore`, old windows compressed) and the generations
-and their output tokens, for windows.csv and InfluxDB. Histograms are HDR, so workers' figures
+A generation is good when it met every goodput threshold of its target (``generation.goodput``:
+TTFT, TPOT, E2E per request), judged by the engine as it ends; goodput counts the good ones.
+
+Per window: each generation's TPOT (a `WindowStore`, old windows compressed) and the generations,
+their output tokens and the good ones, for windows.csv and InfluxDB. Histograms are HDR, so workers' figures
 merge exactly: the engine's drain hands them over as ``{"tpot": [[index, target, wire stats]],
-"counts": [[index, target, [generations, tokens]]], "steady": {target: {"ttst", "tpot", "itl":
-wire stats, "n": [generations, tokens, most tokens of one, by usage, by tokenizer, by events]}}}``,
+"counts": [[index, target, [generations, tokens, good]]], "steady": {target: {"ttst", "tpot", "itl":
+wire stats, "n": [generations, tokens, most tokens of one, by usage, by tokenizer, by events, good]}}}``,
 the same form a worker's report carries.
 """
 
@@ -33,23 +36,26 @@ TOKEN_SOURCES = ("usage", "tokenizer", "events")
 
 @dataclass
 class GenerationCounts:
-    """Generations that succeeded, their output tokens, the most one had, and how each was counted."""
+    """Generations that succeeded, their output tokens, the most one had, how each was counted, and
+    the good ones (met the target's goodput thresholds)."""
 
     generations: int = 0
     output_tokens: int = 0
     max_output_tokens: int = 0
     by_source: list[int] = field(default_factory=lambda: [0] * len(TOKEN_SOURCES))
+    good: int = 0
 
     def add_wire(self, counts: list[int]) -> None:
-        generations, tokens, most, *sources = (int(x) for x in counts)
+        generations, tokens, most, *rest = (int(x) for x in counts)
         self.generations += generations
         self.output_tokens += tokens
         self.max_output_tokens = max(self.max_output_tokens, most)
-        for index, count in enumerate(sources[: len(TOKEN_SOURCES)]):
+        for index, count in enumerate(rest[: len(TOKEN_SOURCES)]):
             self.by_source[index] += count
+        self.good += sum(rest[len(TOKEN_SOURCES) :])
 
     def to_wire(self) -> list[int]:
-        return [self.generations, self.output_tokens, self.max_output_tokens, *self.by_source]
+        return [self.generations, self.output_tokens, self.max_output_tokens, *self.by_source, self.good]
 
     @property
     def token_source(self) -> str | None:
@@ -91,6 +97,7 @@ class GenerationWindow:
     tpot: WindowStats
     generations: int
     output_tokens: int
+    good: int
 
 
 @dataclass
@@ -98,8 +105,8 @@ class GenerationRecord:
     """A run's generations: per window and target, and steady-state totals per target."""
 
     tpot_windows: WindowStore[WindowKey] = field(default_factory=WindowStore)
-    #: [generations, output tokens] per window
-    count_windows: dict[WindowKey, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
+    #: [generations, output tokens, good] per window
+    count_windows: dict[WindowKey, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0, 0]))
     steady: dict[str, GenerationTotals] = field(default_factory=lambda: defaultdict(GenerationTotals))
     #: targets that had at least one generation (kept when the record is drained)
     targets: set[str] = field(default_factory=set)
@@ -109,7 +116,7 @@ class GenerationRecord:
         counts = self.count_windows.get(key)
         if counts is None:
             return None
-        return GenerationWindow(self.tpot_windows.get(key, ClosedStats.empty()), counts[0], counts[1])
+        return GenerationWindow(self.tpot_windows.get(key, ClosedStats.empty()), counts[0], counts[1], counts[2])
 
     def close_before(self, index: int) -> int:
         """Compress every window older than `index` (see `WindowStore.close_before`)."""
@@ -138,10 +145,10 @@ class GenerationRecord:
             stats = LatencyStats.from_wire(data)
             self.tpot_windows.writable((int(index), target)).merge(stats)
             stats.release()
-        for index, target, (generations, tokens) in wire.get("counts", []):
+        for index, target, added in wire.get("counts", []):
             counts = self.count_windows[(int(index), target)]
-            counts[0] += int(generations)
-            counts[1] += int(tokens)
+            for position, count in enumerate(added[:3]):
+                counts[position] += int(count)
             self.targets.add(target)
         for target, data in wire.get("steady", {}).items():
             self.steady[target].merge_wire(data)

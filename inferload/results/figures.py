@@ -102,6 +102,8 @@ FIGURES: tuple[Figure, ...] = (
     Figure("generation.tpot_ms.p99", "time per output token p99", "ms", "lower", ".2f", ".3f"),
     Figure("generation.itl_ms.p50", "inter-token p50", "ms", "lower", ".2f", ".3f"),
     Figure("generation.itl_ms.p99", "inter-token p99", "ms", "lower", ".2f", ".3f"),
+    Figure("generation.goodput.per_s", "goodput", "req/s", "higher", ".1f", ".2f"),
+    Figure("generation.goodput.attainment_pct", "goodput attainment", "%", "higher", ".1f", ".2f"),
     Figure("open_loop.burstiness.sent_cv", "burstiness sent (CV)", None, None, ".2f", ".3f"),
     Figure("open_loop.burstiness.scheduled_cv", "burstiness scheduled (CV)", None, None, ".2f", ".3f"),
 )
@@ -168,6 +170,8 @@ GENERATION = figures(
     "generation.itl_ms.p50",
     "generation.itl_ms.p99",
 )
+#: added after `GENERATION` when a target sets goodput thresholds (`generation.goodput`)
+GOODPUT = figures("generation.goodput.per_s", "generation.goodput.attainment_pct")
 COMPARE = figures(
     "requests",
     "failures",
@@ -211,9 +215,10 @@ def streamed(*targets: Any) -> bool:
 
 def stream_figures_of(*targets: Any) -> tuple[Figure, ...]:
     """The figures shown beside the others for these targets: `STREAMING` when one streamed,
-    `GENERATION` after it when one generated."""
+    `GENERATION` after it when one generated, `GOODPUT` when one measured goodput."""
     generated = any(value_at(target, ("generation",)) is not None for target in targets)
-    return (STREAMING if streamed(*targets) else ()) + (GENERATION if generated else ())
+    good = any(value_at(target, ("generation", "goodput")) is not None for target in targets)
+    return (STREAMING if streamed(*targets) else ()) + (GENERATION if generated else ()) + (GOODPUT if good else ())
 
 
 def format_table(targets: Mapping[str, Any], shown: tuple[Figure, ...] | None = None) -> str:

@@ -150,10 +150,25 @@ class StreamFigures(Section):
     inter_response_ms: LatencyMs  # between consecutive responses of one request
 
 
+class GoodputSummary(Section):
+    """The requests that met every per-request threshold of the target's ``generation.goodput``,
+    over the steady state: the thresholds (ms; null: not set), the good requests, per second, and
+    their share of every request the target completed, failures included (the attainment)."""
+
+    ttft_ms: Number | None
+    tpot_ms: Number | None
+    e2e_ms: Number | None
+    good: Count
+    per_s: Number
+    attainment_pct: Number | None  # None when no request completed
+
+
 class GenerationSummary(Section):
     """A generative target's token figures (the engine's, from each generation's content events),
     over the steady state, successful generations only; percentiles exact over all workers. The
     time to the first token and the gaps between events are its `decoupled` block."""
+
+    omit_when_none = frozenset({"goodput"})
 
     generations: Count
     output_tokens: Count
@@ -165,6 +180,8 @@ class GenerationSummary(Section):
     ttst_ms: LatencyMs  # send -> the second token
     tpot_ms: LatencyMs  # per generation: (last content - first content) / (N - 1)
     itl_ms: LatencyMs  # between tokens, each gap shared by the tokens of its event
+    #: present when the target sets ``generation.goodput``
+    goodput: GoodputSummary | None = None
 
 
 class BurstRecovery(Section):

@@ -39,6 +39,7 @@ CHECKS: dict[str, str] = {
     "tpot_p99_ms": "generation.tpot_ms.p99",
     "itl_p99_ms": "generation.itl_ms.p99",
     "min_output_tokens_per_s": "generation.output_tokens_per_s",
+    "min_goodput_pct": "generation.goodput.attainment_pct",
 }
 
 

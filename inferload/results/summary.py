@@ -20,6 +20,7 @@ from inferload.results.schema import (
     SCHEMA_VERSION,
     Burstiness,
     GenerationSummary,
+    GoodputSummary,
     LatencyMs,
     OpenLoop,
     RunSummary,
@@ -32,6 +33,7 @@ from inferload.results.schema import (
 )
 from inferload.results.slo import evaluate, slo_section
 from inferload.results.tail import tail_summary
+from inferload.scenario.generation import GoodputSpec
 from inferload.scenario.schema import RunOutline, Scenario, is_open_loop
 from inferload.scenario.shapes import BurstShape, RateBurstsShape, ReplayShape
 from inferload.scenario.targets import Target
@@ -189,12 +191,24 @@ def stream_figures(streams: StreamRecord, target: str, steady_s: float) -> Strea
     )
 
 
-def generation_figures(generations: GenerationRecord, target: str, steady_s: float) -> GenerationSummary | None:
-    """The target's `generation` block over the steady state; None when the engine measured no generation of it."""
+def generation_figures(
+    generations: GenerationRecord, target: str, steady_s: float, requests: int = 0, goodput: GoodputSpec | None = None
+) -> GenerationSummary | None:
+    """The target's `generation` block over the steady state; None when the engine measured no generation
+    of it. ``requests``: the target's steady requests, failures included (goodput's attainment is over
+    them); ``goodput``: the target's per-request thresholds, if it sets them."""
     totals = generations.steady.get(target)
     if totals is None:
         return None
     counts = totals.counts
+    good = None
+    if goodput is not None:
+        good = GoodputSummary(
+            **goodput.model_dump(),
+            good=counts.good,
+            per_s=counts.good / steady_s if steady_s > 0 else 0.0,
+            attainment_pct=100.0 * counts.good / requests if requests else None,
+        )
     return GenerationSummary(
         generations=counts.generations,
         output_tokens=counts.output_tokens,
@@ -205,6 +219,7 @@ def generation_figures(generations: GenerationRecord, target: str, steady_s: flo
         ttst_ms=LatencyMs.model_validate(totals.ttst.latency_ms()),
         tpot_ms=LatencyMs.model_validate(totals.tpot.latency_ms()),
         itl_ms=LatencyMs.model_validate(totals.itl.latency_ms()),
+        goodput=good,
     )
 
 
@@ -476,7 +491,10 @@ def build_summary(scenario: Scenario | RunOutline, record: RunRecord, facts: Run
         streamed = stream_figures(record.streams, target.name, duration)
         if streamed is not None:
             figures["decoupled"] = streamed
-        generated = generation_figures(record.generations, target.name, duration)
+        generation = getattr(target, "generation", None)
+        generated = generation_figures(
+            record.generations, target.name, duration, stats.requests, None if generation is None else generation.goodput
+        )
         if generated is not None:
             figures["generation"] = generated
         traced = facts.tails.get(target.name)

@@ -8,16 +8,18 @@ sent in the target's rotation. The request asks for ``max_tokens`` tokens (exact
 ``ignore_eos: true``, where the server takes it), streamed as server-sent events by default
 (``stream: false``: one JSON answer); a stream asks for the server's token count
 (``stream_options.include_usage``) unless ``include_usage: false``. The routes are under
-``base_path`` (``/v1``; KServe's OpenAI frontend: ``/openai/v1``).
+``base_path`` (``/v1``; KServe's OpenAI frontend: ``/openai/v1``). ``goodput`` sets per-request
+thresholds (``ttft_ms``, ``tpot_ms``, ``e2e_ms``): a request is good when it meets all of them, and
+the summary reports the good requests per second and their share of all requests (the attainment).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated
 
-from pydantic import Field, StrictBool, StrictStr, field_validator
+from pydantic import Field, StrictBool, StrictStr, field_validator, model_validator
 
-from inferload.scenario.fields import FrozenModel
+from inferload.scenario.fields import FrozenModel, Number
 from inferload.scenario.messages import Check, custom_error
 
 if TYPE_CHECKING:
@@ -27,6 +29,25 @@ if TYPE_CHECKING:
 DEFAULT_PROMPT = "Write a short story about a lighthouse keeper."
 #: the most characters of one prompt written in a scenario
 MAX_PROMPT_CHARS = 1_000_000
+
+
+class GoodputSpec(FrozenModel):
+    """Per-request thresholds (ms) a good request meets, each optional, at least one: the time to
+    its first token, its time per output token, and the time to its last token."""
+
+    ttft_ms: Annotated[Number, Field(gt=0)] | None = None
+    tpot_ms: Annotated[Number, Field(gt=0)] | None = None
+    e2e_ms: Annotated[Number, Field(gt=0)] | None = None
+
+    @model_validator(mode="after")
+    def _one_at_least(self) -> GoodputSpec:
+        if self.ttft_ms is None and self.tpot_ms is None and self.e2e_ms is None:
+            raise custom_error("set at least one of ttft_ms, tpot_ms, e2e_ms (the most each good request may take)")
+        return self
+
+    def engine_limits(self) -> dict[str, float]:
+        """The thresholds set, as the engine's ``check.goodput`` takes them."""
+        return {key: float(value) for key, value in self.model_dump().items() if value is not None}
 
 
 class GenerationSpec(FrozenModel):
@@ -44,6 +65,8 @@ class GenerationSpec(FrozenModel):
     ignore_eos: StrictBool = False
     #: where the OpenAI routes are (``{base_path}/chat/completions``, ``{base_path}/models``)
     base_path: StrictStr = "/v1"
+    #: per-request thresholds of a good request (goodput); None: goodput not measured
+    goodput: GoodputSpec | None = None
 
     @field_validator("base_path")
     @classmethod
@@ -52,6 +75,12 @@ class GenerationSpec(FrozenModel):
         if not path.startswith("/") or any(c in path for c in "?# ") or "//" in path:
             raise custom_error(f"expected a path like '/v1' or '/openai/v1'; got {value!r}")
         return path.rstrip("/") or ""
+
+    @model_validator(mode="after")
+    def _goodput_needs_a_stream(self) -> GenerationSpec:
+        if self.goodput is not None and not self.stream:
+            raise custom_error("generation.goodput needs stream: true (a whole answer has no token times to judge); remove one")
+        return self
 
 
 def generative_problems(

@@ -391,10 +391,12 @@ class Slo(FrozenModel):
     tpot_p99_ms: Annotated[Number, Field(gt=0)] | None = None
     itl_p99_ms: Annotated[Number, Field(gt=0)] | None = None
     min_output_tokens_per_s: Annotated[Number, Field(gt=0)] | None = None
+    #: the least share of requests (%) meeting every `generation.goodput` threshold
+    min_goodput_pct: Annotated[Number, Field(ge=0, le=100)] | None = None
 
 
 #: the `slo` keys only a generative target measures
-GENERATION_SLO_KEYS = ("tpot_p99_ms", "itl_p99_ms", "min_output_tokens_per_s")
+GENERATION_SLO_KEYS = ("tpot_p99_ms", "itl_p99_ms", "min_output_tokens_per_s", "min_goodput_pct")
 
 
 class Target(FrozenModel):
@@ -571,6 +573,24 @@ class Target(FrozenModel):
         if self.server != "triton":  # Triton's generate takes a model version
             tensor_keys["version"] = self.version
         checks = generative_problems(self.inputs, prompt_given, self.batch_size, tensor_keys, self.kind)
+        if self.generation is not None and self.generation.goodput is not None and self.response_check != "shape":
+            checks.append(
+                (
+                    ("generation", "goodput"),
+                    f"needs response_check: shape (the stream read event by event); it is {self.response_check!r}",
+                )
+            )
+        if (
+            self.slo is not None
+            and self.slo.min_goodput_pct is not None
+            and (self.generation is None or self.generation.goodput is None)
+        ):
+            checks.append(
+                (
+                    ("slo", "min_goodput_pct"),
+                    "needs generation.goodput: the per-request thresholds (ttft_ms, tpot_ms, e2e_ms) a good request meets",
+                )
+            )
         if self.metrics_url is not None and not has_role(self.server, "counters"):
             checks.append((("metrics_url",), f"inferload reads no metrics page of a {self.kind} target's server; remove it"))
         if checks:

@@ -133,11 +133,13 @@ class GenerativeUser(InferenceUser):
         assert pool is not None  # native_target_id encodes the pool first
         generation = generation_of(target)
         reads_answer = generation.stream and target.response_check == "shape"
-        check = {
+        check: dict[str, Any] = {
             "status": "2xx" if target.response_check == "none" else "200",
             "detail": {"json_keys": ["error", "detail", "message"], "chars": DETAIL_CHARS},
             "answer": cls.stream_format() if reads_answer else "none",
         }
+        if reads_answer and generation.goodput is not None:
+            check["goodput"] = generation.goodput.engine_limits()
         path = cls.route()
         return NativeTarget(
             protocol="http",

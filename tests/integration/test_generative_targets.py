@@ -8,7 +8,8 @@ So a chat target's summary says: every request streamed exactly that many conten
 first one (TTFT) no earlier than one hold, the gaps between them (ICL) about one hold, the request's
 latency no shorter than all of its holds; its output tokens are the server's usage count
 (`tokens_per_event` per event), the time per output token the content's span over N - 1 tokens;
-the server's records count every request sent. The start
+the server's records count every request sent. A request is good when it meets every goodput
+threshold: a time to first token of half a hold is met by none. The start
 check names a model the server does not serve, or a route that is not OpenAI's, in one line (exit 2).
 """
 
@@ -90,6 +91,29 @@ def test_a_chat_target_streams_and_its_summary_has_the_scripted_events_and_times
     assert tokens["itl_ms"]["p50"] == pytest.approx(stream["inter_response_ms"]["p50"], abs=0.1)
     served = records.with_protocol("generate")
     assert served.all() and len(records) >= figures["requests"]
+
+
+def test_goodput_counts_the_requests_meeting_every_threshold_and_its_slo_sets_the_exit_code(tmp_path: Path) -> None:
+    # every first token comes at least one hold after the send: a TTFT threshold of half a hold is met by
+    # no request, thresholds of a minute by every one (the reference server fails none)
+    minute = 60_000.0
+    met = chat_target("", name="met", generation={"goodput": {"ttft_ms": minute, "tpot_ms": minute, "e2e_ms": minute}})
+    missed = chat_target("", name="missed", generation={"goodput": {"ttft_ms": HOLD_MS / 2, "e2e_ms": minute}})
+    with reference_server(stream_responses=EVENTS, delay={"law": "fixed", "ms": HOLD_MS}, concurrency=SLOTS) as server:
+        targets = [{**t, "address": server.http_url, "slo": {"min_goodput_pct": 50}} for t in (met, missed)]
+        data = {"name": "gen", "duration": "3s", "warmup": "1s", "targets": targets, "shape": {"kind": "steady", "users": 2}}
+        done = inferload("run", str(write_scenario(tmp_path, data)), "--headless", "--out", str(tmp_path / "out"))
+    assert done.returncode == 1, done.stdout + done.stderr  # one target's goodput SLO failed
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    good = {name: summary["targets"][name]["generation"]["goodput"] for name in ("met", "missed")}
+    requests = summary["targets"]["met"]["requests"]
+    assert good["met"]["good"] == requests > 5 and good["met"]["attainment_pct"] == 100.0
+    assert good["met"]["per_s"] == pytest.approx(requests / 2.0, rel=0.2)  # 2 s steady
+    assert (good["missed"]["good"], good["missed"]["attainment_pct"], good["missed"]["per_s"]) == (0, 0.0, 0.0)
+    assert (good["missed"]["ttft_ms"], good["missed"]["tpot_ms"]) == (HOLD_MS / 2, None)  # the thresholds, as set
+    checks = {check["target"]: (check["metric"], check["value"], check["passed"]) for check in summary["slo"]["checks"]}
+    assert checks == {"met": ("min_goodput_pct", 100.0, True), "missed": ("min_goodput_pct", 0.0, False)}
+    assert "goodput attainment (%)" in done.stdout
 
 
 def test_a_completions_target_sends_each_prompt_of_its_data_set_and_a_whole_answer_is_timed_whole(tmp_path: Path) -> None:

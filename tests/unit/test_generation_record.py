@@ -1,6 +1,7 @@
 """Generations' figures merge exactly over workers (`inferload.measure.generation_record`): each
 worker's steady totals on the wire, merged on the master, give the counts summed, the most tokens of
-one generation the largest, the histograms the union; N's source is named, or `mixed`."""
+one generation the largest, the good ones (goodput) summed, the histograms the union; N's source is
+named, or `mixed`."""
 
 from __future__ import annotations
 
@@ -21,10 +22,10 @@ def worker(tpot_ms: list[float], counts: list[int]) -> dict:
 
 def test_two_workers_merge_into_one_target_s_totals() -> None:
     record = GenerationRecord()
-    record.merge_wire(worker([1.0, 2.0], [2, 20, 12, 2, 0, 0]))
-    record.merge_wire(worker([3.0, 4.0], [2, 16, 9, 2, 0, 0]))
+    record.merge_wire(worker([1.0, 2.0], [2, 20, 12, 2, 0, 0, 1]))
+    record.merge_wire(worker([3.0, 4.0], [2, 16, 9, 2, 0, 0, 2]))
     totals = record.steady["chat"]
-    assert totals.counts.to_wire() == [4, 36, 12, 4, 0, 0]
+    assert totals.counts.to_wire() == [4, 36, 12, 4, 0, 0, 3]
     assert totals.counts.token_source == "usage"
     assert totals.tpot.successes == 4 and (totals.tpot.latency_ms()["max"] or 0.0) >= 4.0
 
@@ -58,7 +59,7 @@ def test_each_window_holds_its_generations_tokens_and_tpot_and_a_quiet_window_sa
     for value in (2.0, 4.0):
         tpot.tpot.record_success(value)
     record = GenerationRecord()
-    record.merge_wire({"tpot": [[7, "chat", tpot.tpot.to_wire()]], "counts": [[7, "chat", [2, 24]]]})
+    record.merge_wire({"tpot": [[7, "chat", tpot.tpot.to_wire()]], "counts": [[7, "chat", [2, 24, 1]]]})
     row = generation_window(record, 7, "chat", window_s=2.0)
     assert row["output_tokens"] == 24 and row["output_tokens_per_s"] == 12.0
     assert row["tpot_p50_ms"] is not None and 1.9 <= row["tpot_p50_ms"] <= 2.1
@@ -71,7 +72,7 @@ def test_each_window_holds_its_generations_tokens_and_tpot_and_a_quiet_window_sa
     }
     assert set(generation_window(record, 7, "other", 2.0).values()) == {None}
     window = record.window((7, "chat"))
-    assert window is not None
+    assert window is not None and (window.generations, window.output_tokens, window.good) == (2, 24, 1)
     point = tokens_point("run", {"target": "chat"}, 7, 2.0, window)
     assert point.measurement == "tokens" and point.fields["output_tokens_per_s"] == 12.0
     assert point.time_ns == 14 * 10**9

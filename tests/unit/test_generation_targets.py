@@ -59,6 +59,21 @@ def test_the_prompts_may_come_from_one_bytes_input() -> None:
         ({"metrics_url": "http://127.0.0.1:8080/metrics"}, "metrics_url", "inferload reads no metrics page"),
         ({"generation": {"base_path": "v1"}}, "generation.base_path", "expected a path like '/v1'"),
         ({"generation": {"max_tokens": 0}}, "generation.max_tokens", "greater than or equal to 1"),
+        ({"generation": {"goodput": {}}}, "generation.goodput", "set at least one of ttft_ms, tpot_ms, e2e_ms"),
+        ({"generation": {"goodput": {"ttft_ms": 0}}}, "generation.goodput.ttft_ms", "greater than 0"),
+        ({"generation": {"goodput": {"ttft": 5}}}, "generation.goodput.ttft", "Extra inputs are not permitted"),
+        ({"generation": {"stream": False, "goodput": {"e2e_ms": 9}}}, "generation", "goodput needs stream: true"),
+        (
+            {"response_check": "none", "generation": {"goodput": {"e2e_ms": 9}}},
+            "generation.goodput",
+            "needs response_check: shape",
+        ),
+        ({"slo": {"min_goodput_pct": 90}}, "slo.min_goodput_pct", "needs generation.goodput"),
+        (
+            {"generation": {"goodput": {"ttft_ms": 9}}, "slo": {"min_goodput_pct": 101}},
+            "slo.min_goodput_pct",
+            "less than or equal to 100",
+        ),
     ],
 )
 def test_a_key_that_does_not_fit_a_generative_target_is_refused_at_its_key(keys: dict[str, Any], where: str, says: str) -> None:
@@ -134,6 +149,37 @@ def test_token_slos_are_checked_against_the_summary_s_stream_and_generation_figu
     checks = {check.metric: (check.value, check.passed) for check in evaluate(scenario, figures)}
     assert checks == {"ttft_p99_ms": (40.0, True), "tpot_p99_ms": (7.5, False), "min_output_tokens_per_s": (120.0, True)}
     assert "SLO FAILED" in format_checks(evaluate(scenario, figures))
+
+
+def test_goodput_is_the_share_of_requests_meeting_every_threshold_and_its_slo_is_a_least_share() -> None:
+    from inferload.measure.generation_record import GenerationRecord
+    from inferload.results.slo import evaluate
+    from inferload.results.summary import generation_figures
+    from inferload.scenario.schema import Scenario
+
+    made = target(generation={"goodput": {"ttft_ms": 200, "tpot_ms": 20}}, slo={"min_goodput_pct": 90})
+    assert made.generation is not None and made.generation.goodput is not None
+    assert made.generation.goodput.engine_limits() == {"ttft_ms": 200.0, "tpot_ms": 20.0}  # the engine's check.goodput
+    record = GenerationRecord()
+    # 40 generations, 30 good (the engine's count, last); 50 requests in all: 10 failed
+    record.merge_wire({"steady": {"chat": {**_empty_totals(), "n": [40, 400, 10, 40, 0, 0, 30]}}})
+    block = generation_figures(record, "chat", steady_s=10.0, requests=50, goodput=made.generation.goodput)
+    assert block is not None and block.goodput is not None
+    assert (block.goodput.good, block.goodput.per_s, block.goodput.attainment_pct) == (30, 3.0, 60.0)
+    assert (block.goodput.ttft_ms, block.goodput.tpot_ms, block.goodput.e2e_ms) == (200.0, 20.0, None)
+    unjudged = generation_figures(record, "chat", steady_s=10.0, requests=50)
+    assert unjudged is not None and "goodput" not in unjudged.model_dump()  # no thresholds, no goodput block
+    scenario = Scenario.model_validate(
+        {"name": "s", "duration": "10s", "targets": [made.model_dump(exclude_none=True)], "shape": {"kind": "steady", "users": 1}}
+    )
+    (check,) = evaluate(scenario, {"chat": {"generation": block.model_dump()}})
+    assert (check.metric, check.limit, check.value, check.passed) == ("min_goodput_pct", 90.0, 60.0, False)
+
+
+def _empty_totals() -> dict[str, Any]:
+    from inferload.measure.generation_record import GenerationTotals
+
+    return GenerationTotals().to_wire()
 
 
 def test_a_tensor_target_takes_no_token_slo() -> None:

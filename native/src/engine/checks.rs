@@ -6,7 +6,7 @@
 //! A check is built once per target ([`Check`]); [`judge_grpc`] and [`judge_http`] run it on one
 //! answer and give the response length the Python user reports, or the failure.
 
-use super::generation::StreamFormat;
+use super::generation::{Goodput, StreamFormat};
 use super::pyjson::{self, RapidjsonError, Value};
 
 /// One failed call: the class name of `inferload/errors.py` and the message.
@@ -135,6 +135,8 @@ pub struct Check {
     /// HTTP: any 2xx is accepted (`response_check: none`), else only 200
     pub accept_2xx: bool,
     pub detail: DetailRule,
+    /// a generation's per-request goodput thresholds (`AnswerRule::Generation` only)
+    pub goodput: Option<Goodput>,
 }
 
 impl Default for Check {
@@ -147,6 +149,7 @@ impl Default for Check {
                 key: "error".into(),
                 chars: 120,
             },
+            goodput: None,
         }
     }
 }

@@ -19,6 +19,9 @@
 //!
 //! N is the server's `usage.completion_tokens` when it sent one, else the tokens counted per event
 //! (the caller's tokenizer), else one per content event; `token_source` says which.
+//!
+//! Goodput: a generation is good when it meets every per-request threshold its target sets
+//! (`Goodput`: TTFT, TPOT, E2E); a failed request is never good.
 
 use serde_json::Value;
 
@@ -150,6 +153,32 @@ pub struct GenerationFigures {
     pub icl_ms: Vec<f64>,
     pub output_tokens: u64,
     pub content_events: u64,
+    /// whether it met its target's goodput thresholds (None: the target sets none)
+    pub good: Option<bool>,
+}
+
+/// A generative target's per-request thresholds, ms (None: not judged).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Goodput {
+    pub ttft_ms: Option<f64>,
+    pub tpot_ms: Option<f64>,
+    pub e2e_ms: Option<f64>,
+}
+
+impl Goodput {
+    /// Whether a generation meets every threshold: a generation with no content event has no
+    /// TTFT or E2E and meets neither; one token has no TPOT, which breaks no TPOT threshold.
+    pub fn met_by(&self, found: &GenerationFigures) -> bool {
+        let within =
+            |value: Option<f64>, limit: Option<f64>, missing_meets: bool| match (value, limit) {
+                (_, None) => true,
+                (Some(value), Some(limit)) => value <= limit,
+                (None, Some(_)) => missing_meets,
+            };
+        within(found.ttft_ms, self.ttft_ms, false)
+            && within(found.tpot_ms, self.tpot_ms, true)
+            && within(found.e2e_ms, self.e2e_ms, false)
+    }
 }
 
 fn ms(ns: u64) -> f64 {
@@ -278,6 +307,34 @@ mod tests {
         assert!(classify(StreamFormat::OpenAiChat, "", "{not json")
             .unwrap_err()
             .starts_with("an event is not JSON"));
+    }
+
+    #[test]
+    fn a_generation_is_good_when_it_meets_every_threshold_set() {
+        let found = GenerationFigures {
+            ttft_ms: Some(40.0),
+            tpot_ms: Some(8.0),
+            e2e_ms: Some(200.0),
+            ..GenerationFigures::default()
+        };
+        let limits = |ttft, tpot, e2e| Goodput {
+            ttft_ms: ttft,
+            tpot_ms: tpot,
+            e2e_ms: e2e,
+        };
+        assert!(limits(Some(40.0), Some(8.0), Some(200.0)).met_by(&found));
+        assert!(limits(None, None, None).met_by(&found));
+        assert!(!limits(Some(39.9), None, None).met_by(&found));
+        assert!(!limits(None, Some(7.9), None).met_by(&found));
+        assert!(!limits(None, None, Some(199.0)).met_by(&found));
+        let one_token = GenerationFigures {
+            tpot_ms: None,
+            ..found.clone()
+        };
+        assert!(limits(None, Some(1.0), None).met_by(&one_token));
+        let empty = GenerationFigures::default();
+        assert!(!limits(Some(1e9), None, None).met_by(&empty));
+        assert!(!limits(None, None, Some(1e9)).met_by(&empty));
     }
 
     fn at(ms: u64, tokens: Option<u64>) -> ContentArrival {

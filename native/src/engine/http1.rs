@@ -426,8 +426,9 @@ pub async fn call(
             let body = match body {
                 Answer::Whole(body) => body,
                 Answer::Generation(read) => {
-                    let (figures, source) =
+                    let (mut figures, source) =
                         generation::figures(sent_ns, &read.arrivals, read.usage);
+                    figures.good = target.check.goodput.map(|limits| limits.met_by(&figures));
                     let succeeded = read.failure.is_none();
                     return Outcome {
                         stream: succeeded.then(|| StreamTiming {

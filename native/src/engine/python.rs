@@ -3,7 +3,7 @@
 //! Every bad argument raises `ValueError` (or `TypeError` for a wrong type) naming the argument
 //! and what was expected. Calls that can take a while (drain's encodings, close) let the GIL go.
 
-use super::generation::StreamFormat;
+use super::generation::{Goodput, StreamFormat};
 use bytes::Bytes;
 use http::HeaderMap;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
@@ -28,7 +28,7 @@ pub struct PyEngine {
     inner: Engine,
 }
 
-const CHECK_KEYS: [&str; 5] = ["answer", "shapes", "length", "status", "detail"];
+const CHECK_KEYS: [&str; 6] = ["answer", "shapes", "length", "status", "detail", "goodput"];
 
 /// A check dict (docs/engine.md "Judging answers") as a [`Check`].
 fn parse_check(check: &Bound<'_, PyDict>) -> PyResult<Check> {
@@ -114,12 +114,52 @@ fn parse_check(check: &Bound<'_, PyDict>) -> PyResult<Check> {
         },
         Some(detail) => parse_detail(&detail)?,
     };
+    let goodput = get("goodput").map(|g| parse_goodput(&g)).transpose()?;
+    if goodput.is_some() && !matches!(rule, AnswerRule::Generation(_)) {
+        return Err(value_error(
+            "check.goodput: only for a generation's stream (answer openai_chat, openai_completions or triton_generate)",
+        ));
+    }
     Ok(Check {
         answer: rule,
         shapes,
         accept_2xx,
         detail,
+        goodput,
     })
+}
+
+/// `check.goodput`: `{"ttft_ms": x, "tpot_ms": y, "e2e_ms": z}`, each optional, each > 0.
+fn parse_goodput(goodput: &Bound<'_, PyAny>) -> PyResult<Goodput> {
+    let goodput = goodput
+        .cast::<PyDict>()
+        .map_err(|_| value_error("check.goodput: expected a dict of ttft_ms, tpot_ms, e2e_ms"))?;
+    let mut limits = Goodput::default();
+    for (key, value) in goodput.iter() {
+        let key: String = key
+            .extract()
+            .map_err(|_| value_error("check.goodput: keys are strings"))?;
+        let slot = match key.as_str() {
+            "ttft_ms" => &mut limits.ttft_ms,
+            "tpot_ms" => &mut limits.tpot_ms,
+            "e2e_ms" => &mut limits.e2e_ms,
+            other => {
+                return Err(value_error(format!(
+                    "check.goodput: unknown key {other:?} (expected ttft_ms, tpot_ms, e2e_ms)"
+                )))
+            }
+        };
+        if value.is_none() {
+            continue;
+        }
+        let limit: f64 = value
+            .extract()
+            .ok()
+            .filter(|v: &f64| v.is_finite() && *v > 0.0)
+            .ok_or_else(|| value_error(format!("check.goodput.{key}: expected a number > 0")))?;
+        *slot = Some(limit);
+    }
+    Ok(limits)
 }
 
 /// `check.detail`: `{"json_key": k, "chars": n}` (`http_answer.json_error_detail(body, k)`) or
@@ -292,7 +332,7 @@ struct Encoded {
     stream_steady: Vec<(usize, WireStats, WireStats, [u64; 3])>,
     generation_tpot: Vec<(i64, usize, WireStats)>,
     /// (target, ttst, tpot, itl, counts): `GenerationTotals`
-    generation_steady: Vec<(usize, WireStats, WireStats, WireStats, [u64; 6])>,
+    generation_steady: Vec<(usize, WireStats, WireStats, WireStats, [u64; 7])>,
     recorder: Recorder,
 }
 

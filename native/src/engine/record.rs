@@ -247,8 +247,9 @@ pub struct GenerationTotals {
     pub tpot: LatencyStats,
     /// between tokens, each gap shared by the tokens of its event (token-weighted)
     pub itl: LatencyStats,
-    /// [generations, output tokens, most tokens of one, counted by usage, by a tokenizer, by events]
-    pub counts: [u64; 6],
+    /// [generations, output tokens, most tokens of one, counted by usage, by a tokenizer, by events,
+    /// good (met the target's goodput thresholds)]
+    pub counts: [u64; 7],
 }
 
 impl GenerationTotals {
@@ -266,6 +267,7 @@ impl GenerationTotals {
         self.counts[1] += figures.output_tokens;
         self.counts[2] = self.counts[2].max(figures.output_tokens);
         self.counts[3 + source as usize] += 1;
+        self.counts[6] += u64::from(figures.good == Some(true));
     }
 }
 
@@ -304,9 +306,9 @@ pub struct Recorder {
     pub stream_counts: HashMap<(i64, usize), [u64; 3]>,
     pub stream_steady: HashMap<usize, StreamTotals>,
     /// generations (`measure/generation_record.py`): per window, each generation's TPOT and
-    /// [generations, output tokens]; and the steady totals
+    /// [generations, output tokens, good]; and the steady totals
     pub generation_tpot: HashMap<(i64, usize), LatencyStats>,
-    pub generation_counts: HashMap<(i64, usize), [u64; 2]>,
+    pub generation_counts: HashMap<(i64, usize), [u64; 3]>,
     pub generation_steady: HashMap<usize, GenerationTotals>,
     /// open loop: each request's actual send time (wall clock s) by its window, for the burstiness
     /// sent (`RunRecord.record_send`, `measure/run_record.py`)
@@ -408,9 +410,10 @@ impl Recorder {
                     .or_default()
                     .record_success(tpot);
             }
-            let counts = self.generation_counts.entry(key).or_insert([0; 2]);
+            let counts = self.generation_counts.entry(key).or_insert([0; 3]);
             counts[0] += 1;
             counts[1] += figures.output_tokens;
+            counts[2] += u64::from(figures.good == Some(true));
             if settings.in_steady(now) {
                 self.generation_steady
                     .entry(done.target)
@@ -553,7 +556,7 @@ mod tests {
     }
 
     #[test]
-    fn a_steady_successful_generation_is_counted_with_its_token_source() {
+    fn a_steady_successful_generation_is_counted_with_its_token_source_and_goodput() {
         let settings = RecordSettings {
             window_s: 1.0,
             warmup_end: Some(100.5),
@@ -567,10 +570,15 @@ mod tests {
             itl_ms: vec![5.0, 5.0, 5.0],
             output_tokens: 4,
             content_events: 4,
+            good: Some(true),
             ..GenerationFigures::default()
         };
         let by_usage = (figures.clone(), TokenSource::Usage);
-        let by_events = (figures, TokenSource::Events);
+        let slow = GenerationFigures {
+            good: Some(false),
+            ..figures
+        };
+        let by_events = (slow, TokenSource::Events);
         let done = |generation, failure, now_s| Completion {
             target: 0,
             latency_ms: 30.0,
@@ -586,9 +594,9 @@ mod tests {
         recorder.record(&settings, &done(Some(&by_events), None, 100.7));
         recorder.record(&settings, &done(Some(&by_usage), Some(&failed), 100.8));
         let totals = &recorder.generation_steady[&0];
-        assert_eq!(totals.counts, [2, 8, 4, 1, 0, 1]);
-        // the window counts every successful generation, warm-up or not
-        assert_eq!(recorder.generation_counts[&(100, 0)], [3, 12]);
+        assert_eq!(totals.counts, [2, 8, 4, 1, 0, 1, 1]);
+        // the window counts every successful generation, warm-up or not; a failure is never good
+        assert_eq!(recorder.generation_counts[&(100, 0)], [3, 12, 2]);
         assert_eq!(recorder.generation_tpot[&(100, 0)].successes, 3);
         assert_eq!(
             (
