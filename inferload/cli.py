@@ -264,19 +264,22 @@ def build_parser(named: Container[str] | None = None) -> argparse.ArgumentParser
     )
     restore.add_argument("--list", action="store_true", dest="list_only", help="list the journal's entries, change nothing")
 
-    servers = sub.add_parser("servers", help="the local Triton and TorchServe of the embedded default")
+    servers = sub.add_parser("servers", help="the local servers: Triton and TorchServe of the embedded default, and more")
     servers.add_argument("action", choices=["up", "down", "status"])
     servers.add_argument(
         "--state-dir", type=Path, default=None, help="where pids, logs and state.json live (default .inferload/servers)"
     )
     servers.add_argument("--ports", default=None, help="comma list name=port, e.g. triton_grpc=9001,ts_inference=9080")
-    servers.add_argument("--only", choices=["triton", "torchserve", "bentoml", "kserve"], help="start only this server")
+    servers.add_argument(
+        "--only", choices=["triton", "torchserve", "bentoml", "kserve", "llamacpp"], help="start only this server"
+    )
     servers.add_argument(
         "--servers",
         default=None,
         metavar="LIST",
-        help="comma list of the servers `up` starts: triton, torchserve, kserve, bentoml (default triton,torchserve;"
-        " kserve and bentoml make their own virtual environment on first use)",
+        help="comma list of the servers `up` starts: triton, torchserve, kserve, bentoml, llamacpp (default"
+        " triton,torchserve; kserve and bentoml make their own virtual environment on first use; llamacpp serves the"
+        " built-in LLM on port 8085, scenarios/llm-chat.yaml's)",
     )
     servers.add_argument(
         "--host",

@@ -90,6 +90,8 @@ class ServerRecord:
     source_config: str | None
     #: ``local.servers.manager.LocalServer``: how `inferload servers` starts, probes and stops it
     local: str | None
+    #: the name `inferload servers` knows that launcher by (None: the server's)
+    local_name: str | None = None
 
 
 SERVER_RECORDS: dict[Server, ServerRecord] = {
@@ -127,14 +129,16 @@ SERVER_RECORDS: dict[Server, ServerRecord] = {
             source_config="inferload.observe.collector:BentoMLSourceConfig.for_target",
             local="inferload.local.servers.bentoml_local:LOCAL",
         ),
-        # its metrics pages (vLLM's, llama.cpp's, SGLang's) are not read yet: no counters, no collector source
+        # its metrics pages (vLLM's, llama.cpp's, SGLang's) are not read yet: no counters, no collector source;
+        # run locally: llama.cpp's server with the built-in LLM
         ServerRecord(
             "openai",
             start_check="inferload.run.openai_check:start_check",
             metrics_page="inferload.servermetrics.openai:metrics_page",
             counters=None,
             source_config=None,
-            local=None,
+            local="inferload.local.servers.llamacpp_local:LOCAL",
+            local_name="llamacpp",
         ),
     )
 }

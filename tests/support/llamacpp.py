@@ -1,50 +1,35 @@
 """llama.cpp's real server (the ``xllamacpp`` wheel) serving the built-in LLM (random weights, written
-with ``gguf``), a child process on a free loopback port for the block, stopped after it.
+with ``gguf``), started as `inferload servers up --servers llamacpp` starts it, on free loopback ports,
+for the block; stopped after it, with nothing left running.
 
-    with llamacpp_server(parallel=2) as url:
+    with llamacpp_server(folder) as url:
         ... url (http://127.0.0.1:PORT), model id LLM_NAME ...
 """
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import requests
-
-from inferload.local.models.llm import LLM_NAME, write_random_llama
-from tests.support.ports import free_port
-from tests.support.system_tools import REPO
-from tests.support.waiting import wait_until
+from inferload.local.models.llm import LLM_NAME
+from inferload.local.servers.manager import LocalServers
+from inferload.local.servers.ports import ServerPorts, is_port_open
+from inferload.local.servers.procs import ProcessRecord, is_alive
 
 __all__ = ["LLM_NAME", "llamacpp_server"]
 
 
 @contextmanager
-def llamacpp_server(folder: Path, parallel: int = 2) -> Iterator[str]:
-    """Its base URL; the model file and the server's log in ``folder``."""
-    model = write_random_llama(folder / f"{LLM_NAME}.gguf")
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    command = [sys.executable, "-m", "inferload.local.servers.llamacpp_serve", str(model), "--port", str(port)]
-    command += ["--alias", LLM_NAME, "--parallel", str(parallel)]
-    with (folder / "llamacpp.log").open("w") as log:
-        process = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+def llamacpp_server(folder: Path) -> Iterator[str]:
+    """Its base URL; its state and log under ``folder``."""
+    servers = LocalServers(folder / "servers", ServerPorts.free(), models=())
+    up = servers.up(which=("llamacpp",), timeout_s=120)
+    started = up["servers"]["llamacpp"]
+    record = ProcessRecord.from_dict(started["process"])
     try:
-        wait_until(
-            lambda: process.poll() is None and requests.get(f"{url}/health", timeout=2).status_code == 200,
-            30,
-            f"llama.cpp at {url} to be healthy (log: {folder / 'llamacpp.log'})",
-            ignore=(requests.RequestException,),
-        )
-        yield url
+        yield str(started["urls"]["http"])
     finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+        servers.down()
+        assert not is_alive(record.pid, record.start_ticks)
+        assert not is_port_open(servers.ports.llamacpp_http)

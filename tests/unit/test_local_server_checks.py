@@ -63,3 +63,34 @@ def test_torchserve_config_batches_and_keeps_everything_local(tmp_path):
     assert f"-Djava.io.tmpdir={tmp_path / 'tmp'}" in text
     models = json.loads(text.split("\nmodels=", 1)[1].splitlines()[0])
     assert models["cnn"]["1.0"]["batchSize"] == 8 and models["cnn"]["1.0"]["maxBatchDelay"] == 5
+
+
+def test_llama_cpp_is_the_openai_server_s_launcher_and_serves_the_built_in_llm_whatever_is_asked():
+    from inferload.cli import UsageError, parse_servers
+    from inferload.local.models.llm import LLM_NAME
+    from inferload.local.servers.manager import KNOWN_SERVERS, LAUNCHERS, local_server
+
+    assert LAUNCHERS["llamacpp"] == "openai" and "openai" not in KNOWN_SERVERS
+    launcher = local_server("llamacpp")
+    assert launcher.models(("tiny", "cnn")) == (LLM_NAME,)
+    assert local_server("triton").models(("tiny",)) == ("tiny",)
+    ports = ServerPorts(llamacpp_http=18085)
+    assert ports.for_server("llamacpp") == {"llamacpp_http": 18085}
+    assert launcher.urls(ports, "127.0.0.1") == {
+        "http": "http://127.0.0.1:18085",
+        "metrics_url": "http://127.0.0.1:18085/metrics",
+    }
+    assert parse_servers("triton,llamacpp", "--servers") == ("triton", "llamacpp")
+    with pytest.raises(UsageError, match="unknown server"):
+        parse_servers("openai", "--servers")
+
+
+def test_a_llama_cpp_server_that_does_not_answer_is_not_ready(tmp_path):
+    from inferload.local.servers.llamacpp_local import chat_answers
+    from inferload.local.servers.manager import NotReady
+
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    with pytest.raises(NotReady, match=rf"127.0.0.1:{port}/v1/chat/completions"):
+        chat_answers(port, "random-llama", timeout_s=1.0)

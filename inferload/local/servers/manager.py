@@ -17,7 +17,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
@@ -108,39 +108,61 @@ def _check_shape(result: np.ndarray, batch: int, spec: ModelSpec, url: str) -> N
 
 @dataclass(frozen=True)
 class LocalServer:
-    """One server kind `inferload servers` runs: how it starts and stops, the port its readiness
-    inference goes to, and the addresses a scenario target uses (looked up by name, never dispatched)."""
+    """One server `inferload servers` runs: how it starts and stops, the models it serves, how one of
+    them answers for real (its readiness), and the addresses a scenario target uses (looked up by name,
+    never dispatched)."""
 
     name: str
     #: (state_dir, ports, models, host=) -> the started process's record
     start: Callable[..., ProcessRecord]
     #: (record, state_dir) -> leftover pids killed
     stop: Callable[[ProcessRecord, Path], list[int]]
-    #: (port, spec, data, host=, timeout_s=) -> the outputs of one real inference
-    infer: Callable[..., np.ndarray]
+    #: (port, spec, data, host=, timeout_s=) -> the outputs of one real inference of a sample model
+    #: (None: it serves none of them, ``own_models`` instead)
+    infer: Callable[..., np.ndarray] | None
     probe_port: Callable[[ServerPorts], int]
     urls: Callable[[ServerPorts, str], dict[str, str]]
+    #: the models it serves whatever sample models are asked for (None: those asked for)
+    own_models: tuple[str, ...] | None = None
+    #: (port, model, host=, timeout_s=) -> None once one of ``own_models`` answered for real, else NotReady
+    answers: Callable[..., None] | None = None
+
+    def models(self, asked: tuple[str, ...]) -> tuple[str, ...]:
+        """The models it serves when ``asked`` (the sample models) are."""
+        return asked if self.own_models is None else self.own_models
 
 
 SERVERS: tuple[str, ...] = ("triton", "torchserve")
+#: the name `inferload servers` knows each launcher by -> the server whose record names it
+LAUNCHERS: dict[str, Server] = {
+    record.local_name or server: server for server, record in SERVER_RECORDS.items() if record.local is not None
+}
 #: every server `up` can start; those past SERVERS only when asked for (BentoML makes its own venv first)
-KNOWN_SERVERS: tuple[str, ...] = tuple(server for server, record in SERVER_RECORDS.items() if record.local is not None)
+KNOWN_SERVERS: tuple[str, ...] = tuple(LAUNCHERS)
 
 
 def local_server(server: str) -> LocalServer:
-    """A server's launcher (the `LOCAL` its record names); a ValueError naming the known servers."""
-    if server not in KNOWN_SERVERS:
+    """A launcher by its name (the `LOCAL` its server's record names); a ValueError naming the known ones."""
+    if server not in LAUNCHERS:
         raise ValueError(f"unknown server {server!r}; expected one of {list(KNOWN_SERVERS)}")
-    found: LocalServer = implementation(cast("Server", server), "local")
+    found: LocalServer = implementation(LAUNCHERS[server], "local")
     return found
 
 
-def probe(server: str, port: int, spec: ModelSpec, timeout_s: float = 5.0, host: str = "127.0.0.1") -> np.ndarray:
-    """One real inference on ``server`` at ``port`` (its `probe_port`)."""
-    return local_server(server).infer(port, spec, probe_input(spec), host=host, timeout_s=timeout_s)
+def probe(server: str, port: int, model: str, timeout_s: float = 5.0, host: str = "127.0.0.1") -> None:
+    """One real answer of ``model`` from ``server`` at ``port`` (its `probe_port`), else NotReady."""
+    launcher = local_server(server)
+    if launcher.answers is not None:
+        launcher.answers(port, model, host=host, timeout_s=timeout_s)
+        return
+    assert launcher.infer is not None  # a launcher has one or the other
+    spec = get_spec(model)
+    launcher.infer(port, spec, probe_input(spec), host=host, timeout_s=timeout_s)
 
 
 STATE_FILE = "state.json"
+#: how long `down` waits for a stopped server's ports to close
+PORTS_CLOSE_S = 5.0
 
 
 @dataclass
@@ -240,7 +262,7 @@ class LocalServers:
         try:
             for server in to_start:
                 record = local_server(server).start(self.state_dir, self.ports, self.models, host=self.host)
-                pending.append(_Pending(server, record, self.models))
+                pending.append(_Pending(server, record, local_server(server).models(self.models)))
                 servers_state[server] = self._entry(server, record, {}, ready=False)
                 self._write_state(self._state(servers_state))
             self._wait_ready(pending, timeout_s)
@@ -287,13 +309,7 @@ class LocalServers:
                     if model in p.answered:
                         continue
                     try:
-                        probe(
-                            p.server,
-                            local_server(p.server).probe_port(self.ports),
-                            get_spec(model),
-                            timeout_s=5.0,
-                            host=self.host,
-                        )
+                        probe(p.server, local_server(p.server).probe_port(self.ports), model, timeout_s=5.0, host=self.host)
                     except NotReady as exc:
                         p.last_error = str(exc)
                         break  # models load together: try the others on the next round
@@ -326,8 +342,12 @@ class LocalServers:
         ports = ServerPorts.from_dict(state["ports"]) if state.get("ports") else self.ports
         if state:
             self._write_state({**state, "servers": {}})
-        # only the stopped servers' ports: another server's default (BentoML's 3000 is Grafana's too) is none of ours
-        still_open = [p for server in records for p in ports.for_server(server).values() if is_port_open(p)]
+        # only the stopped servers' ports: another server's default (BentoML's 3000 is Grafana's too) is none of ours;
+        # a process whose leader has exited can hold its sockets a moment longer while its other threads end
+        ours = [p for server in records for p in ports.for_server(server).values()]
+        deadline = time.monotonic() + PORTS_CLOSE_S
+        while (still_open := [p for p in ours if is_port_open(p)]) and time.monotonic() < deadline:
+            time.sleep(0.1)
         if records and still_open:
             raise ServerError(f"servers stopped but ports {still_open} still accept connections")
         return {"state_dir": str(self.state_dir), "stopped": result}

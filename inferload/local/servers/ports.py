@@ -21,6 +21,7 @@ _SERVICES = {
     "bentoml_http": "BentoML HTTP (APIs, /metrics, /readyz)",
     "kserve_http": "KServe REST (v1, v2, /metrics)",
     "kserve_grpc": "KServe gRPC (v2)",
+    "llamacpp_http": "llama.cpp HTTP (OpenAI routes, /metrics)",
 }
 
 
@@ -38,6 +39,7 @@ class ServerPorts:
     bentoml_http: int = 3000
     kserve_http: int = 8090
     kserve_grpc: int = 8091
+    llamacpp_http: int = 8085
 
     @classmethod
     def free(cls) -> ServerPorts:
@@ -61,8 +63,10 @@ class ServerPorts:
         return asdict(self)
 
     def for_server(self, server: str) -> dict[str, int]:
-        """The ports one server ('triton' or 'torchserve') binds."""
-        prefix = {"triton": "triton_", "torchserve": "ts_", "bentoml": "bentoml_", "kserve": "kserve_"}[server]
+        """The ports one local server (a launcher's name: 'triton', 'llamacpp', ...) binds."""
+        prefix = {"triton": "triton_", "torchserve": "ts_", "bentoml": "bentoml_", "kserve": "kserve_", "llamacpp": "llamacpp_"}[
+            server
+        ]
         return {k: v for k, v in self.to_dict().items() if k.startswith(prefix)}
 
 
