@@ -157,6 +157,8 @@ class ReferenceGeneration(_Keys):
     coalesce_events: bool = False
     #: an error event after this many content events, then the end (None: never)
     fail_after_events: Annotated[int, Field(ge=0, le=10_000)] | None = None
+    #: the usage tail carries llama.cpp's `timings` (prompt_ms: service start -> first event; predicted_ms: the rest)
+    timings: bool = False
 
 
 class ReferenceTls(_Keys):

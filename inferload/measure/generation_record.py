@@ -8,14 +8,20 @@ shared by the tokens of the later event: token-weighted), and N, the output toke
 ``usage``, else a tokenizer's count, else one per event), with where N came from. The time to the
 first token and the gaps between events are the stream figures (`decoupled_record`).
 
+When the server sent its own times (llama.cpp's ``timings``), the engine joins them to the client's
+per request: the server's prefill, its decode time per token, and the client's TTFT minus the
+server's prefill (the TTFT residual, floored at 0).
+
 A generation is good when it met every goodput threshold of its target (``generation.goodput``:
 TTFT, TPOT, E2E per request), judged by the engine as it ends; goodput counts the good ones.
 
 Per window: each generation's TPOT (a `WindowStore`, old windows compressed) and the generations,
-their output tokens and the good ones, for windows.csv and InfluxDB. Histograms are HDR, so workers' figures
+their output tokens, the good ones and those judged (their target sets goodput thresholds), for
+windows.csv and InfluxDB. Histograms are HDR, so workers' figures
 merge exactly: the engine's drain hands them over as ``{"tpot": [[index, target, wire stats]],
-"counts": [[index, target, [generations, tokens, good]]], "steady": {target: {"ttst", "tpot", "itl":
-wire stats, "n": [generations, tokens, most tokens of one, by usage, by tokenizer, by events, good]}}}``,
+"counts": [[index, target, [generations, tokens, good, judged]]], "steady": {target: {"ttst", "tpot", "itl":
+"server_prefill", "server_decode", "ttft_residual": wire stats, "n": [generations, tokens, most tokens
+of one, by usage, by tokenizer, by events, good]}}}``,
 the same form a worker's report carries.
 """
 
@@ -73,20 +79,36 @@ class GenerationTotals:
     ttst: LatencyStats = field(default_factory=LatencyStats)
     tpot: LatencyStats = field(default_factory=LatencyStats)
     itl: LatencyStats = field(default_factory=LatencyStats)
+    #: the server's own times, of the generations it sent them for
+    server_prefill: LatencyStats = field(default_factory=LatencyStats)
+    server_decode: LatencyStats = field(default_factory=LatencyStats)
+    ttft_residual: LatencyStats = field(default_factory=LatencyStats)
     counts: GenerationCounts = field(default_factory=GenerationCounts)
 
+    def _histograms(self) -> dict[str, LatencyStats]:
+        return {
+            "ttst": self.ttst,
+            "tpot": self.tpot,
+            "itl": self.itl,
+            "server_prefill": self.server_prefill,
+            "server_decode": self.server_decode,
+            "ttft_residual": self.ttft_residual,
+        }
+
     def to_wire(self) -> dict[str, Any]:
-        return {"ttst": self.ttst.to_wire(), "tpot": self.tpot.to_wire(), "itl": self.itl.to_wire(), "n": self.counts.to_wire()}
+        return {**{key: stats.to_wire() for key, stats in self._histograms().items()}, "n": self.counts.to_wire()}
 
     def merge_wire(self, data: dict[str, Any]) -> None:
-        for key, into in (("ttst", self.ttst), ("tpot", self.tpot), ("itl", self.itl)):
+        for key, into in self._histograms().items():
+            if key not in data:
+                continue
             stats = LatencyStats.from_wire(data[key])
             into.merge(stats)
             stats.release()
         self.counts.add_wire(data["n"])
 
     def release(self) -> None:
-        for stats in (self.ttst, self.tpot, self.itl):
+        for stats in self._histograms().values():
             stats.release()
 
 
@@ -98,6 +120,8 @@ class GenerationWindow:
     generations: int
     output_tokens: int
     good: int
+    #: generations judged for goodput (0: the target sets no thresholds, or none succeeded)
+    judged: int
 
 
 @dataclass
@@ -105,8 +129,8 @@ class GenerationRecord:
     """A run's generations: per window and target, and steady-state totals per target."""
 
     tpot_windows: WindowStore[WindowKey] = field(default_factory=WindowStore)
-    #: [generations, output tokens, good] per window
-    count_windows: dict[WindowKey, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0, 0]))
+    #: [generations, output tokens, good, judged] per window
+    count_windows: dict[WindowKey, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0, 0, 0]))
     steady: dict[str, GenerationTotals] = field(default_factory=lambda: defaultdict(GenerationTotals))
     #: targets that had at least one generation (kept when the record is drained)
     targets: set[str] = field(default_factory=set)
@@ -116,7 +140,7 @@ class GenerationRecord:
         counts = self.count_windows.get(key)
         if counts is None:
             return None
-        return GenerationWindow(self.tpot_windows.get(key, ClosedStats.empty()), counts[0], counts[1], counts[2])
+        return GenerationWindow(self.tpot_windows.get(key, ClosedStats.empty()), *counts[:4])
 
     def close_before(self, index: int) -> int:
         """Compress every window older than `index` (see `WindowStore.close_before`)."""
@@ -147,7 +171,7 @@ class GenerationRecord:
             stats.release()
         for index, target, added in wire.get("counts", []):
             counts = self.count_windows[(int(index), target)]
-            for position, count in enumerate(added[:3]):
+            for position, count in enumerate(added[:4]):
                 counts[position] += int(count)
             self.targets.add(target)
         for target, data in wire.get("steady", {}).items():

@@ -20,8 +20,9 @@ succeeded), `responses`, `responses_per_s`, `responses_per_request` (mean),
 `inter_response_{mean,p50,p90,p99,max}_ms` (between consecutive responses); a figure with no sample
 is left out. Percentiles are exact over all workers (merged histograms). A generative target
 (openai-chat, openai-completions) gets its content events there too, and a `tokens` point per window
-(`tokens_point`): `generations`, `output_tokens`, `output_tokens_per_s` and
-`tpot_{mean,p50,p90,p99,max}_ms` (time per output token of the generations that ended in the window).
+(`tokens_point`): `generations`, `output_tokens`, `output_tokens_per_s`,
+`tpot_{mean,p50,p90,p99,max}_ms` (time per output token of the generations that ended in the window)
+and, when the target sets goodput thresholds, `good` and `goodput_per_s`.
 
 Hook-in (InferloadRun):
     add_influx_arguments(parser)                                   # in add_arguments
@@ -467,6 +468,9 @@ def tokens_point(run_id: str, target_tags: dict[str, str], index: int, window_s:
         "output_tokens": window.output_tokens,
         "output_tokens_per_s": window.output_tokens / window_s,
     }
+    if window.judged:  # the target sets goodput thresholds
+        fields["good"] = window.good
+        fields["goodput_per_s"] = window.good / window_s
     figures = window.tpot.latency_ms()
     for key in FIGURES:
         fields[f"tpot_{key}_ms"] = figures[key]

@@ -18,7 +18,16 @@ from pathlib import Path
 from typing import Any
 
 from inferload.errors import InferloadError
-from inferload.results.figures import COMPARE, GENERATION, GOODPUT, STREAMING, Figure, stream_figures_of, value_at
+from inferload.results.figures import (
+    COMPARE,
+    GENERATION,
+    GENERATION_SERVER,
+    GOODPUT,
+    STREAMING,
+    Figure,
+    stream_figures_of,
+    value_at,
+)
 from inferload.results.files import WINDOWS_NAME, ResultsError, TargetSeries, read_summary, read_windows, summary_file
 from inferload.results.repeats import GATED, Interval, change_interval, read_repeats
 from inferload.results.schema import RunSummary
@@ -298,7 +307,7 @@ def _number(value: float | None, spec: str, sign: bool = False) -> str:
 
 def format_comparison(comparison: Comparison) -> str:
     """A plain text table per target in both runs, then the targets found in only one."""
-    specs = {f.name: f.compare_spec for f in COMPARE + STREAMING + GENERATION + GOODPUT}
+    specs = {f.name: f.compare_spec for f in COMPARE + STREAMING + GENERATION + GOODPUT + GENERATION_SERVER}
     lines = [
         f"A: {comparison.a.path} (run {comparison.a.run_id or '?'}, scenario {comparison.a.scenario or '?'})",
         f"B: {comparison.b.path} (run {comparison.b.run_id or '?'}, scenario {comparison.b.scenario or '?'})",

@@ -102,6 +102,10 @@ FIGURES: tuple[Figure, ...] = (
     Figure("generation.tpot_ms.p99", "time per output token p99", "ms", "lower", ".2f", ".3f"),
     Figure("generation.itl_ms.p50", "inter-token p50", "ms", "lower", ".2f", ".3f"),
     Figure("generation.itl_ms.p99", "inter-token p99", "ms", "lower", ".2f", ".3f"),
+    Figure("generation.server.prefill_ms.p50", "server prefill p50", "ms", "lower", ".2f", ".3f", server=True),
+    Figure("generation.server.decode_ms_per_token.p50", "server decode / token p50", "ms", "lower", ".2f", ".3f", server=True),
+    Figure("generation.server.ttft_residual_ms.p50", "TTFT client − server p50", "ms", "lower", ".2f", ".3f"),
+    Figure("generation.server.ttft_residual_ms.p99", "TTFT client − server p99", "ms", "lower", ".2f", ".3f"),
     Figure("generation.goodput.per_s", "goodput", "req/s", "higher", ".1f", ".2f"),
     Figure("generation.goodput.attainment_pct", "goodput attainment", "%", "higher", ".1f", ".2f"),
     Figure("open_loop.burstiness.sent_cv", "burstiness sent (CV)", None, None, ".2f", ".3f"),
@@ -172,6 +176,13 @@ GENERATION = figures(
 )
 #: added after `GENERATION` when a target sets goodput thresholds (`generation.goodput`)
 GOODPUT = figures("generation.goodput.per_s", "generation.goodput.attainment_pct")
+#: added after them when a server sent its own times (`generation.server`: llama.cpp's `timings`)
+GENERATION_SERVER = figures(
+    "generation.server.prefill_ms.p50",
+    "generation.server.decode_ms_per_token.p50",
+    "generation.server.ttft_residual_ms.p50",
+    "generation.server.ttft_residual_ms.p99",
+)
 COMPARE = figures(
     "requests",
     "failures",
@@ -215,10 +226,16 @@ def streamed(*targets: Any) -> bool:
 
 def stream_figures_of(*targets: Any) -> tuple[Figure, ...]:
     """The figures shown beside the others for these targets: `STREAMING` when one streamed,
-    `GENERATION` after it when one generated, `GOODPUT` when one measured goodput."""
-    generated = any(value_at(target, ("generation",)) is not None for target in targets)
-    good = any(value_at(target, ("generation", "goodput")) is not None for target in targets)
-    return (STREAMING if streamed(*targets) else ()) + (GENERATION if generated else ()) + (GOODPUT if good else ())
+    `GENERATION` after it when one generated, `GOODPUT` when one measured goodput, `GENERATION_SERVER`
+    when a server sent its own times."""
+
+    def some(*path: str) -> bool:
+        return any(value_at(target, path) is not None for target in targets)
+
+    shown = STREAMING if streamed(*targets) else ()
+    shown += GENERATION if some("generation") else ()
+    shown += GOODPUT if some("generation", "goodput") else ()
+    return shown + (GENERATION_SERVER if some("generation", "server") else ())
 
 
 def format_table(targets: Mapping[str, Any], shown: tuple[Figure, ...] | None = None) -> str:

@@ -163,12 +163,23 @@ class GoodputSummary(Section):
     attainment_pct: Number | None  # None when no request completed
 
 
+class GenerationServerSummary(Section):
+    """What the server said it spent (llama.cpp's per-request ``timings``), joined to the client's
+    figures request by request: of the ``generations`` it sent its times for, its prefill, its
+    decode time per token, and the client's time to first token minus the server's prefill."""
+
+    generations: Count
+    prefill_ms: LatencyMs
+    decode_ms_per_token: LatencyMs
+    ttft_residual_ms: LatencyMs  # client TTFT - server prefill, per request (floored at 0)
+
+
 class GenerationSummary(Section):
     """A generative target's token figures (the engine's, from each generation's content events),
     over the steady state, successful generations only; percentiles exact over all workers. The
     time to the first token and the gaps between events are its `decoupled` block."""
 
-    omit_when_none = frozenset({"goodput"})
+    omit_when_none = frozenset({"goodput", "server"})
 
     generations: Count
     output_tokens: Count
@@ -182,6 +193,8 @@ class GenerationSummary(Section):
     itl_ms: LatencyMs  # between tokens, each gap shared by the tokens of its event
     #: present when the target sets ``generation.goodput``
     goodput: GoodputSummary | None = None
+    #: present when the server sent its own times with its answers (llama.cpp's ``timings``)
+    server: GenerationServerSummary | None = None
 
 
 class BurstRecovery(Section):

@@ -19,6 +19,7 @@ from inferload.results.histograms import write_histograms
 from inferload.results.schema import (
     SCHEMA_VERSION,
     Burstiness,
+    GenerationServerSummary,
     GenerationSummary,
     GoodputSummary,
     LatencyMs,
@@ -209,6 +210,14 @@ def generation_figures(
             per_s=counts.good / steady_s if steady_s > 0 else 0.0,
             attainment_pct=100.0 * counts.good / requests if requests else None,
         )
+    server = None
+    if totals.server_prefill.successes:
+        server = GenerationServerSummary(
+            generations=totals.server_prefill.successes,
+            prefill_ms=LatencyMs.model_validate(totals.server_prefill.latency_ms()),
+            decode_ms_per_token=LatencyMs.model_validate(totals.server_decode.latency_ms()),
+            ttft_residual_ms=LatencyMs.model_validate(totals.ttft_residual.latency_ms()),
+        )
     return GenerationSummary(
         generations=counts.generations,
         output_tokens=counts.output_tokens,
@@ -220,11 +229,12 @@ def generation_figures(
         tpot_ms=LatencyMs.model_validate(totals.tpot.latency_ms()),
         itl_ms=LatencyMs.model_validate(totals.itl.latency_ms()),
         goodput=good,
+        server=server,
     )
 
 
 #: windows.csv columns of generative targets (appended after the stream columns; empty for other targets)
-GENERATION_WINDOW_COLUMNS = ["output_tokens", "output_tokens_per_s", "tpot_p50_ms", "tpot_p99_ms"]
+GENERATION_WINDOW_COLUMNS = ["output_tokens", "output_tokens_per_s", "tpot_p50_ms", "tpot_p99_ms", "goodput_per_s"]
 
 
 def generation_window(generations: GenerationRecord, index: int, target: str, window_s: float) -> dict[str, Any]:
@@ -241,6 +251,7 @@ def generation_window(generations: GenerationRecord, index: int, target: str, wi
         "output_tokens_per_s": round(window.output_tokens / window_s, 3),
         "tpot_p50_ms": _p(window.tpot, "p50"),
         "tpot_p99_ms": _p(window.tpot, "p99"),
+        "goodput_per_s": round(window.good / window_s, 3) if window.judged else None,
     }
 
 

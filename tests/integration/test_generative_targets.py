@@ -54,7 +54,7 @@ def summary_of(folder: Path, target: str) -> dict[str, Any]:
 
 
 def test_a_chat_target_streams_and_its_summary_has_the_scripted_events_and_times(tmp_path: Path) -> None:
-    generation = {"tokens_per_event": TOKENS_PER_EVENT}
+    generation = {"tokens_per_event": TOKENS_PER_EVENT, "timings": True}
     with reference_server(
         stream_responses=EVENTS, generation=generation, delay={"law": "fixed", "ms": HOLD_MS}, concurrency=SLOTS
     ) as server:
@@ -89,6 +89,15 @@ def test_a_chat_target_streams_and_its_summary_has_the_scripted_events_and_times
     assert per_window and all(n % (EVENTS * TOKENS_PER_EVENT) == 0 for n in per_window), per_window
     assert sum(per_window) >= tokens["output_tokens"]  # the warm-up's windows too
     assert tokens["itl_ms"]["p50"] == pytest.approx(stream["inter_response_ms"]["p50"], abs=0.1)
+    # the server's own times (llama.cpp's `timings`, as the reference server measures them from the
+    # service's start): its prefill is the first event's hold; the client's TTFT adds the residual
+    server = tokens["server"]
+    assert server["generations"] == tokens["generations"]
+    assert HOLD_MS <= server["prefill_ms"]["p50"] < HOLD_MS + LATE_MS
+    assert 0 <= server["ttft_residual_ms"]["p50"] < LATE_MS
+    assert stream["first_response_ms"]["mean"] == pytest.approx(
+        server["prefill_ms"]["mean"] + server["ttft_residual_ms"]["mean"], abs=0.01
+    )
     served = records.with_protocol("generate")
     assert served.all() and len(records) >= figures["requests"]
 

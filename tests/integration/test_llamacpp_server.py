@@ -1,7 +1,8 @@
 """The generative kinds against a real LLM server: llama.cpp (the ``xllamacpp`` wheel) serving the
 built-in LLM (4 layers, random weights). Its truth is what llama.cpp itself counts: with
 ``ignore_eos`` every answer is exactly ``max_tokens`` tokens in its ``usage``; its stream starts with
-a role-only event and ends with a usage-only tail and ``[DONE]``, none of them tokens.
+a role-only event and ends with a usage-only tail (with its per-request ``timings``) and ``[DONE]``,
+none of them tokens. `inferload servers up` starts it and `down` leaves nothing running.
 """
 
 from __future__ import annotations
@@ -47,5 +48,13 @@ def test_a_chat_target_on_llama_cpp_counts_the_server_s_tokens_and_times_each_an
     assert 1 <= stream["responses_per_request"] <= MAX_TOKENS
     assert 0 < stream["first_response_ms"]["p50"] <= figures["latency_ms"]["p50"]
     assert 0 < tokens["tpot_ms"]["p50"] < figures["latency_ms"]["p50"]
+    # llama.cpp's own `timings` of each request, joined to it: the client's TTFT is the server's prefill
+    # plus the residual, request by request, so their means add up
+    server = tokens["server"]
+    assert server["generations"] == tokens["generations"]
+    assert server["prefill_ms"]["p50"] > 0 and server["decode_ms_per_token"]["p50"] > 0
+    assert stream["first_response_ms"]["mean"] == pytest.approx(
+        server["prefill_ms"]["mean"] + server["ttft_residual_ms"]["mean"], abs=0.01
+    )
     assert wrong.returncode == 2, wrong.stdout + wrong.stderr
     assert f"does not list model 'llama-3'; it serves: '{LLM_NAME}'" in wrong.stderr

@@ -59,20 +59,48 @@ def test_each_window_holds_its_generations_tokens_and_tpot_and_a_quiet_window_sa
     for value in (2.0, 4.0):
         tpot.tpot.record_success(value)
     record = GenerationRecord()
-    record.merge_wire({"tpot": [[7, "chat", tpot.tpot.to_wire()]], "counts": [[7, "chat", [2, 24, 1]]]})
+    # window 7: 2 generations judged for goodput, 1 good; window 9: 1 generation of an unjudged target
+    counts = [[7, "chat", [2, 24, 1, 2]], [9, "plain", [1, 8, 0, 0]]]
+    record.merge_wire({"tpot": [[7, "chat", tpot.tpot.to_wire()]], "counts": counts})
     row = generation_window(record, 7, "chat", window_s=2.0)
     assert row["output_tokens"] == 24 and row["output_tokens_per_s"] == 12.0
     assert row["tpot_p50_ms"] is not None and 1.9 <= row["tpot_p50_ms"] <= 2.1
     assert row["tpot_p99_ms"] is not None and 3.9 <= row["tpot_p99_ms"] <= 4.1
+    assert row["goodput_per_s"] == 0.5 and generation_window(record, 9, "plain", 2.0)["goodput_per_s"] is None
     assert generation_window(record, 8, "chat", 2.0) == {
         "output_tokens": 0,
         "output_tokens_per_s": 0.0,
         "tpot_p50_ms": None,
         "tpot_p99_ms": None,
+        "goodput_per_s": None,
     }
     assert set(generation_window(record, 7, "other", 2.0).values()) == {None}
     window = record.window((7, "chat"))
-    assert window is not None and (window.generations, window.output_tokens, window.good) == (2, 24, 1)
+    assert window is not None and (window.generations, window.output_tokens, window.good, window.judged) == (2, 24, 1, 2)
     point = tokens_point("run", {"target": "chat"}, 7, 2.0, window)
     assert point.measurement == "tokens" and point.fields["output_tokens_per_s"] == 12.0
+    assert (point.fields["good"], point.fields["goodput_per_s"]) == (1, 0.5)
+    unjudged = record.window((9, "plain"))
+    assert unjudged is not None and "goodput_per_s" not in tokens_point("run", {"target": "plain"}, 9, 2.0, unjudged).fields
     assert point.time_ns == 14 * 10**9
+
+
+def test_a_server_s_own_times_merge_over_workers_into_the_generation_s_server_block() -> None:
+    record = GenerationRecord()
+    for prefill, residual in ((10.0, 1.0), (30.0, 3.0)):
+        totals = GenerationTotals()
+        totals.server_prefill.record_success(prefill)
+        totals.server_decode.record_success(2.0)
+        totals.ttft_residual.record_success(residual)
+        totals.counts.add_wire([1, 8, 8, 1, 0, 0, 0])
+        record.merge_wire({"steady": {"chat": totals.to_wire()}})
+    block = generation_figures(record, "chat", steady_s=1.0)
+    assert block is not None and block.server is not None
+    assert block.server.generations == 2
+    assert block.server.prefill_ms.max is not None and 29.9 <= block.server.prefill_ms.max <= 30.1
+    assert block.server.ttft_residual_ms.mean == 2.0 and block.server.decode_ms_per_token.p50 == 2.0
+    # a server that sent no times: no server block
+    plain = GenerationRecord()
+    plain.merge_wire(worker([1.0], [1, 8, 8, 1, 0, 0]))
+    block = generation_figures(plain, "chat", steady_s=1.0)
+    assert block is not None and block.server is None and "server" not in block.model_dump()

@@ -22,6 +22,11 @@
 //!
 //! Goodput: a generation is good when it meets every per-request threshold its target sets
 //! (`Goodput`: TTFT, TPOT, E2E); a failed request is never good.
+//!
+//! The server's own times, when it sends them (llama.cpp's `timings`: `prompt_ms`, `predicted_ms`,
+//! `predicted_n`), join the client's per request: its prefill, its decode time per token, and the
+//! client's TTFT minus the server's prefill (the TTFT residual: queueing, transport, the first
+//! token's sampling).
 
 use serde_json::Value;
 
@@ -52,8 +57,38 @@ pub enum EventKind {
     Done,
     /// the server reports an error; its message
     Error(String),
+    /// the server's own times for the generation (llama.cpp's `timings`)
+    Timings(ServerTimings),
     /// a role prelude, a finish reason alone, any event with nothing to count
     Nothing,
+}
+
+/// What a server says it spent on one generation (llama.cpp's `timings`), ms.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ServerTimings {
+    /// processing the prompt (prefill)
+    pub prompt_ms: f64,
+    /// generating the tokens after it
+    pub predicted_ms: f64,
+    /// the tokens it generated
+    pub predicted_n: u64,
+}
+
+fn server_timings(value: &Value) -> Option<ServerTimings> {
+    let number = |key: &str| {
+        value
+            .get(key)
+            .and_then(Value::as_f64)
+            .filter(|v| v.is_finite() && *v >= 0.0)
+    };
+    Some(ServerTimings {
+        prompt_ms: number("prompt_ms")?,
+        predicted_ms: number("predicted_ms")?,
+        predicted_n: value
+            .get("predicted_n")
+            .and_then(Value::as_u64)
+            .unwrap_or(0),
+    })
 }
 
 /// The kinds of one event (content and usage may come together); an error when the data is not JSON.
@@ -112,6 +147,9 @@ pub fn classify(format: StreamFormat, name: &str, data: &str) -> Result<Vec<Even
     {
         kinds.push(EventKind::Usage(tokens));
     }
+    if let Some(timings) = value.get("timings").and_then(server_timings) {
+        kinds.push(EventKind::Timings(timings));
+    }
     if kinds.is_empty() {
         kinds.push(EventKind::Nothing);
     }
@@ -155,6 +193,12 @@ pub struct GenerationFigures {
     pub content_events: u64,
     /// whether it met its target's goodput thresholds (None: the target sets none)
     pub good: Option<bool>,
+    /// the server's prefill (its `prompt_ms`), when it sent its times
+    pub server_prefill_ms: Option<f64>,
+    /// the server's decode time per generated token (`predicted_ms / predicted_n`)
+    pub server_decode_ms_per_token: Option<f64>,
+    /// the client's TTFT minus the server's prefill
+    pub ttft_residual_ms: Option<f64>,
 }
 
 /// A generative target's per-request thresholds, ms (None: not judged).
@@ -185,11 +229,13 @@ fn ms(ns: u64) -> f64 {
     ns as f64 / 1e6
 }
 
-/// The figures of the content events of one generation sent at `sent_ns`; `usage`: the server's count.
+/// The figures of the content events of one generation sent at `sent_ns`; `usage`: the server's
+/// count; `timings`: the server's own times.
 pub fn figures(
     sent_ns: u64,
     events: &[ContentArrival],
     usage: Option<u64>,
+    timings: Option<ServerTimings>,
 ) -> (GenerationFigures, TokenSource) {
     let counted = events.iter().all(|event| event.tokens.is_some());
     let per_event = |event: &ContentArrival| {
@@ -211,11 +257,17 @@ pub fn figures(
         content_events: events.len() as u64,
         ..GenerationFigures::default()
     };
+    if let Some(timings) = timings {
+        found.server_prefill_ms = Some(timings.prompt_ms);
+        found.server_decode_ms_per_token =
+            (timings.predicted_n > 0).then(|| timings.predicted_ms / timings.predicted_n as f64);
+    }
     let (Some(first), Some(last)) = (events.first(), events.last()) else {
         return (found, source);
     };
     let since_send = |at: u64| ms(at.saturating_sub(sent_ns));
     found.ttft_ms = Some(since_send(first.at_ns));
+    found.ttft_residual_ms = timings.map(|timings| since_send(first.at_ns) - timings.prompt_ms);
     found.e2e_ms = Some(since_send(last.at_ns));
     let mut seen = 0;
     for event in events {
@@ -348,7 +400,7 @@ mod tests {
     fn ttft_e2e_and_tpot_come_from_the_content_events_and_the_server_s_count() {
         // sent at 0; content at 50, 60, 70, 80 ms; the server says 4 tokens
         let events = [at(50, None), at(60, None), at(70, None), at(80, None)];
-        let (found, source) = figures(0, &events, Some(4));
+        let (found, source) = figures(0, &events, Some(4), None);
         assert_eq!(source, TokenSource::Usage);
         assert_eq!(
             (found.ttft_ms, found.ttst_ms, found.e2e_ms),
@@ -363,28 +415,64 @@ mod tests {
     fn an_event_of_k_tokens_gives_its_gap_over_k_k_times() {
         // 1 token at 50 ms, then 3 tokens at 80 ms, then 1 at 90 ms
         let events = [at(50, Some(1)), at(80, Some(3)), at(90, Some(1))];
-        let (found, source) = figures(0, &events, None);
+        let (found, source) = figures(0, &events, None, None);
         assert_eq!((source, found.output_tokens), (TokenSource::Tokenizer, 5));
         assert_eq!(found.itl_ms, vec![10.0, 10.0, 10.0, 10.0]);
         assert_eq!(found.icl_ms, vec![30.0, 10.0]);
         assert_eq!(found.ttst_ms, Some(80.0));
         assert_eq!(found.tpot_ms, Some(10.0));
         // the first event's second token is its own second token: TTST is TTFT
-        let (found, _) = figures(0, &[at(50, Some(2)), at(60, Some(1))], None);
+        let (found, _) = figures(0, &[at(50, Some(2)), at(60, Some(1))], None, None);
         assert_eq!(found.ttst_ms, Some(50.0));
     }
 
     #[test]
     fn without_a_count_each_event_is_one_token_and_no_content_gives_no_times() {
-        let (found, source) = figures(5_000_000, &[at(25, None), at(45, None)], None);
+        let (found, source) = figures(5_000_000, &[at(25, None), at(45, None)], None, None);
         assert_eq!(
             (source, found.output_tokens, found.ttft_ms, found.tpot_ms),
             (TokenSource::Events, 2, Some(20.0), Some(20.0))
         );
-        let (found, source) = figures(0, &[], Some(0));
+        let (found, source) = figures(0, &[], Some(0), None);
         assert_eq!(
             (source, found.ttft_ms, found.e2e_ms, found.itl_ms.len()),
             (TokenSource::Usage, None, None, 0)
+        );
+    }
+
+    #[test]
+    fn a_server_s_timings_join_the_client_s_figures() {
+        // llama.cpp's usage tail: prefill 12 ms, 4 tokens decoded in 30 ms
+        let tail = r#"{"choices":[],"usage":{"completion_tokens":4},"timings":{"cache_n":0,"prompt_n":25,"prompt_ms":12.0,"predicted_n":4,"predicted_ms":30.0}}"#;
+        let timings = ServerTimings {
+            prompt_ms: 12.0,
+            predicted_ms: 30.0,
+            predicted_n: 4,
+        };
+        assert_eq!(
+            kinds(StreamFormat::OpenAiChat, tail),
+            vec![EventKind::Usage(4), EventKind::Timings(timings)]
+        );
+        // timings without a prefill time are no timings
+        let partial = r#"{"choices":[],"timings":{"predicted_ms":30.0}}"#;
+        assert_eq!(
+            kinds(StreamFormat::OpenAiChat, partial),
+            vec![EventKind::Nothing]
+        );
+        let events = [at(50, None), at(60, None), at(70, None), at(80, None)];
+        let (found, _) = figures(0, &events, Some(4), Some(timings));
+        assert_eq!(
+            (
+                found.server_prefill_ms,
+                found.server_decode_ms_per_token,
+                found.ttft_residual_ms
+            ),
+            (Some(12.0), Some(7.5), Some(38.0))
+        );
+        let (without, _) = figures(0, &events, Some(4), None);
+        assert_eq!(
+            (without.server_prefill_ms, without.ttft_residual_ms),
+            (None, None)
         );
     }
 }

@@ -25,7 +25,7 @@ use super::call::{CallInput, Outcome};
 use super::checks::{self, AnswerRule, Failure};
 use super::clock::monotonic_ns;
 use super::debug;
-use super::generation::{self, ContentArrival, EventKind, StreamFormat};
+use super::generation::{self, ContentArrival, EventKind, ServerTimings, StreamFormat};
 use super::net::{self, ConnectError, Stamps};
 use super::sse::SseReader;
 use super::stream::StreamTiming;
@@ -160,6 +160,8 @@ struct GenerationRead {
     arrivals: Vec<ContentArrival>,
     /// the server's count of the generated tokens, when it sent one
     usage: Option<u64>,
+    /// the server's own times, when it sent them (the last ones sent)
+    timings: Option<ServerTimings>,
     /// an error event, a stream that is not events, or one that ended before `[DONE]`
     failure: Option<Failure>,
 }
@@ -185,6 +187,7 @@ async fn read_generation(
         bytes: 0,
         arrivals: Vec::new(),
         usage: None,
+        timings: None,
         failure: None,
     };
     let mut done = false;
@@ -235,6 +238,7 @@ async fn read_generation(
                         tokens: None,
                     }),
                     EventKind::Usage(tokens) => read.usage = Some(tokens),
+                    EventKind::Timings(timings) => read.timings = Some(timings),
                     EventKind::Done => done = true,
                     EventKind::Error(message) => {
                         read.failure = Some(Failure::new(
@@ -427,7 +431,7 @@ pub async fn call(
                 Answer::Whole(body) => body,
                 Answer::Generation(read) => {
                     let (mut figures, source) =
-                        generation::figures(sent_ns, &read.arrivals, read.usage);
+                        generation::figures(sent_ns, &read.arrivals, read.usage, read.timings);
                     figures.good = target.check.goodput.map(|limits| limits.met_by(&figures));
                     let succeeded = read.failure.is_none();
                     return Outcome {

@@ -319,6 +319,9 @@ fn wire_stats<'py>(py: Python<'py>, stats: &WireStats) -> PyResult<Bound<'py, Py
     Ok(dict)
 }
 
+/// Histograms by their names on the wire.
+type NamedStats = Vec<(&'static str, WireStats)>;
+
 /// A drained recorder with its histograms encoded (made without the GIL).
 struct Encoded {
     windows: Vec<(i64, usize, WireStats)>,
@@ -331,8 +334,8 @@ struct Encoded {
     /// (target, first, gaps, [requests, responses, max responses])
     stream_steady: Vec<(usize, WireStats, WireStats, [u64; 3])>,
     generation_tpot: Vec<(i64, usize, WireStats)>,
-    /// (target, ttst, tpot, itl, counts): `GenerationTotals`
-    generation_steady: Vec<(usize, WireStats, WireStats, WireStats, [u64; 7])>,
+    /// (target, each histogram by its wire name, counts): `GenerationTotals`
+    generation_steady: Vec<(usize, NamedStats, [u64; 7])>,
     recorder: Recorder,
 }
 
@@ -380,13 +383,15 @@ fn encode(mut recorder: Recorder) -> Encoded {
                 .generation_steady
                 .drain()
                 .map(|(target, t)| {
-                    (
-                        target,
-                        t.ttst.to_wire(),
-                        t.tpot.to_wire(),
-                        t.itl.to_wire(),
-                        t.counts,
-                    )
+                    let histograms = vec![
+                        ("ttst", t.ttst.to_wire()),
+                        ("tpot", t.tpot.to_wire()),
+                        ("itl", t.itl.to_wire()),
+                        ("server_prefill", t.server_prefill.to_wire()),
+                        ("server_decode", t.server_decode.to_wire()),
+                        ("ttft_residual", t.ttft_residual.to_wire()),
+                    ];
+                    (target, histograms, t.counts)
                 })
                 .collect();
             totals.sort_by_key(|(target, ..)| *target);
@@ -787,11 +792,11 @@ impl PyEngine {
         record.set_item("streams", streams)?;
         // generations, as `GenerationRecord.drain_to_wire` makes them
         let generation_steady = PyDict::new(py);
-        for (target, ttst, tpot, itl, n) in &encoded.generation_steady {
+        for (target, histograms, n) in &encoded.generation_steady {
             let totals = PyDict::new(py);
-            totals.set_item("ttst", wire_stats(py, ttst)?)?;
-            totals.set_item("tpot", wire_stats(py, tpot)?)?;
-            totals.set_item("itl", wire_stats(py, itl)?)?;
+            for (key, stats) in histograms {
+                totals.set_item(*key, wire_stats(py, stats)?)?;
+            }
             totals.set_item("n", n.to_vec())?;
             generation_steady.set_item(name(*target), totals)?;
         }

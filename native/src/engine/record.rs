@@ -247,6 +247,11 @@ pub struct GenerationTotals {
     pub tpot: LatencyStats,
     /// between tokens, each gap shared by the tokens of its event (token-weighted)
     pub itl: LatencyStats,
+    /// the server's own times, of the generations it sent them for: prefill, decode per token,
+    /// and the client's TTFT minus the prefill (floored at 0)
+    pub server_prefill: LatencyStats,
+    pub server_decode: LatencyStats,
+    pub ttft_residual: LatencyStats,
     /// [generations, output tokens, most tokens of one, counted by usage, by a tokenizer, by events,
     /// good (met the target's goodput thresholds)]
     pub counts: [u64; 7],
@@ -262,6 +267,15 @@ impl GenerationTotals {
         }
         for gap in &figures.itl_ms {
             self.itl.record_success(*gap);
+        }
+        if let Some(prefill) = figures.server_prefill_ms {
+            self.server_prefill.record_success(prefill);
+        }
+        if let Some(decode) = figures.server_decode_ms_per_token {
+            self.server_decode.record_success(decode);
+        }
+        if let Some(residual) = figures.ttft_residual_ms {
+            self.ttft_residual.record_success(residual.max(0.0));
         }
         self.counts[0] += 1;
         self.counts[1] += figures.output_tokens;
@@ -306,9 +320,9 @@ pub struct Recorder {
     pub stream_counts: HashMap<(i64, usize), [u64; 3]>,
     pub stream_steady: HashMap<usize, StreamTotals>,
     /// generations (`measure/generation_record.py`): per window, each generation's TPOT and
-    /// [generations, output tokens, good]; and the steady totals
+    /// [generations, output tokens, good, judged for goodput]; and the steady totals
     pub generation_tpot: HashMap<(i64, usize), LatencyStats>,
-    pub generation_counts: HashMap<(i64, usize), [u64; 3]>,
+    pub generation_counts: HashMap<(i64, usize), [u64; 4]>,
     pub generation_steady: HashMap<usize, GenerationTotals>,
     /// open loop: each request's actual send time (wall clock s) by its window, for the burstiness
     /// sent (`RunRecord.record_send`, `measure/run_record.py`)
@@ -410,10 +424,11 @@ impl Recorder {
                     .or_default()
                     .record_success(tpot);
             }
-            let counts = self.generation_counts.entry(key).or_insert([0; 3]);
+            let counts = self.generation_counts.entry(key).or_insert([0; 4]);
             counts[0] += 1;
             counts[1] += figures.output_tokens;
             counts[2] += u64::from(figures.good == Some(true));
+            counts[3] += u64::from(figures.good.is_some());
             if settings.in_steady(now) {
                 self.generation_steady
                     .entry(done.target)
@@ -574,8 +589,12 @@ mod tests {
             ..GenerationFigures::default()
         };
         let by_usage = (figures.clone(), TokenSource::Usage);
+        // a server that sent its times: a prefill longer than the client's TTFT floors the residual at 0
         let slow = GenerationFigures {
             good: Some(false),
+            server_prefill_ms: Some(3.0),
+            server_decode_ms_per_token: Some(1.5),
+            ttft_residual_ms: Some(-0.2),
             ..figures
         };
         let by_events = (slow, TokenSource::Events);
@@ -596,7 +615,7 @@ mod tests {
         let totals = &recorder.generation_steady[&0];
         assert_eq!(totals.counts, [2, 8, 4, 1, 0, 1, 1]);
         // the window counts every successful generation, warm-up or not; a failure is never good
-        assert_eq!(recorder.generation_counts[&(100, 0)], [3, 12, 2]);
+        assert_eq!(recorder.generation_counts[&(100, 0)], [3, 12, 2, 3]);
         assert_eq!(recorder.generation_tpot[&(100, 0)].successes, 3);
         assert_eq!(
             (
@@ -605,6 +624,15 @@ mod tests {
                 totals.itl.successes
             ),
             (2, 2, 6)
+        );
+        assert_eq!(
+            (
+                totals.server_prefill.successes,
+                totals.server_decode.successes,
+                totals.ttft_residual.successes,
+                totals.ttft_residual.max_ms
+            ),
+            (1, 1, 1, 0.0)
         );
     }
 

@@ -142,6 +142,9 @@ pub struct GenerationConfig {
     pub coalesce_events: bool,
     /// An error event after this many content events, then the stream ends (None: never).
     pub fail_after_events: Option<u32>,
+    /// The usage tail carries llama.cpp's `timings`, measured from the service's start: the first
+    /// content event's time as `prompt_ms`, the rest's span as `predicted_ms`.
+    pub timings: bool,
 }
 
 impl Default for GenerationConfig {
@@ -153,6 +156,7 @@ impl Default for GenerationConfig {
             split_events: false,
             coalesce_events: false,
             fail_after_events: None,
+            timings: false,
         }
     }
 }

@@ -217,6 +217,14 @@ fn usage(tokens: u64) -> Value {
     json!({"prompt_tokens": 1, "completion_tokens": tokens, "total_tokens": tokens + 1})
 }
 
+/// llama.cpp's `timings` of a stream whose service started at `started_ns` and whose first and last
+/// content events were written at `first_ns` and `last_ns`.
+fn timings(started_ns: u64, first_ns: u64, last_ns: u64, tokens: u64) -> Value {
+    let ms = |ns: u64| ns as f64 / 1e6;
+    json!({"prompt_n": 1, "prompt_ms": ms(first_ns.saturating_sub(started_ns)),
+           "predicted_n": tokens, "predicted_ms": ms(last_ns.saturating_sub(first_ns))})
+}
+
 /// What a generation request asks, whatever its dialect.
 struct Asked {
     model: String,
@@ -341,6 +349,8 @@ async fn generate(shared: Arc<Shared>, dialect: Dialect, request: Asked) -> Resp
         let mut flight = truth.in_flight(admitted, String::new());
         let send = |bytes: Vec<u8>| writes.send(Bytes::from(bytes)).is_ok();
         let slot = truth.start_service(&mut flight).await;
+        let started_ns = flight.start_ns;
+        let (mut first_ns, mut last_ns) = (None, started_ns);
         if chat
             && script.role_prelude
             && !send(Chunks::event(
@@ -367,6 +377,8 @@ async fn generate(shared: Arc<Shared>, dialect: Dialect, request: Asked) -> Resp
             if script.coalesce_events && index % 2 == 0 && index + 1 < events {
                 continue; // written with the next one
             }
+            last_ns = monotonic_ns();
+            first_ns.get_or_insert(last_ns);
             let write = std::mem::take(&mut pending);
             let delivered = match script.split_events {
                 // cut inside the last token's character: its first byte goes now, the rest after a gap
@@ -393,9 +405,12 @@ async fn generate(shared: Arc<Shared>, dialect: Dialect, request: Asked) -> Resp
                 &chunks.chunk(vec![chunks.choice(None, Some("length"), false)], None),
             ));
             if include_usage {
-                tail.extend(Chunks::event(
-                    &chunks.chunk(Vec::new(), Some(usage(tokens))),
-                ));
+                let mut last = chunks.chunk(Vec::new(), Some(usage(tokens)));
+                if script.timings {
+                    let first_ns = first_ns.unwrap_or(last_ns);
+                    last["timings"] = timings(started_ns, first_ns, last_ns, tokens);
+                }
+                tail.extend(Chunks::event(&last));
             }
             tail.extend_from_slice(b"data: [DONE]\n\n");
             send(tail)
