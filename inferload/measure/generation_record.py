@@ -10,7 +10,9 @@ first token and the gaps between events are the stream figures (`decoupled_recor
 
 When the server sent its own times (llama.cpp's ``timings``), the engine joins them to the client's
 per request: the server's prefill, its decode time per token, and the client's TTFT minus the
-server's prefill (the TTFT residual, floored at 0).
+server's prefill (the TTFT residual, floored at 0). In open loop, the time to the first token is
+also taken from each arrival's intended send (TTFT plus the send lag): what a user arriving then
+waited, the generator's own delay included.
 
 A generation is good when it met every goodput threshold of its target (``generation.goodput``:
 TTFT, TPOT, E2E per request), judged by the engine as it ends; goodput counts the good ones.
@@ -20,7 +22,7 @@ their output tokens, the good ones and those judged (their target sets goodput t
 windows.csv and InfluxDB. Histograms are HDR, so workers' figures
 merge exactly: the engine's drain hands them over as ``{"tpot": [[index, target, wire stats]],
 "counts": [[index, target, [generations, tokens, good, judged]]], "steady": {target: {"ttst", "tpot", "itl":
-"server_prefill", "server_decode", "ttft_residual": wire stats, "n": [generations, tokens, most tokens
+"server_prefill", "server_decode", "ttft_residual", "ttft_intended": wire stats, "n": [generations, tokens, most tokens
 of one, by usage, by tokenizer, by events, good]}}}``,
 the same form a worker's report carries.
 """
@@ -83,6 +85,8 @@ class GenerationTotals:
     server_prefill: LatencyStats = field(default_factory=LatencyStats)
     server_decode: LatencyStats = field(default_factory=LatencyStats)
     ttft_residual: LatencyStats = field(default_factory=LatencyStats)
+    #: open loop: the time to the first token from each arrival's intended send
+    ttft_intended: LatencyStats = field(default_factory=LatencyStats)
     counts: GenerationCounts = field(default_factory=GenerationCounts)
 
     def _histograms(self) -> dict[str, LatencyStats]:
@@ -93,6 +97,7 @@ class GenerationTotals:
             "server_prefill": self.server_prefill,
             "server_decode": self.server_decode,
             "ttft_residual": self.ttft_residual,
+            "ttft_intended": self.ttft_intended,
         }
 
     def to_wire(self) -> dict[str, Any]:

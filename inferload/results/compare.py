@@ -21,6 +21,7 @@ from inferload.errors import InferloadError
 from inferload.results.figures import (
     COMPARE,
     GENERATION,
+    GENERATION_OPEN_LOOP,
     GENERATION_SERVER,
     GOODPUT,
     STREAMING,
@@ -307,7 +308,9 @@ def _number(value: float | None, spec: str, sign: bool = False) -> str:
 
 def format_comparison(comparison: Comparison) -> str:
     """A plain text table per target in both runs, then the targets found in only one."""
-    specs = {f.name: f.compare_spec for f in COMPARE + STREAMING + GENERATION + GOODPUT + GENERATION_SERVER}
+    specs = {
+        f.name: f.compare_spec for f in COMPARE + STREAMING + GENERATION + GENERATION_OPEN_LOOP + GOODPUT + GENERATION_SERVER
+    }
     lines = [
         f"A: {comparison.a.path} (run {comparison.a.run_id or '?'}, scenario {comparison.a.scenario or '?'})",
         f"B: {comparison.b.path} (run {comparison.b.run_id or '?'}, scenario {comparison.b.scenario or '?'})",

@@ -106,6 +106,8 @@ FIGURES: tuple[Figure, ...] = (
     Figure("generation.server.decode_ms_per_token.p50", "server decode / token p50", "ms", "lower", ".2f", ".3f", server=True),
     Figure("generation.server.ttft_residual_ms.p50", "TTFT client − server p50", "ms", "lower", ".2f", ".3f"),
     Figure("generation.server.ttft_residual_ms.p99", "TTFT client − server p99", "ms", "lower", ".2f", ".3f"),
+    Figure("generation.ttft_from_intended_ms.p50", "TTFT from intended send p50", "ms", "lower", ".2f", ".3f"),
+    Figure("generation.ttft_from_intended_ms.p99", "TTFT from intended send p99", "ms", "lower", ".2f", ".3f"),
     Figure("generation.goodput.per_s", "goodput", "req/s", "higher", ".1f", ".2f"),
     Figure("generation.goodput.attainment_pct", "goodput attainment", "%", "higher", ".1f", ".2f"),
     Figure("open_loop.burstiness.sent_cv", "burstiness sent (CV)", None, None, ".2f", ".3f"),
@@ -176,6 +178,8 @@ GENERATION = figures(
 )
 #: added after `GENERATION` when a target sets goodput thresholds (`generation.goodput`)
 GOODPUT = figures("generation.goodput.per_s", "generation.goodput.attainment_pct")
+#: added after `GENERATION` in open loop (`generation.ttft_from_intended_ms`)
+GENERATION_OPEN_LOOP = figures("generation.ttft_from_intended_ms.p50", "generation.ttft_from_intended_ms.p99")
 #: added after them when a server sent its own times (`generation.server`: llama.cpp's `timings`)
 GENERATION_SERVER = figures(
     "generation.server.prefill_ms.p50",
@@ -226,14 +230,15 @@ def streamed(*targets: Any) -> bool:
 
 def stream_figures_of(*targets: Any) -> tuple[Figure, ...]:
     """The figures shown beside the others for these targets: `STREAMING` when one streamed,
-    `GENERATION` after it when one generated, `GOODPUT` when one measured goodput, `GENERATION_SERVER`
-    when a server sent its own times."""
+    `GENERATION` after it when one generated, `GENERATION_OPEN_LOOP` when one was sent in open loop,
+    `GOODPUT` when one measured goodput, `GENERATION_SERVER` when a server sent its own times."""
 
     def some(*path: str) -> bool:
         return any(value_at(target, path) is not None for target in targets)
 
     shown = STREAMING if streamed(*targets) else ()
     shown += GENERATION if some("generation") else ()
+    shown += GENERATION_OPEN_LOOP if some("generation", "ttft_from_intended_ms") else ()
     shown += GOODPUT if some("generation", "goodput") else ()
     return shown + (GENERATION_SERVER if some("generation", "server") else ())
 

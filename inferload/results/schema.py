@@ -179,7 +179,7 @@ class GenerationSummary(Section):
     over the steady state, successful generations only; percentiles exact over all workers. The
     time to the first token and the gaps between events are its `decoupled` block."""
 
-    omit_when_none = frozenset({"goodput", "server"})
+    omit_when_none = frozenset({"goodput", "server", "ttft_from_intended_ms"})
 
     generations: Count
     output_tokens: Count
@@ -195,6 +195,8 @@ class GenerationSummary(Section):
     goodput: GoodputSummary | None = None
     #: present when the server sent its own times with its answers (llama.cpp's ``timings``)
     server: GenerationServerSummary | None = None
+    #: open loop: the time to the first token from each arrival's intended send (TTFT + send lag)
+    ttft_from_intended_ms: LatencyMs | None = None
 
 
 class BurstRecovery(Section):

@@ -230,6 +230,9 @@ def generation_figures(
         itl_ms=LatencyMs.model_validate(totals.itl.latency_ms()),
         goodput=good,
         server=server,
+        ttft_from_intended_ms=(
+            LatencyMs.model_validate(totals.ttft_intended.latency_ms()) if totals.ttft_intended.successes else None
+        ),
     )
 
 

@@ -74,6 +74,7 @@ def test_a_chat_target_streams_and_its_summary_has_the_scripted_events_and_times
     assert figures["server_side"] is None  # an OpenAI server's counters are not read
     tokens = figures["generation"]
     assert tokens["generations"] == figures["requests"] and tokens["token_source"] == "usage"
+    assert "ttft_from_intended_ms" not in tokens  # closed loop: no intended send
     assert tokens["output_tokens"] == EVENTS * TOKENS_PER_EVENT * tokens["generations"]
     assert tokens["output_tokens_per_request"] == tokens["max_output_tokens"] == EVENTS * TOKENS_PER_EVENT
     # the content spans about EVENTS - 1 holds over N - 1 tokens (less when the first event was late)
@@ -123,6 +124,23 @@ def test_goodput_counts_the_requests_meeting_every_threshold_and_its_slo_sets_th
     checks = {check["target"]: (check["metric"], check["value"], check["passed"]) for check in summary["slo"]["checks"]}
     assert checks == {"met": ("min_goodput_pct", 100.0, True), "missed": ("min_goodput_pct", 0.0, False)}
     assert "goodput attainment (%)" in done.stdout
+
+
+def test_in_open_loop_the_time_to_first_token_is_also_timed_from_each_arrival_s_intended_send(tmp_path: Path) -> None:
+    # 60 arrivals a second for requests of 4 holds on 4 slots: the slots keep up, the lag is small but
+    # never negative, so every request's TTFT from its intended send is at least its TTFT from the send
+    shape = {"kind": "constant-rate", "rate": 60, "max_in_flight": 16}
+    with reference_server(stream_responses=EVENTS, delay={"law": "fixed", "ms": HOLD_MS}, concurrency=SLOTS) as server:
+        data = {"name": "gen", "duration": "3s", "warmup": "1s", "targets": [chat_target(server.http_url)], "shape": shape}
+        done = inferload("run", str(write_scenario(tmp_path, data)), "--headless", "--out", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    figures = summary_of(tmp_path, "chat")
+    first, intended = figures["decoupled"]["first_response_ms"], figures["generation"]["ttft_from_intended_ms"]
+    assert figures["failures"] == 0 and figures["requests"] > 60
+    for key in ("p50", "p99", "max"):
+        assert intended[key] >= first[key] >= HOLD_MS, key
+    assert intended["p50"] < first["p50"] + LATE_MS
+    assert "TTFT from intended send p50 (ms)" in done.stdout
 
 
 def test_a_completions_target_sends_each_prompt_of_its_data_set_and_a_whole_answer_is_timed_whole(tmp_path: Path) -> None:

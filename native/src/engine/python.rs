@@ -390,6 +390,7 @@ fn encode(mut recorder: Recorder) -> Encoded {
                         ("server_prefill", t.server_prefill.to_wire()),
                         ("server_decode", t.server_decode.to_wire()),
                         ("ttft_residual", t.ttft_residual.to_wire()),
+                        ("ttft_intended", t.ttft_intended.to_wire()),
                     ];
                     (target, histograms, t.counts)
                 })

@@ -252,13 +252,23 @@ pub struct GenerationTotals {
     pub server_prefill: LatencyStats,
     pub server_decode: LatencyStats,
     pub ttft_residual: LatencyStats,
+    /// open loop: the time to the first token from the arrival's intended send (TTFT + send lag)
+    pub ttft_intended: LatencyStats,
     /// [generations, output tokens, most tokens of one, counted by usage, by a tokenizer, by events,
     /// good (met the target's goodput thresholds)]
     pub counts: [u64; 7],
 }
 
 impl GenerationTotals {
-    fn record(&mut self, figures: &GenerationFigures, source: TokenSource) {
+    fn record(
+        &mut self,
+        figures: &GenerationFigures,
+        source: TokenSource,
+        send_lag_ms: Option<f64>,
+    ) {
+        if let (Some(ttft), Some(lag)) = (figures.ttft_ms, send_lag_ms) {
+            self.ttft_intended.record_success(ttft + lag.max(0.0));
+        }
         if let Some(ttst) = figures.ttst_ms {
             self.ttst.record_success(ttst);
         }
@@ -433,7 +443,7 @@ impl Recorder {
                 self.generation_steady
                     .entry(done.target)
                     .or_default()
-                    .record(figures, *source);
+                    .record(figures, *source, done.send_lag_ms);
             }
         }
     }
@@ -634,6 +644,40 @@ mod tests {
             ),
             (1, 1, 1, 0.0)
         );
+    }
+
+    #[test]
+    fn in_open_loop_a_generation_s_ttft_is_also_timed_from_its_intended_send() {
+        let settings = RecordSettings {
+            window_s: 1.0,
+            warmup_end: Some(100.0),
+            rows: false,
+        };
+        let mut recorder = Recorder::default();
+        let figures = (
+            GenerationFigures {
+                ttft_ms: Some(20.0),
+                ..GenerationFigures::default()
+            },
+            TokenSource::Events,
+        );
+        for send_lag_ms in [Some(5.0), None] {
+            recorder.record(
+                &settings,
+                &Completion {
+                    target: 0,
+                    latency_ms: 30.0,
+                    failure: None,
+                    response_length: 16,
+                    now_s: 100.5,
+                    send_lag_ms,
+                    stream: None,
+                    generation: Some(&figures),
+                },
+            );
+        }
+        let intended = &recorder.generation_steady[&0].ttft_intended;
+        assert_eq!((intended.successes, intended.sum_ms), (1, 25.0));
     }
 
     #[test]
