@@ -22,7 +22,7 @@ from pathlib import Path
 
 from inferload.errors import ServerError
 from inferload.local.models.specs import torchscript_path
-from inferload.local.servers.manager import LocalServer, bentoml_infer
+from inferload.local.servers.manager import LocalServer, bentoml_infer, sample_answers
 from inferload.local.servers.ports import LOOPBACK, ServerPorts
 from inferload.local.servers.procs import ProcessRecord, is_alive, spawn, stop_group
 from inferload.local.servers.server_venv import VenvSpec, ensure_venv
@@ -188,7 +188,7 @@ LOCAL = LocalServer(
     "bentoml",
     start_bentoml,
     lambda record, _state_dir: stop_bentoml(record),
-    bentoml_infer,
+    sample_answers(bentoml_infer),
     lambda ports: ports.bentoml_http,
     lambda ports, host: {
         "http": f"http://{host}:{ports.bentoml_http}",

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from inferload.errors import ServerError
 from inferload.local.models.specs import get_spec, torchscript_path
-from inferload.local.servers.manager import LocalServer, triton_infer
+from inferload.local.servers.manager import LocalServer, sample_answers, triton_infer
 from inferload.local.servers.ports import LOOPBACK, ServerPorts
 from inferload.local.servers.procs import ProcessRecord, spawn, stop_group
 from inferload.local.servers.server_venv import VenvSpec, ensure_venv
@@ -159,7 +159,7 @@ LOCAL = LocalServer(
     "kserve",
     start_kserve,
     lambda record, _state_dir: stop_kserve(record),
-    triton_infer,  # KServe answers the Open Inference Protocol's JSON infer, as Triton does
+    sample_answers(triton_infer),  # KServe answers the Open Inference Protocol's JSON infer, as Triton does
     lambda ports: ports.kserve_http,
     lambda ports, host: {
         "http": f"http://{host}:{ports.kserve_http}",

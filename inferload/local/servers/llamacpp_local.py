@@ -55,12 +55,11 @@ LOCAL = LocalServer(
     "llamacpp",
     start_llamacpp,
     lambda record, _state_dir: stop_group(record, term_timeout_s=15.0),
-    None,
+    chat_answers,
     lambda ports: ports.llamacpp_http,
     lambda ports, host: {
         "http": f"http://{host}:{ports.llamacpp_http}",
         "metrics_url": f"http://{host}:{ports.llamacpp_http}/metrics",
     },
     own_models=(LLM_NAME,),
-    answers=chat_answers,
 )

@@ -117,15 +117,13 @@ class LocalServer:
     start: Callable[..., ProcessRecord]
     #: (record, state_dir) -> leftover pids killed
     stop: Callable[[ProcessRecord, Path], list[int]]
-    #: (port, spec, data, host=, timeout_s=) -> the outputs of one real inference of a sample model
-    #: (None: it serves none of them, ``own_models`` instead)
-    infer: Callable[..., np.ndarray] | None
+    #: (port, model, host=, timeout_s=) -> None once the model answered one real request, else NotReady
+    #: (a sample model's server: `sample_answers(its inference)`)
+    answers: Callable[..., None]
     probe_port: Callable[[ServerPorts], int]
     urls: Callable[[ServerPorts, str], dict[str, str]]
     #: the models it serves whatever sample models are asked for (None: those asked for)
     own_models: tuple[str, ...] | None = None
-    #: (port, model, host=, timeout_s=) -> None once one of ``own_models`` answered for real, else NotReady
-    answers: Callable[..., None] | None = None
 
     def models(self, asked: tuple[str, ...]) -> tuple[str, ...]:
         """The models it serves when ``asked`` (the sample models) are."""
@@ -149,15 +147,20 @@ def local_server(server: str) -> LocalServer:
     return found
 
 
+def sample_answers(infer: Callable[..., np.ndarray]) -> Callable[..., None]:
+    """A sample model's readiness through ``infer`` ((port, spec, data, host=, timeout_s=) -> outputs):
+    one real inference of a small input batch, its outputs' shape checked."""
+
+    def answers(port: int, model: str, host: str = LOOPBACK, timeout_s: float = 5.0) -> None:
+        spec = get_spec(model)
+        infer(port, spec, probe_input(spec), host=host, timeout_s=timeout_s)
+
+    return answers
+
+
 def probe(server: str, port: int, model: str, timeout_s: float = 5.0, host: str = "127.0.0.1") -> None:
     """One real answer of ``model`` from ``server`` at ``port`` (its `probe_port`), else NotReady."""
-    launcher = local_server(server)
-    if launcher.answers is not None:
-        launcher.answers(port, model, host=host, timeout_s=timeout_s)
-        return
-    assert launcher.infer is not None  # a launcher has one or the other
-    spec = get_spec(model)
-    launcher.infer(port, spec, probe_input(spec), host=host, timeout_s=timeout_s)
+    local_server(server).answers(port, model, host=host, timeout_s=timeout_s)
 
 
 STATE_FILE = "state.json"

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from inferload.errors import JavaMissingError, ServerError
 from inferload.local.models.specs import model_store_dir
-from inferload.local.servers.manager import LocalServer, torchserve_infer
+from inferload.local.servers.manager import LocalServer, sample_answers, torchserve_infer
 from inferload.local.servers.ports import LOOPBACK, ServerPorts
 from inferload.local.servers.procs import ProcessRecord, spawn, stop_group
 
@@ -216,7 +216,7 @@ LOCAL = LocalServer(
     "torchserve",
     start_torchserve,
     stop_torchserve,
-    torchserve_infer,
+    sample_answers(torchserve_infer),
     lambda ports: ports.ts_inference,
     lambda ports, host: {
         "inference": f"http://{host}:{ports.ts_inference}",

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from inferload.errors import ServerError
 from inferload.local.models.specs import model_repository_dir
-from inferload.local.servers.manager import LocalServer, triton_infer
+from inferload.local.servers.manager import LocalServer, sample_answers, triton_infer
 from inferload.local.servers.ports import LOOPBACK, ServerPorts
 from inferload.local.servers.procs import ProcessRecord, spawn, stop_group
 
@@ -155,7 +155,7 @@ LOCAL = LocalServer(
     "triton",
     start_triton,
     lambda record, _state_dir: stop_triton(record),
-    triton_infer,
+    sample_answers(triton_infer),
     lambda ports: ports.triton_http,
     lambda ports, host: {
         "http": f"{host}:{ports.triton_http}",
