@@ -118,7 +118,8 @@ def test_goodput_counts_the_requests_meeting_every_threshold_and_its_slo_sets_th
     good = {name: summary["targets"][name]["generation"]["goodput"] for name in ("met", "missed")}
     requests = summary["targets"]["met"]["requests"]
     assert good["met"]["good"] == requests > 5 and good["met"]["attainment_pct"] == 100.0
-    assert good["met"]["per_s"] == pytest.approx(requests / 2.0, rel=0.2)  # 2 s steady
+    # every request good and none failed: goodput is the throughput, over the same steady seconds
+    assert good["met"]["per_s"] == pytest.approx(summary["targets"]["met"]["throughput_rps"], rel=1e-6)
     assert (good["missed"]["good"], good["missed"]["attainment_pct"], good["missed"]["per_s"]) == (0, 0.0, 0.0)
     assert (good["missed"]["ttft_ms"], good["missed"]["tpot_ms"]) == (HOLD_MS / 2, None)  # the thresholds, as set
     checks = {check["target"]: (check["metric"], check["value"], check["passed"]) for check in summary["slo"]["checks"]}
