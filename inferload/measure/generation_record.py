@@ -23,7 +23,8 @@ windows.csv and InfluxDB. Histograms are HDR, so workers' figures
 merge exactly: the engine's drain hands them over as ``{"tpot": [[index, target, wire stats]],
 "counts": [[index, target, [generations, tokens, good, judged]]], "steady": {target: {"ttst", "tpot", "itl":
 "server_prefill", "server_decode", "ttft_residual", "ttft_intended": wire stats, "n": [generations, tokens, most tokens
-of one, by usage, by tokenizer, by events, good]}}}``,
+of one, by usage, by tokenizer, by events, good, counted by both usage and the tokenizer, of those differing,
+their tokens by the tokenizer, their tokens by usage]}}}``,
 the same form a worker's report carries.
 """
 
@@ -43,15 +44,38 @@ TOKEN_SOURCES = ("usage", "tokenizer", "events")
 
 
 @dataclass
+class TokenCountCheck:
+    """The generations counted both by the server's ``usage`` and by the target's tokenizer: how many,
+    how many of them the two counts differ on, and the tokens each counted over them."""
+
+    compared: int = 0
+    differing: int = 0
+    tokenizer_tokens: int = 0
+    usage_tokens: int = 0
+
+    def to_wire(self) -> list[int]:
+        return [self.compared, self.differing, self.tokenizer_tokens, self.usage_tokens]
+
+    def add_wire(self, counts: list[int]) -> None:
+        """Adds a wire's four counts (none from an engine that sent fewer)."""
+        compared, differing, tokenizer_tokens, usage_tokens = (*counts, 0, 0, 0, 0)[:4]
+        self.compared += compared
+        self.differing += differing
+        self.tokenizer_tokens += tokenizer_tokens
+        self.usage_tokens += usage_tokens
+
+
+@dataclass
 class GenerationCounts:
-    """Generations that succeeded, their output tokens, the most one had, how each was counted, and
-    the good ones (met the target's goodput thresholds)."""
+    """Generations that succeeded, their output tokens, the most one had, how each was counted, the
+    good ones (met the target's goodput thresholds), and the tokenizer's counts beside the server's."""
 
     generations: int = 0
     output_tokens: int = 0
     max_output_tokens: int = 0
     by_source: list[int] = field(default_factory=lambda: [0] * len(TOKEN_SOURCES))
     good: int = 0
+    token_check: TokenCountCheck = field(default_factory=TokenCountCheck)
 
     def add_wire(self, counts: list[int]) -> None:
         generations, tokens, most, *rest = (int(x) for x in counts)
@@ -60,10 +84,18 @@ class GenerationCounts:
         self.max_output_tokens = max(self.max_output_tokens, most)
         for index, count in enumerate(rest[: len(TOKEN_SOURCES)]):
             self.by_source[index] += count
-        self.good += sum(rest[len(TOKEN_SOURCES) :])
+        self.good += sum(rest[len(TOKEN_SOURCES) : len(TOKEN_SOURCES) + 1])
+        self.token_check.add_wire(rest[len(TOKEN_SOURCES) + 1 :])
 
     def to_wire(self) -> list[int]:
-        return [self.generations, self.output_tokens, self.max_output_tokens, *self.by_source, self.good]
+        return [
+            self.generations,
+            self.output_tokens,
+            self.max_output_tokens,
+            *self.by_source,
+            self.good,
+            *self.token_check.to_wire(),
+        ]
 
     @property
     def token_source(self) -> str | None:

@@ -163,6 +163,18 @@ class GoodputSummary(Section):
     attainment_pct: Number | None  # None when no request completed
 
 
+class TokenCountSummary(Section):
+    """The generations counted both by the server's ``usage`` and by the target's tokenizer
+    (``generation.tokenizer``): how many, on how many the two counts differ, the tokens each counted,
+    and the tokenizer's count less usage's, in % of usage's (null: usage counted none)."""
+
+    compared: Count
+    differing: Count
+    tokenizer_tokens: Count
+    usage_tokens: Count
+    difference_pct: Number | None
+
+
 class GenerationServerSummary(Section):
     """What the server said it spent (llama.cpp's per-request ``timings``), joined to the client's
     figures request by request: of the ``generations`` it sent its times for, its prefill, its
@@ -179,7 +191,7 @@ class GenerationSummary(Section):
     over the steady state, successful generations only; percentiles exact over all workers. The
     time to the first token and the gaps between events are its `decoupled` block."""
 
-    omit_when_none = frozenset({"goodput", "server", "ttft_from_intended_ms"})
+    omit_when_none = frozenset({"goodput", "server", "ttft_from_intended_ms", "token_count"})
 
     generations: Count
     output_tokens: Count
@@ -188,6 +200,8 @@ class GenerationSummary(Section):
     max_output_tokens: Count
     #: how N was counted: usage (the server's), tokenizer, events (one per content event), mixed
     token_source: str | None
+    #: present when the target's tokenizer counted generations the server's usage counted too
+    token_count: TokenCountSummary | None = None
     ttst_ms: LatencyMs  # send -> the second token
     tpot_ms: LatencyMs  # per generation: (last content - first content) / (N - 1)
     itl_ms: LatencyMs  # between tokens, each gap shared by the tokens of its event

@@ -30,6 +30,7 @@ from inferload.results.schema import (
     StreamFigures,
     StreamingStats,
     TargetSummary,
+    TokenCountSummary,
     WorkerLoss,
 )
 from inferload.results.slo import evaluate, slo_section
@@ -218,6 +219,18 @@ def generation_figures(
             decode_ms_per_token=LatencyMs.model_validate(totals.server_decode.latency_ms()),
             ttft_residual_ms=LatencyMs.model_validate(totals.ttft_residual.latency_ms()),
         )
+    checked = counts.token_check
+    token_count = None
+    if checked.compared:
+        token_count = TokenCountSummary(
+            compared=checked.compared,
+            differing=checked.differing,
+            tokenizer_tokens=checked.tokenizer_tokens,
+            usage_tokens=checked.usage_tokens,
+            difference_pct=(
+                100.0 * (checked.tokenizer_tokens - checked.usage_tokens) / checked.usage_tokens if checked.usage_tokens else None
+            ),
+        )
     return GenerationSummary(
         generations=counts.generations,
         output_tokens=counts.output_tokens,
@@ -225,6 +238,7 @@ def generation_figures(
         output_tokens_per_request=counts.output_tokens / counts.generations if counts.generations else None,
         max_output_tokens=counts.max_output_tokens,
         token_source=counts.token_source,
+        token_count=token_count,
         ttst_ms=LatencyMs.model_validate(totals.ttst.latency_ms()),
         tpot_ms=LatencyMs.model_validate(totals.tpot.latency_ms()),
         itl_ms=LatencyMs.model_validate(totals.itl.latency_ms()),

@@ -11,15 +11,20 @@ sent in the target's rotation. The request asks for ``max_tokens`` tokens (exact
 ``base_path`` (``/v1``; KServe's OpenAI frontend: ``/openai/v1``). ``goodput`` sets per-request
 thresholds (``ttft_ms``, ``tpot_ms``, ``e2e_ms``): a request is good when it meets all of them, and
 the summary reports the good requests per second and their share of all requests (the attainment).
+``tokenizer`` names a Hugging Face ``tokenizer.json`` (relative to the scenario file) the engine
+counts each stream's tokens with: N when the server sends no ``usage``, and each event's tokens
+(the ITL's weights) always; where both count, the summary says how far they differ.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
-from pydantic import Field, StrictBool, StrictStr, field_validator, model_validator
+from pydantic import Field, StrictBool, StrictStr, ValidationInfo, field_validator, model_validator
 
 from inferload.scenario.fields import FrozenModel, Number
+from inferload.scenario.input_files import not_regular_problem
 from inferload.scenario.messages import Check, custom_error
 
 if TYPE_CHECKING:
@@ -50,6 +55,17 @@ class GoodputSpec(FrozenModel):
         return {key: float(value) for key, value in self.model_dump().items() if value is not None}
 
 
+def _engine_tokenizer_problem(path: Path) -> str | None:
+    """Why the native engine (which counts the tokens) cannot load the tokenizer; None when it can, or
+    when the engine is not built (then no stream is read event by event and nothing is counted)."""
+    try:
+        from inferload import _native
+    except ImportError:
+        return None
+    problem: str | None = _native.tokenizer_problem(str(path))
+    return problem
+
+
 class GenerationSpec(FrozenModel):
     """A generative target's request: the prompt and what is asked of the answer."""
 
@@ -67,6 +83,25 @@ class GenerationSpec(FrozenModel):
     base_path: StrictStr = "/v1"
     #: per-request thresholds of a good request (goodput); None: goodput not measured
     goodput: GoodputSpec | None = None
+    #: a Hugging Face ``tokenizer.json`` the engine counts each stream's tokens with
+    tokenizer: StrictStr | None = None
+
+    @field_validator("tokenizer")
+    @classmethod
+    def _tokenizer_file(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """Relative to the scenario file (made absolute, and checked to be a file, when its folder is known)."""
+        if value is None:
+            return None
+        if not value.strip():
+            raise custom_error("expected the path of a tokenizer.json; got an empty string")
+        base_dir = (info.context or {}).get("base_dir")
+        if base_dir is None:
+            return value
+        path = (Path(base_dir) / value).resolve()
+        problem = not_regular_problem(path) or _engine_tokenizer_problem(path)
+        if problem:
+            raise custom_error(problem)
+        return str(path)
 
     @field_validator("base_path")
     @classmethod
@@ -80,6 +115,8 @@ class GenerationSpec(FrozenModel):
     def _goodput_needs_a_stream(self) -> GenerationSpec:
         if self.goodput is not None and not self.stream:
             raise custom_error("generation.goodput needs stream: true (a whole answer has no token times to judge); remove one")
+        if self.tokenizer is not None and not self.stream:
+            raise custom_error("generation.tokenizer needs stream: true (the engine counts a stream's events); remove one")
         return self
 
 

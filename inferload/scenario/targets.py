@@ -573,12 +573,15 @@ class Target(FrozenModel):
         if self.server != "triton":  # Triton's generate takes a model version
             tensor_keys["version"] = self.version
         checks = generative_problems(self.inputs, prompt_given, self.batch_size, tensor_keys, self.kind)
-        if self.generation is not None and self.generation.goodput is not None and self.response_check != "shape":
-            checks.append(
+        if self.generation is not None and self.response_check != "shape":
+            read_by_event = {"goodput": self.generation.goodput, "tokenizer": self.generation.tokenizer}
+            checks.extend(
                 (
-                    ("generation", "goodput"),
+                    ("generation", key),
                     f"needs response_check: shape (the stream read event by event); it is {self.response_check!r}",
                 )
+                for key, value in read_by_event.items()
+                if value is not None
             )
         if (
             self.slo is not None

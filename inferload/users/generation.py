@@ -140,6 +140,8 @@ class GenerativeUser(InferenceUser):
         }
         if reads_answer and generation.goodput is not None:
             check["goodput"] = generation.goodput.engine_limits()
+        if reads_answer and generation.tokenizer is not None:
+            check["tokenizer"] = str(cls.scenario_dir / generation.tokenizer)
         path = cls.route()
         return NativeTarget(
             protocol="http",

@@ -127,6 +127,53 @@ def test_goodput_counts_the_requests_meeting_every_threshold_and_its_slo_sets_th
     assert "goodput attainment (%)" in done.stdout
 
 
+def letter_tokenizer(path: Path) -> Path:
+    """A tokenizer whose only token is the reference server's token text (`é`)."""
+    model = {"type": "Unigram", "unk_id": 0, "vocab": [["<unk>", 0.0], ["\u00e9", -1.0]], "byte_fallback": False}
+    empty = ("truncation", "padding", "normalizer", "pre_tokenizer", "post_processor", "decoder")
+    document: dict[str, Any] = {"version": "1.0", "added_tokens": [], "model": model, **dict.fromkeys(empty)}
+    path.write_text(json.dumps(document))
+    return path
+
+
+def test_a_tokenizer_counts_each_event_s_tokens_and_says_how_far_usage_differs(tmp_path: Path) -> None:
+    # each content event carries TOKENS_PER_EVENT tokens: the tokenizer finds them where the server sends
+    # no usage (N, and each gap shared by the event's tokens), and agrees with usage where it sends one
+    tokenizer = letter_tokenizer(tmp_path / "tokenizer.json").name
+    counted = chat_target("", name="counted", generation={"include_usage": False, "tokenizer": tokenizer})
+    both = chat_target("", name="both", generation={"tokenizer": tokenizer})
+    broken = chat_target("", generation={"tokenizer": "scenario.yaml"})
+    with reference_server(
+        stream_responses=EVENTS, generation={"tokens_per_event": TOKENS_PER_EVENT}, delay={"law": "fixed", "ms": HOLD_MS}
+    ) as server:
+        targets = [{**t, "address": server.http_url} for t in (counted, both)]
+        data = {"name": "gen", "duration": "3s", "warmup": "1s", "targets": targets, "shape": {"kind": "steady", "users": 2}}
+        done = inferload("run", str(write_scenario(tmp_path, data)), "--headless", "--out", str(tmp_path / "out"))
+        refused = run(tmp_path / "broken", {**broken, "address": server.http_url})
+    assert done.returncode == 0, done.stdout + done.stderr
+    figures = summary_of(tmp_path, "counted")
+    tokens, stream = figures["generation"], figures["decoupled"]
+    assert figures["failures"] == 0 and tokens["generations"] == figures["requests"] > 5
+    assert tokens["token_source"] == "tokenizer" and "token_count" not in tokens  # no usage to compare with
+    assert tokens["output_tokens_per_request"] == tokens["max_output_tokens"] == EVENTS * TOKENS_PER_EVENT
+    # the first event brings the second token: TTST is TTFT, request by request
+    assert tokens["ttst_ms"]["p50"] == pytest.approx(stream["first_response_ms"]["p50"], abs=0.01)
+    # each gap between events is shared by the later event's tokens
+    assert tokens["itl_ms"]["p50"] == pytest.approx(stream["inter_response_ms"]["p50"] / TOKENS_PER_EVENT, rel=0.01)
+    compared = summary_of(tmp_path, "both")["generation"]
+    assert compared["token_source"] == "usage"
+    assert compared["token_count"] == {
+        "compared": compared["generations"],
+        "differing": 0,
+        "tokenizer_tokens": compared["output_tokens"],
+        "usage_tokens": compared["output_tokens"],
+        "difference_pct": 0.0,
+    }
+    assert "tokens: tokenizer − usage (%)" in done.stdout
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "cannot read a tokenizer from" in refused.stderr and "scenario.yaml" in refused.stderr
+
+
 def test_in_open_loop_the_time_to_first_token_is_also_timed_from_each_arrival_s_intended_send(tmp_path: Path) -> None:
     # 60 arrivals a second for requests of 4 holds on 4 slots: the slots keep up, the lag is small but
     # never negative, so every request's TTFT from its intended send is at least its TTFT from the send

@@ -25,9 +25,33 @@ def test_two_workers_merge_into_one_target_s_totals() -> None:
     record.merge_wire(worker([1.0, 2.0], [2, 20, 12, 2, 0, 0, 1]))
     record.merge_wire(worker([3.0, 4.0], [2, 16, 9, 2, 0, 0, 2]))
     totals = record.steady["chat"]
-    assert totals.counts.to_wire() == [4, 36, 12, 4, 0, 0, 3]
+    assert totals.counts.to_wire() == [4, 36, 12, 4, 0, 0, 3, 0, 0, 0, 0]
     assert totals.counts.token_source == "usage"
     assert totals.tpot.successes == 4 and (totals.tpot.latency_ms()["max"] or 0.0) >= 4.0
+
+
+def test_the_tokenizer_s_counts_beside_usage_s_merge_and_give_their_difference() -> None:
+    record = GenerationRecord()
+    # [generations, tokens, most, by usage, tokenizer, events, good, compared, differing, by tokenizer, by usage]
+    record.merge_wire(worker([1.0], [2, 20, 10, 2, 0, 0, 0, 2, 1, 21, 20]))
+    record.merge_wire(worker([1.0], [1, 10, 10, 1, 0, 0, 0, 1, 0, 10, 10]))
+    # an engine that sends no comparison adds none
+    record.merge_wire(worker([1.0], [1, 10, 10, 1, 0, 0, 0]))
+    block = generation_figures(record, "chat", steady_s=1.0)
+    assert block is not None and block.token_count is not None
+    assert block.token_count.model_dump() == {
+        "compared": 3,
+        "differing": 1,
+        "tokenizer_tokens": 31,
+        "usage_tokens": 30,
+        "difference_pct": 100.0 / 30,
+    }
+    # no generation compared: no block
+    assert generation_figures(GenerationRecord(), "chat", steady_s=1.0) is None
+    plain = GenerationRecord()
+    plain.merge_wire(worker([1.0], [1, 10, 10, 1, 0, 0, 0]))
+    only = generation_figures(plain, "chat", steady_s=1.0)
+    assert only is not None and only.token_count is None
 
 
 def test_generations_counted_two_ways_are_mixed_and_none_counted_has_no_source() -> None:

@@ -68,6 +68,13 @@ def test_the_prompts_may_come_from_one_bytes_input() -> None:
             "generation.goodput",
             "needs response_check: shape",
         ),
+        ({"generation": {"stream": False, "tokenizer": "t.json"}}, "generation", "tokenizer needs stream: true"),
+        (
+            {"response_check": "status", "generation": {"tokenizer": "t.json"}},
+            "generation.tokenizer",
+            "needs response_check: shape",
+        ),
+        ({"generation": {"tokenizer": " "}}, "generation.tokenizer", "expected the path of a tokenizer.json"),
         ({"slo": {"min_goodput_pct": 90}}, "slo.min_goodput_pct", "needs generation.goodput"),
         (
             {"generation": {"goodput": {"ttft_ms": 9}}, "slo": {"min_goodput_pct": 101}},
@@ -80,6 +87,26 @@ def test_a_key_that_does_not_fit_a_generative_target_is_refused_at_its_key(keys:
     found = problems(**keys)
     # the checks of several keys come as one error at the target, each message at its key path
     assert any(says in message and (loc == where or f"{where}: " in message) for loc, message in found), found
+
+
+def test_a_tokenizer_is_read_relative_to_the_scenario_and_one_the_engine_cannot_load_is_refused(tmp_path: Path) -> None:
+    pytest.importorskip("inferload._native", reason="the engine loads tokenizers (make build)")
+    unigram = {"type": "Unigram", "unk_id": 0, "vocab": [["<unk>", 0.0], ["a", -1.0]]}
+    (tmp_path / "tokenizer.json").write_text(json.dumps({"model": unigram}))
+    (tmp_path / "broken.json").write_text('{"model": {"type": "Unigram"}}')
+    context = {"base_dir": str(tmp_path)}
+    base = {"name": "chat", "kind": "openai-chat", "address": "127.0.0.1:8080", "model": "m"}
+
+    def read(path: str) -> Target:
+        return Target.model_validate({**base, "generation": {"tokenizer": path}}, context=context)
+
+    generation = read("tokenizer.json").generation
+    assert generation is not None and generation.tokenizer == str(tmp_path / "tokenizer.json")
+    for path, says in (("missing.json", "does not exist"), ("broken.json", "cannot read a tokenizer from")):
+        with pytest.raises(ValidationError) as caught:
+            read(path)
+        (error,) = caught.value.errors()
+        assert error["loc"] == ("generation", "tokenizer") and says in error["msg"], error
 
 
 def test_a_tensor_target_takes_no_generation_and_still_needs_its_inputs() -> None:

@@ -6,13 +6,16 @@
 Its answers are noise, but its server is real: llama.cpp tokenizes the prompt, runs 4 transformer
 layers 256 wide per token, streams one event per token and counts them in ``usage``. The vocabulary
 is SentencePiece-style (``tokenizer.ggml.model = "llama"``): the three control tokens, the 256 byte
-tokens ``<0xNN>`` (so any text can be tokenized) and a few hundred words. Random weights emit the
-end-of-sequence token anywhere: requests hold their length with ``ignore_eos``.
+tokens ``<0xNN>`` (so any text can be tokenized) and a few hundred words. The weights are random but
+for one constant that keeps the control and byte tokens from being sampled: the model says words
+only (never an end of sequence: requests hold their length with ``max_tokens``), so its text
+tokenizes back to the tokens it generated, with the tokenizer written beside it (`write_tokenizer`).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
@@ -36,6 +39,8 @@ _WORD_TEXT = (
 )
 #: whole words in the vocabulary besides the bytes, each with a SentencePiece score
 WORDS = tuple(_WORD_TEXT.split())
+#: the constant of the residual stream's dimension 0 (see `write_random_llama`)
+_WORDS_ONLY = 10.0
 #: a chat template llama.cpp renders with its Jinja engine: each message on its own line
 CHAT_TEMPLATE = (
     "{% for message in messages %}{{ message['role'] }}: {{ message['content'] }}\n{% endfor %}"
@@ -46,6 +51,54 @@ CHAT_TEMPLATE = (
 def llm_model_path() -> Path:
     """Where the built-in LLM's GGUF file lives (``llm/`` beside the sample models' folders)."""
     return artifacts_root() / "llm" / f"{LLM_NAME}.gguf"
+
+
+def tokenizer_path(model: Path) -> Path:
+    """Where a model's tokenizer (Hugging Face's ``tokenizer.json`` format) lives: beside it."""
+    return model.with_name(f"{model.stem}.tokenizer.json")
+
+
+def write_tokenizer(path: Path) -> Path:
+    """The model's vocabulary as a Hugging Face ``tokenizer.json`` (a unigram model, as SentencePiece's,
+    with the same pieces, scores and byte fallback): what a client names to count the model's tokens
+    (``generation.tokenizer``). Each word the model says is one piece (``\u2581`` + the word)."""
+    tokens, scores, types = _vocabulary()
+    import gguf
+
+    control = {int(gguf.TokenType.UNKNOWN), int(gguf.TokenType.CONTROL)}
+    special = [
+        {
+            "id": index,
+            "content": token,
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": True,
+        }
+        for index, (token, kind) in enumerate(zip(tokens, types, strict=True))
+        if kind in control
+    ]
+    document = {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": special,
+        "normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"},
+        "pre_tokenizer": None,
+        "post_processor": None,
+        "decoder": None,
+        "model": {
+            "type": "Unigram",
+            "unk_id": 0,
+            "vocab": [[t, s] for t, s in zip(tokens, scores, strict=True)],
+            "byte_fallback": True,
+        },
+    }
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    partial.write_text(json.dumps(document, ensure_ascii=False), encoding="utf-8")
+    partial.replace(path)
+    return path
 
 
 def _vocabulary() -> tuple[list[str], list[float], list[int]]:
@@ -62,7 +115,8 @@ def _vocabulary() -> tuple[list[str], list[float], list[int]]:
 
 
 def write_random_llama(path: Path, seed: int = 0) -> Path:
-    """Write the model to ``path`` (through a temporary file, so a reader never sees half of it)."""
+    """Write the model to ``path`` and its tokenizer beside it (`tokenizer_path`), each through a
+    temporary file, so a reader never sees half of one."""
     import gguf
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -95,30 +149,43 @@ def write_random_llama(path: Path, seed: int = 0) -> Path:
     writer.add_add_bos_token(True)
     writer.add_chat_template(CHAT_TEMPLATE)
     ones = np.ones(WIDTH, dtype=np.float32)
-    writer.add_tensor("token_embd.weight", weight(len(tokens), WIDTH))
+    # dimension 0 of the residual stream holds a constant no layer writes to; the output layer turns
+    # it into a logit far below every word's for the control and byte tokens, so the model says words
+    embedding = weight(len(tokens), WIDTH)
+    embedding[:, 0] = _WORDS_ONLY
+    writer.add_tensor("token_embd.weight", embedding)
     for layer in range(LAYERS):
         block = f"blk.{layer}"
         writer.add_tensor(f"{block}.attn_norm.weight", ones)
         for name in ("attn_q", "attn_k", "attn_v", "attn_output"):
-            writer.add_tensor(f"{block}.{name}.weight", weight(WIDTH, WIDTH))
+            projection = weight(WIDTH, WIDTH)
+            if name == "attn_output":
+                projection[0, :] = 0
+            writer.add_tensor(f"{block}.{name}.weight", projection)
         writer.add_tensor(f"{block}.ffn_norm.weight", ones)
         writer.add_tensor(f"{block}.ffn_gate.weight", weight(FEED_FORWARD, WIDTH))
         writer.add_tensor(f"{block}.ffn_up.weight", weight(FEED_FORWARD, WIDTH))
-        writer.add_tensor(f"{block}.ffn_down.weight", weight(WIDTH, FEED_FORWARD))
+        down = weight(WIDTH, FEED_FORWARD)
+        down[0, :] = 0
+        writer.add_tensor(f"{block}.ffn_down.weight", down)
     writer.add_tensor("output_norm.weight", ones)
-    writer.add_tensor("output.weight", weight(len(tokens), WIDTH))
+    output = weight(len(tokens), WIDTH)
+    output[:, 0] = 0
+    output[: len(tokens) - len(WORDS), 0] = -_WORDS_ONLY
+    writer.add_tensor("output.weight", output)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
     partial.replace(path)
+    write_tokenizer(tokenizer_path(path))
     return path
 
 
 def ensure_llm_model() -> Path:
-    """The built-in LLM's file, written first when it is not there."""
+    """The built-in LLM's file, written first (with its tokenizer) when either is not there."""
     path = llm_model_path()
-    if not path.is_file():
+    if not (path.is_file() and tokenizer_path(path).is_file()):
         write_random_llama(path)
     return path
 

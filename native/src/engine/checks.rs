@@ -6,7 +6,7 @@
 //! A check is built once per target ([`Check`]); [`judge_grpc`] and [`judge_http`] run it on one
 //! answer and give the response length the Python user reports, or the failure.
 
-use super::generation::{Goodput, StreamFormat};
+use super::generation::{Goodput, StreamFormat, TokenizerFile};
 use super::pyjson::{self, RapidjsonError, Value};
 
 /// One failed call: the class name of `inferload/errors.py` and the message.
@@ -137,6 +137,8 @@ pub struct Check {
     pub detail: DetailRule,
     /// a generation's per-request goodput thresholds (`AnswerRule::Generation` only)
     pub goodput: Option<Goodput>,
+    /// what counts a generation's output tokens (`AnswerRule::Generation` only)
+    pub tokenizer: Option<TokenizerFile>,
 }
 
 impl Default for Check {
@@ -150,6 +152,7 @@ impl Default for Check {
                 chars: 120,
             },
             goodput: None,
+            tokenizer: None,
         }
     }
 }

@@ -18,7 +18,11 @@
 //!   ICL: the raw gaps between content events, one per event.
 //!
 //! N is the server's `usage.completion_tokens` when it sent one, else the tokens counted per event
-//! (the caller's tokenizer), else one per content event; `token_source` says which.
+//! (the caller's tokenizer), else one per content event; `token_source` says which. A tokenizer
+//! (`tokens_per_event`) counts the generation's whole text once: a token whose bytes came in two
+//! events belongs to the event of its last byte, so an event may carry none; the tokens of every
+//! event still weight the ITL and the TTST when the server's usage gives N, and the tokenizer's N
+//! is kept beside the server's (`tokenizer_tokens`) to say how far they differ.
 //!
 //! Goodput: a generation is good when it meets every per-request threshold its target sets
 //! (`Goodput`: TTFT, TPOT, E2E); a failed request is never good.
@@ -28,7 +32,10 @@
 //! client's TTFT minus the server's prefill (the TTFT residual: queueing, transport, the first
 //! token's sampling).
 
+use std::sync::Arc;
+
 use serde_json::Value;
+use tokenizers::Tokenizer;
 
 /// The wire format of a stream's events.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -171,6 +178,62 @@ pub enum TokenSource {
     Events = 2,
 }
 
+/// The tokens each content event completed, `texts` being the events' texts in order: the
+/// generation's text is counted once (no special tokens added), and each token belongs to the
+/// event that brought its last byte.
+pub fn tokens_per_event(tokenizer: &Tokenizer, texts: &[String]) -> Result<Vec<u64>, String> {
+    let mut whole = String::with_capacity(texts.iter().map(String::len).sum());
+    let mut ends = Vec::with_capacity(texts.len());
+    for text in texts {
+        whole.push_str(text);
+        ends.push(whole.len());
+    }
+    let encoding = tokenizer
+        .encode(whole.as_str(), false)
+        .map_err(|e| format!("the tokenizer could not count the text: {e}"))?;
+    let mut counts = vec![0u64; texts.len()];
+    if counts.is_empty() {
+        return Ok(counts);
+    }
+    for &(start, end) in encoding.get_offsets() {
+        let last_byte = if end > start { end - 1 } else { start };
+        let event = ends.partition_point(|&event_end| event_end <= last_byte);
+        counts[event.min(texts.len() - 1)] += 1;
+    }
+    Ok(counts)
+}
+
+/// A target's tokenizer, read from the file it names (Hugging Face's `tokenizer.json`); two are
+/// equal when their files are.
+#[derive(Clone)]
+pub struct TokenizerFile {
+    pub path: String,
+    pub tokenizer: Arc<Tokenizer>,
+}
+
+impl TokenizerFile {
+    pub fn load(path: &str) -> Result<TokenizerFile, String> {
+        let tokenizer = Tokenizer::from_file(path)
+            .map_err(|e| format!("cannot read a tokenizer from {path}: {e}"))?;
+        Ok(TokenizerFile {
+            path: path.to_owned(),
+            tokenizer: Arc::new(tokenizer),
+        })
+    }
+}
+
+impl PartialEq for TokenizerFile {
+    fn eq(&self, other: &TokenizerFile) -> bool {
+        self.path == other.path
+    }
+}
+
+impl std::fmt::Debug for TokenizerFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TokenizerFile({:?})", self.path)
+    }
+}
+
 /// One content event: when it came and how many tokens it carried (None: not counted).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ContentArrival {
@@ -199,6 +262,8 @@ pub struct GenerationFigures {
     pub server_decode_ms_per_token: Option<f64>,
     /// the client's TTFT minus the server's prefill
     pub ttft_residual_ms: Option<f64>,
+    /// N as the target's tokenizer counted it, when it names one
+    pub tokenizer_tokens: Option<u64>,
 }
 
 /// A generative target's per-request thresholds, ms (None: not judged).
@@ -281,12 +346,24 @@ pub fn figures(
         found.tpot_ms = Some(ms(last.at_ns - first.at_ns) / (output_tokens - 1) as f64);
     }
     for pair in events.windows(2) {
-        let gap = ms(pair[1].at_ns.saturating_sub(pair[0].at_ns));
-        found.icl_ms.push(gap);
-        let k = per_event(&pair[1]).max(1);
         found
-            .itl_ms
-            .extend(std::iter::repeat(gap / k as f64).take(k as usize));
+            .icl_ms
+            .push(ms(pair[1].at_ns.saturating_sub(pair[0].at_ns)));
+    }
+    // each event that completed k tokens shares its gap to the last event that completed one
+    let mut last_token_at = None;
+    for event in events {
+        let k = per_event(event);
+        if k == 0 {
+            continue;
+        }
+        if let Some(before) = last_token_at {
+            let gap = ms(event.at_ns.saturating_sub(before));
+            found
+                .itl_ms
+                .extend(std::iter::repeat(gap / k as f64).take(k as usize));
+        }
+        last_token_at = Some(event.at_ns);
     }
     (found, source)
 }
@@ -424,6 +501,60 @@ mod tests {
         // the first event's second token is its own second token: TTST is TTFT
         let (found, _) = figures(0, &[at(50, Some(2)), at(60, Some(1))], None, None);
         assert_eq!(found.ttst_ms, Some(50.0));
+    }
+
+    #[test]
+    fn an_event_that_completes_no_token_adds_its_gap_to_the_next_one_s() {
+        // 1 token at 50 ms; an event at 60 ms ends inside a token that the event at 80 ms completes
+        let events = [at(50, Some(1)), at(60, Some(0)), at(80, Some(1))];
+        let (found, source) = figures(0, &events, Some(2), None);
+        assert_eq!((source, found.output_tokens), (TokenSource::Usage, 2));
+        assert_eq!(found.itl_ms, vec![30.0]);
+        assert_eq!(found.icl_ms, vec![10.0, 20.0]);
+        assert_eq!(found.ttst_ms, Some(80.0));
+    }
+
+    /// A unigram tokenizer of a few whole words (each after SentencePiece's word mark) with
+    /// byte fallback, as `inferload.local.models.llm.write_tokenizer` writes them.
+    fn words_tokenizer() -> Tokenizer {
+        let mut vocab = vec![r#"["<unk>", 0.0]"#.to_owned()];
+        vocab.extend((0..256).map(|b| format!(r#"["<0x{b:02X}>", 0.0]"#)));
+        vocab.extend(
+            ["the", "storm", "lamp"]
+                .iter()
+                .enumerate()
+                .map(|(rank, word)| format!(r#"["\u2581{word}", -{rank}.0]"#)),
+        );
+        let json = format!(
+            r#"{{"version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
+                "normalizer": {{"type": "Replace", "pattern": {{"String": " "}}, "content": "\u2581"}},
+                "pre_tokenizer": null, "post_processor": null, "decoder": null,
+                "model": {{"type": "Unigram", "unk_id": 0, "vocab": [{}], "byte_fallback": true}}}}"#,
+            vocab.join(", ")
+        );
+        Tokenizer::from_bytes(json.as_bytes()).expect("a tokenizer")
+    }
+
+    #[test]
+    fn a_tokenizer_counts_the_whole_text_and_gives_each_token_to_the_event_of_its_last_byte() {
+        let tokenizer = words_tokenizer();
+        let texts = |parts: &[&str]| parts.iter().map(|p| (*p).to_owned()).collect::<Vec<_>>();
+        // one word per event
+        assert_eq!(
+            tokens_per_event(&tokenizer, &texts(&[" the", " storm", " lamp"])).unwrap(),
+            vec![1, 1, 1]
+        );
+        // two words in one event, a word split across two: its token is the second event's
+        assert_eq!(
+            tokens_per_event(&tokenizer, &texts(&[" the storm", " la", "mp"])).unwrap(),
+            vec![2, 0, 1]
+        );
+        // a character the vocabulary lacks falls back to its bytes (é: two), in the event it came in
+        assert_eq!(
+            tokens_per_event(&tokenizer, &texts(&[" the", "\u{e9}"])).unwrap(),
+            vec![1, 2]
+        );
+        assert!(tokens_per_event(&tokenizer, &[]).unwrap().is_empty());
     }
 
     #[test]

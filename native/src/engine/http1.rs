@@ -25,7 +25,9 @@ use super::call::{CallInput, Outcome};
 use super::checks::{self, AnswerRule, Failure};
 use super::clock::monotonic_ns;
 use super::debug;
-use super::generation::{self, ContentArrival, EventKind, ServerTimings, StreamFormat};
+use super::generation::{
+    self, ContentArrival, EventKind, ServerTimings, StreamFormat, TokenizerFile,
+};
 use super::net::{self, ConnectError, Stamps};
 use super::sse::SseReader;
 use super::stream::StreamTiming;
@@ -158,12 +160,25 @@ struct GenerationRead {
     bytes: u64,
     /// each content event's arrival (its first byte's read)
     arrivals: Vec<ContentArrival>,
+    /// each content event's text, kept when the target counts tokens with a tokenizer
+    texts: Vec<String>,
     /// the server's count of the generated tokens, when it sent one
     usage: Option<u64>,
     /// the server's own times, when it sent them (the last ones sent)
     timings: Option<ServerTimings>,
     /// an error event, a stream that is not events, or one that ended before `[DONE]`
     failure: Option<Failure>,
+}
+
+/// Counts each content event's tokens with the target's tokenizer (`generation::tokens_per_event`):
+/// the generation's N by its tokenizer.
+fn count_tokens(file: &TokenizerFile, read: &mut GenerationRead) -> Result<u64, Failure> {
+    let counts = generation::tokens_per_event(&file.tokenizer, &read.texts)
+        .map_err(|reason| stream_failure(format!("{reason} (tokenizer {})", file.path)))?;
+    for (arrival, tokens) in read.arrivals.iter_mut().zip(&counts) {
+        arrival.tokens = Some(*tokens);
+    }
+    Ok(counts.iter().sum())
 }
 
 fn stream_failure(what: String) -> Failure {
@@ -175,6 +190,7 @@ fn stream_failure(what: String) -> Failure {
 /// the stream itself says went wrong is kept with what was read before it.
 async fn read_generation(
     format: StreamFormat,
+    keep_texts: bool,
     content_type: Option<String>,
     mut body: hyper::body::Incoming,
     bound: usize,
@@ -186,6 +202,7 @@ async fn read_generation(
     let mut read = GenerationRead {
         bytes: 0,
         arrivals: Vec::new(),
+        texts: Vec::new(),
         usage: None,
         timings: None,
         failure: None,
@@ -233,10 +250,15 @@ async fn read_generation(
             };
             for kind in kinds {
                 match kind {
-                    EventKind::Content(_) => read.arrivals.push(ContentArrival {
-                        at_ns: event.first_byte_ns,
-                        tokens: None,
-                    }),
+                    EventKind::Content(text) => {
+                        read.arrivals.push(ContentArrival {
+                            at_ns: event.first_byte_ns,
+                            tokens: None,
+                        });
+                        if keep_texts {
+                            read.texts.push(text);
+                        }
+                    }
                     EventKind::Usage(tokens) => read.usage = Some(tokens),
                     EventKind::Timings(timings) => read.timings = Some(timings),
                     EventKind::Done => done = true,
@@ -364,6 +386,7 @@ pub async fn call(
                 .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
             let read = read_generation(
                 *format,
+                target.check.tokenizer.is_some(),
                 content_type,
                 body,
                 target.max_answer_bytes,
@@ -429,10 +452,20 @@ pub async fn call(
             };
             let body = match body {
                 Answer::Whole(body) => body,
-                Answer::Generation(read) => {
+                Answer::Generation(mut read) => {
+                    let counted = target
+                        .check
+                        .tokenizer
+                        .as_ref()
+                        .map(|file| count_tokens(file, &mut read))
+                        .transpose();
                     let (mut figures, source) =
                         generation::figures(sent_ns, &read.arrivals, read.usage, read.timings);
                     figures.good = target.check.goodput.map(|limits| limits.met_by(&figures));
+                    match counted {
+                        Ok(tokens) => figures.tokenizer_tokens = tokens,
+                        Err(failure) => read.failure = read.failure.or(Some(failure)),
+                    }
                     let succeeded = read.failure.is_none();
                     return Outcome {
                         stream: succeeded.then(|| StreamTiming {

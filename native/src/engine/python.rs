@@ -3,7 +3,7 @@
 //! Every bad argument raises `ValueError` (or `TypeError` for a wrong type) naming the argument
 //! and what was expected. Calls that can take a while (drain's encodings, close) let the GIL go.
 
-use super::generation::{Goodput, StreamFormat};
+use super::generation::{Goodput, StreamFormat, TokenizerFile};
 use bytes::Bytes;
 use http::HeaderMap;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
@@ -28,7 +28,15 @@ pub struct PyEngine {
     inner: Engine,
 }
 
-const CHECK_KEYS: [&str; 6] = ["answer", "shapes", "length", "status", "detail", "goodput"];
+const CHECK_KEYS: [&str; 7] = [
+    "answer",
+    "shapes",
+    "length",
+    "status",
+    "detail",
+    "goodput",
+    "tokenizer",
+];
 
 /// A check dict (docs/engine.md "Judging answers") as a [`Check`].
 fn parse_check(check: &Bound<'_, PyDict>) -> PyResult<Check> {
@@ -120,12 +128,26 @@ fn parse_check(check: &Bound<'_, PyDict>) -> PyResult<Check> {
             "check.goodput: only for a generation's stream (answer openai_chat, openai_completions or triton_generate)",
         ));
     }
+    let tokenizer = get("tokenizer")
+        .map(|path| {
+            let path: String = path
+                .extract()
+                .map_err(|_| value_error("check.tokenizer: expected a file path (str)"))?;
+            if !matches!(rule, AnswerRule::Generation(_)) {
+                return Err(value_error(
+                    "check.tokenizer: only for a generation's stream (answer openai_chat, openai_completions or triton_generate)",
+                ));
+            }
+            TokenizerFile::load(&path).map_err(|e| value_error(format!("check.tokenizer: {e}")))
+        })
+        .transpose()?;
     Ok(Check {
         answer: rule,
         shapes,
         accept_2xx,
         detail,
         goodput,
+        tokenizer,
     })
 }
 
@@ -335,7 +357,7 @@ struct Encoded {
     stream_steady: Vec<(usize, WireStats, WireStats, [u64; 3])>,
     generation_tpot: Vec<(i64, usize, WireStats)>,
     /// (target, each histogram by its wire name, counts): `GenerationTotals`
-    generation_steady: Vec<(usize, NamedStats, [u64; 7])>,
+    generation_steady: Vec<(usize, NamedStats, [u64; 11])>,
     recorder: Recorder,
 }
 
@@ -924,6 +946,13 @@ fn answer_length(
 
 /// The wire form (`LatencyStats.to_wire`) of these latencies and failures as the engine records
 /// them: the encoding every drained window carries, for checks against `hdrh`.
+/// Why the engine cannot count tokens with the tokenizer at `path` (a Hugging Face
+/// `tokenizer.json`), or None: the check a scenario's `generation.tokenizer` gets when it is read.
+#[pyfunction]
+fn tokenizer_problem(path: &str) -> Option<String> {
+    TokenizerFile::load(path).err()
+}
+
 #[pyfunction]
 #[pyo3(signature = (latencies_ms, failures = 0))]
 fn latency_wire<'py>(
@@ -946,5 +975,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(latency_wire, m)?)?;
     m.add_function(wrap_pyfunction!(check_answer, m)?)?;
     m.add_function(wrap_pyfunction!(answer_length, m)?)?;
+    m.add_function(wrap_pyfunction!(tokenizer_problem, m)?)?;
     Ok(())
 }

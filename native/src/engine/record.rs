@@ -255,8 +255,10 @@ pub struct GenerationTotals {
     /// open loop: the time to the first token from the arrival's intended send (TTFT + send lag)
     pub ttft_intended: LatencyStats,
     /// [generations, output tokens, most tokens of one, counted by usage, by a tokenizer, by events,
-    /// good (met the target's goodput thresholds)]
-    pub counts: [u64; 7],
+    /// good (met the target's goodput thresholds), counted by both the server's usage and the
+    /// target's tokenizer, of those the ones whose counts differ, their tokens by the tokenizer,
+    /// their tokens by usage]
+    pub counts: [u64; 11],
 }
 
 impl GenerationTotals {
@@ -292,6 +294,12 @@ impl GenerationTotals {
         self.counts[2] = self.counts[2].max(figures.output_tokens);
         self.counts[3 + source as usize] += 1;
         self.counts[6] += u64::from(figures.good == Some(true));
+        if let (TokenSource::Usage, Some(counted)) = (source, figures.tokenizer_tokens) {
+            self.counts[7] += 1;
+            self.counts[8] += u64::from(counted != figures.output_tokens);
+            self.counts[9] += counted;
+            self.counts[10] += figures.output_tokens;
+        }
     }
 }
 
@@ -596,6 +604,8 @@ mod tests {
             output_tokens: 4,
             content_events: 4,
             good: Some(true),
+            // the target's tokenizer counted one more than the server's usage
+            tokenizer_tokens: Some(5),
             ..GenerationFigures::default()
         };
         let by_usage = (figures.clone(), TokenSource::Usage);
@@ -623,7 +633,8 @@ mod tests {
         recorder.record(&settings, &done(Some(&by_events), None, 100.7));
         recorder.record(&settings, &done(Some(&by_usage), Some(&failed), 100.8));
         let totals = &recorder.generation_steady[&0];
-        assert_eq!(totals.counts, [2, 8, 4, 1, 0, 1, 1]);
+        // the tokenizer's count is compared with usage's only where the server sent one
+        assert_eq!(totals.counts, [2, 8, 4, 1, 0, 1, 1, 1, 1, 5, 4]);
         // the window counts every successful generation, warm-up or not; a failure is never good
         assert_eq!(recorder.generation_counts[&(100, 0)], [3, 12, 2, 3]);
         assert_eq!(recorder.generation_tpot[&(100, 0)].successes, 3);
