@@ -39,6 +39,7 @@ from inferload.observe.sources import (
     BentoMLSource,
     KServeSource,
     NvmlSource,
+    OpenAISource,
     ServerSource,
     Source,
     TorchServeSource,
@@ -136,6 +137,17 @@ class BentoMLSourceConfig(_Model):
         return cls(kind="bentoml", target=target.name, model=target.model, metrics_url=metrics_url)
 
 
+class OpenAISourceConfig(_Model):
+    kind: Literal["openai"]
+    target: str
+    model: str
+    metrics_url: str  # the server's /metrics (llama.cpp's is read)
+
+    @classmethod
+    def for_target(cls, target: Target, metrics_url: str) -> OpenAISourceConfig:
+        return cls(kind="openai", target=target.name, model=target.model, metrics_url=metrics_url)
+
+
 class NvmlSourceConfig(_Model):
     kind: Literal["nvml"]
     host: str | None = None
@@ -146,6 +158,7 @@ SourceConfig = Annotated[
     | TorchServeSourceConfig
     | KServeSourceConfig
     | BentoMLSourceConfig
+    | OpenAISourceConfig
     | NvmlSourceConfig
     | TritonTraceSourceConfig,
     Field(discriminator="kind"),
@@ -216,6 +229,8 @@ def build_source(config: SourceConfig, timeout_s: float) -> Source:
         return KServeSource(config.target, config.model, config.metrics_url, timeout_s)
     if isinstance(config, BentoMLSourceConfig):
         return BentoMLSource(config.target, config.model, config.metrics_url, timeout_s)
+    if isinstance(config, OpenAISourceConfig):
+        return OpenAISource(config.target, config.model, config.metrics_url, timeout_s)
     if isinstance(config, TritonTraceSourceConfig):
         return build_trace_source(config, timeout_s)
     return NvmlSource(config.host)

@@ -28,6 +28,7 @@ from inferload.servermetrics import readers as server_stats
 from inferload.servermetrics.figures import server_figures
 from inferload.servermetrics.kserve import kserve_metrics_url
 from inferload.servermetrics.kserve import no_metrics_url_reason as kserve_no_metrics_url
+from inferload.servermetrics.openai import NO_METRICS_URL as OPENAI_NO_METRICS_URL
 from inferload.servermetrics.readers import NO_COUNTERS, ServerReader, reading_groups, reading_version
 from inferload.servermetrics.snapshot import ServerSnapshot
 from inferload.servermetrics.torchserve import no_metrics_url_reason, torchserve_metrics_url
@@ -84,8 +85,8 @@ class ServerWindowPoller:
 
     def _run(self) -> None:
         window = self.record.window_s
-        # a server with no counters is said once, in the summary's reason (`unreadable_reason`)
-        groups = [group for group in reading_groups(self.scenario.targets) if has_role(group[0].server, "counters")]
+        # a server that cannot be read is said once, in the summary's reason (`unreadable_reason`)
+        groups = [group for group in reading_groups(self.scenario.targets) if unreadable_reason(group[0]) is None]
         previous = {group[0].name: self._snapshot(group) for group in groups}
         while True:
             now = time.time()
@@ -127,6 +128,8 @@ def unreadable_reason(target: Target) -> str | None:
         return no_metrics_url_reason(target.address)
     if target.server == "kserve" and kserve_metrics_url(target.kind, target.address, target.metrics_url) is None:
         return kserve_no_metrics_url(target.address)
+    if target.server == "openai" and target.metrics_url is None:
+        return OPENAI_NO_METRICS_URL
     return None
 
 

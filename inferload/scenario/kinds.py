@@ -129,14 +129,14 @@ SERVER_RECORDS: dict[Server, ServerRecord] = {
             source_config="inferload.observe.collector:BentoMLSourceConfig.for_target",
             local="inferload.local.servers.bentoml_local:LOCAL",
         ),
-        # its metrics pages (vLLM's, llama.cpp's, SGLang's) are not read yet: no counters, no collector source;
-        # run locally: llama.cpp's server with the built-in LLM
+        # llama.cpp's metrics page is read when a target names it (vLLM's and SGLang's not yet); run
+        # locally: llama.cpp's server with the built-in LLM
         ServerRecord(
             "openai",
             start_check="inferload.run.openai_check:start_check",
             metrics_page="inferload.servermetrics.openai:metrics_page",
-            counters=None,
-            source_config=None,
+            counters="inferload.servermetrics.openai:open_counters",
+            source_config="inferload.observe.collector:OpenAISourceConfig.for_target",
             local="inferload.local.servers.llamacpp_local:LOCAL",
             local_name="llamacpp",
         ),

@@ -38,6 +38,8 @@ from typing import Any
 from inferload.errors import ScrapeError
 from inferload.servermetrics.bentoml import NOT_REPORTED as BENTOML_NOT_REPORTED
 from inferload.servermetrics.kserve import NOT_REPORTED as KSERVE_NOT_REPORTED
+from inferload.servermetrics.openai import LLAMACPP
+from inferload.servermetrics.openai import NOT_REPORTED as LLAMACPP_NOT_REPORTED
 from inferload.servermetrics.snapshot import ServerSnapshot
 from inferload.servermetrics.torchserve import NO_SUCCESS_TIMED as TORCHSERVE_NO_SUCCESS_TIMED
 from inferload.servermetrics.torchserve import NOT_REPORTED as TORCHSERVE_NOT_REPORTED
@@ -55,6 +57,7 @@ _NOT_REPORTED = {
     "torchserve": TORCHSERVE_NOT_REPORTED,
     "bentoml": BENTOML_NOT_REPORTED,
     "kserve": KSERVE_NOT_REPORTED,
+    LLAMACPP: LLAMACPP_NOT_REPORTED,
     "triton": {"batch_size_histogram": "Triton's metrics page has no batch sizes (its statistics API has)"},
 }
 #: servers whose time counters grow with successful requests only, while the request count grows with

@@ -3,7 +3,8 @@ built-in LLM (4 layers, random weights, words only). Its truth is what llama.cpp
 answer is exactly ``max_tokens`` tokens in its ``usage``, one content event each; its stream starts
 with a role-only event and ends with a usage-only tail (with its per-request ``timings``) and
 ``[DONE]``, none of them tokens. The model's tokenizer, named by the target, counts in the engine
-exactly the tokens the server's usage counts, request by request. `inferload servers up` starts it and `down` leaves nothing running.
+exactly the tokens the server's usage counts, request by request; its /metrics (the target's
+``metrics_url``) gives the sequences it decoded together per call. `inferload servers up` starts it and `down` leaves nothing running.
 """
 
 from __future__ import annotations
@@ -37,7 +38,14 @@ def test_a_chat_target_on_llama_cpp_counts_the_server_s_tokens_and_times_each_an
     with llamacpp_server(tmp_path) as url:
         chat = run(
             tmp_path / "chat",
-            {"name": "chat", "kind": "openai-chat", "address": url, "model": LLM_NAME, "generation": generation},
+            {
+                "name": "chat",
+                "kind": "openai-chat",
+                "address": url,
+                "model": LLM_NAME,
+                "generation": generation,
+                "metrics_url": f"{url}/metrics",
+            },
         )
         wrong = run(tmp_path / "wrong", {"name": "chat", "kind": "openai-chat", "address": url, "model": "llama-3"})
     assert chat.returncode == 0, chat.stdout + chat.stderr
@@ -67,5 +75,9 @@ def test_a_chat_target_on_llama_cpp_counts_the_server_s_tokens_and_times_each_an
     assert server["prefill_ms"]["p50"] > 0 and server["decode_ms_per_token"]["p50"] > 0
     joined = server["prefill_ms"]["mean"] + server["ttft_residual_ms"]["mean"]
     assert stream["first_response_ms"]["mean"] - 0.01 <= joined < stream["first_response_ms"]["mean"] + 0.5
+    # llama.cpp's /metrics: two users' streams decode together in its 4 slots, one or two per decode call
+    side = figures["server_side"]
+    assert 1.0 <= side["avg_batch_size"] <= 2.0, side
+    assert side["queue_ms_avg"] is None and "requests_deferred" in side["unknown"]["queue_ms_avg"]
     assert wrong.returncode == 2, wrong.stdout + wrong.stderr
     assert f"does not list model 'llama-3'; it serves: '{LLM_NAME}'" in wrong.stderr

@@ -56,7 +56,6 @@ def test_the_prompts_may_come_from_one_bytes_input() -> None:
         ({"inputs": [{"name": "x", "dtype": "FP32", "shape": [4]}]}, "inputs.0", "dtype: BYTES, shape: [1]"),
         ({"inputs": [*PROMPTS, {**PROMPTS[0], "name": "other"}]}, "inputs", "give one input (the prompts); got 2"),
         ({"inputs": PROMPTS, "generation": {"prompt": "x"}}, "generation.prompt", "give one or the other"),
-        ({"metrics_url": "http://127.0.0.1:8080/metrics"}, "metrics_url", "inferload reads no metrics page"),
         ({"generation": {"base_path": "v1"}}, "generation.base_path", "expected a path like '/v1'"),
         ({"generation": {"max_tokens": 0}}, "generation.max_tokens", "greater than or equal to 1"),
         ({"generation": {"goodput": {}}}, "generation.goodput", "set at least one of ttft_ms, tpot_ms, e2e_ms"),

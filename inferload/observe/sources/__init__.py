@@ -4,13 +4,22 @@ is one small class with `scrape(now) -> list[Point]` (see `server.Source`); Trit
 next to the server, gives `triton_traces` points (`triton_trace_file`)."""
 
 from inferload.observe.sources.nvml import NvmlSource
-from inferload.observe.sources.server import BentoMLSource, KServeSource, ServerSource, Source, TorchServeSource, TritonSource
+from inferload.observe.sources.server import (
+    BentoMLSource,
+    KServeSource,
+    OpenAISource,
+    ServerSource,
+    Source,
+    TorchServeSource,
+    TritonSource,
+)
 from inferload.observe.sources.triton_trace_file import TritonTraceFileSource
 
 __all__ = [
     "BentoMLSource",
     "KServeSource",
     "NvmlSource",
+    "OpenAISource",
     "ServerSource",
     "Source",
     "TorchServeSource",

@@ -34,6 +34,7 @@ from inferload.servermetrics.bentoml import BentoMLMetricsReader
 from inferload.servermetrics.figures import ServerFigures, server_figures
 from inferload.servermetrics.http_client import HttpClient, PageClient
 from inferload.servermetrics.kserve import KServeMetricsReader
+from inferload.servermetrics.openai import LlamaCppMetricsReader
 from inferload.servermetrics.snapshot import ServerSnapshot
 from inferload.servermetrics.torchserve import TorchServeMetricsReader
 from inferload.servermetrics.triton import StatisticsReader, parse_triton_metrics
@@ -152,7 +153,7 @@ class _MetricsPageSource(ServerSource):
         target: str,
         model: str,
         metrics_url: str,
-        reader: TorchServeMetricsReader | KServeMetricsReader | BentoMLMetricsReader,
+        reader: TorchServeMetricsReader | KServeMetricsReader | BentoMLMetricsReader | LlamaCppMetricsReader,
     ) -> None:
         super().__init__(name, target, model)
         self.metrics_url = metrics_url
@@ -187,3 +188,11 @@ class BentoMLSource(_MetricsPageSource):
 
     def __init__(self, target: str, api: str, metrics_url: str, timeout_s: float = 2.0, http: PageClient | None = None) -> None:
         super().__init__(f"bentoml:{target}", target, api, metrics_url, BentoMLMetricsReader(metrics_url, timeout_s, http))
+
+
+class OpenAISource(_MetricsPageSource):
+    """An OpenAI-compatible server of one target, read from llama.cpp's page (it serves one model):
+    `server` figures per scrape (the sequences decoded together per call, the requests waiting for a slot)."""
+
+    def __init__(self, target: str, model: str, metrics_url: str, timeout_s: float = 2.0, http: PageClient | None = None) -> None:
+        super().__init__(f"openai:{target}", target, model, metrics_url, LlamaCppMetricsReader(metrics_url, timeout_s, http))
