@@ -1,7 +1,8 @@
 """llama.cpp's /metrics as server-side figures (`inferload.servermetrics.openai`): its decode calls
 are the executions, the busy slots summed over them the inferences, so the average batch is the
-sequences decoded together per call; its deferred requests are the pending gauge. The capture is
-the real server's page (the ``xllamacpp`` wheel) after 3 concurrent requests of 40 tokens each.
+sequences decoded together per call; its deferred requests are the pending gauge, in summary.json and
+in the collector's `server` points. The capture is the real server's page (the ``xllamacpp`` wheel)
+after 3 concurrent requests of 40 tokens each.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from inferload.errors import ScrapeError
+from inferload.observe.collector import OpenAISourceConfig, build_source
+from inferload.observe.sources import OpenAISource
 from inferload.run.server_side import unreadable_reason
 from inferload.scenario.targets import Target
 from inferload.servermetrics.figures import server_figures
@@ -72,3 +75,38 @@ def test_an_openai_target_reads_the_page_it_names_and_none_without_one() -> None
     assert unreadable_reason(Target.model_validate(keys)) == NO_METRICS_URL
     named = Target.model_validate({**keys, "metrics_url": "http://127.0.0.1:8085/metrics"})
     assert unreadable_reason(named) is None and named.metrics_url == "http://127.0.0.1:8085/metrics"
+
+
+class Pages:
+    """A `PageClient` that answers each read with the next page (a fake: the real page is the capture's)."""
+
+    def __init__(self, *texts: str) -> None:
+        self.texts = list(texts)
+
+    def text(self, url: str) -> str:
+        return self.texts.pop(0)
+
+    def close(self) -> None:
+        pass
+
+
+def test_the_collector_s_source_writes_a_server_point_per_scrape_from_the_page() -> None:
+    config = OpenAISourceConfig.for_target(
+        Target.model_validate(
+            {
+                "name": "chat",
+                "kind": "openai-chat",
+                "address": "127.0.0.1:8085",
+                "model": "m",
+                "metrics_url": "http://h:1/metrics",
+            }
+        ),
+        "http://h:1/metrics",
+    )
+    assert isinstance(build_source(config, 1.0), OpenAISource)
+    source = OpenAISource("chat", "m", "http://h:1/metrics", http=Pages(page(100, 1.5), page(300, 2.5, deferred=3)))
+    assert source.scrape(10.0) == []  # the first reading is the baseline
+    (point,) = source.scrape(12.0)
+    assert (point.measurement, point.tags) == ("server", {"target": "chat", "server": LLAMACPP, "model": "m"})
+    assert point.fields["avg_batch_size"] == 3.0 and point.fields["pending"] == 3.0
+    assert point.fields["executions_per_s"] == 100.0 and point.fields["request_ms"] is None
