@@ -25,7 +25,17 @@ from tests.support.scenario_factory import cnn_target, write_scenario
 from tests.support.system_tools import REPO, require_tool
 from tests.support.waiting import wait_until
 
-__all__ = ["DATABASE", "REPO", "InfluxServer", "ObservedRun", "cnn_targets", "influxdb", "observed_run", "python_env"]
+__all__ = [
+    "DATABASE",
+    "REPO",
+    "InfluxServer",
+    "ObservedRun",
+    "cnn_targets",
+    "influxdb",
+    "observed_generation_run",
+    "observed_run",
+    "python_env",
+]
 
 DATABASE = "inferload"
 
@@ -126,37 +136,31 @@ def observed_run(local_servers: Any, influxdb: InfluxServer, tmp_path_factory: p
     InfluxDB, with the collector scraping both servers (and NVML, absent here) meanwhile; then
     synthetic NVML readings go through NvmlSource and the sink, since this host has no GPU."""
     import os
-    import signal
-    import sys
 
     tmp = tmp_path_factory.mktemp("observed")
     run_id = f"observed-{os.getpid()}"
     targets = cnn_targets(local_servers.ports)
     names = [t["name"] for t in targets]
-    scenario = observed_scenario(tmp, targets, "10s", users=4)
-    collector_log = tmp / "collector.log"
+    observed = collected_run(observed_scenario(tmp, targets, "10s", users=4), tmp, run_id, influxdb, names)
+    write_synthetic_gpu_points(influxdb.url, run_id)
+    write_synthetic_stream_points(influxdb.url, run_id, names)
+    return observed
+
+
+def collected_run(scenario: Path, folder: Path, run_id: str, influxdb: InfluxServer, names: list[str]) -> ObservedRun:
+    """A run streamed into `influxdb` with the collector (`--scenario`) scraping its targets' servers
+    meanwhile, until one scrape lands after the run's end."""
+    import signal
+    import sys
+
+    collector_log = folder / "collector.log"
+    command = [sys.executable, "-m", "collectors", "--scenario", str(scenario), "--run-id", run_id, "--interval", "1s"]
     with open(collector_log, "w") as log:
         collector = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "collectors",
-                "--scenario",
-                str(scenario),
-                "--run-id",
-                run_id,
-                "--interval",
-                "1s",
-                "--influx-url",
-                influxdb.url,
-            ],
-            cwd=REPO,
-            env=python_env(),
-            stdout=log,
-            stderr=subprocess.STDOUT,
+            [*command, "--influx-url", influxdb.url], cwd=REPO, env=python_env(), stdout=log, stderr=subprocess.STDOUT
         )
     try:
-        locust = streamed_run(scenario, tmp, run_id, influxdb.url)
+        locust = streamed_run(scenario, folder, run_id, influxdb.url)
         ended_at = time.time()
         if locust.returncode == 0:  # the collector's scrapes cover the whole run once one lands after its end
             wait_until(lambda: collector_scraped_after(influxdb, run_id, names, ended_at), 20, "a collector scrape after the run")
@@ -165,9 +169,30 @@ def observed_run(local_servers: Any, influxdb: InfluxServer, tmp_path_factory: p
         collector.wait(timeout=20)
     assert locust.returncode == 0, f"locust failed ({locust.returncode}):\n{locust.stdout[-3000:]}\n{locust.stderr[-5000:]}"
     assert collector.returncode == 0, collector_log.read_text()[-3000:]
-    write_synthetic_gpu_points(influxdb.url, run_id)
-    write_synthetic_stream_points(influxdb.url, run_id, names)
-    return ObservedRun(run_id, influxdb, tmp / "results", locust, collector_log.read_text(), names)
+    return ObservedRun(run_id, influxdb, folder / "results", locust, collector_log.read_text(), names)
+
+
+@pytest.fixture(scope="session")
+def observed_generation_run(influxdb: InfluxServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ObservedRun]:
+    """A 10 s run of 2 users streaming chat from llama.cpp's real server (the built-in LLM, goodput
+    thresholds set) into the real InfluxDB, with the collector reading llama.cpp's /metrics."""
+    import os
+
+    from tests.support.llamacpp import LLM_NAME, llamacpp_server
+
+    tmp = tmp_path_factory.mktemp("observed-llm")
+    run_id = f"observed-llm-{os.getpid()}"
+    with llamacpp_server(tmp) as url:
+        chat = {
+            "name": "chat",
+            "kind": "openai-chat",
+            "address": url,
+            "model": LLM_NAME,
+            "metrics_url": f"{url}/metrics",
+            "generation": {"max_tokens": 16, "goodput": {"ttft_ms": 60_000}},
+        }
+        scenario = observed_scenario(tmp, [chat], "10s", users=2)
+        yield collected_run(scenario, tmp, run_id, influxdb, ["chat"])
 
 
 def write_synthetic_gpu_points(url: str, run_id: str) -> None:

@@ -14,7 +14,7 @@ from tests.support.grafana import DASHBOARDS, GRAFANA, query_panels, selected_fi
 
 
 def test_there_is_a_dashboard() -> None:
-    assert [d.name for d in DASHBOARDS] == ["inferload-run.json"]
+    assert [d.name for d in DASHBOARDS] == ["inferload-llm.json", "inferload-run.json"]
 
 
 @pytest.mark.parametrize("path", DASHBOARDS, ids=lambda p: p.name)
