@@ -24,6 +24,9 @@ CPU_MAX_VS_H2LOAD = 3.0
 CPU_MAX_VS_WRK = 2.0
 RPS_PER_CORE_MIN = 40_000.0
 SCALE_OUT_MIN = 0.9  # N processes give at least 0.9 N times one process's rate
+# issue 34's stream goals (item 12, bench/streams.py): TTFT within 50 us + 1 % at 100 streams, p50
+# within 1 ms at 1,000, client CPU per streamed token at most 2 us
+STREAM_ERROR_US, STREAM_ERROR_SHARE, STREAM_1000_MS, STREAM_CPU_US = 50.0, 0.01, 1.0, 2.0
 
 ENGINE = {"grpc": "inferload engine (grpc)", "http": "inferload engine (http)"}
 PEER = {"grpc": "h2load", "http": "hey"}  # the fidelity peers
@@ -156,12 +159,56 @@ def scale_row(results: dict[str, Any]) -> GoalRow:
     )
 
 
+def stream_rows(results: dict[str, Any]) -> list[GoalRow]:
+    """Issue 34's stream goals from item 12: TTFT error against the script at 100 and 1,000 streams,
+    client CPU per streamed token (one token per event there)."""
+    runs = {run["streams"]: run for run in (results.get("stream_fidelity") or {}).get("runs", [])}
+    rows = []
+    at_100 = runs.get(100)
+    for key in ("p50", "p99"):
+        error = None if at_100 is None else at_100["ttft_error_ms"][key]
+        truth = None if at_100 is None else at_100["ttft_ms"]["script"][key]
+        limit = None if truth is None else STREAM_ERROR_US / 1000 + STREAM_ERROR_SHARE * truth
+        rows.append(
+            GoalRow(
+                f"TTFT {key} error at 100 streams (reference server, script's TTFT)",
+                _num(error, "+.3f", " ms"),
+                "≤ 50 µs + 1 %" + ("" if limit is None else f" ({limit:.3f} ms)"),
+                None if error is None or limit is None else abs(error) <= limit,
+                "vllm-bench: Rust client +28 ms, Python +294 ms at 1,000 streams (its own notes)",
+            )
+        )
+    at_1000 = runs.get(1000)
+    error = None if at_1000 is None else at_1000["ttft_error_ms"]["p50"]
+    rows.append(
+        GoalRow(
+            "TTFT p50 error at 1,000 streams",
+            _num(error, "+.3f", " ms"),
+            f"≤ {STREAM_1000_MS:g} ms",
+            None if error is None else abs(error) <= STREAM_1000_MS,
+            "the server's own timer lateness is in it: `server_late_ms` in results.json",
+        )
+    )
+    cpu = [run["client_cpu_us_per_event"] for run in runs.values() if run.get("client_cpu_us_per_event") is not None]
+    rows.append(
+        GoalRow(
+            "Client CPU per streamed token (whole `inferload run`, start-up included)",
+            _num(min(cpu) if cpu else None, ".2f", " µs"),
+            f"≤ {STREAM_CPU_US:g} µs",
+            None if not cpu else min(cpu) <= STREAM_CPU_US,
+            "the run with the most events; an upper bound",
+        )
+    )
+    return rows
+
+
 def goal_rows(results: dict[str, Any]) -> list[GoalRow]:
     return [
         *fidelity_rows(results),
         *pacing_rows(results),
         *cost_rows(results),
         scale_row(results),
+        *stream_rows(results),
         GoalRow(
             "Nothing lost: every test on the engine, the fallback subset on the Python path",
             "–",

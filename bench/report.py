@@ -295,6 +295,27 @@ def peers_section(p: dict[str, Any]) -> list[str]:
     return lines
 
 
+def stream_section(streams: dict[str, Any]) -> list[str]:
+    """Item 12: inferload's TTFT, gaps and whole-stream time against the reference server's script and
+    records, per number of concurrent streams."""
+    lines = [
+        f"## 12. Stream fidelity (reference server: {streams['events_per_request']} events a request, one every"
+        f" {streams['hold_ms']:g} ms, {streams['steady_s']} s steady)",
+        "",
+        "| streams | requests | TTFT p50 / p99 (ms) | error p50 / p99 | gap p50 error | stream p50 error"
+        " | server late p50 | CPU µs / event |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for run in streams["runs"]:
+        ttft, error = run["ttft_ms"]["inferload"], run["ttft_error_ms"]
+        lines.append(
+            f"| {run['streams']} | {run['requests']} | {ttft['p50']} / {ttft['p99']} | {error['p50']} / {error['p99']}"
+            f" | {run['gap_error_ms']['p50']} | {run['stream_error_ms']['p50']} | {run['server_late_ms']['p50']}"
+            f" | {run['client_cpu_us_per_event']} |"
+        )
+    return lines
+
+
 def render_markdown(results: dict[str, Any]) -> str:
     targets = results["targets"]
     lines = [
@@ -315,6 +336,8 @@ def render_markdown(results: dict[str, Any]) -> str:
         ]
     if "peers" in results:
         lines += [*peers_section(results["peers"]), ""]
+    if "stream_fidelity" in results:
+        lines += [*stream_section(results["stream_fidelity"]), ""]
     if "traced_residual" in results:
         t = results["traced_residual"]
         if t.get("measured"):

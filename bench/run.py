@@ -9,7 +9,9 @@ rewritten after every item, so an item that fails keeps what the others measured
 starts is stopped before it returns. The default items are issue 20's: 10, the peers side by side
 (bench/peers.py: h2load, wrk, hey, grpc.aio, AIPerf, inferload's engine and Python
 transport, against Triton and the reference server; pacing and scale-out) and 11, the engine's
-traced per-request residual at 200 req/s. Items 1–9 are issue 14's (`--items 1,2,...`).
+traced per-request residual at 200 req/s; and 12, issue 34's stream fidelity (bench/streams.py: TTFT
+and gaps against the reference server's scripted streams at 1, 100 and 1,000 concurrent streams).
+Items 1–9 are issue 14's (`--items 1,2,...`).
 `--quick`: one round, short runs (a few minutes on a quiet machine).
 """
 
@@ -38,6 +40,7 @@ from bench.open_loop import open_loop_accuracy
 from bench.peers import FIDELITY_RPS, FULL, QUICK, TritonCount, peers
 from bench.profiles import profile_variant
 from bench.report import render_markdown
+from bench.streams import stream_fidelity
 from bench.trace_cost import measure_trace_cost
 from bench.wrk import ensure_wrk, lua_post_script, run_wrk
 from inferload.paths import REPO_ROOT
@@ -343,7 +346,7 @@ def data_set_cost(bench: Bench, rounds: int) -> dict[str, Any]:
     }
 
 
-ITEMS = (1, 2, 3, 4, 5, 7, 8, 9, 10, 11)
+ITEMS = (1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12)
 
 # ---- main -------------------------------------------------------------------------------
 
@@ -356,8 +359,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", action="store_true", help="also record py-spy profiles of the gRPC and REST users")
     parser.add_argument(
         "--items",
-        default="10,11",
-        help="comma-separated items to run (default 10,11: issue 20's; 1-9 are issue 14's; 3 and 4 need 2)",
+        default="10,11,12",
+        help="comma-separated items to run (default 10,11,12: issue 20's and issue 34's streams; 1-9 are issue 14's; 3 and 4 need 2)",
     )
     parser.add_argument(
         "--soak-result", type=Path, help="a soak.json of `make soak` (bench/soak.py): goal 4's figure in the goals table"
@@ -451,6 +454,7 @@ def main(argv: list[str] | None = None) -> int:
                     log,
                 ),
             )
+            item(12, "stream_fidelity", lambda: stream_fidelity(bench.work_dir, args.quick, log))
             item(1, "client_cpu", lambda: client_cpu(bench, args.rounds))
             item(2, "max_throughput", lambda: max_throughput(bench))
             grpc_max = ((results.get("max_throughput") or {}).get("variants") or {}).get("grpc-inferload", {}).get("rps", 0.0)

@@ -161,3 +161,36 @@ def test_aiperf_sends_the_tensor_as_v2_json_closed_loop_or_paced() -> None:
     paced = aiperf_command(Path("aiperf"), Path("tok"), "127.0.0.1:8000", "identity", body, 8, 200.0, 16, Path("out"))
     assert paced[paced.index("--request-rate") + 1] == "200" and "--concurrency" not in paced
     assert paced[paced.index("--arrival-pattern") + 1] == "constant"
+
+
+def stream_run(streams: int, ttft_error: float, script_p50: float, cpu_us: float | None) -> dict[str, Any]:
+    return {
+        "streams": streams,
+        "requests": 10,
+        "ttft_ms": {
+            "inferload": {"p50": script_p50 + ttft_error, "p99": script_p50 + ttft_error},
+            "script": {"p50": script_p50, "p99": script_p50},
+        },
+        "ttft_error_ms": {"p50": ttft_error, "p99": ttft_error},
+        "gap_error_ms": {"p50": 0.01},
+        "stream_error_ms": {"p50": 0.1, "p99": 0.2},
+        "server_late_ms": {"p50": 0.05, "p99": 0.1},
+        "client_cpu_us_per_event": cpu_us,
+    }
+
+
+def test_stream_goals_hold_ttft_to_50_us_plus_1_pct_at_100_streams_and_1_ms_at_1000() -> None:
+    from bench.report import stream_section
+
+    # 100 ms scripted TTFT: 50 us + 1 ms = 1.05 ms allowed at 100 streams
+    results = {"stream_fidelity": {"events_per_request": 8, "hold_ms": 100.0, "steady_s": 12, "runs": []}}
+    results["stream_fidelity"]["runs"] = [stream_run(100, 1.0, 100.0, 3.0), stream_run(1000, 1.2, 100.0, 1.5)]
+    got = verdicts(results)
+    assert got["TTFT p50 error at 100 streams (reference server, script's TTFT)"] is True
+    assert got["TTFT p50 error at 1,000 streams"] is False
+    assert got["Client CPU per streamed token (whole `inferload run`, start-up included)"] is True  # the 1,000 run's 1.5
+    results["stream_fidelity"]["runs"][0] = stream_run(100, 1.1, 100.0, None)
+    assert verdicts(results)["TTFT p99 error at 100 streams (reference server, script's TTFT)"] is False
+    assert verdicts({})["TTFT p50 error at 1,000 streams"] is None
+    table = stream_section(results["stream_fidelity"])
+    assert table[0].startswith("## 12. Stream fidelity") and table[-1].startswith("| 1000 | 10 |")
