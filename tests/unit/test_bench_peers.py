@@ -183,14 +183,15 @@ def test_stream_goals_hold_ttft_to_50_us_plus_1_pct_at_100_streams_and_1_ms_at_1
     from bench.report import stream_section
 
     # 100 ms scripted TTFT: 50 us + 1 ms = 1.05 ms allowed at 100 streams
-    results = {"stream_fidelity": {"events_per_request": 8, "hold_ms": 100.0, "steady_s": 12, "runs": []}}
-    results["stream_fidelity"]["runs"] = [stream_run(100, 1.0, 100.0, 3.0), stream_run(1000, 1.2, 100.0, 1.5)]
+    runs = [stream_run(100, 1.0, 100.0, 3.0), stream_run(1000, 1.2, 100.0, 1.5)]
+    streams: dict[str, Any] = {"events_per_request": 8, "hold_ms": 100.0, "steady_s": 12, "runs": runs}
+    results = {"stream_fidelity": streams}
     got = verdicts(results)
     assert got["TTFT p50 error at 100 streams (reference server, script's TTFT)"] is True
     assert got["TTFT p50 error at 1,000 streams"] is False
     assert got["Client CPU per streamed token (whole `inferload run`, start-up included)"] is True  # the 1,000 run's 1.5
-    results["stream_fidelity"]["runs"][0] = stream_run(100, 1.1, 100.0, None)
+    runs[0] = stream_run(100, 1.1, 100.0, None)
     assert verdicts(results)["TTFT p99 error at 100 streams (reference server, script's TTFT)"] is False
     assert verdicts({})["TTFT p50 error at 1,000 streams"] is None
-    table = stream_section(results["stream_fidelity"])
+    table = stream_section(streams)
     assert table[0].startswith("## 12. Stream fidelity") and table[-1].startswith("| 1000 | 10 |")
