@@ -250,6 +250,23 @@ def generation_figures(
     )
 
 
+def stream_blocks(record: RunRecord, target: Target, steady_s: float, requests: int) -> dict[str, Any]:
+    """A target's ``decoupled`` and ``generation`` blocks over ``steady_s`` (those it has): what
+    summary.json and the web UI's Inference tab both show. ``requests``: its steady requests,
+    failures included (goodput's attainment is over them)."""
+    blocks: dict[str, Any] = {}
+    streamed = stream_figures(record.streams, target.name, steady_s)
+    if streamed is not None:
+        blocks["decoupled"] = streamed
+    generation = getattr(target, "generation", None)
+    generated = generation_figures(
+        record.generations, target.name, steady_s, requests, None if generation is None else generation.goodput
+    )
+    if generated is not None:
+        blocks["generation"] = generated
+    return blocks
+
+
 #: windows.csv columns of generative targets (appended after the stream columns; empty for other targets)
 GENERATION_WINDOW_COLUMNS = ["output_tokens", "output_tokens_per_s", "tpot_p50_ms", "tpot_p99_ms", "goodput_per_s"]
 
@@ -516,15 +533,7 @@ def build_summary(scenario: Scenario | RunOutline, record: RunRecord, facts: Run
         outages = [outage.as_dict() for outage in record.outages(target.name)]
         if outages:
             figures["outages"] = outages
-        streamed = stream_figures(record.streams, target.name, duration)
-        if streamed is not None:
-            figures["decoupled"] = streamed
-        generation = getattr(target, "generation", None)
-        generated = generation_figures(
-            record.generations, target.name, duration, stats.requests, None if generation is None else generation.goodput
-        )
-        if generated is not None:
-            figures["generation"] = generated
+        figures.update(stream_blocks(record, target, duration, stats.requests))
         traced = facts.tails.get(target.name)
         if traced is not None:
             latency_ms = figures["latency_ms"]

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from inferload.measure.hdr import LatencyStats
 from inferload.results.schema import ServerSide, SloCheck, TargetSummary
 from inferload.results.slo import bound, evaluate
-from inferload.results.summary import configured_rps, open_loop_figures, target_figures
+from inferload.results.summary import configured_rps, open_loop_figures, stream_blocks, target_figures
 from inferload.scenario.schema import Scenario, is_open_loop
 
 # -- series ------------------------------------------------------------
@@ -108,8 +108,9 @@ def last_closed_index(record: RunRecord, now: float) -> int | None:
 
 def window_series(record: RunRecord, now: float, max_windows: int = MAX_WINDOWS) -> dict[str, list[dict[str, Any]]]:
     """target -> its newest windows, oldest first: elapsed seconds at the window's start, phase,
-    requests, rps (requests per second of the window), p99 ms (None: nothing succeeded), and for
-    open-loop targets the intended rate and the arrivals not sent."""
+    requests, rps (requests per second of the window), p99 ms (None: nothing succeeded), for
+    open-loop targets the intended rate and the arrivals not sent, and for generative targets the
+    output tokens per second of the generations that ended in the window (windows.csv's)."""
     if record.started_at is None:
         return {}
     last = last_closed_index(record, now)
@@ -133,6 +134,9 @@ def window_series(record: RunRecord, now: float, max_windows: int = MAX_WINDOWS)
         if arrivals is not None:
             point["target_rps"] = round(arrivals[0] / record.window_s, 3)
             point["unsent"] = arrivals[1]
+        if target in record.generations.targets:
+            generated = record.generations.window((index, target))
+            point["output_tokens_per_s"] = 0.0 if generated is None else round(generated.output_tokens / record.window_s, 3)
         series.setdefault(target, []).append(point)
     return series
 
@@ -210,6 +214,7 @@ def _target_summaries(inputs: LiveInputs, steady_s: float) -> dict[str, TargetSu
             scheduled_s = min(steady_s, scenario.duration - scenario.warmup)  # as build_summary
             configured = configured_rps(scenario, record, target, scheduled_s)
             figures["open_loop"] = open_loop_figures(record, target.name, configured, scheduled_s)
+        figures.update(stream_blocks(record, target, steady_s, stats.requests))
         summaries[target.name] = TargetSummary(**figures, cold_start_s=None)
     return summaries
 

@@ -1,5 +1,6 @@
-"""The web UI's Inference tab in headless Chromium, on real runs against the local Triton: a local
-runner and a master with 2 workers (`inferload run --workers 2`, web UI on).
+"""The web UI's Inference tab in headless Chromium, on real runs against the local Triton and a chat
+target streaming from the reference server: a local runner and a master with 2 workers
+(`inferload run --workers 2`, web UI on).
 
 Each run starts itself (`--autostart`); the test quits it (SIGINT, as Ctrl-C) once it has read the stopped run. While it runs the tab shows live figures; once it stopped, every figure the page
 shows equals `/inference/stats`, and those equal summary.json (exact p99 included). A screenshot of
@@ -23,11 +24,13 @@ import pytest
 
 from tests.support.locust_runner import locust_command, python_env
 from tests.support.ports import free_port
+from tests.support.reference_server import reference_server
 from tests.support.scenario_factory import tiny_target, write_scenario
 from tests.support.system_tools import HEADLESS_CHROMIUM, REPO
 from tests.support.waiting import wait_until
 
 TARGET = "triton-tiny"
+CHAT = "chat"
 #: how long the stopped run's figures must stay unchanged: a worker's last report after the stop
 #: reaches the master within Locust's report interval (3 s); a local runner's are complete at once
 SETTLED_S = {0: 0.5, 2: 3.5}
@@ -81,7 +84,7 @@ def same(shown: str, value: Any) -> bool:
     return shown == str(value)
 
 
-def start_run(tmp_path: Path, triton_grpc: int, workers: int) -> tuple[str, subprocess.Popen[str], Path]:
+def start_run(tmp_path: Path, triton_grpc: int, chat_url: str, workers: int) -> tuple[str, subprocess.Popen[str], Path]:
     scenario = write_scenario(
         tmp_path,
         {
@@ -89,7 +92,10 @@ def start_run(tmp_path: Path, triton_grpc: int, workers: int) -> tuple[str, subp
             "duration": "4s",
             "warmup": "1s",
             "window": "1s",
-            "targets": [tiny_target(TARGET, "triton-grpc", f"127.0.0.1:{triton_grpc}", slo={"p99_ms": 1000, "error_rate": 0.5})],
+            "targets": [
+                tiny_target(TARGET, "triton-grpc", f"127.0.0.1:{triton_grpc}", slo={"p99_ms": 1000, "error_rate": 0.5}),
+                {"name": CHAT, "kind": "openai-chat", "address": chat_url, "model": "identity", "generation": {"max_tokens": 8}},
+            ],
             "shape": {"kind": "steady", "users": 4, "spawn_rate": 100},
         },
     )
@@ -107,7 +113,12 @@ def start_run(tmp_path: Path, triton_grpc: int, workers: int) -> tuple[str, subp
 
 @pytest.mark.parametrize("workers", [0, 2], ids=["local", "2-workers"])
 def test_the_inference_tab_shows_the_runs_exact_figures_live_and_as_summary_json_has_them(local_servers, tmp_path, workers):
-    base, process, results = start_run(tmp_path, local_servers.ports.triton_grpc, workers)
+    with reference_server(stream_responses=4, generation={"tokens_per_event": 2}, delay={"law": "fixed", "ms": 5}) as chat:
+        check_the_tab(local_servers.ports.triton_grpc, chat.http_url, tmp_path, workers)
+
+
+def check_the_tab(triton_grpc: int, chat_url: str, tmp_path: Path, workers: int) -> None:
+    base, process, results = start_run(tmp_path, triton_grpc, chat_url, workers)
     try:
         # live: steady-state figures merged over every worker, with the server's batch figures
         live = wait_until(
@@ -147,6 +158,7 @@ def test_the_inference_tab_shows_the_runs_exact_figures_live_and_as_summary_json
         print(f"screenshot of the Inference tab: {screenshot}")
         assert screenshot.stat().st_size > 10_000
         assert "Inference" in page and 'data-chart="batch sizes"' in page  # Locust's tab, our charts
+        assert 'data-chart="output tokens per window (tok/s)"' in page
         shown = shown_fields(page)
         assert shown["run.phase"] == "stopped"
         assert final["gpu"]["why"] in unescape(page)  # "—" with why, not a blank
@@ -154,6 +166,8 @@ def test_the_inference_tab_shows_the_runs_exact_figures_live_and_as_summary_json
             assert same(value, json_value(final, field)), (field, value, json_value(final, field))
         wanted = ["latency_ms.p50", "latency_ms.p95", "latency_ms.p99", "throughput_rps", "server_side.avg_batch_size"]
         assert {f"{TARGET}.{key}" for key in wanted} <= set(shown)
+        tokens = ["decoupled.first_response_ms.p99", "generation.tpot_ms.p50", "generation.output_tokens_per_s"]
+        assert {f"{CHAT}.{key}" for key in tokens} <= set(shown)
         process.send_signal(signal.SIGINT)  # Ctrl-C quits the web UI: the results are written as it quits
         output, _ = process.communicate(timeout=60)
     finally:
@@ -170,6 +184,9 @@ def test_the_inference_tab_shows_the_runs_exact_figures_live_and_as_summary_json
     assert tab["latency_ms"] == mine["latency_ms"]  # exact percentiles, p99 included: the same histograms
     for key in ("requests", "failures", "error_rate", "throughput_rps", "server_side", "residual_ms"):
         assert tab[key] == mine[key], key
+    chat_tab = next(t for t in final["targets"] if t["name"] == CHAT)
+    for key in ("generation", "decoupled"):  # the engine's token figures, merged over the workers
+        assert chat_tab[key] == summary["targets"][CHAT][key], key
     assert [(c["metric"], c["passed"], c["value"]) for c in final["slo"]["checks"]] == [
         (c["metric"], c["passed"], c["value"]) for c in summary["slo"]["checks"]
     ]

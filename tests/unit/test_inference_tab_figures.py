@@ -202,3 +202,38 @@ def test_a_run_not_started_has_no_figures_and_no_windows():
     stats = inference_stats(LiveInputs(steady_scenario(p99_ms=10), record, now=START, state="ready"))
     assert stats["run"]["phase"] == "not started" and stats["run"]["elapsed_s"] is None
     assert stats["targets"][0]["windows"] == [] and stats["slo"]["checks"][0]["state"] == "pending"
+
+
+def test_a_generative_target_shows_its_token_figures_as_summary_json_has_them_and_tokens_per_window():
+    from inferload.measure.decoupled_record import StreamTiming
+    from inferload.measure.generation_record import GenerationTotals
+
+    chat = {"name": "chat", "kind": "openai-chat", "address": "127.0.0.1:8085", "model": "m"}
+    the_scenario = scenario(
+        {"kind": "steady", "users": 2},
+        duration="20s",
+        targets=[{**chat, "generation": {"goodput": {"ttft_ms": 100}}}],
+        warmup="2s",
+        window="1s",
+    )
+    record = RunRecord(window_s=1.0, warmup_s=2.0, started_at=START, targets=("chat",))
+    index = int(START) + 3
+    totals = GenerationTotals()
+    for tpot in (2.0, 4.0):
+        totals.tpot.record_success(tpot)
+        totals.itl.record_success(tpot)
+        totals.ttst.record_success(10.0)
+        record.record("chat", 30.0, False, START + 3.5)
+        record.streams.record((index, "chat"), StreamTiming(8, 5.0, (2.0,) * 7), steady=True)
+    # [generations, tokens, most, by usage, tokenizer, events, good]; a window: [generations, tokens, good, judged]
+    totals.counts.add_wire([2, 16, 8, 2, 0, 0, 1])
+    record.generations.merge_wire({"counts": [[index, "chat", [2, 16, 1, 2]]], "steady": {"chat": totals.to_wire()}})
+    record.stopped_at = START + 12.0
+    stats = inference_stats(LiveInputs(the_scenario, record, now=START + 99.0, state="stopped"))
+    summary = build_summary(the_scenario, record, RunFacts(run_id="r")).model_dump(mode="json")
+    tab, mine = stats["targets"][0], summary["targets"]["chat"]
+    assert tab["generation"] == mine["generation"] and tab["decoupled"] == mine["decoupled"]
+    assert tab["generation"]["goodput"]["good"] == 1 and tab["generation"]["output_tokens"] == 16
+    # the window the two generations ended in has their tokens; every other window has none
+    assert {w["t"]: w["output_tokens_per_s"] for w in tab["windows"] if w["output_tokens_per_s"]} == {3.0: 16.0}
+    assert all("output_tokens_per_s" in w for w in tab["windows"])

@@ -109,6 +109,24 @@
       '<div class="il-why">queue ' + esc(fmt(q)) + " ms | compute " + esc(fmt(c)) + " ms</div>";
   }
 
+  // a generative target's token figures (summary.json's generation and decoupled blocks)
+  function generationFigures(n, gen, dec) {
+    if (!gen) return "";
+    var none = "no generation in the steady state yet";
+    var first = (dec && dec.first_response_ms) || {};
+    var html = figure(n + ".decoupled.first_response_ms.p50", "TTFT p50 (ms)", first.p50, 3, none);
+    html += figure(n + ".decoupled.first_response_ms.p99", "TTFT p99 (ms)", first.p99, 3, none);
+    html += figure(n + ".generation.tpot_ms.p50", "TPOT p50 (ms)", gen.tpot_ms.p50, 3, none);
+    html += figure(n + ".generation.tpot_ms.p99", "TPOT p99 (ms)", gen.tpot_ms.p99, 3, none);
+    html += figure(n + ".generation.itl_ms.p99", "ITL p99 (ms)", gen.itl_ms.p99, 3, none);
+    html += figure(n + ".generation.output_tokens_per_s", "output tokens/s", gen.output_tokens_per_s, 1);
+    if (gen.goodput) html += figure(n + ".generation.goodput.attainment_pct", "goodput (%)", gen.goodput.attainment_pct, 1, "no request in the steady state yet");
+    if (gen.server) {
+      html += figure(n + ".generation.server.ttft_residual_ms.p50", "TTFT client \u2212 server p50 (ms)", gen.server.ttft_residual_ms.p50, 3, none);
+    }
+    return html;
+  }
+
   function targetCard(t) {
     var n = t.name, lat = t.latency_ms, side = t.server_side || {}, loop = t.open_loop;
     var sideWhy = t.server_why;
@@ -130,6 +148,7 @@
       html += figure(n + ".open_loop.send_lag_ms.p99", "send lag p99 (ms)", loop.send_lag_ms.p99, 3, "nothing sent yet");
       html += figure(n + ".open_loop.unsent", "unsent", loop.unsent, 0);
     }
+    html += generationFigures(n, t.generation, t.decoupled);
     html += "</div>";
     html += queueCompute(side);
     if (t.errors.length) {
@@ -144,7 +163,9 @@
     var rate = [{ name: "achieved req/s", values: t.windows.map(function (p) { return p.rps; }) }];
     if (loop) rate.push({ name: "target req/s", values: t.windows.map(function (p) { return p.target_rps; }), dashed: true });
     html += '<div class="il-charts">' + lineChart("p99 per window (ms)", xs, [{ name: "p99", values: t.windows.map(function (p) { return p.p99_ms; }) }]) +
-      lineChart("throughput per window (req/s)", xs, rate) + histogram(side.batch_size_histogram, sideWhy) + "</div>";
+      lineChart("throughput per window (req/s)", xs, rate) +
+      (t.generation ? lineChart("output tokens per window (tok/s)", xs, [{ name: "tok/s", values: t.windows.map(function (p) { return p.output_tokens_per_s; }) }]) : "") +
+      histogram(side.batch_size_histogram, sideWhy) + "</div>";
     return html + "</div>";
   }
 
