@@ -23,8 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from inferload.errors import ScrapeError
 from inferload.scenario.targets import Target
 from inferload.scenario.tls import TlsSettings
-from inferload.servermetrics.http_client import HttpClient, PageClient
-from inferload.servermetrics.snapshot import ModelCounters, ServerSnapshot
+from inferload.servermetrics.snapshot import MetricsPageReader, ModelCounters, ServerSnapshot
 
 _DURATION = "bentoml_service_request_duration_seconds"
 _TOTAL = "bentoml_service_request_total"
@@ -104,22 +103,6 @@ def bentoml_metrics_url(address: str, metrics_url: str | None) -> str:
     return metrics_url or f"{address.rstrip('/')}/metrics"
 
 
-class BentoMLMetricsReader:
-    """Reads one BentoML /metrics page; its HTTP session stays open between reads."""
-
-    def __init__(self, metrics_url: str, timeout_s: float, http: PageClient | None = None) -> None:
-        self.metrics_url = metrics_url
-        self._owns_http = http is None
-        self._http: PageClient = http or HttpClient(timeout_s)
-
-    def read(self, api: str, taken_at: float | None = None) -> ServerSnapshot:
-        return parse_bentoml_metrics(self._http.text(self.metrics_url), api, taken_at)
-
-    def close(self) -> None:
-        if self._owns_http:
-            self._http.close()
-
-
 def metrics_page(target: Target) -> str | None:
     return bentoml_metrics_url(target.address, target.metrics_url)
 
@@ -128,5 +111,4 @@ def open_counters(
     kind: str, address: str, model: str, version: str | None, metrics_url: str | None, timeout_s: float, tls: TlsSettings | None
 ) -> ModelCounters:
     """The API's counters on the service's /metrics (the model is the API's name)."""
-    reader = BentoMLMetricsReader(bentoml_metrics_url(address, metrics_url), timeout_s)
-    return ModelCounters(lambda taken_at: reader.read(model, taken_at), reader.close)
+    return MetricsPageReader(bentoml_metrics_url(address, metrics_url), parse_bentoml_metrics, timeout_s).counters(model)

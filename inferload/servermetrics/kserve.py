@@ -26,8 +26,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from inferload.errors import ScrapeError
 from inferload.scenario.targets import Target
 from inferload.scenario.tls import TlsSettings
-from inferload.servermetrics.http_client import HttpClient, PageClient
-from inferload.servermetrics.snapshot import ModelCounters, ServerSnapshot
+from inferload.servermetrics.snapshot import MetricsPageReader, ModelCounters, ServerSnapshot
 
 STAGES = ("request_preprocess_seconds", "request_predict_seconds", "request_postprocess_seconds")
 _PREDICT = "request_predict_seconds"
@@ -95,22 +94,6 @@ def no_metrics_url_reason(address: str) -> str:
     )
 
 
-class KServeMetricsReader:
-    """Reads one KServe /metrics page; its HTTP session stays open between reads."""
-
-    def __init__(self, metrics_url: str, timeout_s: float, http: PageClient | None = None) -> None:
-        self.metrics_url = metrics_url
-        self._owns_http = http is None
-        self._http: PageClient = http or HttpClient(timeout_s)
-
-    def read(self, model: str, taken_at: float | None = None) -> ServerSnapshot:
-        return parse_kserve_metrics(self._http.text(self.metrics_url), model, taken_at)
-
-    def close(self) -> None:
-        if self._owns_http:
-            self._http.close()
-
-
 def metrics_page(target: Target) -> str | None:
     return kserve_metrics_url(target.kind, target.address, target.metrics_url)
 
@@ -122,5 +105,4 @@ def open_counters(
     url = kserve_metrics_url(kind, address, metrics_url)
     if url is None:
         raise ScrapeError(no_metrics_url_reason(address))
-    reader = KServeMetricsReader(url, timeout_s)
-    return ModelCounters(lambda taken_at: reader.read(model, taken_at), reader.close)
+    return MetricsPageReader(url, parse_kserve_metrics, timeout_s).counters(model)

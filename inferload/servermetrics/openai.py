@@ -23,8 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from inferload.errors import ScrapeError
 from inferload.scenario.targets import Target
 from inferload.scenario.tls import TlsSettings
-from inferload.servermetrics.http_client import HttpClient, PageClient
-from inferload.servermetrics.snapshot import ModelCounters, ServerSnapshot
+from inferload.servermetrics.snapshot import MetricsPageReader, ModelCounters, ServerSnapshot
 
 #: the server name llama.cpp's readings carry
 LLAMACPP = "llamacpp"
@@ -71,22 +70,6 @@ def parse_llamacpp_metrics(text: str, model: str, taken_at: float | None = None)
     )
 
 
-class LlamaCppMetricsReader:
-    """Reads one llama.cpp /metrics page; its HTTP session stays open between reads."""
-
-    def __init__(self, metrics_url: str, timeout_s: float, http: PageClient | None = None) -> None:
-        self.metrics_url = metrics_url
-        self._owns_http = http is None
-        self._http: PageClient = http or HttpClient(timeout_s)
-
-    def read(self, model: str, taken_at: float | None = None) -> ServerSnapshot:
-        return parse_llamacpp_metrics(self._http.text(self.metrics_url), model, taken_at)
-
-    def close(self) -> None:
-        if self._owns_http:
-            self._http.close()
-
-
 def metrics_page(target: Target) -> str | None:
     """The page the target names (``metrics_url``); None: nothing is read."""
     return target.metrics_url
@@ -98,5 +81,4 @@ def open_counters(
     """The server's counters on the page the target names; a ScrapeError when it names none."""
     if metrics_url is None:
         raise ScrapeError(NO_METRICS_URL)
-    reader = LlamaCppMetricsReader(metrics_url, timeout_s)
-    return ModelCounters(lambda taken_at: reader.read(model, taken_at), reader.close)
+    return MetricsPageReader(metrics_url, parse_llamacpp_metrics, timeout_s).counters(model)

@@ -21,7 +21,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from inferload.servermetrics.http_client import PageClient
 
 COUNTERS = ("requests", "request_us", "queued", "queue_us", "computed", "compute_us", "inferences", "executions", "failures")
 
@@ -73,3 +76,31 @@ class ModelCounters:
 
     read: Callable[[float | None], ServerSnapshot]
     close: Callable[[], None]
+
+
+#: a server's page parser: (the page's text, the model, when it was read (None: now)) -> its reading
+PageParser = Callable[[str, str, "float | None"], ServerSnapshot]
+
+
+class MetricsPageReader:
+    """Reads one server's metrics page with that server's parser (TorchServe's, KServe's, BentoML's,
+    llama.cpp's); its HTTP session stays open between reads."""
+
+    def __init__(self, metrics_url: str, parse: PageParser, timeout_s: float, http: PageClient | None = None) -> None:
+        from inferload.servermetrics.http_client import HttpClient
+
+        self.metrics_url = metrics_url
+        self._parse = parse
+        self._owns_http = http is None
+        self._http: PageClient = http or HttpClient(timeout_s)
+
+    def read(self, model: str, taken_at: float | None = None) -> ServerSnapshot:
+        return self._parse(self._http.text(self.metrics_url), model, taken_at)
+
+    def close(self) -> None:
+        if self._owns_http:
+            self._http.close()
+
+    def counters(self, model: str) -> ModelCounters:
+        """One model's counters on this page (`ModelCounters`: closing them closes the reader)."""
+        return ModelCounters(lambda taken_at: self.read(model, taken_at), self.close)

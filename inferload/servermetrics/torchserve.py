@@ -33,8 +33,8 @@ import urllib.parse
 from inferload.errors import ScrapeError
 from inferload.scenario.targets import Target
 from inferload.scenario.tls import TlsSettings
-from inferload.servermetrics.http_client import HttpClient, PageClient, parse_families, total
-from inferload.servermetrics.snapshot import ModelCounters, ServerSnapshot
+from inferload.servermetrics.http_client import parse_families, total
+from inferload.servermetrics.snapshot import MetricsPageReader, ModelCounters, ServerSnapshot
 
 DEFAULT_METRICS_PORT = 8082
 DEFAULT_INFERENCE_PORT = 8080
@@ -124,22 +124,6 @@ def no_metrics_url_reason(address: str) -> str:
     )
 
 
-class TorchServeMetricsReader:
-    """Reads one TorchServe /metrics page; its HTTP session stays open between reads."""
-
-    def __init__(self, metrics_url: str, timeout_s: float, http: PageClient | None = None) -> None:
-        self.metrics_url = metrics_url
-        self._owns_http = http is None
-        self._http: PageClient = http or HttpClient(timeout_s)
-
-    def read(self, model: str, taken_at: float | None = None) -> ServerSnapshot:
-        return parse_torchserve_metrics(self._http.text(self.metrics_url), model, taken_at)
-
-    def close(self) -> None:
-        if self._owns_http:
-            self._http.close()
-
-
 def metrics_page(target: Target) -> str | None:
     return torchserve_metrics_url(target.address, target.metrics_url)
 
@@ -151,5 +135,4 @@ def open_counters(
     url = torchserve_metrics_url(address, metrics_url)
     if url is None:
         raise ScrapeError(no_metrics_url_reason(address))
-    reader = TorchServeMetricsReader(url, timeout_s)
-    return ModelCounters(lambda taken_at: reader.read(model, taken_at), reader.close)
+    return MetricsPageReader(url, parse_torchserve_metrics, timeout_s).counters(model)

@@ -30,13 +30,13 @@ from typing import Protocol
 
 from inferload.errors import ScrapeError
 from inferload.observe.sink import FieldValue, Point, seconds_to_ns
-from inferload.servermetrics.bentoml import BentoMLMetricsReader
+from inferload.servermetrics.bentoml import parse_bentoml_metrics
 from inferload.servermetrics.figures import ServerFigures, server_figures
 from inferload.servermetrics.http_client import HttpClient, PageClient
-from inferload.servermetrics.kserve import KServeMetricsReader
-from inferload.servermetrics.openai import LlamaCppMetricsReader
-from inferload.servermetrics.snapshot import ServerSnapshot
-from inferload.servermetrics.torchserve import TorchServeMetricsReader
+from inferload.servermetrics.kserve import parse_kserve_metrics
+from inferload.servermetrics.openai import parse_llamacpp_metrics
+from inferload.servermetrics.snapshot import MetricsPageReader, ServerSnapshot
+from inferload.servermetrics.torchserve import parse_torchserve_metrics
 from inferload.servermetrics.triton import StatisticsReader, parse_triton_metrics
 
 
@@ -153,7 +153,7 @@ class _MetricsPageSource(ServerSource):
         target: str,
         model: str,
         metrics_url: str,
-        reader: TorchServeMetricsReader | KServeMetricsReader | BentoMLMetricsReader | LlamaCppMetricsReader,
+        reader: MetricsPageReader,
     ) -> None:
         super().__init__(name, target, model)
         self.metrics_url = metrics_url
@@ -172,7 +172,11 @@ class TorchServeSource(_MetricsPageSource):
 
     def __init__(self, target: str, model: str, metrics_url: str, timeout_s: float = 2.0, http: PageClient | None = None) -> None:
         super().__init__(
-            f"torchserve:{target}", target, model, metrics_url, TorchServeMetricsReader(metrics_url, timeout_s, http)
+            f"torchserve:{target}",
+            target,
+            model,
+            metrics_url,
+            MetricsPageReader(metrics_url, parse_torchserve_metrics, timeout_s, http),
         )
 
 
@@ -180,14 +184,18 @@ class KServeSource(_MetricsPageSource):
     """One KServe model of one target: `server` figures per scrape."""
 
     def __init__(self, target: str, model: str, metrics_url: str, timeout_s: float = 2.0, http: PageClient | None = None) -> None:
-        super().__init__(f"kserve:{target}", target, model, metrics_url, KServeMetricsReader(metrics_url, timeout_s, http))
+        super().__init__(
+            f"kserve:{target}", target, model, metrics_url, MetricsPageReader(metrics_url, parse_kserve_metrics, timeout_s, http)
+        )
 
 
 class BentoMLSource(_MetricsPageSource):
     """One BentoML API of one target (the target's model is the API's name): `server` figures per scrape."""
 
     def __init__(self, target: str, api: str, metrics_url: str, timeout_s: float = 2.0, http: PageClient | None = None) -> None:
-        super().__init__(f"bentoml:{target}", target, api, metrics_url, BentoMLMetricsReader(metrics_url, timeout_s, http))
+        super().__init__(
+            f"bentoml:{target}", target, api, metrics_url, MetricsPageReader(metrics_url, parse_bentoml_metrics, timeout_s, http)
+        )
 
 
 class OpenAISource(_MetricsPageSource):
@@ -195,4 +203,10 @@ class OpenAISource(_MetricsPageSource):
     `server` figures per scrape (the sequences decoded together per call, the requests waiting for a slot)."""
 
     def __init__(self, target: str, model: str, metrics_url: str, timeout_s: float = 2.0, http: PageClient | None = None) -> None:
-        super().__init__(f"openai:{target}", target, model, metrics_url, LlamaCppMetricsReader(metrics_url, timeout_s, http))
+        super().__init__(
+            f"openai:{target}",
+            target,
+            model,
+            metrics_url,
+            MetricsPageReader(metrics_url, parse_llamacpp_metrics, timeout_s, http),
+        )
