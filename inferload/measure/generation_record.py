@@ -17,10 +17,10 @@ waited, the generator's own delay included.
 A generation is good when it met every goodput threshold of its target (``generation.goodput``:
 TTFT, TPOT, E2E per request), judged by the engine as it ends; goodput counts the good ones.
 
-Per window: each generation's TPOT (a `WindowStore`, old windows compressed) and the generations,
-their output tokens, the good ones and those judged (their target sets goodput thresholds), for
-windows.csv and InfluxDB. Histograms are HDR, so workers' figures
-merge exactly: the engine's drain hands them over as ``{"tpot": [[index, target, wire stats]],
+Per window: each generation's TPOT and its inter-token latencies (`WindowStore`s, old windows
+compressed) and the generations, their output tokens, the good ones and those judged (their target
+sets goodput thresholds), for windows.csv and InfluxDB. Histograms are HDR, so workers' figures
+merge exactly: the engine's drain hands them over as ``{"tpot": [[index, target, wire stats]], "itl": [...],
 "counts": [[index, target, [generations, tokens, good, judged]]], "steady": {target: {"ttst", "tpot", "itl":
 "server_prefill", "server_decode", "ttft_residual", "ttft_intended": wire stats, "n": [generations, tokens, most tokens
 of one, by usage, by tokenizer, by events, good, counted by both usage and the tokenizer, of those differing,
@@ -159,6 +159,8 @@ class GenerationWindow:
     good: int
     #: generations judged for goodput (0: the target sets no thresholds, or none succeeded)
     judged: int
+    #: the inter-token latencies (token-weighted) of the generations that ended in the window
+    itl: WindowStats = field(default_factory=ClosedStats.empty)
 
 
 @dataclass
@@ -166,6 +168,7 @@ class GenerationRecord:
     """A run's generations: per window and target, and steady-state totals per target."""
 
     tpot_windows: WindowStore[WindowKey] = field(default_factory=WindowStore)
+    itl_windows: WindowStore[WindowKey] = field(default_factory=WindowStore)
     #: [generations, output tokens, good, judged] per window
     count_windows: dict[WindowKey, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0, 0, 0]))
     steady: dict[str, GenerationTotals] = field(default_factory=lambda: defaultdict(GenerationTotals))
@@ -177,35 +180,42 @@ class GenerationRecord:
         counts = self.count_windows.get(key)
         if counts is None:
             return None
-        return GenerationWindow(self.tpot_windows.get(key, ClosedStats.empty()), *counts[:4])
+        empty = ClosedStats.empty()
+        generations, tokens, good, judged = counts[:4]
+        return GenerationWindow(
+            self.tpot_windows.get(key, empty), generations, tokens, good, judged, self.itl_windows.get(key, empty)
+        )
 
     def close_before(self, index: int) -> int:
         """Compress every window older than `index` (see `WindowStore.close_before`)."""
-        return self.tpot_windows.close_before(index)
+        return self.tpot_windows.close_before(index) + self.itl_windows.close_before(index)
 
     @property
     def open_histograms(self) -> int:
-        return self.tpot_windows.open_count
+        return self.tpot_windows.open_count + self.itl_windows.open_count
 
     def drain_to_wire(self) -> dict[str, Any]:
         """Everything gathered since the last call, as plain data; leaves it empty."""
         wire = {
             "tpot": [[index, target, stats.to_wire()] for (index, target), stats in self.tpot_windows.items()],
+            "itl": [[index, target, stats.to_wire()] for (index, target), stats in self.itl_windows.items()],
             "counts": [[index, target, list(counts)] for (index, target), counts in self.count_windows.items()],
             "steady": {target: totals.to_wire() for target, totals in self.steady.items()},
         }
         for totals in self.steady.values():
             totals.release()
         self.tpot_windows.clear()
+        self.itl_windows.clear()
         self.count_windows.clear()
         self.steady.clear()
         return wire
 
     def merge_wire(self, wire: dict[str, Any]) -> None:
-        for index, target, data in wire.get("tpot", []):
-            stats = LatencyStats.from_wire(data)
-            self.tpot_windows.writable((int(index), target)).merge(stats)
-            stats.release()
+        for key, windows in (("tpot", self.tpot_windows), ("itl", self.itl_windows)):
+            for index, target, data in wire.get(key, []):
+                stats = LatencyStats.from_wire(data)
+                windows.writable((int(index), target)).merge(stats)
+                stats.release()
         for index, target, added in wire.get("counts", []):
             counts = self.count_windows[(int(index), target)]
             for position, count in enumerate(added[:4]):

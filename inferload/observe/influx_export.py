@@ -21,7 +21,8 @@ succeeded), `responses`, `responses_per_s`, `responses_per_request` (mean),
 is left out. Percentiles are exact over all workers (merged histograms). A generative target
 (openai-chat, openai-completions) gets its content events there too, and a `tokens` point per window
 (`tokens_point`): `generations`, `output_tokens`, `output_tokens_per_s`,
-`tpot_{mean,p50,p90,p99,max}_ms` (time per output token of the generations that ended in the window)
+`tpot_{mean,p50,p90,p99,max}_ms` (time per output token of the generations that ended in the window),
+`itl_{mean,p50,p90,p99,max}_ms` (their inter-token latencies, token-weighted)
 and, when the target sets goodput thresholds, `good` and `goodput_per_s`.
 
 Hook-in (InferloadRun):
@@ -471,9 +472,10 @@ def tokens_point(run_id: str, target_tags: dict[str, str], index: int, window_s:
     if window.judged:  # the target sets goodput thresholds
         fields["good"] = window.good
         fields["goodput_per_s"] = window.good / window_s
-    figures = window.tpot.latency_ms()
-    for key in FIGURES:
-        fields[f"tpot_{key}_ms"] = figures[key]
+    for prefix, stats in (("tpot", window.tpot), ("itl", window.itl)):
+        figures = stats.latency_ms()
+        for key in FIGURES:
+            fields[f"{prefix}_{key}_ms"] = figures[key]
     tags = {"run_id": run_id, "worker": "all", **target_tags}
     return Point(TOKENS_MEASUREMENT, tags, fields, seconds_to_ns(index * window_s))
 

@@ -268,7 +268,15 @@ def stream_blocks(record: RunRecord, target: Target, steady_s: float, requests: 
 
 
 #: windows.csv columns of generative targets (appended after the stream columns; empty for other targets)
-GENERATION_WINDOW_COLUMNS = ["output_tokens", "output_tokens_per_s", "tpot_p50_ms", "tpot_p99_ms", "goodput_per_s"]
+GENERATION_WINDOW_COLUMNS = [
+    "output_tokens",
+    "output_tokens_per_s",
+    "tpot_p50_ms",
+    "tpot_p99_ms",
+    "goodput_per_s",
+    "itl_p50_ms",
+    "itl_p99_ms",
+]
 
 
 def generation_window(generations: GenerationRecord, index: int, target: str, window_s: float) -> dict[str, Any]:
@@ -286,6 +294,8 @@ def generation_window(generations: GenerationRecord, index: int, target: str, wi
         "tpot_p50_ms": _p(window.tpot, "p50"),
         "tpot_p99_ms": _p(window.tpot, "p99"),
         "goodput_per_s": round(window.good / window_s, 3) if window.judged else None,
+        "itl_p50_ms": _p(window.itl, "p50"),
+        "itl_p99_ms": _p(window.itl, "p99"),
     }
 
 

@@ -85,24 +85,33 @@ def test_each_window_holds_its_generations_tokens_and_tpot_and_a_quiet_window_sa
     record = GenerationRecord()
     # window 7: 2 generations judged for goodput, 1 good; window 9: 1 generation of an unjudged target
     counts = [[7, "chat", [2, 24, 1, 2]], [9, "plain", [1, 8, 0, 0]]]
-    record.merge_wire({"tpot": [[7, "chat", tpot.tpot.to_wire()]], "counts": counts})
+    itl = GenerationTotals()
+    for value in (1.0, 1.0, 3.0):
+        itl.itl.record_success(value)
+    record.merge_wire({"tpot": [[7, "chat", tpot.tpot.to_wire()]], "itl": [[7, "chat", itl.itl.to_wire()]], "counts": counts})
     row = generation_window(record, 7, "chat", window_s=2.0)
     assert row["output_tokens"] == 24 and row["output_tokens_per_s"] == 12.0
     assert row["tpot_p50_ms"] is not None and 1.9 <= row["tpot_p50_ms"] <= 2.1
     assert row["tpot_p99_ms"] is not None and 3.9 <= row["tpot_p99_ms"] <= 4.1
     assert row["goodput_per_s"] == 0.5 and generation_window(record, 9, "plain", 2.0)["goodput_per_s"] is None
+    assert row["itl_p50_ms"] is not None and 0.99 <= row["itl_p50_ms"] <= 1.01
+    assert row["itl_p99_ms"] is not None and 2.99 <= row["itl_p99_ms"] <= 3.01
     assert generation_window(record, 8, "chat", 2.0) == {
         "output_tokens": 0,
         "output_tokens_per_s": 0.0,
         "tpot_p50_ms": None,
         "tpot_p99_ms": None,
         "goodput_per_s": None,
+        "itl_p50_ms": None,
+        "itl_p99_ms": None,
     }
     assert set(generation_window(record, 7, "other", 2.0).values()) == {None}
     window = record.window((7, "chat"))
     assert window is not None and (window.generations, window.output_tokens, window.good, window.judged) == (2, 24, 1, 2)
     point = tokens_point("run", {"target": "chat"}, 7, 2.0, window)
     assert point.measurement == "tokens" and point.fields["output_tokens_per_s"] == 12.0
+    longest = point.fields["itl_max_ms"]
+    assert isinstance(longest, float) and 2.99 <= longest <= 3.01
     assert (point.fields["good"], point.fields["goodput_per_s"]) == (1, 0.5)
     unjudged = record.window((9, "plain"))
     assert unjudged is not None and "goodput_per_s" not in tokens_point("run", {"target": "plain"}, 9, 2.0, unjudged).fields

@@ -356,6 +356,7 @@ struct Encoded {
     /// (target, first, gaps, [requests, responses, max responses])
     stream_steady: Vec<(usize, WireStats, WireStats, [u64; 3])>,
     generation_tpot: Vec<(i64, usize, WireStats)>,
+    generation_itl: Vec<(i64, usize, WireStats)>,
     /// (target, each histogram by its wire name, counts): `GenerationTotals`
     generation_steady: Vec<(usize, NamedStats, [u64; 11])>,
     recorder: Recorder,
@@ -400,6 +401,7 @@ fn encode(mut recorder: Recorder) -> Encoded {
             totals
         },
         generation_tpot: by_window(&mut recorder.generation_tpot),
+        generation_itl: by_window(&mut recorder.generation_itl),
         generation_steady: {
             let mut totals: Vec<_> = recorder
                 .generation_steady
@@ -826,6 +828,7 @@ impl PyEngine {
         let generations = PyDict::new(py);
         generations.set_item("steady", generation_steady)?;
         generations.set_item("tpot", window_list(&encoded.generation_tpot)?)?;
+        generations.set_item("itl", window_list(&encoded.generation_itl)?)?;
         let mut counts: Vec<_> = recorder.generation_counts.iter().collect();
         counts.sort_by_key(|((index, target), _)| (*index, *target));
         let count_list = PyList::empty(py);

@@ -337,9 +337,11 @@ pub struct Recorder {
     pub stream_gaps: HashMap<(i64, usize), LatencyStats>,
     pub stream_counts: HashMap<(i64, usize), [u64; 3]>,
     pub stream_steady: HashMap<usize, StreamTotals>,
-    /// generations (`measure/generation_record.py`): per window, each generation's TPOT and
-    /// [generations, output tokens, good, judged for goodput]; and the steady totals
+    /// generations (`measure/generation_record.py`): per window, each generation's TPOT, its
+    /// inter-token latencies (token-weighted) and [generations, output tokens, good, judged for
+    /// goodput]; and the steady totals
     pub generation_tpot: HashMap<(i64, usize), LatencyStats>,
+    pub generation_itl: HashMap<(i64, usize), LatencyStats>,
     pub generation_counts: HashMap<(i64, usize), [u64; 4]>,
     pub generation_steady: HashMap<usize, GenerationTotals>,
     /// open loop: each request's actual send time (wall clock s) by its window, for the burstiness
@@ -441,6 +443,12 @@ impl Recorder {
                     .entry(key)
                     .or_default()
                     .record_success(tpot);
+            }
+            if !figures.itl_ms.is_empty() {
+                let itl = self.generation_itl.entry(key).or_default();
+                for gap in &figures.itl_ms {
+                    itl.record_success(*gap);
+                }
             }
             let counts = self.generation_counts.entry(key).or_insert([0; 4]);
             counts[0] += 1;
@@ -638,6 +646,8 @@ mod tests {
         // the window counts every successful generation, warm-up or not; a failure is never good
         assert_eq!(recorder.generation_counts[&(100, 0)], [3, 12, 2, 3]);
         assert_eq!(recorder.generation_tpot[&(100, 0)].successes, 3);
+        // each generation's three token gaps, in the window it ended in
+        assert_eq!(recorder.generation_itl[&(100, 0)].successes, 9);
         assert_eq!(
             (
                 totals.ttst.successes,
