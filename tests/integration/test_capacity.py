@@ -113,9 +113,14 @@ def test_the_capacity_interval_contains_the_cliff_of_evenly_spaced_arrivals(tmp_
     assert capacity["estimate_rps"] is not None and 0.8 * truth <= capacity["estimate_rps"] <= 1.15 * truth, truth
     assert capacity["binding"]["constraint"] in ("p99_ms", "saturated", "queue"), capacity["binding"]
     assert "capacity under the SLO: " in output and "binding constraint: " in output
+    # verified by an independent run below the interval, and one above it when it has an upper end (a
+    # search whose steps ran out before one failed, near the cliff a step's queue grows slowly, leaves it
+    # open: "at least")
     verification = capacity["verification"]
-    assert [run["side"] for run in verification["runs"]] == ["below", "above"], verification
-    assert [s["role"] for s in result["steps"]][-2:] == ["verify", "verify"]
+    around = capacity["searched"] if capacity["refit"] else capacity  # the boundary the verification was made around
+    sides = ["below", "above"] if around["interval_rps"][1] is not None else ["below"]
+    assert [run["side"] for run in verification["runs"]] == sides, f"{verification}\n{evidence(result)}"
+    assert [s["role"] for s in result["steps"]][-len(sides) :] == ["verify"] * len(sides)
     page = (tmp_path / "out" / "sweep.html").read_text()
     assert "p99 against the offered rate, the SLO and the boundary" in page and "SLO" in page
 
