@@ -15,6 +15,7 @@ the signal's number, writing no certificate (`runner.CalibrationStopped`).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import importlib.util
 import os
@@ -33,16 +34,22 @@ import numpy as np
 
 from inferload.calibrate.runner import (
     LAWS,
+    STREAM_EVENTS,
+    STREAM_FLOOR_LAW,
+    STREAM_HOLD_MS,
     Case,
     FloorProbe,
     Plan,
     RunLayout,
+    StreamCase,
     joined_errors_us,
     judge,
+    judge_streams,
     plan,
     probe_floor,
     run_case,
     stop_if_signalled,
+    stream_truth,
     true_latencies_ns,
 )
 from inferload.errors import UsageError
@@ -52,7 +59,9 @@ from inferload.results.calibration import (
     Calibration,
     CaseResult,
     Goal,
+    PercentileError,
     Roofline,
+    StreamCaseResult,
     default_calibration_path,
     latest_calibration_place,
 )
@@ -110,6 +119,36 @@ def write_html(calibration: Calibration, path: Path) -> Path:
         f"{'not judged' if g.met is None else 'met' if g.met else 'missed'}</td><td>{escape(g.figure)}</td></tr>"
         for g in c.goals
     )
+
+    def stream_cell(p: PercentileError) -> str:
+        text = "—" if p.error_us is None else f"{p.true_ms:.3f} → {p.measured_ms:.3f} ms ({p.error_us:+.0f} µs)"
+        return f'<td class="{"" if p.within else "miss"}">{escape(text)}</td>'
+
+    stream_rows = "".join(
+        "<tr>"
+        + _cell(case.name)
+        + _cell(case.streams)
+        + _cell(case.requests)
+        + _cell(case.server_records)
+        + "".join(stream_cell(p) for p in (*case.ttft.values(), *case.tpot.values(), case.itl_mean))
+        + _cell(case.cpu_us_per_event)
+        + f'<td class="{"ok" if case.within_bounds else "miss"}">'
+        + ("within" if case.within_bounds else escape("; ".join(case.misses)))
+        + "</td></tr>"
+        for case in c.stream_cases
+    )
+    streams_section = (
+        f"""<h2>Streams (true → measured)</h2>
+<p>openai-chat streams, one per user, closed loop: {STREAM_EVENTS} content events of one token per request,
+{STREAM_HOLD_MS:g} ms apart. The truth: the server's first content event − received, plus a draw of the
+{STREAM_FLOOR_LAW} law's HTTP floor (TTFT); (last − first content event) / {STREAM_EVENTS - 1} per request (TPOT); their
+mean gap (ITL mean).</p>
+<table><tr><th>case</th><th>streams</th><th>requests</th><th>server records</th><th>TTFT p50</th><th>TTFT p90</th>
+<th>TTFT p99</th><th>TPOT p50</th><th>TPOT p99</th><th>ITL mean</th><th>client CPU µs/event</th><th>verdict</th></tr>
+{stream_rows}</table>"""
+        if c.stream_cases
+        else ""
+    )
     m = c.machine
     page = f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>inferload calibration {escape(c.created_at)}</title>
@@ -133,6 +172,7 @@ td.miss {{ color: #b00020; }} td.ok {{ color: #1b7f3b; }}</style></head><body>
 <table><tr><th>case</th><th>requests</th><th>server records</th><th>p50</th><th>p90</th><th>p99</th><th>p999</th>
 <th>achieved / configured req/s</th><th>send lag p50 / p99 ms</th><th>unsent</th><th>client CPU µs/req</th><th>joined error p5 / p50 µs</th><th>verdict</th></tr>
 {"".join(rows)}</table>
+{streams_section}
 </body></html>
 """
     path.write_text(page)
@@ -165,6 +205,12 @@ def add_calibrate_parser(sub: argparse._SubParsersAction, help_text: str) -> Non
         "else ~/.cache/inferload/calibration/<host>-<uid>/calibration.json)",
     )
     calibrate.add_argument("--protocols", default="grpc,http", help="comma list of grpc, http (default both)")
+    calibrate.add_argument(
+        "--streams",
+        metavar="LIST",
+        help="concurrent streams of the streams cases, a comma list (default 1,100 with --quick, else 1,100,1000; "
+        "'none': no streams case); they need http in --protocols",
+    )
     defaults = Bounds()
     calibrate.add_argument("--bound-pct", type=float, default=defaults.percentile_pct, help="percentile bound: %% of the truth")
     calibrate.add_argument("--bound-us", type=float, default=defaults.percentile_us, help="percentile bound: plus µs")
@@ -247,6 +293,44 @@ def _run_one(
     return result
 
 
+def _streams_server(streams: int, host: str) -> ReferenceServerProcess:
+    """The streams cases' reference server: the scripted generation, a slot for every stream."""
+    config = reference_config_from_dict(
+        {
+            "max_batch_size": 0,
+            "delay": {"law": "fixed", "ms": STREAM_HOLD_MS},
+            "stream_responses": STREAM_EVENTS,
+            "concurrency": streams + 8,
+            "host": host,
+            "threads": 2,
+        }
+    )
+    return ReferenceServerProcess(config).start()
+
+
+def _run_streams(
+    case: StreamCase,
+    host: str,
+    out: Path,
+    layout: RunLayout,
+    floor_ns: np.ndarray,
+    bounds: Bounds,
+    seed: int,
+    children: ChildProcesses,
+) -> StreamCaseResult:
+    with _streams_server(case.streams, host) as server:
+        measured = run_case(case, server, out / "cases" / case.name, layout, children=children)
+        truth = stream_truth(server, measured["window"], floor_ns, seed)
+    result = judge_streams(case, measured, truth, layout, bounds)
+    print(
+        f"  {case.name:<28} {result.requests:>6} req  TTFT p50 {_us(result.ttft['p50'].error_us)}  p99 "
+        f"{_us(result.ttft['p99'].error_us)}  TPOT p50 {_us(result.tpot['p50'].error_us)}  ITL mean "
+        f"{_us(result.itl_mean.error_us)}  {'ok' if result.within_bounds else 'MISS'}",
+        flush=True,
+    )
+    return result
+
+
 def _us(value: float | None) -> str:
     return "     — µs" if value is None else f"{value:+7.0f} µs"
 
@@ -302,6 +386,34 @@ def goals_of(results: list[CaseResult], ceilings: dict[str, float], elapsed_s: f
             figure=f"{elapsed_s:.1f} s",
         ),
     ]
+
+
+def stream_goals(cases: list[StreamCaseResult]) -> list[Goal]:
+    """Issue 34's fidelity goals, judged where their stream count was run: at 100 streams every
+    TTFT and TPOT percentile and the ITL's mean within its bound; at 1,000, TTFT p50 within 1 ms."""
+    goals = []
+    for case in cases:
+        if case.streams == 100:
+            figures = [*case.ttft.values(), *case.tpot.values(), case.itl_mean]
+            worst = max((abs(p.error_us) for p in figures if p.error_us is not None), default=None)
+            goals.append(
+                Goal(
+                    goal="100 streams: TTFT and TPOT percentiles and the ITL mean within their bounds",
+                    met=all(p.within for p in figures),
+                    figure=f"{sum(p.within for p in figures)} of {len(figures)} within; worst error "
+                    f"{worst if worst is None else round(worst)} µs",
+                )
+            )
+        if case.streams == 1000:
+            p50 = case.ttft["p50"].error_us
+            goals.append(
+                Goal(
+                    goal="1,000 streams: TTFT p50 error within 1 ms",
+                    met=None if p50 is None else abs(p50) <= 1000.0,
+                    figure="not measured" if p50 is None else f"{p50:+.0f} µs",
+                )
+            )
+    return goals
 
 
 def calibrate(
@@ -392,6 +504,12 @@ def calibrate(
                             duration_s=plan_.duration_s,
                         )
                         results.append(_run_one(case, server, out, layout, floors, bounds, seed := seed + 1, children))
+    stream_cases: list[StreamCaseResult] = []
+    if "http" in protocols:
+        for streams in plan_.stream_counts:
+            case_ = StreamCase(streams, plan_.stream_warmup_s, plan_.stream_duration_s)
+            floor_ns = floors[(STREAM_FLOOR_LAW, "http")].samples_ns
+            stream_cases.append(_run_streams(case_, host, out, layout, floor_ns, bounds, seed := seed + 1, children))
     elapsed = time.monotonic() - began
     machine["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
     return Calibration(
@@ -407,7 +525,8 @@ def calibrate(
         floor=floor_section(floors),
         cases=results,
         roofline={p: roofline_of(results, p, ceilings.get(p)) for p in protocols},
-        goals=goals_of(results, ceilings, elapsed, plan_.quick),
+        goals=goals_of(results, ceilings, elapsed, plan_.quick) + stream_goals(stream_cases),
+        stream_cases=stream_cases,
     )
 
 
@@ -435,6 +554,21 @@ def write_certificate(calibration: Calibration, out: Path, install: bool) -> Pat
     return path
 
 
+#: the most concurrent streams one streams case runs
+MAX_STREAMS = 10_000
+
+
+def stream_counts_of(text: str) -> tuple[int, ...] | None:
+    """``--streams``' counts ('none': none); None when it is not a comma list of counts in 1..MAX_STREAMS."""
+    if text.strip() == "none":
+        return ()
+    try:
+        counts = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        return None
+    return counts if counts and all(1 <= count <= MAX_STREAMS for count in counts) else None
+
+
 def usage_problem(args: argparse.Namespace, out: Path, environ: Mapping[str, str] | None = None) -> str | None:
     """What is wrong with the options, on one line naming the option (None: nothing): the counts, the
     protocols and the bounds; ``out`` (``--out`` or its default) not a folder that can be written;
@@ -446,6 +580,8 @@ def usage_problem(args: argparse.Namespace, out: Path, environ: Mapping[str, str
     protocols = [p.strip() for p in args.protocols.split(",") if p.strip()]
     if not protocols or any(p not in ("grpc", "http") for p in protocols):
         return f"--protocols: expected a comma list of grpc, http; got {args.protocols!r}"
+    if getattr(args, "streams", None) is not None and stream_counts_of(args.streams) is None:
+        return f"--streams: expected a comma list of stream counts from 1 to {MAX_STREAMS:,}, or 'none'; got {args.streams!r}"
     for flag, value in (
         ("--bound-pct", args.bound_pct),
         ("--bound-us", args.bound_us),
@@ -482,7 +618,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     )
     layout = RunLayout(args.workers, args.remote_workers)
     with ChildProcesses() as children:
-        calibration = calibrate(plan(args.quick), layout, out, bounds, args.server_host, protocols, children)
+        plan_ = plan(args.quick)
+        if getattr(args, "streams", None) is not None:
+            plan_ = dataclasses.replace(plan_, stream_counts=stream_counts_of(args.streams) or ())
+        calibration = calibrate(plan_, layout, out, bounds, args.server_host, protocols, children)
         stop_if_signalled(children)
     path = write_certificate(calibration, out, install=not args.no_install)
     for protocol, roof in calibration.roofline.items():

@@ -30,7 +30,7 @@ import yaml
 
 from inferload.errors import InferloadError
 from inferload.local.reference_server import ReferenceServerProcess
-from inferload.results.calibration import CALIBRATION_ENV, NO_CALIBRATION, Bounds, CaseResult, PercentileError
+from inferload.results.calibration import CALIBRATION_ENV, NO_CALIBRATION, Bounds, CaseResult, PercentileError, StreamCaseResult
 from inferload.run.child_processes import ChildProcesses
 
 # The loopback floor: what one request costs on this machine outside the server's own time.
@@ -278,6 +278,10 @@ class Plan:
     fixed_open_rps: tuple[float, ...] = FIXED_OPEN_RPS  # per process, whatever the ceiling
     floor_requests: int = 300
     protocols: tuple[str, ...] = ("grpc", "http")
+    #: the streams cases: concurrent `openai-chat` streams (over HTTP; none without it)
+    stream_counts: tuple[int, ...] = ()
+    stream_warmup_s: float = 2.0
+    stream_duration_s: float = 10.0  # warm-up included
 
     def open_rates_rps(self, ceiling_per_process: float, processes: int) -> list[float]:
         """The open-loop cases' rates (all processes together), lowest first, each once: the fixed
@@ -289,13 +293,24 @@ class Plan:
 
 def plan(quick: bool) -> Plan:
     if quick:  # open loop: the fixed rates and 10 % of the ceiling
-        return Plan(quick=True, warmup_s=1.0, duration_s=3.0, closed_laws=(), open_law="fixed", open_fractions=(0.1,))
+        return Plan(
+            quick=True,
+            warmup_s=1.0,
+            duration_s=3.0,
+            closed_laws=(),
+            open_law="fixed",
+            open_fractions=(0.1,),
+            stream_counts=(1, 100),
+            stream_warmup_s=1.0,
+            stream_duration_s=5.0,
+        )
     return Plan(
         quick=False,
         warmup_s=1.0,
         duration_s=5.0,
         closed_laws=("fixed", "lognormal", "bimodal", "tail"),
         open_fractions=(0.1, 0.25, 0.5, 0.8),
+        stream_counts=(1, 100, 1000),
     )
 
 
@@ -352,6 +367,49 @@ class Case:
             "warmup": f"{self.warmup_s:g}s",
             "targets": [target],
             "shape": shape,
+        }
+
+
+#: the streams cases' script (`make bench` item 12's): STREAM_EVENTS content events of one token per
+#: generation, event i written (i + 1) holds of STREAM_HOLD_MS after the service starts, a slot per stream
+STREAM_EVENTS = 8
+STREAM_HOLD_MS = 100.0
+#: the law whose HTTP floor the streams cases' truth adds to TTFT (a stream's request and its events
+#: cross the same loopback as a unary request and its answer)
+STREAM_FLOOR_LAW = "fixed"
+
+
+@dataclass(frozen=True)
+class StreamCase:
+    """``streams`` concurrent `openai-chat` streams (one per user, closed loop) against the scripted
+    generation: each request STREAM_EVENTS content events of one token, one hold apart."""
+
+    streams: int
+    warmup_s: float
+    duration_s: float
+    protocol: str = "http"
+    joined: bool = False
+
+    @property
+    def name(self) -> str:
+        return f"http-streams-{self.streams}"
+
+    def scenario(self, address: str, name: str = "calibration") -> dict[str, Any]:
+        """The scenario's data for this case against a reference server at ``address``."""
+        target = {
+            "name": self.name,
+            "kind": "openai-chat",
+            "address": address,
+            "model": MODEL,
+            "generation": {"max_tokens": STREAM_EVENTS},
+            "timeout": "30s",
+        }
+        return {
+            "name": name,
+            "duration": f"{self.duration_s:g}s",
+            "warmup": f"{self.warmup_s:g}s",
+            "targets": [target],
+            "shape": {"kind": "steady", "users": self.streams, "spawn_rate": self.streams},
         }
 
 
@@ -453,7 +511,7 @@ def run_watched(
 
 
 def run_case(
-    case: Case,
+    case: Case | StreamCase,
     server: ReferenceServerProcess,
     folder: Path,
     layout: RunLayout,
@@ -553,6 +611,109 @@ def true_latencies_ns(
     return np.asarray(inside + floor_ns[draws], dtype=np.int64)
 
 
+def _percentile_ms(truth_ns: np.ndarray, q: float) -> float | None:
+    return float(np.percentile(truth_ns, q, method="inverted_cdf")) / 1e6 if truth_ns.size else None
+
+
+def percentile_error(
+    label: str, measured_ms: float | None, true_ms: float | None, bounds: Bounds, misses: list[str]
+) -> PercentileError:
+    """A measured figure against its truth (ms): within its bound when |measured − true| ≤
+    ``bounds.percentile_pct`` % of true + ``bounds.percentile_us``; a miss (or a figure not
+    measured) is added to ``misses`` in words, named ``label``."""
+    if measured_ms is None or true_ms is None:
+        misses.append(f"{label}: not measured")
+        return PercentileError(measured_ms=measured_ms, true_ms=true_ms, error_us=None, error_pct=None, within=False)
+    error_us = (float(measured_ms) - true_ms) * 1000.0
+    allowed_us = bounds.percentile_pct / 100.0 * true_ms * 1000.0 + bounds.percentile_us
+    within = abs(error_us) <= allowed_us
+    if not within:
+        misses.append(f"{label} off by {error_us:+.0f} µs (bound ±{allowed_us:.0f} µs)")
+    return PercentileError(
+        measured_ms=round(float(measured_ms), 4),
+        true_ms=round(true_ms, 4),
+        error_us=round(error_us, 1),
+        error_pct=round(100.0 * error_us / 1000.0 / true_ms, 2) if true_ms > 0 else None,
+        within=within,
+    )
+
+
+def stream_truth(
+    server: ReferenceServerProcess, window: tuple[float, float], floor_ns: np.ndarray, seed: int
+) -> tuple[np.ndarray, np.ndarray, float | None]:
+    """The streams case's truth from the server's records of the generations answered whole in the
+    steady window: each one's TTFT (its first content event handed to the transport − received, plus
+    a floor sample drawn with ``seed``), its TPOT ((last − first content event) / (events − 1), on
+    the server's clock: no floor, both ends cross the same path), and the mean gap between content
+    events over them all (the token-weighted ITL's mean with one token per event): (TTFT ns,
+    TPOT ns, mean gap ms or None)."""
+    records = server.records()
+    wall_minus_mono = time.time_ns() - time.monotonic_ns()
+    answered_wall = (records.answered_ns.astype(np.int64) + wall_minus_mono) / 1e9
+    first = records.first_event_ns.astype(np.int64)
+    last = records.last_event_ns.astype(np.int64)
+    mask = records.with_status("ok") & (first > 0) & (answered_wall >= window[0]) & (answered_wall < window[1])
+    first, last = first[mask], last[mask]
+    draws = np.random.default_rng(seed).integers(0, floor_ns.size, first.size)
+    ttft = first - records.received_ns.astype(np.int64)[mask] + floor_ns[draws]
+    gaps = STREAM_EVENTS - 1
+    tpot = (last - first) // gaps
+    mean_gap_ms = float((last - first).sum()) / (first.size * gaps) / 1e6 if first.size else None
+    return np.asarray(ttft, dtype=np.int64), np.asarray(tpot, dtype=np.int64), mean_gap_ms
+
+
+#: the streams cases' percentiles judged: TTFT's, and TPOT's per request
+STREAM_TTFT_PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0}
+STREAM_TPOT_PERCENTILES = {"p50": 50.0, "p99": 99.0}
+
+
+def judge_streams(
+    case: StreamCase,
+    measured: dict[str, Any],
+    truth: tuple[np.ndarray, np.ndarray, float | None],
+    layout: RunLayout,
+    bounds: Bounds,
+) -> StreamCaseResult:
+    """The streams case's TTFT (``decoupled.first_response_ms``), TPOT (``generation.tpot_ms``) and
+    ITL mean (``generation.itl_ms.mean``) against the truth (`stream_truth`), each bound checked."""
+    target = measured["target"]
+    ttft_ns, tpot_ns, mean_gap_ms = truth
+    stream = target.get("decoupled") or {}
+    generation = target.get("generation") or {}
+    ttft_ms, tpot_ms = stream.get("first_response_ms") or {}, generation.get("tpot_ms") or {}
+    misses: list[str] = []
+    ttft = {
+        key: percentile_error(f"TTFT {key}", ttft_ms.get(key), _percentile_ms(ttft_ns, q), bounds, misses)
+        for key, q in STREAM_TTFT_PERCENTILES.items()
+    }
+    tpot = {
+        key: percentile_error(f"TPOT {key}", tpot_ms.get(key), _percentile_ms(tpot_ns, q), bounds, misses)
+        for key, q in STREAM_TPOT_PERCENTILES.items()
+    }
+    itl_mean = percentile_error("ITL mean", (generation.get("itl_ms") or {}).get("mean"), mean_gap_ms, bounds, misses)
+    failures = int(target.get("failures") or 0)
+    if failures:
+        misses.append(f"{failures} failed requests")
+    events = int(stream.get("responses") or 0)
+    cpu_s = measured["cpu_s"]
+    return StreamCaseResult(
+        name=case.name,
+        streams=case.streams,
+        events_per_request=STREAM_EVENTS,
+        hold_ms=STREAM_HOLD_MS,
+        processes=layout.processes,
+        requests=int(target.get("requests") or 0),
+        server_records=int(ttft_ns.size),
+        failures=failures,
+        ttft=ttft,
+        tpot=tpot,
+        itl_mean=itl_mean,
+        cpu_us_per_event=round(cpu_s / events * 1e6, 1) if cpu_s is not None and events else None,
+        within_bounds=not misses,
+        misses=misses,
+    )
+
+
 def judge(
     case: Case,
     measured: dict[str, Any],
@@ -567,24 +728,7 @@ def judge(
     misses: list[str] = []
     percentiles: dict[str, PercentileError] = {}
     for key, q in PERCENTILES.items():
-        value = latency.get(key)
-        true_ms = float(np.percentile(truth_ns, q, method="inverted_cdf")) / 1e6 if truth_ns.size else None
-        if value is None or true_ms is None:
-            percentiles[key] = PercentileError(measured_ms=value, true_ms=true_ms, error_us=None, error_pct=None, within=False)
-            misses.append(f"{key}: not measured")
-            continue
-        error_us = (float(value) - true_ms) * 1000.0
-        allowed_us = bounds.percentile_pct / 100.0 * true_ms * 1000.0 + bounds.percentile_us
-        within = abs(error_us) <= allowed_us
-        if not within:
-            misses.append(f"{key} off by {error_us:+.0f} µs (bound ±{allowed_us:.0f} µs)")
-        percentiles[key] = PercentileError(
-            measured_ms=round(float(value), 4),
-            true_ms=round(true_ms, 4),
-            error_us=round(error_us, 1),
-            error_pct=round(100.0 * error_us / 1000.0 / true_ms, 2) if true_ms > 0 else None,
-            within=within,
-        )
+        percentiles[key] = percentile_error(key, latency.get(key), _percentile_ms(truth_ns, q), bounds, misses)
     open_loop = target.get("open_loop")
     achieved = rate_error = unsent = None
     lag = None

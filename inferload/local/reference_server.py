@@ -272,6 +272,9 @@ class ReferenceRecords:
     start_ns: np.ndarray
     end_ns: np.ndarray
     answered_ns: np.ndarray
+    #: a streamed generation's first and last content events handed to the transport (0: not a stream, or none sent)
+    first_event_ns: np.ndarray
+    last_event_ns: np.ndarray
     hold_ns: np.ndarray
     batch: np.ndarray
     protocol: np.ndarray
@@ -350,6 +353,8 @@ def parse_records(body: bytes) -> ReferenceRecords:
         start_ns=columns["start_ns"],
         end_ns=columns["end_ns"],
         answered_ns=columns["answered_ns"],
+        first_event_ns=columns["first_event_ns"],
+        last_event_ns=columns["last_event_ns"],
         hold_ns=columns["hold_ns"],
         batch=columns["batch"],
         protocol=columns["protocol"],

@@ -102,6 +102,27 @@ class CaseResult(_Part):
     joined_error_us: dict[str, float] | None = None
 
 
+class StreamCaseResult(_Part):
+    """One streams case: ``streams`` concurrent `openai-chat` streams against the reference server's
+    scripted generations (``events_per_request`` content events of one token, ``hold_ms`` apart);
+    TTFT (p50 p90 p99), TPOT (p50 p99) and the ITL's mean against the server's records."""
+
+    name: str
+    streams: int
+    events_per_request: int
+    hold_ms: float
+    processes: int
+    requests: int  # inferload's steady-state successes
+    server_records: int  # the server's generations matched to the steady window
+    failures: int
+    ttft: dict[str, PercentileError]
+    tpot: dict[str, PercentileError]
+    itl_mean: PercentileError
+    cpu_us_per_event: float | None  # the run's process tree over the steady window, per content event
+    within_bounds: bool
+    misses: list[str]
+
+
 class Roofline(_Part):
     """Per protocol: the highest tested open-loop rate per process with every case within its bounds."""
 
@@ -144,6 +165,8 @@ class Calibration(_Part):
     cases: list[CaseResult]
     roofline: dict[str, Roofline]  # protocol -> its roofline
     goals: list[Goal]
+    #: the streams cases (none in a certificate written before them, or calibrated without HTTP)
+    stream_cases: list[StreamCaseResult] = []
 
     def floor_of(self, law_name: str, protocol: str) -> dict[str, Any] | None:
         """The loopback floor measured for ``law_name`` over ``protocol`` (None: not measured)."""

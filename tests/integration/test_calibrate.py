@@ -114,6 +114,37 @@ def test_the_gate_keeps_every_figure_within_its_ci_bound_at_a_low_rate(quick: tu
             assert floor is not None and case.joined_error_us["p50"] >= -(50 + floor["p99_us"]), case
 
 
+def test_the_streams_cases_hold_ttft_tpot_and_itl_against_the_servers_records(quick: tuple[Path, Calibration, str]) -> None:
+    """--quick runs 1 and 100 concurrent chat streams: each figure is compared with the server's own
+    records of the same generations (first and last content event handed to the transport), and
+    none is under its truth by more than the floor, nor over it by more than the gate's margin."""
+    out, calibration, stdout = quick
+    assert [case.streams for case in calibration.stream_cases] == [1, 100]
+    floor = calibration.floor_of("fixed", "http")
+    assert floor is not None
+    machine = calibration.machine
+    load_per_core = max(machine["load_average_start"][0], machine["load_average_end"][0]) / (machine["cpus"] or 1)
+    for case in calibration.stream_cases:
+        assert case.failures == 0 and case.requests > 0, case
+        assert abs(case.requests - case.server_records) <= max(2, 0.05 * case.requests), case
+        hold_ms = case.hold_ms
+        # the first event is one hold after the service starts, and each later one a hold after it
+        assert case.ttft["p50"].true_ms is not None and hold_ms <= case.ttft["p50"].true_ms < hold_ms + 50, case
+        assert case.tpot["p50"].true_ms is not None and hold_ms <= case.tpot["p50"].true_ms < hold_ms + 50, case
+        figures = [*case.ttft.values(), *case.tpot.values(), case.itl_mean]
+        for p in figures:
+            assert p.error_us is not None and p.true_ms is not None, (case.name, p)
+            under_us = 0.01 * p.true_ms * 1000 + 50 + floor["p99_us"]
+            over_us = (GATE_OVER_PCT / 100 * p.true_ms * 1000 + GATE_OVER_US) * max(1.0, load_per_core)
+            assert -under_us <= p.error_us <= over_us, (case.name, p, load_per_core)
+        assert case.cpu_us_per_event is not None and case.cpu_us_per_event > 0
+        assert case.within_bounds  # the loose bounds of this module
+    goal = next(g for g in calibration.goals if g.goal.startswith("100 streams"))
+    assert goal.met is not None and "of 6 within" in goal.figure
+    assert "http-streams-100" in stdout and "TTFT p50" in stdout
+    assert "<h2>Streams (true → measured)</h2>" in (out / "calibration.html").read_text()
+
+
 def test_the_roofline_is_found_and_a_run_above_it_is_warned(quick: tuple[Path, Calibration, str], tmp_path: Path) -> None:
     out, calibration, _ = quick
     roof = calibration.roofline["http"]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from inferload.calibrate.command import usage_problem
+from inferload.calibrate.command import stream_counts_of, usage_problem
 from inferload.calibrate.runner import CalibrationStopped, run_watched
 from inferload.cli import build_parser
 from inferload.results.calibration import machine_user_key
@@ -39,6 +39,19 @@ def test_an_out_that_is_a_file_or_under_proc_is_refused_naming_the_option(tmp_pa
     fresh = tmp_path / "new" / "out"
     assert usage_problem(options(), fresh, {"INFERLOAD_HOME": str(tmp_path)}) is None
     assert not (tmp_path / "new").exists()  # the folders made to check are removed again
+
+
+@pytest.mark.parametrize("value", ["", "0", "1,x", "20000", "1,,2"])
+def test_streams_that_are_not_counts_are_refused_naming_the_option(tmp_path: Path, value: str) -> None:
+    assert usage_problem(options("--streams", value), tmp_path / "out", {"INFERLOAD_HOME": str(tmp_path)}) == (
+        f"--streams: expected a comma list of stream counts from 1 to 10,000, or 'none'; got {value!r}"
+    )
+
+
+def test_streams_take_counts_or_none(tmp_path: Path) -> None:
+    for value, counts in (("1,100", (1, 100)), ("none", ()), ("1000", (1000,))):
+        assert usage_problem(options("--streams", value), tmp_path / "out", {"INFERLOAD_HOME": str(tmp_path)}) is None
+        assert stream_counts_of(value) == counts
 
 
 def test_a_home_that_is_a_file_is_refused_unless_no_certificate_is_installed(tmp_path: Path) -> None:

@@ -379,6 +379,10 @@ async fn generate(shared: Arc<Shared>, dialect: Dialect, request: Asked) -> Resp
             }
             last_ns = monotonic_ns();
             first_ns.get_or_insert(last_ns);
+            flight.last_event_ns = last_ns;
+            if flight.first_event_ns == 0 {
+                flight.first_event_ns = last_ns;
+            }
             let write = std::mem::take(&mut pending);
             let delivered = match script.split_events {
                 // cut inside the last token's character: its first byte goes now, the rest after a gap

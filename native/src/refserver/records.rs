@@ -62,6 +62,9 @@ pub struct Record<'a> {
     pub end_ns: u64,
     /// The answer handed to the transport.
     pub answered_ns: u64,
+    /// A streamed generation's first and last content events handed to the transport (0: none).
+    pub first_event_ns: u64,
+    pub last_event_ns: u64,
     /// The scripted hold (all of a streamed request's holds together).
     pub hold_ns: u64,
     pub batch: u32,
@@ -78,6 +81,8 @@ struct Columns {
     start_ns: Vec<u64>,
     end_ns: Vec<u64>,
     answered_ns: Vec<u64>,
+    first_event_ns: Vec<u64>,
+    last_event_ns: Vec<u64>,
     hold_ns: Vec<u64>,
     batch: Vec<u32>,
     protocol: Vec<u8>,
@@ -96,6 +101,8 @@ impl Columns {
             start_ns: Vec::with_capacity(capacity),
             end_ns: Vec::with_capacity(capacity),
             answered_ns: Vec::with_capacity(capacity),
+            first_event_ns: Vec::with_capacity(capacity),
+            last_event_ns: Vec::with_capacity(capacity),
             hold_ns: Vec::with_capacity(capacity),
             batch: Vec::with_capacity(capacity),
             protocol: Vec::with_capacity(capacity),
@@ -113,6 +120,8 @@ impl Columns {
         self.start_ns.clear();
         self.end_ns.clear();
         self.answered_ns.clear();
+        self.first_event_ns.clear();
+        self.last_event_ns.clear();
         self.hold_ns.clear();
         self.batch.clear();
         self.protocol.clear();
@@ -189,6 +198,8 @@ impl Records {
         columns.start_ns.push(record.start_ns);
         columns.end_ns.push(record.end_ns);
         columns.answered_ns.push(record.answered_ns);
+        columns.first_event_ns.push(record.first_event_ns);
+        columns.last_event_ns.push(record.last_event_ns);
         columns.hold_ns.push(record.hold_ns);
         columns.batch.push(record.batch);
         columns.protocol.push(record.protocol as u8);
@@ -234,12 +245,14 @@ impl Records {
             columns.id_end[to - 1] as usize
         };
 
-        let widths: [(&str, &str, usize); 11] = [
+        let widths: [(&str, &str, usize); 13] = [
             ("seq", "<u8", 8 * count),
             ("received_ns", "<u8", 8 * count),
             ("start_ns", "<u8", 8 * count),
             ("end_ns", "<u8", 8 * count),
             ("answered_ns", "<u8", 8 * count),
+            ("first_event_ns", "<u8", 8 * count),
+            ("last_event_ns", "<u8", 8 * count),
             ("hold_ns", "<u8", 8 * count),
             ("batch", "<u4", 4 * count),
             ("protocol", "|u1", count),
@@ -282,6 +295,8 @@ impl Records {
         put_column(&mut out, &columns.start_ns[from..to]);
         put_column(&mut out, &columns.end_ns[from..to]);
         put_column(&mut out, &columns.answered_ns[from..to]);
+        put_column(&mut out, &columns.first_event_ns[from..to]);
+        put_column(&mut out, &columns.last_event_ns[from..to]);
         put_column(&mut out, &columns.hold_ns[from..to]);
         put_column(&mut out, &columns.batch[from..to]);
         put_column(&mut out, &columns.protocol[from..to]);
@@ -308,6 +323,8 @@ mod tests {
             start_ns: 20 + seq,
             end_ns: 30 + seq,
             answered_ns: 40 + seq,
+            first_event_ns: 32 + seq,
+            last_event_ns: 36 + seq,
             hold_ns: 5,
             batch: 2,
             protocol: Protocol::Http,
@@ -394,6 +411,11 @@ mod tests {
             .map(|b| u64::from_le_bytes(b.try_into().unwrap()))
             .collect();
         assert_eq!(answered, vec![41, 42]);
+        let last_events: Vec<u64> = column(&header, body, "last_event_ns", 8)
+            .chunks(8)
+            .map(|b| u64::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        assert_eq!(last_events, vec![37, 38]);
         let offsets: Vec<u32> = column(&header, body, "id_offsets", 4)
             .chunks(4)
             .map(|b| u32::from_le_bytes(b.try_into().unwrap()))

@@ -44,6 +44,9 @@ pub struct InFlight<'a> {
     pub end_ns: u64,
     /// All of its holds (a streamed request's responses have one each).
     pub hold_total_ns: u64,
+    /// A streamed generation's first and last content events handed to the transport (0: none yet).
+    pub first_event_ns: u64,
+    pub last_event_ns: u64,
     pub id: String,
     done: bool,
 }
@@ -74,6 +77,8 @@ impl InFlight<'_> {
                 self.end_ns
             },
             answered_ns,
+            first_event_ns: self.first_event_ns,
+            last_event_ns: self.last_event_ns,
             hold_ns: self.hold_total_ns,
             batch: self.admitted.batch,
             protocol: self.admitted.protocol,
@@ -139,6 +144,8 @@ impl Truth {
             start_ns: 0,
             end_ns: 0,
             hold_total_ns: 0,
+            first_event_ns: 0,
+            last_event_ns: 0,
             id,
             done: false,
         }
