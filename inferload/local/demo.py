@@ -115,13 +115,19 @@ def server_of_kind(kind: str) -> DemoServer:
 # The demo's short tuning pass: each server's capacity under a p99 target, as it is configured, and
 # the configuration that reached it, read back from the server.
 #
-# For each server the demo's target gets an open-loop capacity search (`inferload.tune.sweep`, coarse:
-# precision 50 %, 1 s windows, at most 5 runs, no verification runs) into `<out>/capacity/<server>/`;
+# For each server the demo's target gets an open-loop capacity search (`inferload.tune.sweep`, short:
+# precision 20 % (±10 %), 1 s windows, at most DEMO_CAPACITY_RUNS runs, no verification runs) into
+# `<out>/capacity/<server>/`. Its line is the estimate and interval when that precision was reached;
+# otherwise only what was measured: "at least" the highest rate that met the target, and the lowest
+# that did not;
 # the server's batching and instance/worker settings are read from its own APIs (Triton's model
 # config, TorchServe's describe-model), so the line printed says what ran. A full search over settings
 # is `inferload tune`.
 #: the start rate of the search on each server (req/s): near the sample models' capacity on 2 cores
 START_RPS = {"triton": 200.0, "torchserve": 100.0}
+#: the capacity search's precision (%: (high − low) / low) and most runs per server
+DEMO_CAPACITY_PRECISION_PCT = 20.0
+DEMO_CAPACITY_RUNS = 7
 
 
 @dataclass(frozen=True)
@@ -159,18 +165,22 @@ class Capacity:
             "binding": binding.get("words"),
             "verification": verification.get("words"),
             "curve": curve or None,
+            "precision_reached": answer.get("precision_reached"),
         }
 
     def line(self, p99_ms: float) -> str:
+        """The answer in one line: the estimate and its interval when the search reached its precision;
+        else what was measured: at least the highest rate that met the target, over it at the lowest that did not."""
         low, high = (self.answer.get("interval_rps") or [None, None])[:2]
         estimate = self.answer.get("estimate_rps")
-        if estimate is not None and low is not None:
-            span = f"[{low:g}, {'∞' if high is None else f'{high:g}'}]"
-            return f"{self.server}: {estimate:g} req/s {span} under p99 <= {p99_ms:g} ms ({self.config})"
+        if estimate is not None and low is not None and high is not None and self.answer.get("precision_reached"):
+            return f"{self.server}: {estimate:g} req/s [{low:g}, {high:g}] under p99 <= {p99_ms:g} ms ({self.config})"
         if self.max_rps is None:
             return f"{self.server}: no rate met p99 <= {p99_ms:g} ms ({self.config})"
         bound = f", over it at {self.first_failing_rps:g}" if self.first_failing_rps else ""
-        return f"{self.server}: at least {self.max_rps:g} req/s under p99 <= {p99_ms:g} ms{bound} ({self.config})"
+        ended = (self.answer.get("ended") or {}).get("words")
+        why = f"; ±{DEMO_CAPACITY_PRECISION_PCT / 2:g} % not reached: {ended}" if ended else ""
+        return f"{self.server}: at least {self.max_rps:g} req/s under p99 <= {p99_ms:g} ms{bound}{why} ({self.config})"
 
 
 def triton_config_words(applied: dict[str, Any]) -> str:
@@ -216,7 +226,9 @@ def capacity_pass(out: Path, target: dict[str, Any], server: str, ports: ServerP
             out=folder,
             rule=StabilityRule(windows=2, tolerance_pct=30.0, max_windows=5),
             rules=StopRules(slo={"p99_ms": p99_ms}, max_unsent_ratio=0.05),
-            capacity=CapacitySearch(START_RPS[server], precision_pct=50.0, max_steps=5, verify=False),
+            capacity=CapacitySearch(
+                START_RPS[server], precision_pct=DEMO_CAPACITY_PRECISION_PCT, max_steps=DEMO_CAPACITY_RUNS, verify=False
+            ),
             window_s=1.0,
             warmup_s=1.0,
             printer=lambda line: print("      " + line, flush=True),

@@ -353,7 +353,7 @@ class DemoCapacity(Section):
     estimate and 95 % interval (high None: open), the binding constraint and the verification in words,
     and the curve (every rate measured)."""
 
-    omit_when_none = frozenset({"estimate_rps", "interval_rps", "binding", "verification", "curve"})
+    omit_when_none = frozenset({"estimate_rps", "interval_rps", "binding", "verification", "curve", "precision_reached"})
 
     p99_ms: Number
     max_rps: Number | None
@@ -364,6 +364,8 @@ class DemoCapacity(Section):
     binding: str | None = None
     verification: str | None = None
     curve: list[CapacityPoint] | None = None
+    #: the search's interval within the demo's precision (±10 %); the line says "at least" otherwise
+    precision_reached: bool | None = None
 
 
 class RunSummary(Section):

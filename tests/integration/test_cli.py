@@ -48,6 +48,15 @@ def test_the_demo_prints_both_servers_side_by_side(demo_run):
     header = next(line for line in done.stdout.splitlines() if "triton-grpc.steady" in line and "torchserve-rest.steady" in line)
     assert "capacity under p99 <= 100 ms" in done.stdout and "  triton: " in done.stdout and "  torchserve: " in done.stdout
     assert "triton-grpc.burst" in header and "torchserve-rest.burst" in header
+    # one sure answer per server: an interval only where the search reached ±10 %, else what was measured
+    capacity = json.loads((demo_run[1] / "summary.json").read_text())["capacity"]
+    for server, answer in capacity.items():
+        line = next(line for line in done.stdout.splitlines() if line.startswith(f"  {server}: "))
+        if answer.get("precision_reached"):
+            low, high = answer["interval_rps"]
+            assert high is not None and (high - low) / low <= 0.2 and f"[{low:g}, {high:g}]" in line, (line, answer)
+        else:
+            assert " at least " in line or " no rate met " in line, (line, answer)
     for row in (
         "p50 (ms)",
         "p95 (ms)",
