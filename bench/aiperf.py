@@ -174,15 +174,22 @@ PreTrainedTokenizerFast(tokenizer_object=words, unk_token="[UNK]").save_pretrain
 """
 
 
-def ensure_aiperf() -> tuple[Path, Path]:
-    """(the aiperf command, the offline tokenizer's folder), made on first use."""
-    venv = ensure_venv(AIPERF_VENV)
+def offline_tokenizer(venv: Path) -> Path:
+    """The one-word WordLevel tokenizer saved in ``venv`` (made on first use with that venv's own
+    transformers): every word but "a" is one unknown token, so each of the reference server's
+    one-character content events counts as one token."""
     tokenizer = venv / TOKENIZER_DIR
     if not (tokenizer / "tokenizer.json").is_file():
         subprocess.run(
             [str(venv / "bin" / "python"), "-c", _TOKENIZER_SCRIPT, str(tokenizer)], check=True, capture_output=True, timeout=300
         )
-    return venv / "bin" / "aiperf", tokenizer
+    return tokenizer
+
+
+def ensure_aiperf() -> tuple[Path, Path]:
+    """(the aiperf command, the offline tokenizer's folder), made on first use."""
+    venv = ensure_venv(AIPERF_VENV)
+    return venv / "bin" / "aiperf", offline_tokenizer(venv)
 
 
 def aiperf_command(
@@ -204,4 +211,27 @@ def aiperf_command(
         "--extra-inputs", json.dumps(extra), "--url", f"http://{http_address}", "--model", model,
         "--benchmark-duration", f"{seconds:g}", "--benchmark-grace-period", str(GRACE_S), *load,
         "--ui-type", "none", "--tokenizer", str(tokenizer), "--artifact-dir", str(artifacts),
+    ]  # fmt: skip
+
+
+def aiperf_chat_stream_command(
+    aiperf: Path,
+    tokenizer: Path,
+    http_url: str,
+    model: str,
+    in_flight: int,
+    seconds: float,
+    output_tokens: int,
+    artifacts: Path,
+) -> list[str]:
+    """One `aiperf profile` of streamed chat completions (item 12): ``in_flight`` at a time (closed
+    loop) for ``seconds``, synthetic prompts of 8 tokens asking ``output_tokens``; its summary is
+    ``artifacts``' profile_export_aiperf.json (TTFT, ITL). Output tokens are the server's usage
+    count (``--use-server-token-count``): the offline tokenizer reads a whole answer of one-character
+    events as one word, one token, and AIPerf gives no ITL under two tokens."""
+    return [
+        str(aiperf), "profile", "--endpoint-type", "chat", "--streaming", "--url", http_url, "--model", model,
+        "--concurrency", str(in_flight), "--benchmark-duration", f"{seconds:g}", "--benchmark-grace-period", str(GRACE_S),
+        "--isl", "8", "--osl", str(output_tokens), "--use-server-token-count", "--ui-type", "none", "--tokenizer", str(tokenizer),
+        "--artifact-dir", str(artifacts),
     ]  # fmt: skip

@@ -1,8 +1,17 @@
-"""Parsers of the peer tools' own reports (h2load, wrk, hey, AIPerf): what each tool says it did.
+"""Parsers of the peer tools' own reports (h2load, wrk, hey, AIPerf, GuideLLM, inference-perf): what each tool says it did.
 
 Pure functions of the tool's output text, so unit tests check them on saved captures
-(tests/captures/peers/). Each gives a `ToolReport`: the requests the tool counts as succeeded
-and failed, and its own mean latency in milliseconds (None where the output has none).
+(tests/captures/peers/). The request/response tools' give a `ToolReport`: the requests the tool
+counts as succeeded and failed, and its own mean latency in milliseconds (None where the output has
+none). The streaming tools' (item 12) give a `StreamReport`: the same counts, and the tool's own
+TTFT p50 and p99 and inter-token latency p50, in milliseconds, each as that tool defines it:
+
+- AIPerf (profile_export_aiperf.json): ``time_to_first_token`` and ``inter_token_latency``, ms;
+- GuideLLM (its JSON report, the first benchmark): ``time_to_first_token_ms`` and
+  ``inter_token_latency_ms`` over the successful requests; its ITL is each request's
+  (last token − first token) / (output tokens − 1), weighted by output tokens − 1;
+- inference-perf (summary_lifecycle_metrics.json): ``time_to_first_token`` and
+  ``inter_token_latency`` (every gap between two tokens, pooled) of the successes, in seconds.
 """
 
 from __future__ import annotations
@@ -10,6 +19,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from typing import Any
 
 
 class PeerOutputError(ValueError):
@@ -133,4 +143,113 @@ def parse_aiperf(text: str) -> ToolReport:
         succeeded=int(float(str(count.get("avg", 0)))),
         failed=int(float(str(errors.get("avg", 0)))) if errors else 0,
         mean_ms=None if mean is None else float(str(mean)) * _UNITS_MS.get(unit, 1.0),
+    )
+
+
+@dataclass(frozen=True)
+class StreamReport:
+    """What one streaming tool says of its run (item 12): its counts and its own percentiles (ms)."""
+
+    succeeded: int
+    failed: int
+    ttft_p50_ms: float | None
+    ttft_p99_ms: float | None
+    itl_p50_ms: float | None
+
+
+def _json_object(text: str, tool: str) -> dict[str, Any]:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise PeerOutputError(f"{tool} report is not JSON: {error}") from error
+    if not isinstance(data, dict):
+        raise PeerOutputError(f"{tool} report is not a JSON object")
+    return data
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def parse_aiperf_stream(text: str) -> StreamReport:
+    """AIPerf's profile_export_aiperf.json of a streamed run: ``time_to_first_token`` p50/p99 and
+    ``inter_token_latency`` p50 (each with its ``unit``), ``request_count``, ``error_request_count``."""
+    data = _json_object(text, "AIPerf")
+
+    def metric(name: str) -> dict[str, Any] | None:
+        value = data.get(name)
+        if isinstance(value, dict):
+            return value
+        records = data.get("records")
+        for record in records if isinstance(records, list) else []:
+            if isinstance(record, dict) and record.get("tag") == name:
+                return record
+        return None
+
+    def ms(found: dict[str, Any] | None, key: str) -> float | None:
+        value = None if found is None else _number(found.get(key))
+        return None if value is None or found is None else value * _UNITS_MS.get(str(found.get("unit", "ms")), 1.0)
+
+    count, ttft = metric("request_count"), metric("time_to_first_token")
+    if count is None or ttft is None:
+        raise PeerOutputError("AIPerf export lacks request_count or time_to_first_token")
+    errors, itl = metric("error_request_count"), metric("inter_token_latency")
+    return StreamReport(
+        succeeded=int(_number(count.get("avg")) or 0),
+        failed=int(_number(errors.get("avg")) or 0) if errors else 0,
+        ttft_p50_ms=ms(ttft, "p50"),
+        ttft_p99_ms=ms(ttft, "p99"),
+        itl_p50_ms=ms(itl, "p50"),
+    )
+
+
+def parse_guidellm_stream(text: str) -> StreamReport:
+    """GuideLLM's JSON report (`guidellm run --output kind=json`): its first benchmark's metrics over
+    the successful requests (ms); failed counts the errored and the incomplete (cut at the end)."""
+    data = _json_object(text, "GuideLLM")
+    benchmarks = data.get("benchmarks")
+    if not isinstance(benchmarks, list) or not benchmarks or not isinstance(benchmarks[0], dict):
+        raise PeerOutputError("GuideLLM report has no benchmark")
+    metrics = benchmarks[0].get("metrics")
+    if not isinstance(metrics, dict) or not isinstance(metrics.get("request_totals"), dict):
+        raise PeerOutputError("GuideLLM report's benchmark has no metrics.request_totals")
+    totals = metrics["request_totals"]
+
+    def successful(name: str) -> dict[str, Any]:
+        summary = metrics.get(name)
+        found = summary.get("successful") if isinstance(summary, dict) else None
+        return found if isinstance(found, dict) else {}
+
+    ttft, itl = successful("time_to_first_token_ms"), successful("inter_token_latency_ms")
+    percentiles = ttft.get("percentiles")
+    return StreamReport(
+        succeeded=int(_number(totals.get("successful")) or 0),
+        failed=int(_number(totals.get("errored")) or 0) + int(_number(totals.get("incomplete")) or 0),
+        ttft_p50_ms=_number(ttft.get("median")),
+        ttft_p99_ms=_number(percentiles.get("p99")) if isinstance(percentiles, dict) else None,
+        itl_p50_ms=_number(itl.get("median")),
+    )
+
+
+def parse_inference_perf_stream(text: str) -> StreamReport:
+    """inference-perf's summary_lifecycle_metrics.json: the successes' ``time_to_first_token`` median
+    and p99 and ``inter_token_latency`` median (seconds, given here in ms); the failures' count."""
+    data = _json_object(text, "inference-perf")
+    successes, failures = data.get("successes"), data.get("failures")
+    if not isinstance(successes, dict) or not isinstance(failures, dict):
+        raise PeerOutputError("inference-perf summary lacks successes or failures")
+    found = successes.get("latency")
+    latency: dict[str, Any] = found if isinstance(found, dict) else {}
+
+    def ms(name: str, key: str) -> float | None:
+        summary = latency.get(name)
+        value = _number(summary.get(key)) if isinstance(summary, dict) else None
+        return None if value is None else value * 1e3
+
+    return StreamReport(
+        succeeded=int(_number(successes.get("count")) or 0),
+        failed=int(_number(failures.get("count")) or 0),
+        ttft_p50_ms=ms("time_to_first_token", "median"),
+        ttft_p99_ms=ms("time_to_first_token", "p99"),
+        itl_p50_ms=ms("inter_token_latency", "median"),
     )

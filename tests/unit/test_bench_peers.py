@@ -10,7 +10,16 @@ from typing import Any
 import pytest
 
 from bench.goals import goal_rows, goals_section
-from bench.peer_output import PeerOutputError, parse_aiperf, parse_h2load, parse_hey, parse_wrk
+from bench.peer_output import (
+    PeerOutputError,
+    parse_aiperf,
+    parse_aiperf_stream,
+    parse_guidellm_stream,
+    parse_h2load,
+    parse_hey,
+    parse_inference_perf_stream,
+    parse_wrk,
+)
 from bench.peers import cost_from_pair, residual
 
 CAPTURES = Path(__file__).parents[1] / "captures" / "peers"
@@ -70,10 +79,56 @@ def test_hey_statuses_and_transport_errors() -> None:
     assert (refused.succeeded, refused.failed, refused.mean_ms) == (0, 20, None)
 
 
-@pytest.mark.parametrize("parse", [parse_h2load, parse_wrk, parse_hey, parse_aiperf])
+@pytest.mark.parametrize(
+    "parse",
+    [parse_h2load, parse_wrk, parse_hey, parse_aiperf, parse_aiperf_stream, parse_guidellm_stream, parse_inference_perf_stream],
+)
 def test_output_without_its_summary_is_an_error(parse: Any) -> None:
     with pytest.raises(PeerOutputError):
         parse("connection refused\n")
+
+
+# The streaming peers' captures (item 12): each tool against the reference server's script (8 events of
+# one token a request, one every 100 ms, 4 streams, 4 s; 2026-12-04). The AIPerf and GuideLLM reports
+# are cut to the parts the parsers read, their values as the tools wrote them; inference-perf's is whole.
+
+
+def test_aiperf_stream_capture() -> None:
+    report = parse_aiperf_stream(capture("aiperf_stream.json"))
+    assert (report.succeeded, report.failed) == (20, 0)  # no error_request_count: none failed
+    assert report.ttft_p50_ms == pytest.approx(104.111795)
+    assert report.ttft_p99_ms == pytest.approx(114.27673742999998)
+    assert report.itl_p50_ms == pytest.approx(100.39013949999999)
+
+
+def test_guidellm_stream_capture_counts_the_incomplete_as_failed() -> None:
+    """GuideLLM cancels the requests still streaming at its duration's end: incomplete, not errored."""
+    report = parse_guidellm_stream(capture("guidellm_stream.json"))
+    assert (report.succeeded, report.failed) == (16, 4)
+    assert report.ttft_p50_ms == pytest.approx(102.7524471282959)
+    assert report.ttft_p99_ms == pytest.approx(107.04708099365234)
+    assert report.itl_p50_ms == pytest.approx(100.01233645847866)
+
+
+def test_inference_perf_summary_capture_is_read_in_ms() -> None:
+    report = parse_inference_perf_stream(capture("inference_perf_summary.json"))
+    assert (report.succeeded, report.failed) == (20, 0)
+    assert report.ttft_p50_ms == pytest.approx(100.87118650005777)  # its seconds, in ms
+    assert report.ttft_p99_ms == pytest.approx(104.91822290999835)
+    assert report.itl_p50_ms == pytest.approx(100.00812400005543)
+
+
+def test_stream_reports_without_latencies_say_none() -> None:
+    """A run whose requests all failed has counts but no percentiles: None, not an error."""
+    aiperf = parse_aiperf_stream(json.dumps({"request_count": {"avg": 0}, "time_to_first_token": {"unit": "ms"}}))
+    assert (aiperf.succeeded, aiperf.ttft_p50_ms, aiperf.itl_p50_ms) == (0, None, None)
+    totals = {"successful": 0, "errored": 3, "incomplete": 1}
+    guidellm = parse_guidellm_stream(json.dumps({"benchmarks": [{"metrics": {"request_totals": totals}}]}))
+    assert (guidellm.failed, guidellm.ttft_p99_ms) == (4, None)
+    summary = {"successes": {"count": 0, "latency": {"time_to_first_token": None}}, "failures": {"count": 7}}
+    assert parse_inference_perf_stream(json.dumps(summary)).failed == 7
+    with pytest.raises(PeerOutputError):
+        parse_guidellm_stream(json.dumps({"benchmarks": []}))
 
 
 def run(requests: int, cpu_s: float, wall_s: float) -> dict[str, Any]:
@@ -161,6 +216,28 @@ def test_aiperf_sends_the_tensor_as_v2_json_closed_loop_or_paced() -> None:
     paced = aiperf_command(Path("aiperf"), Path("tok"), "127.0.0.1:8000", "identity", body, 8, 200.0, 16, Path("out"))
     assert paced[paced.index("--request-rate") + 1] == "200" and "--concurrency" not in paced
     assert paced[paced.index("--arrival-pattern") + 1] == "constant"
+
+
+def test_streaming_peers_commands_closed_loop_for_the_steady_time() -> None:
+    from bench.aiperf import aiperf_chat_stream_command
+    from bench.guidellm import guidellm_command
+    from bench.inference_perf import inference_perf_config
+
+    url = "http://127.0.0.1:8000"
+    aiperf = aiperf_chat_stream_command(Path("aiperf"), Path("tok"), url, "identity", 100, 5, 8, Path("out"))
+    assert aiperf[aiperf.index("--endpoint-type") + 1] == "chat" and "--streaming" in aiperf
+    assert aiperf[aiperf.index("--concurrency") + 1] == "100" and aiperf[aiperf.index("--benchmark-duration") + 1] == "5"
+    assert aiperf[aiperf.index("--url") + 1] == url and "--use-server-token-count" in aiperf
+    guidellm = guidellm_command(Path("guidellm"), Path("tok"), url, "identity", 100, 5, 8, Path("out"))
+    assert guidellm[guidellm.index("--profile") + 1] == "kind=concurrent,streams=100"
+    assert guidellm[guidellm.index("--constraint") + 1] == "kind=max_duration,seconds=5"
+    assert f"target={url}," in guidellm[guidellm.index("--backend") + 1]
+    assert guidellm[guidellm.index("--tokenizer") + 1] == "kind=huggingface_auto,model=tok"
+    config = inference_perf_config(Path("tok"), url, "identity", 100, 600, Path("out"))
+    assert config["api"] == {"type": "chat", "streaming": True}
+    assert config["load"]["type"] == "concurrent"
+    assert config["load"]["stages"] == [{"num_requests": 600, "concurrency_level": 100}]
+    assert config["server"]["base_url"] == url and config["tokenizer"]["pretrained_model_name_or_path"] == "tok"
 
 
 def stream_run(streams: int, ttft_error: float, script_p50: float, cpu_us: float | None) -> dict[str, Any]:
