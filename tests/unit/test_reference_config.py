@@ -105,6 +105,8 @@ def test_packed_records_read_back_as_arrays_and_ids() -> None:
         "start_ns": np.array([110, 205, 300], "<u8"),
         "end_ns": np.array([150, 260, 300], "<u8"),
         "answered_ns": np.array([160, 270, 301], "<u8"),
+        "first_event_ns": np.array([130, 0, 0], "<u8"),
+        "last_event_ns": np.array([150, 0, 0], "<u8"),
         "hold_ns": np.array([40, 40, 0], "<u8"),
         "batch": np.array([1, 2, 1], "<u4"),
         "protocol": np.array([0, 2, 3], "|u1"),
@@ -128,6 +130,7 @@ def test_packed_records_read_back_as_arrays_and_ids() -> None:
     assert records.with_status("failed").tolist() == [False, False, True]
     assert records.with_protocol("http").tolist() == [False, True, False]
     assert records.most_in_service() == 1  # [110, 150) and [205, 260) do not overlap
+    assert records.first_event_ns.tolist() == [130, 0, 0] and records.last_event_ns.tolist() == [150, 0, 0]
 
 
 def test_most_in_service_counts_overlaps_and_frees_a_slot_before_it_is_taken_again() -> None:
@@ -141,6 +144,8 @@ def test_most_in_service_counts_overlaps_and_frees_a_slot_before_it_is_taken_aga
         "start_ns": start,
         "end_ns": end,
         "answered_ns": end,
+        "first_event_ns": zeros,
+        "last_event_ns": zeros,
         "hold_ns": zeros,
         "batch": np.ones(n, "<u4"),
         "protocol": np.zeros(n, "|u1"),
