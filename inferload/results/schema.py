@@ -186,12 +186,32 @@ class GenerationServerSummary(Section):
     ttft_residual_ms: LatencyMs  # client TTFT - server prefill, per request (floored at 0)
 
 
+class LengthFigures(Section):
+    mean: Number
+    min: Count
+    max: Count
+
+
+class GenerationLengthsSummary(Section):
+    """A target's ``generation.lengths`` over its distinct requests (its users send each in turn):
+    the prompts' lengths as written (``input_counted_in``: ``tokens``, counted with the target's
+    tokenizer, or ``words``) and the output tokens asked (each request's ``max_tokens``); and the
+    steady generations' mean output tokens as a share of the asked mean (100: the server generated
+    what was asked; below: it stopped early, an end of sequence or its own limit)."""
+
+    requests: Count
+    input_tokens: LengthFigures | None
+    input_counted_in: str | None
+    output_tokens_asked: LengthFigures | None
+    output_tokens_achieved_pct: Number | None
+
+
 class GenerationSummary(Section):
     """A generative target's token figures (the engine's, from each generation's content events),
     over the steady state, successful generations only; percentiles exact over all workers. The
     time to the first token and the gaps between events are its `decoupled` block."""
 
-    omit_when_none = frozenset({"goodput", "server", "ttft_from_intended_ms", "token_count"})
+    omit_when_none = frozenset({"goodput", "server", "ttft_from_intended_ms", "token_count", "lengths"})
 
     generations: Count
     output_tokens: Count
@@ -211,6 +231,8 @@ class GenerationSummary(Section):
     server: GenerationServerSummary | None = None
     #: open loop: the time to the first token from each arrival's intended send (TTFT + send lag)
     ttft_from_intended_ms: LatencyMs | None = None
+    #: present when the target sets ``generation.lengths``
+    lengths: GenerationLengthsSummary | None = None
 
 
 class BurstRecovery(Section):

@@ -19,10 +19,12 @@ from inferload.results.histograms import write_histograms
 from inferload.results.schema import (
     SCHEMA_VERSION,
     Burstiness,
+    GenerationLengthsSummary,
     GenerationServerSummary,
     GenerationSummary,
     GoodputSummary,
     LatencyMs,
+    LengthFigures,
     OpenLoop,
     RunSummary,
     SendLag,
@@ -35,7 +37,8 @@ from inferload.results.schema import (
 )
 from inferload.results.slo import evaluate, slo_section
 from inferload.results.tail import tail_summary
-from inferload.scenario.generation import GoodputSpec
+from inferload.scenario.generation import GenerationSpec, GoodputSpec
+from inferload.scenario.lengths import drawn_requests, token_counter
 from inferload.scenario.schema import RunOutline, Scenario, is_open_loop
 from inferload.scenario.shapes import BurstShape, RateBurstsShape, ReplayShape
 from inferload.scenario.targets import Target
@@ -263,8 +266,38 @@ def stream_blocks(record: RunRecord, target: Target, steady_s: float, requests: 
         record.generations, target.name, steady_s, requests, None if generation is None else generation.goodput
     )
     if generated is not None:
+        if generation is not None and generation.lengths is not None:
+            generated = generated.model_copy(update={"lengths": lengths_figures(generation, generated.output_tokens_per_request)})
         blocks["generation"] = generated
     return blocks
+
+
+def lengths_figures(generation: GenerationSpec, achieved_per_request: float | None) -> GenerationLengthsSummary:
+    """The target's drawn lengths (`inferload.scenario.lengths.drawn_requests`, the same its users
+    sent), against the output tokens its steady generations had per request."""
+    assert generation.lengths is not None
+    drawn = drawn_requests(generation.lengths, generation.tokenizer)
+
+    def figures(values: list[int]) -> LengthFigures | None:
+        if not values:
+            return None
+        return LengthFigures(mean=statistics.fmean(values), min=min(values), max=max(values))
+
+    inputs = [d.counted_input_tokens for d in drawn if d.counted_input_tokens is not None]
+    asked = [d.output_tokens for d in drawn if d.output_tokens is not None]
+    asked_figures = figures(asked)
+    achieved = (
+        None
+        if asked_figures is None or achieved_per_request is None
+        else round(100.0 * achieved_per_request / float(asked_figures.mean), 2)
+    )
+    return GenerationLengthsSummary(
+        requests=len(drawn),
+        input_tokens=figures(inputs),
+        input_counted_in=None if not inputs else "tokens" if token_counter(generation.tokenizer) is not None else "words",
+        output_tokens_asked=asked_figures,
+        output_tokens_achieved_pct=achieved,
+    )
 
 
 #: windows.csv columns of generative targets (appended after the stream columns; empty for other targets)

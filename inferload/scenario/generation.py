@@ -13,7 +13,8 @@ thresholds (``ttft_ms``, ``tpot_ms``, ``e2e_ms``): a request is good when it mee
 the summary reports the good requests per second and their share of all requests (the attainment).
 ``tokenizer`` names a Hugging Face ``tokenizer.json`` (relative to the scenario file) the engine
 counts each stream's tokens with: N when the server sends no ``usage``, and each event's tokens
-(the ITL's weights) always; where both count, the summary says how far they differ.
+(the ITL's weights) always; where both count, the summary says how far they differ. ``lengths``
+draws each distinct request's prompt length and ``max_tokens`` (`inferload.scenario.lengths`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pydantic import Field, StrictBool, StrictStr, ValidationInfo, field_validat
 
 from inferload.scenario.fields import FrozenModel, Number
 from inferload.scenario.input_files import not_regular_problem
+from inferload.scenario.lengths import LengthsSpec
 from inferload.scenario.messages import Check, custom_error
 
 if TYPE_CHECKING:
@@ -32,6 +34,8 @@ if TYPE_CHECKING:
 
 #: the prompt of a generative target that names none
 DEFAULT_PROMPT = "Write a short story about a lighthouse keeper."
+#: the tokens a generative target asks for when it names no number
+DEFAULT_MAX_TOKENS = 128
 #: the most characters of one prompt written in a scenario
 MAX_PROMPT_CHARS = 1_000_000
 
@@ -72,7 +76,7 @@ class GenerationSpec(FrozenModel):
     #: the prompt of every request, when no input gives the prompts
     prompt: Annotated[StrictStr, Field(min_length=1, max_length=MAX_PROMPT_CHARS)] = DEFAULT_PROMPT
     #: the most tokens each answer may have (the request's ``max_tokens``)
-    max_tokens: Annotated[int, Field(ge=1, le=1_000_000, strict=True)] = 128
+    max_tokens: Annotated[int, Field(ge=1, le=1_000_000, strict=True)] = DEFAULT_MAX_TOKENS
     #: the answer streamed as server-sent events (false: one JSON answer, timed whole)
     stream: StrictBool = True
     #: a stream asks for the server's token count in a last ``usage`` event
@@ -85,6 +89,8 @@ class GenerationSpec(FrozenModel):
     goodput: GoodputSpec | None = None
     #: a Hugging Face ``tokenizer.json`` the engine counts each stream's tokens with
     tokenizer: StrictStr | None = None
+    #: each distinct request's prompt length and asked output tokens (`inferload.scenario.lengths`)
+    lengths: LengthsSpec | None = None
 
     @field_validator("tokenizer")
     @classmethod
@@ -117,11 +123,28 @@ class GenerationSpec(FrozenModel):
             raise custom_error("generation.goodput needs stream: true (a whole answer has no token times to judge); remove one")
         if self.tokenizer is not None and not self.stream:
             raise custom_error("generation.tokenizer needs stream: true (the engine counts a stream's events); remove one")
+        # (a target written out carries the defaults: those are not given)
+        if self.lengths is not None:
+            if self.lengths.output_tokens is not None and self.max_tokens != DEFAULT_MAX_TOKENS:
+                raise custom_error(
+                    "generation.lengths.output_tokens sets each request's max_tokens: remove generation.max_tokens"
+                )
+            if self.lengths.input_tokens is not None and self.prompt != DEFAULT_PROMPT:
+                raise custom_error("generation.lengths.input_tokens makes each request's prompt: remove generation.prompt")
         return self
+
+    def asks_prompts(self) -> bool:
+        """The prompts are made from lengths (``lengths.input_tokens`` or a lengths file)."""
+        return self.lengths is not None and (self.lengths.input_tokens is not None or self.lengths.file is not None)
 
 
 def generative_problems(
-    inputs: tuple[InputSpec, ...], prompt_given: bool, batch_size: int, tensor_keys: dict[str, object], kind: str
+    inputs: tuple[InputSpec, ...],
+    prompt_given: bool,
+    batch_size: int,
+    tensor_keys: dict[str, object],
+    kind: str,
+    lengths_make_prompts: bool = False,
 ) -> list[Check]:
     """Every way a generative target's keys do not fit: its prompt input, and the tensor keys it
     takes none of (``tensor_keys``: each such key's value; set when not None or empty)."""
@@ -140,6 +163,13 @@ def generative_problems(
             )
         elif prompt_given:
             checks.append((("generation", "prompt"), f"inputs[{index}] gives the prompts already: give one or the other"))
+        elif lengths_make_prompts:
+            checks.append(
+                (
+                    ("generation", "lengths"),
+                    f"inputs[{index}] gives the prompts already: lengths make prompts: give one or the other",
+                )
+            )
     if batch_size != 1:
         checks.append((("batch_size",), f"this {kind} target sends one prompt per request; got batch_size {batch_size}"))
     for key, value in sorted(tensor_keys.items()):

@@ -572,7 +572,8 @@ class Target(FrozenModel):
         tensor_keys: dict[str, object] = {"outputs": self.outputs, "expected": self.expected}
         if self.server != "triton":  # Triton's generate takes a model version
             tensor_keys["version"] = self.version
-        checks = generative_problems(self.inputs, prompt_given, self.batch_size, tensor_keys, self.kind)
+        makes_prompts = self.generation is not None and self.generation.asks_prompts()
+        checks = generative_problems(self.inputs, prompt_given, self.batch_size, tensor_keys, self.kind, makes_prompts)
         if self.generation is not None and self.response_check != "shape":
             read_by_event = {"goodput": self.generation.goodput, "tokenizer": self.generation.tokenizer}
             checks.extend(

@@ -26,6 +26,7 @@ from geventhttpclient.response import HTTPConnectionClosed
 
 from inferload.scenario.generation import GenerationSpec
 from inferload.scenario.headers import request_headers
+from inferload.scenario.lengths import drawn_requests
 from inferload.users.base import InferenceUser
 from inferload.users.engine import NativeTarget
 from inferload.users.http_answer import DETAIL_CHARS, close_client, json_error_detail, open_client, post_for_answer
@@ -48,10 +49,11 @@ def generation_of(target: Any) -> GenerationSpec:
     return spec if spec is not None else GenerationSpec()
 
 
-def request_body(kind: str, model: str, prompt: str, generation: GenerationSpec) -> bytes:
-    """One request's JSON body."""
+def request_body(kind: str, model: str, prompt: str, generation: GenerationSpec, max_tokens: int | None = None) -> bytes:
+    """One request's JSON body; ``max_tokens``: its own (drawn) length, else the generation's."""
+    max_tokens = generation.max_tokens if max_tokens is None else max_tokens
     if kind == "triton-generate":
-        parameters: dict[str, Any] = {"max_tokens": generation.max_tokens, "stream": generation.stream}
+        parameters: dict[str, Any] = {"max_tokens": max_tokens, "stream": generation.stream}
         if generation.ignore_eos:
             parameters["ignore_eos"] = True
         return json.dumps({"text_input": prompt, "parameters": parameters}, ensure_ascii=False, separators=(",", ":")).encode()
@@ -60,7 +62,7 @@ def request_body(kind: str, model: str, prompt: str, generation: GenerationSpec)
         body["messages"] = [{"role": "user", "content": prompt}]
     else:
         body["prompt"] = prompt
-    body["max_tokens"] = generation.max_tokens
+    body["max_tokens"] = max_tokens
     if generation.ignore_eos:
         body["ignore_eos"] = True
     body["stream"] = generation.stream
@@ -110,7 +112,12 @@ class GenerativeUser(InferenceUser):
     def encode_request(cls, data: RequestData) -> bytes:
         target = cls.target
         generation = generation_of(target)
-        return request_body(target.kind, target.model, prompt_of(data, generation), generation)
+        if generation.lengths is None:
+            return request_body(target.kind, target.model, prompt_of(data, generation), generation)
+        drawn = drawn_requests(generation.lengths, generation.tokenizer)
+        own = drawn[data.index % len(drawn)]
+        prompt = own.prompt if own.prompt is not None else prompt_of(data, generation)
+        return request_body(target.kind, target.model, prompt, generation, own.output_tokens)
 
     @classmethod
     def _headers(cls) -> dict[str, str]:

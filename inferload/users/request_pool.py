@@ -21,6 +21,7 @@ from typing import Generic, TypeVar
 import numpy as np
 
 from inferload.scenario.datasets import DatasetError, read_target_datasets, request_plan
+from inferload.scenario.lengths import drawn_requests
 from inferload.scenario.messages import format_key_path
 from inferload.scenario.targets import InputSpec, Target
 from inferload.users.payload import make_input_array
@@ -66,8 +67,8 @@ class RequestSource:
         if datasets:
             count = len(next(iter(datasets.values())).samples)
             self._plan = request_plan(count, target.batch_size, target.rotation, target.rotation_seed or 0)
-        else:
-            self._plan = np.zeros((1, 0), dtype=np.int64)
+        else:  # one request, or a generative target's drawn lengths (a request each)
+            self._plan = np.zeros((drawn_count(target), 0), dtype=np.int64)
 
     @property
     def size(self) -> int:
@@ -113,6 +114,14 @@ class RequestSource:
             array = self._generated[spec.name] if samples is None else _stack([samples[i] for i in plan])
             arrays.append((spec, array if self.model_batches else array[0]))
         return RequestData(index=index, samples=self.samples(index), arrays=tuple(arrays))
+
+
+def drawn_count(target: Target) -> int:
+    """The distinct requests a target without a data set has: its ``generation.lengths``' (1 without)."""
+    generation = getattr(target, "generation", None)
+    if generation is None or generation.lengths is None:
+        return 1
+    return len(drawn_requests(generation.lengths, generation.tokenizer))
 
 
 def _stack(samples: list[np.ndarray]) -> np.ndarray:

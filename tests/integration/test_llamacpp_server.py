@@ -5,11 +5,13 @@ with a role-only event and ends with a usage-only tail (with its per-request ``t
 ``[DONE]``, none of them tokens. The model's tokenizer, named by the target, counts in the engine
 exactly the tokens the server's usage counts, request by request; its /metrics (the target's
 ``metrics_url``) gives the sequences it decoded together per call. `inferload servers up` starts it and `down` leaves nothing running.
+Prompt and answer lengths a target draws are held by it: every answer as long as its request asked.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,22 +34,52 @@ def run(folder: Path, target: dict[str, Any]) -> Any:
     return inferload("run", str(scenario), "--headless", "--out", str(folder / "out"))
 
 
-def test_a_chat_target_on_llama_cpp_counts_the_server_s_tokens_and_times_each_answer(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One llama.cpp server for the module: its URL."""
+    with llamacpp_server(tmp_path_factory.mktemp("llamacpp")) as url:
+        yield url
+
+
+def test_prompt_and_answer_lengths_from_a_file_are_sent_and_held_by_the_server(tmp_path: Path, llama: str) -> None:
+    """Two requests' lengths from a file: prompts made to 8 and 20 tokens of the model's tokenizer,
+    asking for 3 and 9 tokens; llama.cpp generates what each asks (the built-in LLM never ends early)."""
+    lengths = tmp_path / "lengths.jsonl"
+    lengths.write_text('{"input_tokens": 8, "output_tokens": 3}\n{"input_tokens": 20, "output_tokens": 9}\n')
+    tokenizer = str(tokenizer_path(llm_model_path()))
+    generation = {"lengths": {"file": str(lengths)}, "ignore_eos": True, "tokenizer": tokenizer}
+    done = run(
+        tmp_path / "lengths",
+        {"name": "chat", "kind": "openai-chat", "address": llama, "model": LLM_NAME, "generation": generation},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    figures = json.loads((tmp_path / "lengths" / "out" / "summary.json").read_text())["targets"]["chat"]
+    tokens = figures["generation"]
+    assert figures["failures"] == 0 and tokens["generations"] > 5
+    assert tokens["lengths"]["requests"] == 2 and tokens["lengths"]["input_counted_in"] == "tokens"
+    assert tokens["lengths"]["input_tokens"] == {"mean": 14.0, "min": 8, "max": 20}
+    assert tokens["lengths"]["output_tokens_asked"] == {"mean": 6.0, "min": 3, "max": 9}
+    # each request got what it asked: the longest answer is 9 tokens, and the mean lies between the two
+    assert tokens["max_output_tokens"] == 9 and 3 <= tokens["output_tokens_per_request"] <= 9
+    achieved = tokens["lengths"]["output_tokens_achieved_pct"]
+    assert achieved == pytest.approx(100 * tokens["output_tokens_per_request"] / 6.0, abs=0.01)
+
+
+def test_a_chat_target_on_llama_cpp_counts_the_server_s_tokens_and_times_each_answer(tmp_path: Path, llama: str) -> None:
     tokenizer = str(tokenizer_path(llm_model_path()))
     generation = {"max_tokens": MAX_TOKENS, "prompt": "the keeper of the light", "tokenizer": tokenizer}
-    with llamacpp_server(tmp_path) as url:
-        chat = run(
-            tmp_path / "chat",
-            {
-                "name": "chat",
-                "kind": "openai-chat",
-                "address": url,
-                "model": LLM_NAME,
-                "generation": generation,
-                "metrics_url": f"{url}/metrics",
-            },
-        )
-        wrong = run(tmp_path / "wrong", {"name": "chat", "kind": "openai-chat", "address": url, "model": "llama-3"})
+    chat = run(
+        tmp_path / "chat",
+        {
+            "name": "chat",
+            "kind": "openai-chat",
+            "address": llama,
+            "model": LLM_NAME,
+            "generation": generation,
+            "metrics_url": f"{llama}/metrics",
+        },
+    )
+    wrong = run(tmp_path / "wrong", {"name": "chat", "kind": "openai-chat", "address": llama, "model": "llama-3"})
     assert chat.returncode == 0, chat.stdout + chat.stderr
     figures = json.loads((tmp_path / "chat" / "out" / "summary.json").read_text())["targets"]["chat"]
     assert figures["failures"] == 0 and figures["requests"] > 5

@@ -956,6 +956,27 @@ fn tokenizer_problem(path: &str) -> Option<String> {
     TokenizerFile::load(path).err()
 }
 
+/// Each text's token count with the tokenizer at `path` (no special tokens added): how a generative
+/// target's synthetic prompts are measured to their asked lengths. ValueError naming the file when
+/// it cannot be read.
+#[pyfunction]
+fn count_tokens(path: &str, texts: Vec<String>) -> PyResult<Vec<u64>> {
+    let file = TokenizerFile::load(path).map_err(PyValueError::new_err)?;
+    texts
+        .iter()
+        .map(|text| {
+            file.tokenizer
+                .encode(text.as_str(), false)
+                .map(|encoding| encoding.len() as u64)
+                .map_err(|e| {
+                    PyValueError::new_err(format!(
+                        "the tokenizer {path} could not count a text: {e}"
+                    ))
+                })
+        })
+        .collect()
+}
+
 #[pyfunction]
 #[pyo3(signature = (latencies_ms, failures = 0))]
 fn latency_wire<'py>(
@@ -979,5 +1000,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check_answer, m)?)?;
     m.add_function(wrap_pyfunction!(answer_length, m)?)?;
     m.add_function(wrap_pyfunction!(tokenizer_problem, m)?)?;
+    m.add_function(wrap_pyfunction!(count_tokens, m)?)?;
     Ok(())
 }

@@ -1,0 +1,276 @@
+"""A generative target's request lengths (``generation.lengths``): how long each prompt is and how
+many tokens each request asks for, drawn once per distinct request.
+
+``input_tokens`` and ``output_tokens`` are laws (``fixed``: ``tokens``; ``uniform``: ``min`` ..
+``max``, both included; ``normal``: ``mean``, ``sd``, cut to ``min`` .. ``max``), drawn for
+``requests`` distinct requests with ``seed``; or ``file`` names a JSONL file (relative to the
+scenario) whose every line gives one request's ``input_tokens`` and/or ``output_tokens`` (the pairs a
+trace or a data set recorded). A request's output length is its ``max_tokens`` (with ``ignore_eos``
+the server generates that many where it takes it). Its input length makes a synthetic prompt: words
+of a fixed vocabulary, different in every request (so no two prompts share a prefix by chance), as
+many as the length asks; with ``generation.tokenizer`` named, each word is weighed with that
+tokenizer (a space and the word: the tokens it adds inside a text) and words are added until the
+prompt holds the asked tokens, then every prompt is counted whole with the tokenizer, and those
+counts are what the summary reports (a chat server's template adds its own tokens around the
+message: its ``usage.prompt_tokens`` is that many more).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Literal
+
+import numpy as np
+from pydantic import Field, StrictStr, ValidationInfo, field_validator, model_validator
+
+from inferload.scenario.fields import FrozenModel, Number
+from inferload.scenario.input_files import not_regular_problem, read_limited
+from inferload.scenario.messages import custom_error
+
+#: the most tokens one length may ask for
+MAX_LENGTH = 1_000_000
+#: distinct requests drawn when the lengths name no number
+DEFAULT_REQUESTS = 1000
+#: the most distinct requests drawn (or lines in a lengths file)
+MAX_REQUESTS = 100_000
+#: the most bytes of a lengths file
+MAX_LENGTHS_FILE_BYTES = 64 * 1024 * 1024
+#: the synthetic prompts' words: short, common English words (one token each in most tokenizers)
+VOCABULARY: tuple[str, ...] = tuple(
+    """time year people way day man thing woman life child world school state family student group
+    country problem hand part place case week company system program question work government
+    number night point home water room mother area money story fact month lot right study book eye
+    job word business issue side kind head house service friend father power hour game line end
+    member law car city community name president team minute idea kid body information back parent
+    face others level office door health person art war history party result change morning reason
+    research girl guy moment air teacher force education""".split()  # noqa: SIM905
+)
+
+Length = Annotated[int, Field(ge=1, le=MAX_LENGTH, strict=True)]
+
+
+class LengthLaw(FrozenModel):
+    """One length drawn per distinct request (tokens)."""
+
+    law: Literal["fixed", "uniform", "normal"]
+    tokens: Length | None = None  # fixed
+    min: Length | None = None  # uniform, normal
+    max: Length | None = None  # uniform, normal
+    mean: Annotated[Number, Field(gt=0, le=MAX_LENGTH)] | None = None  # normal
+    sd: Annotated[Number, Field(ge=0, le=MAX_LENGTH)] | None = None  # normal
+
+    @model_validator(mode="after")
+    def _keys_of_the_law(self) -> LengthLaw:
+        needs = {"fixed": ("tokens",), "uniform": ("min", "max"), "normal": ("mean", "sd", "min", "max")}[self.law]
+        missing = [key for key in needs if getattr(self, key) is None]
+        extra = [key for key in ("tokens", "min", "max", "mean", "sd") if key not in needs and getattr(self, key) is not None]
+        if missing or extra:
+            given = f"; {', '.join(extra)} not for this law" if extra else ""
+            raise custom_error(
+                f"law {self.law} takes {', '.join(needs)}{given}" + (f"; missing {', '.join(missing)}" if missing else "")
+            )
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise custom_error(f"min {self.min} is above max {self.max}")
+        return self
+
+    def draw(self, rng: np.random.Generator, count: int) -> np.ndarray:
+        """``count`` lengths (int64)."""
+        if self.law == "fixed":
+            assert self.tokens is not None
+            return np.full(count, self.tokens, dtype=np.int64)
+        assert self.min is not None and self.max is not None
+        if self.law == "uniform":
+            return rng.integers(self.min, self.max, count, endpoint=True, dtype=np.int64)
+        assert self.mean is not None and self.sd is not None
+        drawn = np.rint(rng.normal(float(self.mean), float(self.sd), count))
+        return np.clip(drawn, self.min, self.max).astype(np.int64)
+
+    def words(self) -> str:
+        if self.law == "fixed":
+            return f"{self.tokens}"
+        if self.law == "uniform":
+            return f"uniform {self.min}..{self.max}"
+        return f"normal {self.mean:g} ± {self.sd:g} in {self.min}..{self.max}"
+
+
+class LengthsSpec(FrozenModel):
+    """Each distinct request's prompt length and asked output length: laws, or a file of pairs."""
+
+    input_tokens: LengthLaw | None = None
+    output_tokens: LengthLaw | None = None
+    #: a JSONL file (relative to the scenario): one request's ``input_tokens`` and/or ``output_tokens`` per line
+    file: StrictStr | None = None
+    #: distinct requests drawn from the laws (the pool the target's users rotate through)
+    requests: Annotated[int, Field(ge=1, le=MAX_REQUESTS, strict=True)] = DEFAULT_REQUESTS
+    seed: Annotated[int, Field(ge=0, strict=True)] = 0
+
+    @field_validator("file")
+    @classmethod
+    def _lengths_file(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """Relative to the scenario file (made absolute and read, when its folder is known)."""
+        if value is None:
+            return None
+        if not value.strip():
+            raise custom_error("expected the path of a JSONL file of lengths; got an empty string")
+        base_dir = (info.context or {}).get("base_dir")
+        if base_dir is None:
+            return value
+        path = (Path(base_dir) / value).resolve()
+        problem = not_regular_problem(path)
+        if problem is None:
+            try:
+                read_length_pairs(str(path))
+            except ValueError as error:
+                problem = str(error)
+        if problem:
+            raise custom_error(problem)
+        return str(path)
+
+    @model_validator(mode="after")
+    def _laws_or_a_file(self) -> LengthsSpec:
+        laws = self.input_tokens is not None or self.output_tokens is not None
+        if self.file is not None and laws:
+            raise custom_error("give the lengths as laws (input_tokens, output_tokens) or as a file, not both")
+        if self.file is None and not laws:
+            raise custom_error("give input_tokens, output_tokens (laws) or file (a JSONL file of lengths)")
+        if self.file is not None and self.requests != DEFAULT_REQUESTS:
+            raise custom_error("a lengths file's lines are the requests: remove requests")
+        return self
+
+
+@functools.cache
+def read_length_pairs(path: str) -> tuple[tuple[int | None, int | None], ...]:
+    """A lengths file's (input tokens, output tokens) per line; ValueError naming the file and the
+    line when a line is not a JSON object with ``input_tokens`` and/or ``output_tokens`` (integers
+    from 1 to MAX_LENGTH), or the file holds none or more than MAX_REQUESTS."""
+    text = read_limited(Path(path), MAX_LENGTHS_FILE_BYTES)
+    pairs: list[tuple[int | None, int | None]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except (ValueError, RecursionError) as error:
+            raise ValueError(f"{path}: line {number}: expected a JSON object: {error}") from None
+        if not isinstance(entry, dict):
+            raise ValueError(f"{path}: line {number}: expected a JSON object with input_tokens and/or output_tokens")
+        values = []
+        for key in ("input_tokens", "output_tokens"):
+            value = entry.get(key)
+            if value is not None and (type(value) is not int or not 1 <= value <= MAX_LENGTH):
+                raise ValueError(f"{path}: line {number}: {key}: expected an integer from 1 to {MAX_LENGTH:,}; got {value!r}")
+            values.append(value)
+        if values == [None, None]:
+            raise ValueError(f"{path}: line {number}: expected input_tokens and/or output_tokens")
+        pairs.append((values[0], values[1]))
+        if len(pairs) > MAX_REQUESTS:
+            raise ValueError(f"{path}: more than {MAX_REQUESTS:,} lines of lengths")
+    if not pairs:
+        raise ValueError(f"{path}: no lengths (expected a JSON object per line)")
+    return tuple(pairs)
+
+
+@dataclass(frozen=True)
+class DrawnRequest:
+    """One distinct request's lengths: its prompt (None: the target's own prompt), the tokens the
+    prompt was asked to hold and holds (counted with the tokenizer, else its words), and the
+    output tokens it asks for (None: the target's ``max_tokens``)."""
+
+    prompt: str | None
+    input_tokens: int | None
+    counted_input_tokens: int | None
+    output_tokens: int | None
+
+
+def synthetic_words(index: int, count: int, vocabulary: Sequence[str] = VOCABULARY) -> list[str]:
+    """``count`` words of ``vocabulary`` drawn with ``index`` as the seed: the same for one index
+    every time; different requests' prompts differ from their first words on."""
+    picks = np.random.default_rng([index, 0x1E57]).integers(0, len(vocabulary), count)
+    return [vocabulary[pick] for pick in picks.tolist()]
+
+
+#: rounds of counting and mending a prompt's words to its asked tokens
+MEND_ROUNDS = 6
+
+
+def _sized_prompts(
+    lengths: list[int | None], count_tokens: Callable[[list[str]], list[int]] | None
+) -> list[tuple[str, int] | None]:
+    """Each asked length's prompt and the tokens it holds (None where no length is asked). Without
+    a tokenizer a prompt is that many words. With one, words that are one token inside a text are
+    preferred (all words when fewer than 8 are), the prompt is counted whole, and words are added or
+    taken off until it holds the asked tokens or MEND_ROUNDS have passed (a word of several tokens
+    can leave it a few over; a prompt never has fewer tokens than its first word, which starts with
+    the word the tokenizer counts fewest tokens for alone)."""
+    if count_tokens is None:
+        return [None if n is None else (" ".join(synthetic_words(index, n)), n) for index, n in enumerate(lengths)]
+    weights = dict(zip(VOCABULARY, count_tokens([f" {word}" for word in VOCABULARY]), strict=True))
+    single = [word for word in VOCABULARY if weights[word] == 1]
+    vocabulary = single if len(single) >= 8 else list(VOCABULARY)
+    # a text's first word has no space before it: some tokenizers count it as more tokens
+    alone = dict(zip(VOCABULARY, count_tokens(list(VOCABULARY)), strict=True))
+    first = [word for word in VOCABULARY if alone[word] == min(alone.values())]
+    words: dict[int, list[str]] = {
+        index: [first[index % len(first)], *synthetic_words(index, n - 1, vocabulary)]
+        for index, n in enumerate(lengths)
+        if n is not None
+    }
+    held: dict[int, int] = {}
+    for _ in range(MEND_ROUNDS):
+        indices = [index for index in words if held.get(index) != lengths[index]]
+        if not indices:
+            break
+        for index, tokens in zip(indices, count_tokens([" ".join(words[index]) for index in indices]), strict=True):
+            held[index] = tokens
+            asked = lengths[index]
+            assert asked is not None
+            if tokens < asked:
+                words[index] += synthetic_words(index + len(words[index]) * 7919, asked - tokens, vocabulary)
+            elif tokens > asked and len(words[index]) > 1:
+                cut = tokens - asked
+                while cut > 0 and len(words[index]) > 1:
+                    cut -= max(1, weights.get(words[index].pop(), 1))
+    final = [index for index in words if held.get(index) != lengths[index]]
+    for index, tokens in zip(final, count_tokens([" ".join(words[index]) for index in final]), strict=True):
+        held[index] = tokens
+    return [None if n is None else (" ".join(words[index]), held[index]) for index, n in enumerate(lengths)]
+
+
+@functools.cache
+def drawn_requests(spec: LengthsSpec, tokenizer: str | None) -> tuple[DrawnRequest, ...]:
+    """Every distinct request's lengths and prompt (deterministic: the laws drawn with ``seed``, or
+    the file's lines in order); with ``tokenizer``, prompts are sized and counted with it."""
+    if spec.file is not None:
+        pairs: Sequence[tuple[int | None, int | None]] = read_length_pairs(spec.file)
+    else:
+        rng = np.random.default_rng(spec.seed)
+        count = spec.requests
+        inputs = spec.input_tokens.draw(rng, count).tolist() if spec.input_tokens else [None] * count
+        outputs = spec.output_tokens.draw(rng, count).tolist() if spec.output_tokens else [None] * count
+        pairs = list(zip(inputs, outputs, strict=True))
+    prompts = _sized_prompts([i for i, _ in pairs], token_counter(tokenizer))
+    return tuple(
+        DrawnRequest(None, i, None, o) if prompt is None else DrawnRequest(prompt[0], i, prompt[1], o)
+        for prompt, (i, o) in zip(prompts, pairs, strict=True)
+    )
+
+
+def token_counter(tokenizer: str | None) -> Callable[[list[str]], list[int]] | None:
+    """Each text's tokens with ``tokenizer`` (the engine's `tokenizers`); None without a tokenizer or
+    without the engine (the prompts are then sized and counted in words)."""
+    if tokenizer is None:
+        return None
+    try:
+        from inferload import _native
+    except ImportError:
+        return None
+
+    def count(texts: list[str]) -> list[int]:
+        counts: list[int] = _native.count_tokens(tokenizer, texts)
+        return counts
+
+    return count
