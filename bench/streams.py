@@ -1,4 +1,4 @@
-"""Item 12 of `make bench`: stream fidelity (issue 34's goals) at 1, 100 and 1,000 concurrent streams.
+"""Item 12 of `make bench`: stream fidelity (issue 34's goals) at 1, 100, 1,000 and 10,000 concurrent streams.
 
 Each run is a real `inferload run --headless` of an `openai-chat` target (closed loop, one stream per
 user) against the reference server's scripted generations: every request is ``EVENTS`` content
@@ -18,6 +18,9 @@ stream's last write to the transport (answered). Against them, over the steady s
 Errors are p50 and p99 of inferload's figure less the same percentile of the truth's, in ms (the
 two distributions, not joined per request). Client CPU: the `inferload run` process tree's CPU
 seconds over the run (start-up and warm-up included: an upper bound) per content event received.
+
+The scale run (``scale``): inferload alone at SCALE_STREAMS streams from one process, the events
+SCALE_HOLD_MS apart (the events per second of 1,000 streams at HOLD_MS), the same figures.
 
 The peers (``runs[i]["peers"][tool]``): after inferload's run at each stream count, AIPerf, GuideLLM
 and inference-perf (each in a venv of its own: bench/aiperf.py, bench/guidellm.py,
@@ -65,6 +68,14 @@ QUICK_STEADY_S = 5
 #: the most an `inferload run` takes from its launch to its first request (interpreter, imports, Locust)
 STARTUP_S = 3
 MODEL = "identity"
+#: the scale run: inferload alone, SCALE_STREAMS streams from one process, events SCALE_HOLD_MS apart
+#: (10,000 events/s, as 1,000 streams at HOLD_MS), the streams started over SCALE_WARMUP_S (one request)
+SCALE_STREAMS = 10_000
+SCALE_HOLD_MS = 1000.0
+SCALE_WARMUP_S = 8
+#: its steady time, --quick too: the server's records of it are the requests received after the
+#: warm-up and answered before the end, so it must outlast one request (EVENTS × SCALE_HOLD_MS)
+SCALE_STEADY_S = 20
 #: the peers run on the same script after inferload at each stream count
 PEERS = ("aiperf", "guidellm", "inference-perf")
 #: the most a peer's run may take beyond its steady time (interpreter, tokenizer, workers, its report)
@@ -93,11 +104,14 @@ def _error(measured: dict[str, Any], truth: dict[str, float | None], keys: tuple
     }
 
 
-def scenario_data(address: str, streams: int, steady_s: int) -> dict[str, Any]:
+def scenario_data(address: str, streams: int, steady_s: int, warmup_s: int = WARMUP_S) -> dict[str, Any]:
+    """inferload's run: ``streams`` users, each one stream at a time, started over one second (over
+    the warm-up when it is longer than one request: the scale run's streams then do not move in step)."""
+    spawn_s = 1 if warmup_s == WARMUP_S else warmup_s
     return {
         "name": f"bench-streams-{streams}",
-        "duration": f"{WARMUP_S + steady_s}s",
-        "warmup": f"{WARMUP_S}s",
+        "duration": f"{warmup_s + steady_s}s",
+        "warmup": f"{warmup_s}s",
         "targets": [
             {
                 "name": "chat",
@@ -108,29 +122,37 @@ def scenario_data(address: str, streams: int, steady_s: int) -> dict[str, Any]:
                 "timeout": "30s",
             }
         ],
-        "shape": {"kind": "steady", "users": streams, "spawn_rate": max(streams, 1)},
+        "shape": {"kind": "steady", "users": streams, "spawn_rate": max(streams // spawn_s, 1)},
     }
 
 
-def reference_config(streams: int) -> Any:
+def reference_config(streams: int, hold_ms: float = HOLD_MS) -> Any:
     """The reference server's script for ``streams`` concurrent streams (a ReferenceConfig): EVENTS
-    content events a request, one every HOLD_MS from the service's start, a slot for every stream."""
+    content events a request, one every ``hold_ms`` from the service's start, a slot for every stream."""
     from inferload.local.reference_server import FixedDelay, ReferenceConfig
 
     return ReferenceConfig(
-        delay=FixedDelay(ms=HOLD_MS), concurrency=streams + 8, stream_responses=EVENTS, threads=2, record_capacity=5_000_000
+        delay=FixedDelay(ms=hold_ms), concurrency=streams + 8, stream_responses=EVENTS, threads=2, record_capacity=5_000_000
     )
 
 
-def run_streams(work_dir: Path, streams: int, steady_s: int, log: Callable[[str], None]) -> dict[str, Any]:
-    """One run at ``streams`` concurrent streams against a reference server of its own."""
+def run_streams(
+    work_dir: Path,
+    streams: int,
+    steady_s: int,
+    log: Callable[[str], None],
+    hold_ms: float = HOLD_MS,
+    warmup_s: int = WARMUP_S,
+) -> dict[str, Any]:
+    """One run at ``streams`` concurrent streams against a reference server of its own, its events
+    ``hold_ms`` apart."""
     from inferload.local.reference_server import ReferenceServerProcess
 
     folder = work_dir / f"streams-{streams}"
     folder.mkdir(parents=True, exist_ok=True)
-    with ReferenceServerProcess(reference_config(streams)) as server:
+    with ReferenceServerProcess(reference_config(streams, hold_ms)) as server:
         scenario = folder / "scenario.yaml"
-        scenario.write_text(yaml.safe_dump(scenario_data(server.http_url, streams, steady_s)))
+        scenario.write_text(yaml.safe_dump(scenario_data(server.http_url, streams, steady_s, warmup_s)))
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         launched_ns = time.monotonic_ns()
         done = subprocess.run(
@@ -138,7 +160,7 @@ def run_streams(work_dir: Path, streams: int, steady_s: int, log: Callable[[str]
             cwd=REPO_ROOT,
             capture_output=True,
             text=True,
-            timeout=WARMUP_S + steady_s + 120,
+            timeout=warmup_s + steady_s + 120,
         )
         ended_ns = time.monotonic_ns()
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -151,10 +173,10 @@ def run_streams(work_dir: Path, streams: int, steady_s: int, log: Callable[[str]
     ok = records.with_status("ok")
     received = records.received_ns.astype(np.int64)
     answered = records.answered_ns.astype(np.int64)
-    chosen = ok & (received >= launched_ns + int((WARMUP_S + STARTUP_S) * 1e9)) & (answered <= ended_ns)
+    chosen = ok & (received >= launched_ns + int((warmup_s + STARTUP_S) * 1e9)) & (answered <= ended_ns)
     received, answered = received[chosen], answered[chosen]
     start, end = records.start_ns.astype(np.int64)[chosen], records.end_ns.astype(np.int64)[chosen]
-    hold_ns = int(HOLD_MS * 1e6)
+    hold_ns = int(hold_ms * 1e6)
     ttft_truth = _percentiles_ms(start - received + hold_ns)
     stream_truth = _percentiles_ms(answered - received)
     stream = figures["decoupled"]
@@ -162,11 +184,12 @@ def run_streams(work_dir: Path, streams: int, steady_s: int, log: Callable[[str]
     cpu_s = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     result = {
         "streams": streams,
+        "hold_ms": hold_ms,
         "requests": figures["requests"],
         "failures": figures["failures"],
         "content_events": events,
         "ttft_ms": {"inferload": {k: stream["first_response_ms"][k] for k in ("p50", "p99")}, "script": ttft_truth},
-        "gap_ms": {"inferload": {k: stream["inter_response_ms"][k] for k in ("p50", "p99")}, "script": {"p50": HOLD_MS}},
+        "gap_ms": {"inferload": {k: stream["inter_response_ms"][k] for k in ("p50", "p99")}, "script": {"p50": hold_ms}},
         "stream_ms": {"inferload": {k: figures["latency_ms"][k] for k in ("p50", "p99")}, "server": stream_truth},
         "server_late_ms": _percentiles_ms(end - start - EVENTS * hold_ns),
         "client_cpu_s": round(cpu_s, 3),
@@ -174,7 +197,7 @@ def run_streams(work_dir: Path, streams: int, steady_s: int, log: Callable[[str]
         "server_records_compared": int(chosen.sum()),
     }
     result["ttft_error_ms"] = _error(result["ttft_ms"]["inferload"], ttft_truth)
-    result["gap_error_ms"] = _error(result["gap_ms"]["inferload"], {"p50": HOLD_MS}, ("p50",))
+    result["gap_error_ms"] = _error(result["gap_ms"]["inferload"], {"p50": hold_ms}, ("p50",))
     result["stream_error_ms"] = _error(result["stream_ms"]["inferload"], stream_truth)
     log(
         f"streams {streams}: {figures['requests']} requests, TTFT error p50 {result['ttft_error_ms']['p50']} ms, "
@@ -316,16 +339,25 @@ def stream_fidelity(
     log: Callable[[str], None],
     streams_counts: tuple[int, ...] = STREAMS,
     peers: tuple[str, ...] = PEERS,
+    scale: bool = True,
 ) -> dict[str, Any]:
     """Item 12: one run per stream count, the figures and their errors against the script and the
-    records, then each of ``peers`` on the same script (``runs[i]["peers"]``)."""
+    records, then each of ``peers`` on the same script (``runs[i]["peers"]``); with ``scale``, inferload
+    alone at SCALE_STREAMS streams (``scale``: the issue's goal of 10,000 streams from one process)."""
     steady_s = QUICK_STEADY_S if quick else STEADY_S
     runs = []
     for streams in streams_counts:
         run = run_streams(work_dir, streams, steady_s, log)
         run["peers"] = run_peers(work_dir, streams, steady_s, log, peers)
         runs.append(run)
-    return {"events_per_request": EVENTS, "hold_ms": HOLD_MS, "steady_s": steady_s, "runs": runs}
+    result: dict[str, Any] = {"events_per_request": EVENTS, "hold_ms": HOLD_MS, "steady_s": steady_s, "runs": runs}
+    if scale:
+        try:
+            result["scale"] = run_streams(work_dir, SCALE_STREAMS, SCALE_STEADY_S, log, SCALE_HOLD_MS, SCALE_WARMUP_S)
+        except Exception as error:  # what the other runs measured is kept
+            result["scale"] = {"streams": SCALE_STREAMS, "error": f"{type(error).__name__}: {error}"[:2000]}
+            log(f"streams {SCALE_STREAMS} failed: {error}")
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -339,11 +371,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--streams", default=",".join(map(str, STREAMS)), help="comma-separated stream counts")
     parser.add_argument("--peers", default=",".join(PEERS), help="comma-separated peers (empty: none)")
     parser.add_argument("--out", type=Path, help="write the result here (else stdout)")
+    parser.add_argument("--no-scale", action="store_true", help=f"leave out the run at {SCALE_STREAMS:,} streams")
     args = parser.parse_args(argv)
     counts = tuple(int(n) for n in args.streams.split(",") if n)
     peers = tuple(p for p in args.peers.split(",") if p)
     with tempfile.TemporaryDirectory(prefix="inferload-streams-") as tmp:
-        result = stream_fidelity(Path(tmp), args.quick, lambda line: print(line, file=sys.stderr, flush=True), counts, peers)
+        result = stream_fidelity(
+            Path(tmp), args.quick, lambda line: print(line, file=sys.stderr, flush=True), counts, peers, not args.no_scale
+        )
     text = json.dumps(result, indent=2)
     if args.out:
         args.out.write_text(text)
