@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Annotated
 from pydantic import Field, StrictBool, StrictStr, ValidationInfo, field_validator, model_validator
 
 from inferload.scenario.fields import FrozenModel, Number
-from inferload.scenario.input_files import not_regular_problem
+from inferload.scenario.input_files import not_regular_problem, scenario_file
 from inferload.scenario.lengths import LengthsSpec
 from inferload.scenario.messages import Check, custom_error
 
@@ -95,19 +95,10 @@ class GenerationSpec(FrozenModel):
     @field_validator("tokenizer")
     @classmethod
     def _tokenizer_file(cls, value: str | None, info: ValidationInfo) -> str | None:
-        """Relative to the scenario file (made absolute, and checked to be a file, when its folder is known)."""
-        if value is None:
-            return None
-        if not value.strip():
-            raise custom_error("expected the path of a tokenizer.json; got an empty string")
-        base_dir = (info.context or {}).get("base_dir")
-        if base_dir is None:
-            return value
-        path = (Path(base_dir) / value).resolve()
-        problem = not_regular_problem(path) or _engine_tokenizer_problem(path)
-        if problem:
-            raise custom_error(problem)
-        return str(path)
+        """Relative to the scenario file; a regular file the engine can load a tokenizer from."""
+        return scenario_file(
+            value, info, "a tokenizer.json", lambda path: not_regular_problem(path) or _engine_tokenizer_problem(path)
+        )
 
     @field_validator("base_path")
     @classmethod

@@ -12,10 +12,14 @@ from __future__ import annotations
 import math
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
 import numpy as np
+from pydantic import ValidationInfo
+
+from inferload.scenario.messages import custom_error
 
 _KINDS = (
     (stat.S_ISDIR, "a folder"),
@@ -28,6 +32,27 @@ _KINDS = (
 
 #: the kernel's own file systems: their "regular" files can block (/proc/kmsg) or change the system when read
 KERNEL_FOLDERS = (Path("/proc"), Path("/sys"), Path("/dev"))
+
+
+def scenario_file(
+    value: str | None, info: ValidationInfo, what: str, problem: Callable[[Path], str | None] | None = None
+) -> str | None:
+    """A file a scenario's key names, relative to the scenario file (a validator's value): None stays
+    None; an empty name is refused ("expected the path of ``what``"); when the validation context
+    knows the scenario's folder (``base_dir``), its absolute path, once ``problem(path)`` (why the
+    file cannot be used; None: it can) has found nothing. Without the folder the name is kept as given."""
+    if value is None:
+        return None
+    if not value.strip():
+        raise custom_error(f"expected the path of {what}; got an empty string")
+    base_dir = (info.context or {}).get("base_dir")
+    if base_dir is None:
+        return value
+    path = (Path(base_dir) / value).resolve()
+    found = problem(path) if problem is not None else None
+    if found:
+        raise custom_error(found)
+    return str(path)
 
 
 def not_regular_problem(path: Path) -> str | None:

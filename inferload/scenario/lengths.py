@@ -28,7 +28,7 @@ import numpy as np
 from pydantic import Field, StrictStr, ValidationInfo, field_validator, model_validator
 
 from inferload.scenario.fields import FrozenModel, Number
-from inferload.scenario.input_files import not_regular_problem, read_limited
+from inferload.scenario.input_files import not_regular_problem, read_limited, scenario_file
 from inferload.scenario.messages import custom_error
 
 #: the most tokens one length may ask for
@@ -111,24 +111,8 @@ class LengthsSpec(FrozenModel):
     @field_validator("file")
     @classmethod
     def _lengths_file(cls, value: str | None, info: ValidationInfo) -> str | None:
-        """Relative to the scenario file (made absolute and read, when its folder is known)."""
-        if value is None:
-            return None
-        if not value.strip():
-            raise custom_error("expected the path of a JSONL file of lengths; got an empty string")
-        base_dir = (info.context or {}).get("base_dir")
-        if base_dir is None:
-            return value
-        path = (Path(base_dir) / value).resolve()
-        problem = not_regular_problem(path)
-        if problem is None:
-            try:
-                read_length_pairs(str(path))
-            except ValueError as error:
-                problem = str(error)
-        if problem:
-            raise custom_error(problem)
-        return str(path)
+        """Relative to the scenario file; read (every line checked) when its folder is known."""
+        return scenario_file(value, info, "a JSONL file of lengths", _lengths_file_problem)
 
     @model_validator(mode="after")
     def _laws_or_a_file(self) -> LengthsSpec:
@@ -140,6 +124,16 @@ class LengthsSpec(FrozenModel):
         if self.file is not None and self.requests != DEFAULT_REQUESTS:
             raise custom_error("a lengths file's lines are the requests: remove requests")
         return self
+
+
+def _lengths_file_problem(path: Path) -> str | None:
+    problem = not_regular_problem(path)
+    if problem is None:
+        try:
+            read_length_pairs(str(path))
+        except ValueError as error:
+            problem = str(error)
+    return problem
 
 
 @functools.cache

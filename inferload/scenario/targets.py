@@ -31,7 +31,7 @@ from inferload.scenario.expected import ExpectedField, ExpectedSpec, check_expec
 from inferload.scenario.fields import DTypeField, FrozenModel, Name, Number, Seconds, Token, Version, repeats
 from inferload.scenario.generation import DEFAULT_PROMPT, GenerationSpec, generative_problems
 from inferload.scenario.headers import EnvName, HeaderName, HeaderValue, check_headers
-from inferload.scenario.input_files import not_regular_problem
+from inferload.scenario.input_files import not_regular_problem, scenario_file
 from inferload.scenario.kinds import (
     GENERATIVE_KINDS,
     SEQUENCE_KINDS,
@@ -619,22 +619,18 @@ class Target(FrozenModel):
     @field_validator("token_file")
     @classmethod
     def _token_file_path(cls, value: str | None, info: ValidationInfo) -> str | None:
-        """Relative to the scenario file (made absolute when the scenario's folder is known)."""
-        if value is None:
-            return None
-        if not value.strip():
-            raise custom_error("expected the path of TorchServe's key_file.json; got an empty string")
-        base_dir = (info.context or {}).get("base_dir")
-        if base_dir is None:
-            return value
-        path = (Path(base_dir) / value).resolve()
-        if path.exists():  # TorchServe writes it when it starts: it may not be there yet
-            problem = not_regular_problem(path)
-            if problem is None and path.stat().st_size > MAX_SMALL_FILE_BYTES:
-                problem = f"{path} is {path.stat().st_size:,} bytes; TorchServe's key_file.json is a few hundred"
-            if problem:
-                raise custom_error(problem)
-        return str(path)
+        """Relative to the scenario file; when it is there (TorchServe writes it when it starts: it may
+        not be there yet), a regular file of a few hundred bytes."""
+
+        def problem(path: Path) -> str | None:
+            if not path.exists():
+                return None
+            found = not_regular_problem(path)
+            if found is None and path.stat().st_size > MAX_SMALL_FILE_BYTES:
+                found = f"{path} is {path.stat().st_size:,} bytes; TorchServe's key_file.json is a few hundred"
+            return found
+
+        return scenario_file(value, info, "TorchServe's key_file.json", problem)
 
     @field_validator("expected")
     @classmethod

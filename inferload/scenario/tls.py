@@ -19,9 +19,9 @@ from typing import Any
 from pydantic import StrictBool, StrictStr, ValidationInfo, field_validator, model_validator
 
 from inferload.scenario.fields import FrozenModel, Token
-from inferload.scenario.input_files import read_limited
+from inferload.scenario.input_files import read_limited, scenario_file
 from inferload.scenario.kinds import SCHEME_KINDS
-from inferload.scenario.messages import Check, checks_error, custom_error
+from inferload.scenario.messages import Check, checks_error
 
 #: a PEM file is read at most this far when it is checked (certificate bundles are a few hundred KiB)
 MAX_PEM_BYTES = 4 * 1024 * 1024
@@ -68,18 +68,8 @@ class TlsSettings(FrozenModel):
     @classmethod
     def _file(cls, value: str | None, info: ValidationInfo) -> str | None:
         """Relative to the scenario file; checked (exists, readable, PEM) when its folder is known."""
-        if value is None:
-            return None
-        if not value.strip():
-            raise custom_error("expected the path of a PEM file; got an empty string")
-        base_dir = (info.context or {}).get("base_dir")
-        if base_dir is None:
-            return value
-        path = (Path(base_dir) / value).resolve()
-        problem = pem_problem(path, "key" if info.field_name == "key_file" else "certificate")
-        if problem:
-            raise custom_error(problem)
-        return str(path)
+        kind = "key" if info.field_name == "key_file" else "certificate"
+        return scenario_file(value, info, "a PEM file", lambda path: pem_problem(path, kind))
 
     @model_validator(mode="after")
     def _pairs(self) -> TlsSettings:
