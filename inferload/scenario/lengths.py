@@ -12,7 +12,8 @@ many as the length asks; with ``generation.tokenizer`` named, each word is weigh
 tokenizer (a space and the word: the tokens it adds inside a text) and words are added until the
 prompt holds the asked tokens, then every prompt is counted whole with the tokenizer, and those
 counts are what the summary reports (a chat server's template adds its own tokens around the
-message: its ``usage.prompt_tokens`` is that many more).
+message: its ``usage.prompt_tokens`` is that many more). ``shared_prefix`` puts the prompts in
+groups that start with the same words (`SharedPrefix`).
 """
 
 from __future__ import annotations
@@ -97,6 +98,15 @@ class LengthLaw(FrozenModel):
         return f"normal {self.mean:g} ± {self.sd:g} in {self.min}..{self.max}"
 
 
+class SharedPrefix(FrozenModel):
+    """Prompts in groups that share their start: request i is in group i mod ``groups``, and its prompt
+    is its group's prefix of ``tokens`` tokens, then its own drawn input tokens (a server that caches
+    prefixes computes the shared part once: its TTFT shows it)."""
+
+    groups: Annotated[int, Field(ge=1, le=MAX_REQUESTS, strict=True)]
+    tokens: Length
+
+
 class LengthsSpec(FrozenModel):
     """Each distinct request's prompt length and asked output length: laws, or a file of pairs."""
 
@@ -107,6 +117,8 @@ class LengthsSpec(FrozenModel):
     #: distinct requests drawn from the laws (the pool the target's users rotate through)
     requests: Annotated[int, Field(ge=1, le=MAX_REQUESTS, strict=True)] = DEFAULT_REQUESTS
     seed: Annotated[int, Field(ge=0, strict=True)] = 0
+    #: the prompts in groups sharing a prefix (the drawn input tokens follow it)
+    shared_prefix: SharedPrefix | None = None
 
     @field_validator("file")
     @classmethod
@@ -123,6 +135,8 @@ class LengthsSpec(FrozenModel):
             raise custom_error("give input_tokens, output_tokens (laws) or file (a JSONL file of lengths)")
         if self.file is not None and self.requests != DEFAULT_REQUESTS:
             raise custom_error("a lengths file's lines are the requests: remove requests")
+        if self.shared_prefix is not None and self.file is None and self.input_tokens is None:
+            raise custom_error("shared_prefix starts the prompts that input_tokens makes: give input_tokens too")
         return self
 
 
@@ -192,24 +206,36 @@ MEND_ROUNDS = 6
 
 
 def _sized_prompts(
-    lengths: list[int | None], count_tokens: Callable[[list[str]], list[int]] | None
+    lengths: list[int | None],
+    count_tokens: Callable[[list[str]], list[int]] | None,
+    seed_base: int = 0,
+    follows_text: bool = False,
 ) -> list[tuple[str, int] | None]:
     """Each asked length's prompt and the tokens it holds (None where no length is asked). Without
     a tokenizer a prompt is that many words. With one, words that are one token inside a text are
     preferred (all words when fewer than 8 are), the prompt is counted whole, and words are added or
     taken off until it holds the asked tokens or MEND_ROUNDS have passed (a word of several tokens
     can leave it a few over; a prompt never has fewer tokens than its first word, which starts with
-    the word the tokenizer counts fewest tokens for alone)."""
+    the word the tokenizer counts fewest tokens for alone). Prompt i's words are drawn with seed
+    ``seed_base + i``. ``follows_text``: each is counted as it reads after other text and a space
+    (its first word like any other)."""
     if count_tokens is None:
-        return [None if n is None else (" ".join(synthetic_words(index, n)), n) for index, n in enumerate(lengths)]
+        return [None if n is None else (" ".join(synthetic_words(seed_base + index, n)), n) for index, n in enumerate(lengths)]
     weights = dict(zip(VOCABULARY, count_tokens([f" {word}" for word in VOCABULARY]), strict=True))
     single = [word for word in VOCABULARY if weights[word] == 1]
     vocabulary = single if len(single) >= 8 else list(VOCABULARY)
     # a text's first word has no space before it: some tokenizers count it as more tokens
     alone = dict(zip(VOCABULARY, count_tokens(list(VOCABULARY)), strict=True))
     first = [word for word in VOCABULARY if alone[word] == min(alone.values())]
+    if follows_text:
+        first = vocabulary
+    lead = " " if follows_text else ""
+
+    def count(indices: list[int]) -> list[int]:
+        return count_tokens([lead + " ".join(words[index]) for index in indices])
+
     words: dict[int, list[str]] = {
-        index: [first[index % len(first)], *synthetic_words(index, n - 1, vocabulary)]
+        index: [first[index % len(first)], *synthetic_words(seed_base + index, n - 1, vocabulary)]
         for index, n in enumerate(lengths)
         if n is not None
     }
@@ -218,18 +244,18 @@ def _sized_prompts(
         indices = [index for index in words if held.get(index) != lengths[index]]
         if not indices:
             break
-        for index, tokens in zip(indices, count_tokens([" ".join(words[index]) for index in indices]), strict=True):
+        for index, tokens in zip(indices, count(indices), strict=True):
             held[index] = tokens
             asked = lengths[index]
             assert asked is not None
             if tokens < asked:
-                words[index] += synthetic_words(index + len(words[index]) * 7919, asked - tokens, vocabulary)
+                words[index] += synthetic_words(seed_base + index + len(words[index]) * 7919, asked - tokens, vocabulary)
             elif tokens > asked and len(words[index]) > 1:
                 cut = tokens - asked
                 while cut > 0 and len(words[index]) > 1:
                     cut -= max(1, weights.get(words[index].pop(), 1))
     final = [index for index in words if held.get(index) != lengths[index]]
-    for index, tokens in zip(final, count_tokens([" ".join(words[index]) for index in final]), strict=True):
+    for index, tokens in zip(final, count(final), strict=True):
         held[index] = tokens
     return [None if n is None else (" ".join(words[index]), held[index]) for index, n in enumerate(lengths)]
 
@@ -246,11 +272,35 @@ def drawn_requests(spec: LengthsSpec, tokenizer: str | None) -> tuple[DrawnReque
         inputs = spec.input_tokens.draw(rng, count).tolist() if spec.input_tokens else [None] * count
         outputs = spec.output_tokens.draw(rng, count).tolist() if spec.output_tokens else [None] * count
         pairs = list(zip(inputs, outputs, strict=True))
-    prompts = _sized_prompts([i for i, _ in pairs], token_counter(tokenizer))
+    count_tokens = token_counter(tokenizer)
+    prompts = _sized_prompts([i for i, _ in pairs], count_tokens, follows_text=spec.shared_prefix is not None)
+    if spec.shared_prefix is not None:
+        prompts = _after_prefixes(prompts, spec.shared_prefix, count_tokens)
     return tuple(
         DrawnRequest(None, i, None, o) if prompt is None else DrawnRequest(prompt[0], i, prompt[1], o)
         for prompt, (i, o) in zip(prompts, pairs, strict=True)
     )
+
+
+#: the seeds of the shared prefixes' words start here (the requests' own from 0)
+PREFIX_SEEDS = 1 << 40
+
+
+def _after_prefixes(
+    prompts: list[tuple[str, int] | None], shared: SharedPrefix, count_tokens: Callable[[list[str]], list[int]] | None
+) -> list[tuple[str, int] | None]:
+    """Each prompt after its group's prefix (request i: group i mod ``shared.groups``), counted whole."""
+    prefixes = _sized_prompts([shared.tokens] * shared.groups, count_tokens, PREFIX_SEEDS)
+    joined: list[tuple[str, int] | None] = []
+    for index, prompt in enumerate(prompts):
+        prefix = prefixes[index % shared.groups]
+        assert prefix is not None
+        joined.append(None if prompt is None else (f"{prefix[0]} {prompt[0]}", prefix[1] + prompt[1]))
+    if count_tokens is not None:  # the joint may count differently from its two parts
+        whole = [entry for entry in joined if entry is not None]
+        counts = iter(count_tokens([text for text, _ in whole]))
+        joined = [None if entry is None else (entry[0], next(counts)) for entry in joined]
+    return joined
 
 
 def token_counter(tokenizer: str | None) -> Callable[[list[str]], list[int]] | None:

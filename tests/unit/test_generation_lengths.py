@@ -149,3 +149,27 @@ def test_the_summary_says_what_was_asked_and_how_much_of_it_came_back() -> None:
     assert figures.output_tokens_asked is not None and figures.output_tokens_asked.min >= 10
     assert figures.output_tokens_asked.max <= 30 and figures.output_tokens_achieved_pct == 50.0
     assert lengths_figures(generation, None).output_tokens_achieved_pct is None
+
+
+def test_prompts_in_a_group_share_their_prefix_and_then_differ() -> None:
+    spec = LengthsSpec.model_validate(
+        {"input_tokens": {"law": "uniform", "min": 5, "max": 20}, "requests": 30, "shared_prefix": {"groups": 3, "tokens": 12}}
+    )
+    drawn = drawn_requests(spec, None)
+    prefixes = [" ".join((d.prompt or "").split()[:12]) for d in drawn]
+    assert all(prefixes[i] == prefixes[i % 3] for i in range(30)) and len(set(prefixes[:3])) == 3
+    assert len({" ".join((d.prompt or "").split()[12:14]) for d in drawn}) > 20  # their own parts differ
+    assert all(d.counted_input_tokens == (d.input_tokens or 0) + 12 for d in drawn)  # the prompt as sent, prefix included
+    with pytest.raises(ValidationError, match="shared_prefix starts the prompts that input_tokens makes"):
+        LengthsSpec.model_validate({"output_tokens": {"law": "fixed", "tokens": 5}, "shared_prefix": {"groups": 2, "tokens": 4}})
+
+
+def test_with_a_tokenizer_a_shared_prefix_and_its_prompts_hold_their_tokens(tmp_path: Path) -> None:
+    pytest.importorskip("inferload._native", reason="the engine counts tokens (make build)")
+    from inferload.local.models.llm import write_tokenizer
+
+    tokenizer = str(write_tokenizer(tmp_path / "tokenizer.json"))
+    spec = LengthsSpec.model_validate(
+        {"input_tokens": {"law": "uniform", "min": 1, "max": 80}, "requests": 100, "shared_prefix": {"groups": 4, "tokens": 30}}
+    )
+    assert all(d.counted_input_tokens == (d.input_tokens or 0) + 30 for d in drawn_requests(spec, tokenizer))
