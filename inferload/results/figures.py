@@ -112,6 +112,9 @@ FIGURES: tuple[Figure, ...] = (
     Figure("generation.goodput.attainment_pct", "goodput attainment", "%", "higher", ".1f", ".2f"),
     Figure("generation.token_count.difference_pct", "tokens: tokenizer − usage", "%", None, ".2f", ".3f"),
     Figure("generation.token_count.differing", "requests counted differently", None, "lower", ".0f", ".0f"),
+    Figure("generation.lengths.input_tokens.mean", "prompt tokens (mean)", None, None, ".1f", ".2f"),
+    Figure("generation.lengths.output_tokens_asked.mean", "output tokens asked (mean)", None, None, ".1f", ".2f"),
+    Figure("generation.lengths.output_tokens_achieved_pct", "output tokens achieved", "%", None, ".1f", ".2f"),
     Figure("open_loop.burstiness.sent_cv", "burstiness sent (CV)", None, None, ".2f", ".3f"),
     Figure("open_loop.burstiness.scheduled_cv", "burstiness scheduled (CV)", None, None, ".2f", ".3f"),
 )
@@ -180,6 +183,12 @@ GENERATION = figures(
 )
 #: added after `GENERATION` when a target sets goodput thresholds (`generation.goodput`)
 GOODPUT = figures("generation.goodput.per_s", "generation.goodput.attainment_pct")
+#: added after `GENERATION` when a target draws its lengths (`generation.lengths`)
+LENGTHS = figures(
+    "generation.lengths.input_tokens.mean",
+    "generation.lengths.output_tokens_asked.mean",
+    "generation.lengths.output_tokens_achieved_pct",
+)
 #: added after `GENERATION` when a target's tokenizer counted beside the server's usage (`generation.token_count`)
 TOKEN_COUNT = figures("generation.token_count.difference_pct", "generation.token_count.differing")
 #: added after `GENERATION` in open loop (`generation.ttft_from_intended_ms`)
@@ -236,7 +245,7 @@ def stream_figures_of(*targets: Any) -> tuple[Figure, ...]:
     """The figures shown beside the others for these targets: `STREAMING` when one streamed,
     `GENERATION` after it when one generated, `GENERATION_OPEN_LOOP` when one was sent in open loop,
     `GOODPUT` when one measured goodput, `TOKEN_COUNT` when a tokenizer counted beside the server,
-    `GENERATION_SERVER` when a server sent its own times."""
+    `LENGTHS` when one drew its lengths, `GENERATION_SERVER` when a server sent its own times."""
 
     def some(*path: str) -> bool:
         return any(value_at(target, path) is not None for target in targets)
@@ -246,6 +255,7 @@ def stream_figures_of(*targets: Any) -> tuple[Figure, ...]:
     shown += GENERATION_OPEN_LOOP if some("generation", "ttft_from_intended_ms") else ()
     shown += GOODPUT if some("generation", "goodput") else ()
     shown += TOKEN_COUNT if some("generation", "token_count") else ()
+    shown += LENGTHS if some("generation", "lengths") else ()
     return shown + (GENERATION_SERVER if some("generation", "server") else ())
 
 

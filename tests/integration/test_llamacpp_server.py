@@ -61,6 +61,7 @@ def test_prompt_and_answer_lengths_from_a_file_are_sent_and_held_by_the_server(t
     assert tokens["lengths"]["output_tokens_asked"] == {"mean": 6.0, "min": 3, "max": 9}
     # each request got what it asked: the longest answer is 9 tokens, and the mean lies between the two
     assert tokens["max_output_tokens"] == 9 and 3 <= tokens["output_tokens_per_request"] <= 9
+    assert "output tokens achieved" in done.stdout and "prompt tokens (mean)" in done.stdout  # the console table
     achieved = tokens["lengths"]["output_tokens_achieved_pct"]
     assert achieved == pytest.approx(100 * tokens["output_tokens_per_request"] / 6.0, abs=0.01)
 
