@@ -638,6 +638,14 @@ def percentile_error(
     )
 
 
+def failures_missed(target: dict[str, Any], misses: list[str]) -> int:
+    """The case's failed requests (summary.json's target ``failures``); any is a miss, added to ``misses``."""
+    failures = int(target.get("failures") or 0)
+    if failures:
+        misses.append(f"{failures} failed requests")
+    return failures
+
+
 def stream_truth(
     server: ReferenceServerProcess, window: tuple[float, float], floor_ns: np.ndarray, seed: int
 ) -> tuple[np.ndarray, np.ndarray, float | None]:
@@ -691,9 +699,7 @@ def judge_streams(
         for key, q in STREAM_TPOT_PERCENTILES.items()
     }
     itl_mean = percentile_error("ITL mean", (generation.get("itl_ms") or {}).get("mean"), mean_gap_ms, bounds, misses)
-    failures = int(target.get("failures") or 0)
-    if failures:
-        misses.append(f"{failures} failed requests")
+    failures = failures_missed(target, misses)
     events = int(stream.get("responses") or 0)
     cpu_s = measured["cpu_s"]
     return StreamCaseResult(
@@ -743,9 +749,7 @@ def judge(
         lag_p99 = lag.get("p99")
         if lag_p99 is None or lag_p99 > bounds.send_lag_p99_ms:
             misses.append(f"send-lag p99 {lag_p99} ms (bound {bounds.send_lag_p99_ms:g} ms)")
-    failures = int(target.get("failures") or 0)
-    if failures:
-        misses.append(f"{failures} failed requests")
+    failures = failures_missed(target, misses)
     requests = int(target.get("requests") or 0)
     cpu_s = measured["cpu_s"]
     return CaseResult(
