@@ -409,7 +409,9 @@ class StreamCase:
             "duration": f"{self.duration_s:g}s",
             "warmup": f"{self.warmup_s:g}s",
             "targets": [target],
-            "shape": {"kind": "steady", "users": self.streams, "spawn_rate": self.streams},
+            # started over the warm-up, so that the streams' requests do not end in step (a wave of
+            # them at the steady window's edge would be counted by one side and not the other)
+            "shape": {"kind": "steady", "users": self.streams, "spawn_rate": max(1.0, self.streams / self.warmup_s)},
         }
 
 

@@ -128,9 +128,11 @@ def test_the_streams_cases_hold_ttft_tpot_and_itl_against_the_servers_records(qu
         assert case.failures == 0 and case.requests > 0, case
         assert abs(case.requests - case.server_records) <= max(2, 0.05 * case.requests), case
         hold_ms = case.hold_ms
-        # the first event is one hold after the service starts, and each later one a hold after it
+        # the first event is one hold after the service starts or later
         assert case.ttft["p50"].true_ms is not None and hold_ms <= case.ttft["p50"].true_ms < hold_ms + 50, case
-        assert case.tpot["p50"].true_ms is not None and hold_ms <= case.tpot["p50"].true_ms < hold_ms + 50, case
+        # each later one a hold after the one before, from the service's start: a late first event
+        # shortens the gaps after it, so TPOT's truth may lie a little below one hold
+        assert case.tpot["p50"].true_ms is not None and hold_ms - 5 <= case.tpot["p50"].true_ms < hold_ms + 50, case
         figures = [*case.ttft.values(), *case.tpot.values(), case.itl_mean]
         for p in figures:
             assert p.error_us is not None and p.true_ms is not None, (case.name, p)

@@ -54,7 +54,8 @@ def test_the_demo_prints_both_servers_side_by_side(demo_run):
         line = next(line for line in done.stdout.splitlines() if line.startswith(f"  {server}: "))
         if answer.get("precision_reached"):
             low, high = answer["interval_rps"]
-            assert high is not None and (high - low) / low <= 0.2 and f"[{low:g}, {high:g}]" in line, (line, answer)
+            # (the interval is written rounded: its width within a hair of the precision asked)
+            assert high is not None and (high - low) / low <= 0.2 + 1e-3 and f"[{low:g}, {high:g}]" in line, (line, answer)
         else:
             assert " at least " in line or " no rate met " in line, (line, answer)
     for row in (
