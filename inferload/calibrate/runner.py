@@ -67,6 +67,7 @@ class FloorProbe:
             "p50_us": round(float(np.percentile(us, 50)), 1),
             "p90_us": round(float(np.percentile(us, 90)), 1),
             "p99_us": round(float(np.percentile(us, 99)), 1),
+            "max_us": round(float(us.max()), 1) if us.size else 0.0,
         }
 
 

@@ -160,7 +160,7 @@ class Calibration(_Part):
     versions: dict[str, Any]
     bounds: Bounds
     #: law -> protocol -> the loopback floor measured on that law's server (samples, p50_us, p90_us,
-    #: p99_us); "method" -> {"text": how it is measured}
+    #: p99_us, max_us: absent from certificates written before it); "method" -> {"text": how it is measured}
     floor: dict[str, dict[str, Any]]
     cases: list[CaseResult]
     roofline: dict[str, Roofline]  # protocol -> its roofline

@@ -95,13 +95,15 @@ def test_the_gate_keeps_every_figure_within_its_ci_bound_at_a_low_rate(quick: tu
         )
         floor = calibration.floor_of(lowest.law_name, protocol)
         assert floor is not None
-        floor_p99_us = floor["p99_us"]
+        # the truth adds a floor sample drawn at random to each request: its p99 over a few hundred
+        # requests may carry any of the floor's samples up to the largest
+        floor_under_us = {"p50": floor["p99_us"], "p90": floor["p99_us"], "p99": floor.get("max_us", floor["p99_us"])}
         assert lowest.send_lag_ms is not None  # unsent arrivals are in the rate (achieved = sent)
         lag_max_us = 1000.0 * (lowest.send_lag_ms["max"] or 0.0)
         for key in ("p50", "p90", "p99"):
             p = lowest.percentiles[key]
             assert p.error_us is not None and p.true_ms is not None
-            under_us = 0.01 * p.true_ms * 1000 + 50 + floor_p99_us
+            under_us = 0.01 * p.true_ms * 1000 + 50 + floor_under_us[key]
             over_us = (GATE_OVER_PCT / 100 * p.true_ms * 1000 + GATE_OVER_US) * max(1.0, load_per_core)
             if key == "p99":  # an open-loop latency counts from the intended send: the machine's own send lag is in it
                 over_us += lag_max_us

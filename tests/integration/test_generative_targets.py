@@ -96,9 +96,11 @@ def test_a_chat_target_streams_and_its_summary_has_the_scripted_events_and_times
     assert server["generations"] == tokens["generations"]
     assert HOLD_MS <= server["prefill_ms"]["p50"] < HOLD_MS + LATE_MS
     assert 0 <= server["ttft_residual_ms"]["p50"] < LATE_MS
-    assert stream["first_response_ms"]["mean"] == pytest.approx(
-        server["prefill_ms"]["mean"] + server["ttft_residual_ms"]["mean"], abs=0.01
-    )
+    # TTFT is the prefill plus the residual, each request's residual floored at 0 (a busy server may
+    # stamp its first event after the client read it: CI once, a sum 0.03 ms over the mean TTFT), so
+    # the sum of the means is never under the mean TTFT and over it by little
+    residual_floored_ms = server["prefill_ms"]["mean"] + server["ttft_residual_ms"]["mean"] - stream["first_response_ms"]["mean"]
+    assert -0.01 <= residual_floored_ms < HOLD_MS / 10, (stream["first_response_ms"], server)
     served = records.with_protocol("generate")
     assert served.all() and len(records) >= figures["requests"]
 
