@@ -193,8 +193,8 @@ class LengthFigures(Section):
 
 
 class GenerationLengthsSummary(Section):
-    """A target's ``generation.lengths`` over its distinct requests (its users send each in turn):
-    the prompts' lengths as written (``input_counted_in``: ``tokens``, counted with the target's
+    """A target's ``generation.lengths`` or ``generation.dataset`` over its distinct requests (its
+    users send each in turn): the prompts' lengths as written (a data set's: its message contents) (``input_counted_in``: ``tokens``, counted with the target's
     tokenizer, or ``words``) and the output tokens asked (each request's ``max_tokens``); and the
     steady generations' mean output tokens as a share of the asked mean (100: the server generated
     what was asked; below: it stopped early, an end of sequence or its own limit)."""
@@ -231,7 +231,7 @@ class GenerationSummary(Section):
     server: GenerationServerSummary | None = None
     #: open loop: the time to the first token from each arrival's intended send (TTFT + send lag)
     ttft_from_intended_ms: LatencyMs | None = None
-    #: present when the target sets ``generation.lengths``
+    #: present when the target sets ``generation.lengths`` or ``generation.dataset``
     lengths: GenerationLengthsSummary | None = None
 
 

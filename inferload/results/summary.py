@@ -38,7 +38,7 @@ from inferload.results.schema import (
 from inferload.results.slo import evaluate, slo_section
 from inferload.results.tail import tail_summary
 from inferload.scenario.generation import GenerationSpec, GoodputSpec
-from inferload.scenario.lengths import drawn_requests, token_counter
+from inferload.scenario.lengths import token_counter
 from inferload.scenario.schema import RunOutline, Scenario, is_open_loop
 from inferload.scenario.shapes import BurstShape, RateBurstsShape, ReplayShape
 from inferload.scenario.targets import Target
@@ -266,17 +266,17 @@ def stream_blocks(record: RunRecord, target: Target, steady_s: float, requests: 
         record.generations, target.name, steady_s, requests, None if generation is None else generation.goodput
     )
     if generated is not None:
-        if generation is not None and generation.lengths is not None:
+        if generation is not None and generation.distinct_requests() is not None:
             generated = generated.model_copy(update={"lengths": lengths_figures(generation, generated.output_tokens_per_request)})
         blocks["generation"] = generated
     return blocks
 
 
 def lengths_figures(generation: GenerationSpec, achieved_per_request: float | None) -> GenerationLengthsSummary:
-    """The target's drawn lengths (`inferload.scenario.lengths.drawn_requests`, the same its users
-    sent), against the output tokens its steady generations had per request."""
-    assert generation.lengths is not None
-    drawn = drawn_requests(generation.lengths, generation.tokenizer)
+    """The target's distinct requests' lengths (drawn, or its data set's: the same its users sent),
+    against the output tokens its steady generations had per request."""
+    drawn = generation.distinct_requests()
+    assert drawn is not None
 
     def figures(values: list[int]) -> LengthFigures | None:
         if not values:

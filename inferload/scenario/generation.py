@@ -14,7 +14,9 @@ the summary reports the good requests per second and their share of all requests
 ``tokenizer`` names a Hugging Face ``tokenizer.json`` (relative to the scenario file) the engine
 counts each stream's tokens with: N when the server sends no ``usage``, and each event's tokens
 (the ITL's weights) always; where both count, the summary says how far they differ. ``lengths``
-draws each distinct request's prompt length and ``max_tokens`` (`inferload.scenario.lengths`).
+draws each distinct request's prompt length and ``max_tokens`` (`inferload.scenario.lengths`);
+``dataset`` reads them from a JSONL file of prompts, chat messages or ShareGPT conversations
+(`inferload.scenario.generation_dataset`).
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ from typing import TYPE_CHECKING, Annotated
 from pydantic import Field, StrictBool, StrictStr, ValidationInfo, field_validator, model_validator
 
 from inferload.scenario.fields import FrozenModel, Number
+from inferload.scenario.generation_dataset import dataset_requests, read_dataset_lines
 from inferload.scenario.input_files import not_regular_problem, scenario_file
-from inferload.scenario.lengths import LengthsSpec
+from inferload.scenario.lengths import DrawnRequest, LengthsSpec, drawn_requests
 from inferload.scenario.messages import Check, custom_error
 
 if TYPE_CHECKING:
@@ -57,6 +60,16 @@ class GoodputSpec(FrozenModel):
     def engine_limits(self) -> dict[str, float]:
         """The thresholds set, as the engine's ``check.goodput`` takes them."""
         return {key: float(value) for key, value in self.model_dump().items() if value is not None}
+
+
+def _dataset_file_problem(path: Path) -> str | None:
+    problem = not_regular_problem(path)
+    if problem is None:
+        try:
+            read_dataset_lines(str(path))
+        except ValueError as error:
+            problem = str(error)
+    return problem
 
 
 def _engine_tokenizer_problem(path: Path) -> str | None:
@@ -91,6 +104,14 @@ class GenerationSpec(FrozenModel):
     tokenizer: StrictStr | None = None
     #: each distinct request's prompt length and asked output tokens (`inferload.scenario.lengths`)
     lengths: LengthsSpec | None = None
+    #: a JSONL file of requests (prompts, chat messages or ShareGPT conversations), one per line
+    dataset: StrictStr | None = None
+
+    @field_validator("dataset")
+    @classmethod
+    def _dataset_file(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """Relative to the scenario file; read (every line checked) when its folder is known."""
+        return scenario_file(value, info, "a JSONL file of requests", _dataset_file_problem)
 
     @field_validator("tokenizer")
     @classmethod
@@ -115,6 +136,11 @@ class GenerationSpec(FrozenModel):
         if self.tokenizer is not None and not self.stream:
             raise custom_error("generation.tokenizer needs stream: true (the engine counts a stream's events); remove one")
         # (a target written out carries the defaults: those are not given)
+        if self.dataset is not None:
+            if self.lengths is not None:
+                raise custom_error("generation.dataset gives each request: remove generation.lengths (or the data set)")
+            if self.prompt != DEFAULT_PROMPT:
+                raise custom_error("generation.dataset gives each request's prompt: remove generation.prompt")
         if self.lengths is not None:
             if self.lengths.output_tokens is not None and self.max_tokens != DEFAULT_MAX_TOKENS:
                 raise custom_error(
@@ -125,8 +151,19 @@ class GenerationSpec(FrozenModel):
         return self
 
     def asks_prompts(self) -> bool:
-        """The prompts are made from lengths (``lengths.input_tokens`` or a lengths file)."""
-        return self.lengths is not None and (self.lengths.input_tokens is not None or self.lengths.file is not None)
+        """The prompts are made from lengths (``lengths.input_tokens`` or a lengths file) or read from a data set."""
+        return self.dataset is not None or (
+            self.lengths is not None and (self.lengths.input_tokens is not None or self.lengths.file is not None)
+        )
+
+    def distinct_requests(self) -> tuple[DrawnRequest, ...] | None:
+        """Each distinct request's prompt and lengths, sent in turn: the data set's lines or the drawn
+        lengths (None: neither, every request the target's own prompt)."""
+        if self.dataset is not None:
+            return dataset_requests(self.dataset, self.tokenizer)
+        if self.lengths is not None:
+            return drawn_requests(self.lengths, self.tokenizer)
+        return None
 
 
 def generative_problems(
@@ -135,9 +172,10 @@ def generative_problems(
     batch_size: int,
     tensor_keys: dict[str, object],
     kind: str,
-    lengths_make_prompts: bool = False,
+    made_prompts: str | None = None,
 ) -> list[Check]:
-    """Every way a generative target's keys do not fit: its prompt input, and the tensor keys it
+    """Every way a generative target's keys do not fit: its prompt input (``made_prompts``: the
+    ``generation`` key that makes the prompts, ``lengths`` or ``dataset``), and the tensor keys it
     takes none of (``tensor_keys``: each such key's value; set when not None or empty)."""
     checks: list[Check] = []
     if len(inputs) > 1:
@@ -154,11 +192,11 @@ def generative_problems(
             )
         elif prompt_given:
             checks.append((("generation", "prompt"), f"inputs[{index}] gives the prompts already: give one or the other"))
-        elif lengths_make_prompts:
+        elif made_prompts is not None:
             checks.append(
                 (
-                    ("generation", "lengths"),
-                    f"inputs[{index}] gives the prompts already: lengths make prompts: give one or the other",
+                    ("generation", made_prompts),
+                    f"inputs[{index}] gives the prompts already: {made_prompts} makes them: give one or the other",
                 )
             )
     if batch_size != 1:

@@ -30,6 +30,7 @@ from inferload.scenario.addresses import ManagementUrl, MetricsUrl, normalise_ad
 from inferload.scenario.expected import ExpectedField, ExpectedSpec, check_expected
 from inferload.scenario.fields import DTypeField, FrozenModel, Name, Number, Seconds, Token, Version, repeats
 from inferload.scenario.generation import DEFAULT_PROMPT, GenerationSpec, generative_problems
+from inferload.scenario.generation_dataset import has_message_lists
 from inferload.scenario.headers import EnvName, HeaderName, HeaderValue, check_headers
 from inferload.scenario.input_files import not_regular_problem, scenario_file
 from inferload.scenario.kinds import (
@@ -572,8 +573,18 @@ class Target(FrozenModel):
         tensor_keys: dict[str, object] = {"outputs": self.outputs, "expected": self.expected}
         if self.server != "triton":  # Triton's generate takes a model version
             tensor_keys["version"] = self.version
-        makes_prompts = self.generation is not None and self.generation.asks_prompts()
-        checks = generative_problems(self.inputs, prompt_given, self.batch_size, tensor_keys, self.kind, makes_prompts)
+        made_prompts = None
+        if self.generation is not None and self.generation.asks_prompts():
+            made_prompts = "dataset" if self.generation.dataset is not None else "lengths"
+        checks = generative_problems(self.inputs, prompt_given, self.batch_size, tensor_keys, self.kind, made_prompts)
+        dataset = None if self.generation is None else self.generation.dataset
+        if dataset is not None and self.kind != "openai-chat" and Path(dataset).is_file() and has_message_lists(dataset):
+            checks.append(
+                (
+                    ("generation", "dataset"),
+                    f"a messages line is a chat's: only an openai-chat target sends it; this target is {self.kind}",
+                )
+            )
         if self.generation is not None and self.response_check != "shape":
             read_by_event = {"goodput": self.generation.goodput, "tokenizer": self.generation.tokenizer}
             checks.extend(

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from typing import Any, ClassVar
 from urllib.parse import quote
 
@@ -26,7 +27,6 @@ from geventhttpclient.response import HTTPConnectionClosed
 
 from inferload.scenario.generation import GenerationSpec
 from inferload.scenario.headers import request_headers
-from inferload.scenario.lengths import drawn_requests
 from inferload.users.base import InferenceUser
 from inferload.users.engine import NativeTarget
 from inferload.users.http_answer import DETAIL_CHARS, close_client, json_error_detail, open_client, post_for_answer
@@ -49,8 +49,16 @@ def generation_of(target: Any) -> GenerationSpec:
     return spec if spec is not None else GenerationSpec()
 
 
-def request_body(kind: str, model: str, prompt: str, generation: GenerationSpec, max_tokens: int | None = None) -> bytes:
-    """One request's JSON body; ``max_tokens``: its own (drawn) length, else the generation's."""
+def request_body(
+    kind: str,
+    model: str,
+    prompt: str,
+    generation: GenerationSpec,
+    max_tokens: int | None = None,
+    messages: Sequence[dict[str, str]] | None = None,
+) -> bytes:
+    """One request's JSON body; ``max_tokens``: its own (drawn) length, else the generation's;
+    ``messages``: a chat's whole conversation (None: ``prompt`` as the one user message)."""
     max_tokens = generation.max_tokens if max_tokens is None else max_tokens
     if kind == "triton-generate":
         parameters: dict[str, Any] = {"max_tokens": max_tokens, "stream": generation.stream}
@@ -59,7 +67,7 @@ def request_body(kind: str, model: str, prompt: str, generation: GenerationSpec,
         return json.dumps({"text_input": prompt, "parameters": parameters}, ensure_ascii=False, separators=(",", ":")).encode()
     body: dict[str, Any] = {"model": model}
     if kind == "openai-chat":
-        body["messages"] = [{"role": "user", "content": prompt}]
+        body["messages"] = list(messages) if messages is not None else [{"role": "user", "content": prompt}]
     else:
         body["prompt"] = prompt
     body["max_tokens"] = max_tokens
@@ -112,12 +120,12 @@ class GenerativeUser(InferenceUser):
     def encode_request(cls, data: RequestData) -> bytes:
         target = cls.target
         generation = generation_of(target)
-        if generation.lengths is None:
+        drawn = generation.distinct_requests()
+        if drawn is None:
             return request_body(target.kind, target.model, prompt_of(data, generation), generation)
-        drawn = drawn_requests(generation.lengths, generation.tokenizer)
         own = drawn[data.index % len(drawn)]
         prompt = own.prompt if own.prompt is not None else prompt_of(data, generation)
-        return request_body(target.kind, target.model, prompt, generation, own.output_tokens)
+        return request_body(target.kind, target.model, prompt, generation, own.output_tokens, own.messages)
 
     @classmethod
     def _headers(cls) -> dict[str, str]:

@@ -21,7 +21,6 @@ from typing import Generic, TypeVar
 import numpy as np
 
 from inferload.scenario.datasets import DatasetError, read_target_datasets, request_plan
-from inferload.scenario.lengths import drawn_requests
 from inferload.scenario.messages import format_key_path
 from inferload.scenario.targets import InputSpec, Target
 from inferload.users.payload import make_input_array
@@ -117,11 +116,11 @@ class RequestSource:
 
 
 def drawn_count(target: Target) -> int:
-    """The distinct requests a target without a data set has: its ``generation.lengths``' (1 without)."""
+    """The distinct requests a target without a data set of inputs has: its ``generation.lengths``'
+    or ``generation.dataset``'s (1 without)."""
     generation = getattr(target, "generation", None)
-    if generation is None or generation.lengths is None:
-        return 1
-    return len(drawn_requests(generation.lengths, generation.tokenizer))
+    drawn = None if generation is None else generation.distinct_requests()
+    return 1 if drawn is None else len(drawn)
 
 
 def _stack(samples: list[np.ndarray]) -> np.ndarray:

@@ -5,7 +5,8 @@ with a role-only event and ends with a usage-only tail (with its per-request ``t
 ``[DONE]``, none of them tokens. The model's tokenizer, named by the target, counts in the engine
 exactly the tokens the server's usage counts, request by request; its /metrics (the target's
 ``metrics_url``) gives the sequences it decoded together per call. `inferload servers up` starts it and `down` leaves nothing running.
-Prompt and answer lengths a target draws are held by it: every answer as long as its request asked.
+Prompt and answer lengths a target draws, or its data set gives, are held by it: every answer as long
+as its request asked.
 """
 
 from __future__ import annotations
@@ -64,6 +65,38 @@ def test_prompt_and_answer_lengths_from_a_file_are_sent_and_held_by_the_server(t
     assert "output tokens achieved" in done.stdout and "prompt tokens (mean)" in done.stdout  # the console table
     achieved = tokens["lengths"]["output_tokens_achieved_pct"]
     assert achieved == pytest.approx(100 * tokens["output_tokens_per_request"] / 6.0, abs=0.01)
+
+
+def test_a_data_set_of_chat_messages_and_sharegpt_conversations_is_sent_and_held_by_the_server(
+    tmp_path: Path, llama: str
+) -> None:
+    """A data set of two requests: a chat with a system turn asking 24 tokens, and a ShareGPT
+    conversation whose recorded answer (counted with the model's tokenizer) sets its length; llama.cpp
+    takes both and generates what each asks."""
+    from inferload import _native
+
+    tokenizer = str(tokenizer_path(llm_model_path()))
+    answer = "the keeper lights the lamp every night"
+    answer_tokens = _native.count_tokens(tokenizer, [answer])[0]
+    assert 1 <= answer_tokens < 24
+    lines = [
+        {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello"}], "output_tokens": 24},
+        {"conversations": [{"from": "human", "value": "Who keeps the light?"}, {"from": "gpt", "value": answer}]},
+    ]
+    dataset = tmp_path / "chats.jsonl"
+    dataset.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    generation = {"dataset": str(dataset), "ignore_eos": True, "tokenizer": tokenizer}
+    done = run(
+        tmp_path / "dataset",
+        {"name": "chat", "kind": "openai-chat", "address": llama, "model": LLM_NAME, "generation": generation},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    figures = json.loads((tmp_path / "dataset" / "out" / "summary.json").read_text())["targets"]["chat"]
+    tokens = figures["generation"]
+    assert figures["failures"] == 0 and tokens["generations"] > 5  # llama.cpp took both requests
+    assert tokens["lengths"]["requests"] == 2 and tokens["lengths"]["input_counted_in"] == "tokens"
+    assert tokens["lengths"]["output_tokens_asked"] == {"mean": (24 + answer_tokens) / 2, "min": answer_tokens, "max": 24}
+    assert tokens["max_output_tokens"] == 24 and answer_tokens <= tokens["output_tokens_per_request"] <= 24
 
 
 def test_a_chat_target_on_llama_cpp_counts_the_server_s_tokens_and_times_each_answer(tmp_path: Path, llama: str) -> None:

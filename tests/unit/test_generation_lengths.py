@@ -74,7 +74,7 @@ def test_lengths_and_the_keys_they_replace_are_one_or_the_other() -> None:
             "sets each request's max_tokens: remove generation.max_tokens",
         ),
         ({"lengths": {"input_tokens": fixed}, "prompt": "hi"}, {}, "makes each request's prompt: remove generation.prompt"),
-        ({"lengths": {"input_tokens": fixed}}, {"inputs": prompts}, "gives the prompts already: lengths make prompts"),
+        ({"lengths": {"input_tokens": fixed}}, {"inputs": prompts}, "gives the prompts already: lengths makes them"),
     )
     for generation, keys, says in cases:
         with pytest.raises(ValidationError, match=says):
