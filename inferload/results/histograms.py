@@ -6,7 +6,9 @@ can be merged exactly. One JSON line per window per target per series: `worker` 
 worker merged, as in windows.csv) or a worker's id (distributed runs, as in requests.csv's `worker`
 column), `start` the window's start (Unix seconds), `window_s` its length, then the histogram as
 `inferload.measure.hdr` sends it between processes (`h`: HdrHistogram's compressed V2 encoding in
-base64; `s`, `f`: successes, failures; `sum`, `min`, `max` in ms). A range takes the windows that lie
+base64; `s`, `f`: successes, failures; `sum`, `min`, `max` in ms; a generative target whose
+`generation.goodput` judged requests in the window, on the merged line: `good` and `judged`, its
+requests that met every threshold and those judged). A range takes the windows that lie
 wholly inside it, so its bounds are rounded inwards to whole windows and the covered span is reported.
 """
 
@@ -75,13 +77,17 @@ def histogram_lines(record: RunRecord) -> Iterator[dict[str, Any]]:
     ]
     series += [(index, target, worker, stats) for (index, target, worker), stats in record.worker_windows.items()]
     for index, target, worker, stats in sorted(series, key=lambda item: (item[0], item[1], item[2] != ALL, item[2])):
-        yield {
+        line = {
             "start": index * record.window_s,
             "window_s": record.window_s,
             "target": target,
             "worker": worker,
             **stats.to_wire(),
         }
+        counts = record.generations.count_windows.get((index, target)) if worker == ALL else None
+        if counts is not None and counts[3]:  # [generations, tokens, good, judged]
+            line["good"], line["judged"] = counts[2], counts[3]
+        yield line
 
 
 def write_histograms(results_dir: Path, record: RunRecord) -> Path:

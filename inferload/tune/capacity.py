@@ -57,6 +57,8 @@ from inferload.tune.capacity_stats import (
     isotonic_increasing,
     isotonic_increasing_rows,
     log_crossing,
+    missed_goodput,
+    missed_goodput_replicates,
     percentile_interval,
 )
 
@@ -99,15 +101,28 @@ class CapacitySearch:
     lowest_decidable_rps: float = 0.0
 
 
+#: the goodput bound's key: the share of requests that were not good (failed, or missed a threshold)
+GOODPUT = "goodput"
+
+
 @dataclass(frozen=True)
 class Bounds:
-    """What a rate must meet: latency percentiles (ms) by SLO key, and the error rate."""
+    """What a rate must meet: latency percentiles (ms) by SLO key, the error rate, and (a generative
+    target with goodput thresholds) the least share of requests that were good (%)."""
 
     latency_ms: dict[str, float]
     error_rate: float = 0.01
+    min_goodput_pct: float | None = None
+
+    @property
+    def missed_goodput(self) -> float:
+        """The most requests that may miss the goodput thresholds, as a share (1.0: no bound)."""
+        return 1.0 if self.min_goodput_pct is None else 1.0 - self.min_goodput_pct / 100.0
 
     def words(self) -> str:
         parts = [f"{key.removesuffix('_ms')} ≤ {bound:g} ms" for key, bound in self.latency_ms.items()]
+        if self.min_goodput_pct is not None:
+            parts.append(f"goodput ≥ {self.min_goodput_pct:g} % of requests")
         return ", ".join([*parts, f"errors ≤ {self.error_rate:.2%}"])
 
 
@@ -135,7 +150,7 @@ class RunEvidence:
 class MetricInterval:
     """One bound at one rate: the figure over the pooled windows and its 95 % interval."""
 
-    key: str  # "p99_ms", ..., or "error_rate"
+    key: str  # "p99_ms", ..., "error_rate", or GOODPUT (the share of requests not good)
     bound: float
     estimate: float | None
     low: float
@@ -152,6 +167,9 @@ class MetricInterval:
     def words(self) -> str:
         if self.key == "error_rate":
             return f"errors {_pct(self.estimate)} [{_pct(self.low)}, {_pct(self.high)}]"
+        if self.key == GOODPUT:  # as the attainment: the good share
+            good = None if self.estimate is None else 1.0 - self.estimate
+            return f"goodput {_pct(good)} [{_pct(1.0 - self.high)}, {_pct(1.0 - self.low)}] of requests"
         name = self.key.removesuffix("_ms")
         return f"{name} {_ms(self.estimate)} [{_ms(self.low)}, {_ms(self.high)}] ms"
 
@@ -194,7 +212,7 @@ class Boundary:
     highest_pass_rps: float | None  # the highest rate under the boundary that passed on its own interval
     first_over_rps: float | None  # the first rate over a bound under the fitted curve
     under_rps: float | None  # the rate just below it (the fitted curve's last rate under every bound)
-    binding: str | None  # the constraint that binds: an SLO key, "error_rate" or a HARD_NAMES key
+    binding: str | None  # the constraint that binds: an SLO key, "error_rate", GOODPUT or a HARD_NAMES key
     binding_words: str | None
     cliff: str | None  # the latency jump at the boundary, when it is a cliff
 
@@ -252,6 +270,7 @@ def judge(
     estimates: dict[str, list[float]] = {key: [] for key in keys}
     reps: dict[str, list[np.ndarray]] = {key: [] for key in keys}
     error_reps: list[np.ndarray] = []
+    missed_reps: list[np.ndarray] = []
     weights: list[float] = []
     request_weights: list[float] = []
     partial: list[tuple[list[RunEvidence], tuple[MetricInterval, ...], dict[str, tuple[float, str]]]] = []
@@ -269,6 +288,11 @@ def judge(
         low, high = interval(errors)
         metrics.append(MetricInterval("error_rate", bounds.error_rate, error_rate(windows), low, high))
         error_reps.append(errors)
+        if bounds.min_goodput_pct is not None:
+            missed = missed_goodput_replicates(windows, rng, replicates, run_sizes)
+            low, high = interval(missed)
+            metrics.append(MetricInterval(GOODPUT, bounds.missed_goodput, missed_goodput(windows), low, high))
+            missed_reps.append(missed)
         weights.append(max(1.0, float(sum(w.successes for w in windows))))
         request_weights.append(max(1.0, float(sum(w.requests for w in windows))))
         broken: dict[str, tuple[float, str]] = {}
@@ -279,7 +303,14 @@ def judge(
         partial.append((group, tuple(metrics), broken))
     # the fitted curve of each bound (log latency), the error rate, and the point verdicts
     fitted = {key: isotonic_increasing([math.log(v) for v in estimates[key]], weights) for key in keys}
-    fitted_errors = isotonic_increasing([m[1][-1].estimate or 0.0 for m in partial], request_weights)
+
+    def fitted_share(key: str) -> list[float]:
+        return isotonic_increasing(
+            [next((m.estimate or 0.0 for m in metrics if m.key == key), 0.0) for _, metrics, _ in partial], request_weights
+        )
+
+    fitted_errors = fitted_share("error_rate")
+    fitted_missed = fitted_share(GOODPUT)
     levels: list[Level] = []
     over_full: list[bool] = []
     for index, (group, judged, broken) in enumerate(partial):
@@ -305,9 +336,12 @@ def judge(
         over_full.append(
             any(fitted[key][index] > math.log(bounds.latency_ms[key]) for key in keys)
             or fitted_errors[index] > bounds.error_rate
+            or (bounds.min_goodput_pct is not None and fitted_missed[index] > bounds.missed_goodput)
             or any(share >= 0.5 for share, _ in broken.values())
         )
-    low, high = _bootstrap_bracket(rates, keys, reps, error_reps, weights, request_weights, partial, bounds, rng, replicates)
+    low, high = _bootstrap_bracket(
+        rates, keys, reps, (error_reps, missed_reps), weights, request_weights, partial, bounds, rng, replicates
+    )
     boundary = _within_achieved(_boundary(levels, over_full, bounds, low, high, cliff_factor), runs)
     return Judgement(
         tuple(levels),
@@ -322,7 +356,7 @@ def _bootstrap_bracket(
     rates: list[float],
     keys: list[str],
     reps: dict[str, list[np.ndarray]],
-    error_reps: list[np.ndarray],
+    share_reps: tuple[list[np.ndarray], list[np.ndarray]],
     weights: list[float],
     request_weights: list[float],
     partial: list[tuple[list[RunEvidence], tuple[MetricInterval, ...], dict[str, tuple[float, str]]]],
@@ -336,11 +370,14 @@ def _bootstrap_bracket(
         return 0.0, math.inf
     shares = np.array([max((s for s, _ in broken.values()), default=0.0) for _, _, broken in partial])
     logs = {key: np.log(np.vstack(reps[key])) for key in keys}  # levels x replicates
+    error_reps, missed_reps = share_reps
     errors = np.vstack(error_reps)
     over = rng.random((replicates, len(rates))) < shares[None, :]
     for key in keys:
         over |= isotonic_increasing_rows(logs[key].T, weights) > math.log(bounds.latency_ms[key])
     over |= isotonic_increasing_rows(errors.T, request_weights) > bounds.error_rate
+    if missed_reps:
+        over |= isotonic_increasing_rows(np.vstack(missed_reps).T, request_weights) > bounds.missed_goodput
     any_over = over.any(axis=1)
     first = np.where(any_over, over.argmax(axis=1), len(rates))
     levels = np.asarray([*rates, math.inf])
@@ -404,18 +441,25 @@ def _binding(over: Level, under: Level | None, bounds: Bounds) -> tuple[float, s
             metric = over.metric(key)
             measured = metric.words() if metric else ""
             found.append((crossing, key, f"{key.removesuffix('_ms')} ≤ {bound:g} ms: {measured} at {over.rate:g} req/s"))
-    errors = over.metric("error_rate")
-    if errors is not None and errors.estimate is not None and errors.estimate > bounds.error_rate:
-        under_rate = (under.metric("error_rate") or errors).estimate if under is not None else None
-        if under is not None and under_rate is not None and under_rate < bounds.error_rate < errors.estimate:
-            share = (bounds.error_rate - under_rate) / (errors.estimate - under_rate)
+    shares = [("error_rate", bounds.error_rate, f"errors ≤ {bounds.error_rate:.2%}")]
+    if bounds.min_goodput_pct is not None:
+        shares.append((GOODPUT, bounds.missed_goodput, f"goodput ≥ {bounds.min_goodput_pct:g} %"))
+    for key, bound, named in shares:
+        measured_share = over.metric(key)
+        if measured_share is None or measured_share.estimate is None or measured_share.estimate <= bound:
+            continue
+        under_share = (under.metric(key) or measured_share).estimate if under is not None else None
+        if under is not None and under_share is not None and under_share < bound < measured_share.estimate:
+            share = (bound - under_share) / (measured_share.estimate - under_share)
             crossing = under.rate + share * (over.rate - under.rate)
         else:
             crossing = midpoint
-        found.append((crossing, "error_rate", f"errors ≤ {bounds.error_rate:.2%}: {errors.words()} at {over.rate:g} req/s"))
+        found.append((crossing, key, f"{named}: {measured_share.words()} at {over.rate:g} req/s"))
     for name, (share, why) in over.broken.items():
         if share >= 0.5:
             found.append((midpoint, name, why))
+    if not found and not bounds.latency_ms:  # over only in the fit's pooling, and no latency bound
+        return midpoint, GOODPUT if bounds.min_goodput_pct is not None else "error_rate", f"(fitted) at {over.rate:g} req/s"
     if not found:  # over only in the fit's pooling: the latency named by its fitted value
         key = max(bounds.latency_ms, key=lambda k: over.fitted_ms[k] / bounds.latency_ms[k])
         return midpoint, key, f"{key.removesuffix('_ms')} ≤ {bounds.latency_ms[key]:g} ms (fitted) at {over.rate:g} req/s"

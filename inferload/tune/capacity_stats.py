@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -63,6 +63,8 @@ class WindowHistogram:
     failures: int = 0
     min_us: float = 0.0  # the exact smallest and largest latency (percentiles are clamped to them, as a run's are)
     max_us: float = math.inf
+    #: a generative target's requests that met every goodput threshold (None: the window judged none)
+    good: int | None = None
 
     @property
     def successes(self) -> int:
@@ -86,11 +88,12 @@ def _window(stats: LatencyStats) -> WindowHistogram:
 def window_histogram(wire: Mapping[str, Any]) -> WindowHistogram:
     """A window as `LatencyStats.to_wire` (and each line of histograms.jsonl) holds it."""
     failures = int(wire.get("f", 0))
+    good = int(wire["good"]) if wire.get("judged") else None
     if not wire.get("h") or not int(wire.get("s", 0)):
-        return WindowHistogram(np.zeros(0), np.zeros(0, dtype=np.int64), failures)
-    stats = LatencyStats.from_wire(dict(wire))
+        return WindowHistogram(np.zeros(0), np.zeros(0, dtype=np.int64), failures, good=good)
+    stats = LatencyStats.from_wire({key: value for key, value in wire.items() if key not in ("good", "judged")})
     try:
-        return _window(stats)
+        return replace(_window(stats), good=good)
     finally:
         stats.release()
 
@@ -225,7 +228,29 @@ def error_rate_replicates(
     """Bootstrap replicates of the error rate: windows resampled, then the rate drawn from the Jeffreys
     posterior Beta(f + 1/2, n - f + 1/2) of the replicate's f failures in n requests (no failure in n
     requests still leaves a rate of about 1/n possible; with no request at all, 1.0)."""
-    failures = np.array([w.failures for w in windows], dtype=np.float64)
+    return _share_replicates([w.failures for w in windows], windows, rng, replicates, run_sizes)
+
+
+def missed_goodput_replicates(
+    windows: Sequence[WindowHistogram],
+    rng: np.random.Generator,
+    replicates: int = REPLICATES,
+    run_sizes: Sequence[int] | None = None,
+) -> np.ndarray:
+    """Bootstrap replicates of the share of requests that were not good (failed, or missed a goodput
+    threshold; a window that judged none counts every request as missed), as `error_rate_replicates`."""
+    return _share_replicates([w.requests - (w.good or 0) for w in windows], windows, rng, replicates, run_sizes)
+
+
+def _share_replicates(
+    counted: Sequence[int],
+    windows: Sequence[WindowHistogram],
+    rng: np.random.Generator,
+    replicates: int,
+    run_sizes: Sequence[int] | None,
+) -> np.ndarray:
+    """Replicates of the share ``sum(counted) / sum(requests)`` (see `error_rate_replicates`)."""
+    failures = np.array(counted, dtype=np.float64)
     requests = np.array([w.requests for w in windows], dtype=np.float64)
     if not len(windows) or requests.sum() <= 0:
         return np.ones(replicates)
@@ -239,6 +264,12 @@ def error_rate_replicates(
 def error_rate(windows: Sequence[WindowHistogram]) -> float | None:
     requests = sum(w.requests for w in windows)
     return None if requests == 0 else sum(w.failures for w in windows) / requests
+
+
+def missed_goodput(windows: Sequence[WindowHistogram]) -> float | None:
+    """The share of the windows' requests that were not good (None: no request)."""
+    requests = sum(w.requests for w in windows)
+    return None if requests == 0 else sum(w.requests - (w.good or 0) for w in windows) / requests
 
 
 def interval(replicates: np.ndarray) -> tuple[float, float]:

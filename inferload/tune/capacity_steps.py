@@ -17,6 +17,7 @@ from inferload.results.files import ResultsError, read_summary
 from inferload.results.histograms import ALL, read_lines
 from inferload.traffic.ramp_hold import RAMP_HOLD_JSON, RampHoldRule, rule_spec
 from inferload.tune.capacity import (
+    GOODPUT,
     HARD_NAMES,
     PERCENTILE_OF,
     Bounds,
@@ -28,7 +29,6 @@ from inferload.tune.capacity import (
 from inferload.tune.capacity_stats import WindowHistogram, window_histogram
 from inferload.tune.step import StepPlan, StepResult
 from inferload.tune.stop_rules import (
-    SLO_KEYS,
     StopRules,
     cpu_bound,
     memory_limit,
@@ -120,13 +120,16 @@ METHOD = (
 
 def bounds_of(rules: StopRules) -> Bounds:
     """The SLO's latency bounds and the error bound (the tighter of --max-error-rate and the SLO's)."""
-    latency = {key: value for key, value in rules.slo.items() if key in SLO_KEYS and key != "error_rate"}
-    return Bounds(latency, min(rules.max_error_rate, rules.slo.get("error_rate", 1.0)))
+    latency = {key: value for key, value in rules.slo.items() if key in PERCENTILE_OF}
+    return Bounds(latency, min(rules.max_error_rate, rules.slo.get("error_rate", 1.0)), rules.slo.get("min_goodput_pct"))
 
 
 def min_requests(bounds: Bounds) -> int:
-    """Requests a step needs before its highest percentile can pass: 5 / (1 - p) (500 for a p99)."""
+    """Requests a step needs before its highest percentile can pass: 5 / (1 - p) (500 for a p99); as
+    many for a goodput bound of p % (its share of misses has an interval under 1 - p only then)."""
     shares = [PERCENTILE_OF[key] / 100.0 for key in bounds.latency_ms]
+    if bounds.min_goodput_pct is not None and bounds.min_goodput_pct < 100:
+        shares.append(bounds.min_goodput_pct / 100.0)
     return max((math.ceil(5.0 / (1.0 - share)) for share in shares), default=0)
 
 
@@ -170,7 +173,7 @@ def generator_lag(step: StepResult, rules: StopRules) -> str | None:
         return None
     if queue_growth(step, rules) or (step.achieved_rps is not None and step.achieved_rps < 0.95 * step.level):
         return None  # the server did not keep up: its queue, not the client, made the arrivals late
-    latency = [bound for key, bound in rules.slo.items() if key != "error_rate"]
+    latency = [bound for key, bound in rules.slo.items() if key in PERCENTILE_OF]
     allowed = max(rules.max_send_lag_p99_ms, min(latency, default=0.0) / 4.0)
     if step.send_lag_p99_ms <= allowed:
         return None
@@ -181,6 +184,22 @@ def _finite(value: float | None) -> float | None:
     return None if value is None or not math.isfinite(value) else round(value, 3)
 
 
+def _metric_figures(level: Level) -> dict[str, float | None]:
+    """Each bound's figure with its interval (`p99_ms`, `p99_ms_low`, `p99_ms_high`, ...; None:
+    unbounded, too few requests); the goodput bound as the good share, `goodput_pct` [low, high]."""
+    figures: dict[str, float | None] = {}
+    for metric in level.metrics:
+        if metric.key == GOODPUT:  # held as the share missed; said as the share good
+            figures["goodput_pct"] = None if metric.estimate is None else _finite(100.0 * (1.0 - metric.estimate))
+            figures["goodput_pct_low"] = _finite(100.0 * (1.0 - metric.high))
+            figures["goodput_pct_high"] = _finite(100.0 * (1.0 - metric.low))
+            continue
+        figures[metric.key] = _finite(metric.estimate)
+        figures[f"{metric.key}_low"] = _finite(metric.low)
+        figures[f"{metric.key}_high"] = _finite(metric.high)
+    return figures
+
+
 def _level_record(level: Level) -> dict[str, Any]:
     record: dict[str, Any] = {
         "rate": level.rate,
@@ -188,25 +207,12 @@ def _level_record(level: Level) -> dict[str, Any]:
         "windows": level.windows,
         "requests": level.requests,
         "verdict": level.verdict,
+        **_metric_figures(level),
     }
-    for metric in level.metrics:
-        record[metric.key] = _finite(metric.estimate)
-        record[f"{metric.key}_low"] = _finite(metric.low)
-        record[f"{metric.key}_high"] = _finite(metric.high)  # None: unbounded (too few requests)
     for key, value in level.fitted_ms.items():
         record[f"fitted_{key}"] = _finite(value)
     record["broken"] = {name: {"share": share, "reason": why} for name, (share, why) in level.broken.items()}
     return record
-
-
-def _verify_figures(level: Level) -> dict[str, float | None]:
-    """A verification run's own percentiles with their intervals (`p99_ms`, `p99_ms_low`, `p99_ms_high`, ...)."""
-    figures: dict[str, float | None] = {}
-    for metric in level.metrics:
-        figures[metric.key] = _finite(metric.estimate)
-        figures[f"{metric.key}_low"] = _finite(metric.low)
-        figures[f"{metric.key}_high"] = _finite(metric.high)
-    return figures
 
 
 def capacity_record(answer: CapacityAnswer, rules: StopRules, precision_pct: float) -> dict[str, Any]:
@@ -254,7 +260,7 @@ def capacity_record(answer: CapacityAnswer, rules: StopRules, precision_pct: flo
                     "rate": run.level.rate,
                     "step": run.level.steps[0] if run.level.steps else None,
                     "verdict": run.level.verdict,
-                    **_verify_figures(run.level),
+                    **_metric_figures(run.level),
                     "words": run.words(),
                 }
                 for run in verification.runs
@@ -282,6 +288,8 @@ def constraint_words(binding: dict[str, Any] | None) -> str:
         return "the load generator"
     if key == "error_rate":
         return "errors"
+    if key == GOODPUT:
+        return "goodput (the share of requests meeting every goodput threshold)"
     if key in HARD_NAMES:
         return HARD_NAMES[key]
     return f"latency ({str(key).removesuffix('_ms')})"

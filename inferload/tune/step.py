@@ -295,6 +295,8 @@ class StepResult:
     p50_trend: float | None = None
     #: what the step was for: "search" (a sweep's or capacity search's step), "verify" (a capacity's check)
     role: str = "search"
+    #: a generative target with goodput thresholds: the share of its steady requests that met them (%)
+    goodput_pct: float | None = None
 
     def as_row(self) -> dict[str, Any]:
         return asdict(self)
@@ -435,6 +437,9 @@ def read_step(
         gpu_memory_mib=used.gpu_memory_mib if used else None,
         server_memory_mib=used.server_memory_mib if used else None,
         p50_trend=trend,
+        goodput_pct=_num(target.generation.goodput.attainment_pct)
+        if target.generation is not None and target.generation.goodput is not None
+        else None,
     )
 
 

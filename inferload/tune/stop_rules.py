@@ -24,7 +24,9 @@ from dataclasses import dataclass
 
 from inferload.tune.step import StepResult
 
-SLO_KEYS = ("p50_ms", "p90_ms", "p99_ms", "p999_ms", "error_rate")
+#: the SLO's keys: upper bounds, but ``min_goodput_pct``, the least share (%) of a generative target's
+#: requests that met every goodput threshold (its ``generation.goodput``)
+SLO_KEYS = ("p50_ms", "p90_ms", "p99_ms", "p999_ms", "error_rate", "min_goodput_pct")
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,12 @@ class StopRules:
 def slo_breach(step: StepResult, slo: dict[str, float]) -> str | None:
     """What in `step` breaks the SLO, in words; None when it meets every bound."""
     for key, limit in slo.items():
+        if key == "min_goodput_pct":
+            if step.goodput_pct is None:
+                return "goodput was not measured (no request completed)"
+            if step.goodput_pct < limit:
+                return f"goodput {step.goodput_pct:g} % < {limit:g} % of requests"
+            continue
         value = getattr(step, key)
         if value is None:
             return f"{key} was not measured (no request completed)"

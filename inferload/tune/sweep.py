@@ -170,6 +170,13 @@ class Sweep:
         self.settings = settings
         scenario = load_scenario(settings.scenario)
         self.target = pick_target(scenario, settings.target)
+        if "min_goodput_pct" in settings.rules.slo:
+            generation = getattr(scenario.target(self.target), "generation", None)
+            if generation is None or generation.goodput is None:
+                raise UsageError(
+                    f"--slo min_goodput_pct: target {self.target!r} sets no goodput thresholds;"
+                    " give it generation.goodput (ttft_ms, tpot_ms, e2e_ms: what a good request meets)"
+                )
         open_loop = settings.open_loop or settings.capacity is not None or settings.ramp_hold is not None
         shape = scenario.shape
         server_pid = settings.server_pid
@@ -439,6 +446,8 @@ def describe(step: StepResult, best: StepResult | None, open_loop: bool) -> str:
         f"errors {step.error_rate or 0:.2%}",
         "stable" if step.stable else f"not stable in {step.windows} windows",
     ]
+    if step.goodput_pct is not None:
+        parts.insert(3, f"goodput {step.goodput_pct:.1f} %")
     if step.avg_batch is not None:
         parts.append(f"avg batch {step.avg_batch:.2f}")
     if open_loop and step.send_lag_p99_ms is not None:

@@ -256,10 +256,9 @@ def parse_slo(items: list[str]) -> dict[str, float]:
                 number = float(value)
             except ValueError:
                 raise UsageError(f"--slo {key}: expected a number; got {value!r}") from None
-            if not math.isfinite(number) or not number > 0 or (key == "error_rate" and number > 1):
-                raise UsageError(
-                    f"--slo {key}: expected a finite number above 0{' and at most 1' if key == 'error_rate' else ''}"
-                )
+            most = {"error_rate": 1.0, "min_goodput_pct": 100.0}.get(key)
+            if not math.isfinite(number) or not number > 0 or (most is not None and number > most):
+                raise UsageError(f"--slo {key}: expected a finite number above 0{f' and at most {most:g}' if most else ''}")
             slo[key] = number
     return slo
 
@@ -301,8 +300,8 @@ def settings_from_args(args: argparse.Namespace, out: Path | None = None) -> Swe
     except ValueError as error:
         raise UsageError(f"--stable-windows/--tolerance/--max-windows: {error}") from None
     slo = parse_slo(args.slo)
-    if args.find_max_rps and "p99_ms" not in slo and "p95_ms" not in slo and "p999_ms" not in slo:
-        raise UsageError("--find-max-rps needs a latency bound, e.g. --slo p99_ms=50")
+    if args.find_max_rps and not {"p99_ms", "p95_ms", "p999_ms", "min_goodput_pct"} & set(slo):
+        raise UsageError("--find-max-rps needs a latency or goodput bound, e.g. --slo p99_ms=50 or --slo min_goodput_pct=90")
     ramp = ramp_rule(args, slo) if getattr(args, "ramp_hold", False) else None
     for name, value in (
         ("--plateau-steps", args.plateau_steps),
@@ -371,6 +370,8 @@ def settings_from_args(args: argparse.Namespace, out: Path | None = None) -> Swe
 
 def ramp_rule(args: argparse.Namespace, slo: dict[str, float]) -> RampHoldRule:
     """`--ramp-hold`'s rule: the SLO (with the error bound), the step, the sustain period, the steps back."""
+    if "min_goodput_pct" in slo:
+        raise UsageError("--ramp-hold judges latency bounds only; a goodput bound: --find-max-rps --slo min_goodput_pct=90")
     if not any(key != "error_rate" for key in slo):
         raise UsageError("--ramp-hold needs a latency bound, e.g. --slo p99_ms=50")
     if not args.ramp_step > 0:

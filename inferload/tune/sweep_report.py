@@ -58,12 +58,17 @@ def slo_words(slo: dict[str, float]) -> str:
     """`{'p99_ms': 30.0, 'error_rate': 0.01}` as people write it: p99 ≤ 30 ms, errors ≤ 1%."""
     parts = []
     for key, bound in slo.items():
-        parts.append(f"errors ≤ {bound:.2%}" if key == "error_rate" else f"{key.removesuffix('_ms')} ≤ {bound:g} ms")
+        if key == "error_rate":
+            parts.append(f"errors ≤ {bound:.2%}")
+        elif key == "min_goodput_pct":
+            parts.append(f"goodput ≥ {bound:g} % of requests")
+        else:
+            parts.append(f"{key.removesuffix('_ms')} ≤ {bound:g} ms")
     return ", ".join(parts) or "no SLO"
 
 
 def latency_bounds(slo: dict[str, float]) -> dict[str, float]:
-    return {key: value for key, value in slo.items() if key != "error_rate"}
+    return {key: value for key, value in slo.items() if key not in ("error_rate", "min_goodput_pct")}
 
 
 def capacity_curve(document: dict[str, Any], label: str = "") -> Curve | None:
@@ -113,7 +118,10 @@ def _answer_html(capacity: dict[str, Any]) -> list[str]:
 
 
 def _levels_table(levels: list[dict[str, Any]]) -> list[str]:
-    out = ["<h2>Each rate, all its runs pooled</h2><table><tr>" + "".join(f"<th>{t}</th>" for _, t in LEVEL_COLUMNS) + "</tr>"]
+    columns: tuple[tuple[str, str], ...] = LEVEL_COLUMNS
+    if any(level.get("goodput_pct") is not None for level in levels):  # a goodput bound: its share, with its interval
+        columns = (*LEVEL_COLUMNS[:-1], ("goodput", "goodput % of requests [95 % interval]"), LEVEL_COLUMNS[-1])
+    out = ["<h2>Each rate, all its runs pooled</h2><table><tr>" + "".join(f"<th>{t}</th>" for _, t in columns) + "</tr>"]
     for level in sorted(levels, key=lambda item: item["rate"]):
         row = dict(level, runs=len(level.get("steps", [])))
         high = level.get("p99_ms_high")
@@ -122,9 +130,13 @@ def _levels_table(levels: list[dict[str, Any]]) -> list[str]:
             if level.get("p99_ms") is not None
             else "-"
         )
+        if level.get("goodput_pct") is not None:
+            row["goodput"] = (
+                f"{_cell(level['goodput_pct'])} [{_cell(level.get('goodput_pct_low'))}, {_cell(level.get('goodput_pct_high'))}]"
+            )
         out.append(
             f"<tr class='{html.escape(str(level.get('verdict')))}'>"
-            + "".join(f"<td>{_cell(row.get(k))}</td>" for k, _ in LEVEL_COLUMNS)
+            + "".join(f"<td>{_cell(row.get(k))}</td>" for k, _ in columns)
             + "</tr>"
         )
     out.append("</table>")

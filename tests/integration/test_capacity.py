@@ -15,6 +15,11 @@ follows from its queue:
   seconds, so a short step passes above the steady boundary (CI saw 185 req/s pass, p99 129 ms,
   where the steady boundary was 181).
 
+- Streams under a goodput bound: a chat generation holds its slot for all its content events (each
+  one hold after the last), so the capacity is N / (mean generation), and with evenly spaced arrivals
+  the time to the first token is one hold up to it and grows with the queue past it: the share of
+  requests meeting a TTFT threshold of a few holds falls from all to few at the same cliff.
+
 The capacity is taken from the holds the server recorded, not from the script: on a loaded machine a
 20 ms hold ends late (by a few ms), and the truth is the server's, as it ran. Each test asserts that
 the answer's 95 % interval reaches the truth band, never a time. The steps are short (1 s windows, a
@@ -25,6 +30,7 @@ the noise, not the truth.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -156,3 +162,40 @@ def test_ramp_and_hold_holds_a_rate_under_the_capacity(tmp_path: Path):
     assert ramp["hold_level"]["verdict"] in ("pass", "unsure") and ramp["hold_level"]["windows"] >= 4
     assert f"held under the SLO: {held:g} req/s" in output
     assert len(result["steps"]) == 1  # one run
+
+
+STREAM_EVENTS, STREAM_HOLD_MS, TTFT_GOOD_MS = 4, 10.0, 50.0
+
+
+def test_the_streams_capacity_under_a_goodput_bound_contains_the_cliff_of_evenly_spaced_arrivals(tmp_path: Path):
+    """Chat streams of 4 events 10 ms apart in 4 slots (about 100 generations/s); a request is good
+    when its first token comes within 50 ms, and 90 % must be: the search answers the rate where the
+    queue starts, bound by goodput, and sweep.json says each rate's share of good requests."""
+    server_keys: dict[str, Any] = {
+        "delay": {"law": "fixed", "ms": STREAM_HOLD_MS},
+        "concurrency": SLOTS,
+        "stream_responses": STREAM_EVENTS,
+    }
+    with reference_server(**server_keys) as server:
+        target = {
+            "name": "chat",
+            "kind": "openai-chat",
+            "address": server.http_url,
+            "model": "identity",
+            "generation": {"goodput": {"ttft_ms": TTFT_GOOD_MS}},
+        }
+        shape = {"kind": "constant-rate", "rate": 50, "max_in_flight": 256}
+        scenario = write_scenario(tmp_path, {"name": "streams", "duration": "30s", "targets": [target], "shape": shape})
+        result, output = sweep(scenario, tmp_path / "out", *SEARCH, "--slo", "min_goodput_pct=90", "--no-verify")
+        truth = SLOTS / (served_hold_ms(server) / 1000.0)
+    capacity = result["capacity"]
+    assert 0.8 * 1000 / (STREAM_EVENTS * STREAM_HOLD_MS) * SLOTS <= truth <= 1000 / (STREAM_EVENTS * STREAM_HOLD_MS) * SLOTS
+    assert reaches(capacity["interval_rps"], 0.9 * truth, 1.05 * truth), f"truth {truth}\n{evidence(result)}"
+    assert capacity["binding"]["constraint"] in ("goodput", "saturated", "queue"), capacity["binding"]
+    assert "goodput ≥ 90 % of requests" in capacity["bounds"]
+    below = [level for level in capacity["levels"] if level["rate"] <= 0.8 * truth]
+    assert below and all(level["goodput_pct"] >= 90 for level in below), evidence(result)
+    assert all(level["goodput_pct_low"] <= level["goodput_pct"] <= level["goodput_pct_high"] for level in below)
+    assert all(step["goodput_pct"] is not None for step in result["steps"])  # sweep.json's steps (and sweep.csv)
+    assert "goodput % of requests [95 % interval]" in (tmp_path / "out" / "sweep.html").read_text()
+    assert "capacity under the SLO: " in output and re.search(r", goodput \d+\.\d %, ", output)  # each step's line

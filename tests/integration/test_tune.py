@@ -129,7 +129,10 @@ def test_tune_on_torchserve_applies_reads_back_scores_and_restores_each_candidat
     [
         (["--servers", "triton"], "give Triton's HTTP API with --triton-url"),
         (["--servers", "kserve"], "--servers: expected triton and/or torchserve"),
-        (["--servers", "triton", "--triton-url", "http://127.0.0.1:1", "--slo", "error_rate=0.1"], "needs a latency bound"),
+        (
+            ["--servers", "triton", "--triton-url", "http://127.0.0.1:1", "--slo", "error_rate=0.1"],
+            "needs a latency or goodput bound",
+        ),
     ],
 )
 def test_tune_refuses_what_it_cannot_do_before_touching_a_server(tmp_path, options, message):

@@ -11,6 +11,7 @@ passes above the steady boundary now and then). Pure numpy and Python: no server
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from functools import lru_cache
 
@@ -53,9 +54,11 @@ def simulate_run(
     stall_ms: float = 0.0,
     stall_chance: float = 0.0,
     step: int = 0,
+    good_under_ms: float | None = None,
 ) -> RunEvidence:
     """One run at `rate`: `windows` steady windows after the warm-up. A stall (a noisy machine: the
-    server stops for `stall_ms`) starts in each window with `stall_chance`."""
+    server stops for `stall_ms`) starts in each window with `stall_chance`. `good_under_ms`: each
+    window's requests are judged for goodput, good when they took at most that long."""
     seconds = warmup_s + windows * window_s
     times = arrivals(rate, seconds, rng, poisson)
     extra = np.zeros(len(times))
@@ -70,7 +73,10 @@ def simulate_run(
     for index in range(windows):
         start = warmup_s + index * window_s
         chosen = (times >= start) & (times < start + window_s)
-        kept.append(histogram_of(latency[chosen]))
+        window = histogram_of(latency[chosen])
+        if good_under_ms is not None:
+            window = dataclasses.replace(window, good=int((latency[chosen] <= good_under_ms).sum()))
+        kept.append(window)
     return RunEvidence(rate=rate, windows=tuple(kept), step=step)
 
 

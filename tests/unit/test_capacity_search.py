@@ -284,3 +284,34 @@ def test_runs_the_server_kept_up_with_leave_an_open_upper_end_open():
     passed = dataclasses.replace(simulate_run(50.0, SLOTS, SERVICE_MS, rng, windows=4), achieved_rps=53.4)
     boundary = judge([passed], BOUNDS).boundary
     assert math.isinf(boundary.high_rps)  # it was capped at 53.4: a bracket, and the search stopped there
+
+
+@pytest.mark.parametrize("seed", [31, 32])
+def test_a_goodput_bound_finds_the_rate_where_the_good_share_falls_under_it(seed: int):
+    """Streams judged good when they take at most 30 ms, at least 90 % good: on M/D/4 at 10 ms the
+    truth is the rate whose p90 is 30 ms (a long simulation); no latency bound at all."""
+    truth = true_boundary(SLOTS, SERVICE_MS, BOUND_MS, percentile=90.0)
+    rng = np.random.default_rng(seed)
+
+    def measure(rate: float, role: str) -> RunEvidence:
+        return simulate_run(rate, SLOTS, SERVICE_MS, rng, windows=4, good_under_ms=BOUND_MS)
+
+    bounds = Bounds({}, min_goodput_pct=90.0)
+    answer = search_capacity(measure, CapacitySearch(start_rps=100, precision_pct=10), bounds)
+    boundary = answer.judgement.boundary
+    assert boundary.low_rps <= truth <= boundary.high_rps, (boundary, answer.end)
+    assert boundary.binding == "goodput" and "goodput ≥ 90 %" in (boundary.binding_words or "")
+    under = [level for level in answer.judgement.levels if level.rate < boundary.low_rps]
+    good = under[0].metric("goodput")
+    assert good is not None and good.estimate is not None and good.estimate < 0.1  # the share missed
+    assert "goodput" in under[0].words() and "of requests" in under[0].words()
+    assert bounds.words() == "goodput ≥ 90 % of requests, errors ≤ 1.00%"
+
+
+def test_a_window_that_judged_no_request_counts_every_request_as_missed():
+    rng = np.random.default_rng(5)
+    judged = simulate_run(100, SLOTS, SERVICE_MS, rng, windows=4, good_under_ms=1000.0)
+    unjudged = simulate_run(100, SLOTS, SERVICE_MS, rng, windows=4)
+    bounds = Bounds({}, min_goodput_pct=50.0)
+    assert [level.verdict for level in judge([judged], bounds).levels] == [PASS]
+    assert [level.verdict for level in judge([unjudged], bounds).levels] == [FAIL]

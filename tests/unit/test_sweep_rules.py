@@ -4,14 +4,16 @@ and why a sweep stops (the capacity search: tests/unit/test_capacity_search.py).
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
+from inferload.errors import UsageError
 from inferload.measure.windows import StabilityRule, WindowFigures, first_stable_run
 from inferload.tune.step import StepResult
 from inferload.tune.stop_rules import StopRules, stop_reason
 from inferload.tune.sweep import knee_step
-from inferload.tune.sweep_cli import LevelsError, parse_levels
+from inferload.tune.sweep_cli import LevelsError, parse_levels, parse_slo
 
 
 def step(level: float, rps: float | None, p99: float | None = 10.0, **extra: object) -> StepResult:
@@ -90,6 +92,29 @@ def test_an_slo_breach_stops_the_sweep_and_says_by_how_much():
     assert rule == "slo" and "p99_ms 61.5 ms > 50 ms" in reason
 
 
+def test_a_goodput_bound_is_a_least_share_of_good_requests():
+    rules = StopRules(slo={"min_goodput_pct": 90.0})
+    assert stop_reason([step(1, 100, goodput_pct=95.0)], rules) is None
+    rule, reason = stop_reason([step(1, 100, goodput_pct=80.5)], rules) or ("", "")
+    assert rule == "slo" and "goodput 80.5 % < 90 % of requests" in reason
+    rule, reason = stop_reason([step(1, 100)], rules) or ("", "")
+    assert rule == "slo" and "goodput was not measured" in reason
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["min_goodput_pct=0"], "--slo min_goodput_pct: expected a finite number above 0 and at most 100"),
+        (["min_goodput_pct=101"], "at most 100"),
+        (["ttft_ms=5"], "--slo: expected KEY=VALUE with KEY one of p50_ms, p90_ms, p99_ms, p999_ms, error_rate, min_goodput_pct"),
+    ],
+)
+def test_a_bad_goodput_bound_is_refused_naming_it(options: list[str], message: str):
+    with pytest.raises(UsageError, match=re.escape(message)):
+        parse_slo(options)
+    assert parse_slo(["min_goodput_pct=99.5,p99_ms=20"]) == {"min_goodput_pct": 99.5, "p99_ms": 20.0}
+
+
 def test_errors_over_their_bound_stop_the_sweep():
     rule, reason = stop_reason([step(1, 100, error_rate=0.05)], RULES) or ("", "")
     assert rule == "errors" and "5.00%" in reason
@@ -144,3 +169,20 @@ def test_sweep_settings_refuse_more_local_workers_than_the_machine_takes(tmp_pat
     for workers in (-1, max_local_workers() + 1, 100_000):
         with pytest.raises(UsageError, match=r"^workers: expected a whole number from 0 to \d+ .*; got "):
             SweepSettings(tmp_path / "s.yaml", tmp_path, rule, rules, workers=workers)
+
+
+def test_a_goodput_bound_needs_a_target_with_goodput_thresholds(tmp_path: Path):
+    from inferload.measure.windows import StabilityRule
+    from inferload.tune.sweep import Sweep, SweepSettings
+    from tests.support.scenario_factory import write_scenario
+
+    chat = {"name": "chat", "kind": "openai-chat", "address": "127.0.0.1:1", "model": "m"}
+    rules = StopRules(slo={"min_goodput_pct": 90.0})
+    for generation, refused in (({}, True), ({"generation": {"goodput": {"ttft_ms": 100}}}, False)):
+        data = {"name": "s", "duration": "10s", "targets": [{**chat, **generation}], "shape": {"kind": "steady", "users": 1}}
+        settings = SweepSettings(write_scenario(tmp_path, data), tmp_path / "out", StabilityRule(3, 10, 10), rules)
+        if refused:
+            with pytest.raises(UsageError, match="--slo min_goodput_pct: target 'chat' sets no goodput thresholds"):
+                Sweep(settings)
+        else:
+            assert Sweep(settings).target == "chat"
