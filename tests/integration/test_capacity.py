@@ -186,7 +186,8 @@ def test_the_streams_capacity_under_a_goodput_bound_contains_the_cliff_of_evenly
         }
         shape = {"kind": "constant-rate", "rate": 50, "max_in_flight": 256}
         scenario = write_scenario(tmp_path, {"name": "streams", "duration": "30s", "targets": [target], "shape": shape})
-        result, output = sweep(scenario, tmp_path / "out", *SEARCH, "--slo", "min_goodput_pct=90", "--no-verify")
+        search = ["--find-max-rps", "--start-rate", "60", "--precision", "20", "--max-steps", "6", "--max-unsent", "0.05"]
+        result, output = sweep(scenario, tmp_path / "out", *search, "--slo", "min_goodput_pct=90", "--no-verify")
         truth = SLOTS / (served_hold_ms(server) / 1000.0)
     capacity = result["capacity"]
     assert 0.8 * 1000 / (STREAM_EVENTS * STREAM_HOLD_MS) * SLOTS <= truth <= 1000 / (STREAM_EVENTS * STREAM_HOLD_MS) * SLOTS
