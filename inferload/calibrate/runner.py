@@ -457,10 +457,18 @@ def _tree_cpu_s(process: psutil.Process, seen: dict[int, float]) -> float | None
     return sum(seen.values())
 
 
+#: a window that ends this little after the run's last CPU sample ends with that sample (the run's
+#: process tree exited between two samples: CI once, the HTTP ceiling case's CPU not measured)
+CPU_END_SLACK_S = 1.0
+
+
 def _cpu_at(samples: list[tuple[float, float]], at: float) -> float | None:
-    """The tree's CPU seconds at wall time ``at``, interpolated between samples."""
-    if len(samples) < 2 or not samples[0][0] <= at <= samples[-1][0]:
+    """The tree's CPU seconds at wall time ``at``, interpolated between samples (at most
+    `CPU_END_SLACK_S` after the last: the last sample's)."""
+    if len(samples) < 2 or not samples[0][0] <= at <= samples[-1][0] + CPU_END_SLACK_S:
         return None
+    if at > samples[-1][0]:
+        return samples[-1][1]
     walls = np.array([s[0] for s in samples])
     cpus = np.array([s[1] for s in samples])
     return float(np.interp(at, walls, cpus))

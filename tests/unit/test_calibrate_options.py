@@ -106,3 +106,13 @@ def test_a_stop_signal_between_cases_starts_no_further_run(tmp_path: Path) -> No
         with pytest.raises(CalibrationStopped, match="SIGINT: stopped") as stopped:
             run_watched(SLEEPER, tmp_path / "run.log", dict(os.environ), 60.0, "case", children)
     assert children.lead is None and not (tmp_path / "run.log").exists() and stopped.value.exit_code == 130
+
+
+def test_a_cases_cpu_is_read_between_samples_and_a_window_ending_just_after_the_last_takes_it():
+    from inferload.calibrate.runner import CPU_END_SLACK_S, _cpu_at
+
+    samples = [(100.0, 1.0), (100.2, 1.1), (100.4, 1.5)]
+    assert _cpu_at(samples, 100.1) == pytest.approx(1.05)
+    assert _cpu_at(samples, 100.4 + CPU_END_SLACK_S / 2) == 1.5  # the tree exited between two samples
+    assert _cpu_at(samples, 100.4 + 2 * CPU_END_SLACK_S) is None  # long after: not measured
+    assert _cpu_at(samples, 99.9) is None and _cpu_at(samples[:1], 100.0) is None
