@@ -297,6 +297,9 @@ class StepResult:
     role: str = "search"
     #: a generative target with goodput thresholds: the share of its steady requests that met them (%)
     goodput_pct: float | None = None
+    #: a generative target's time to the first token and time per output token, p99 over the steady state
+    ttft_p99_ms: float | None = None
+    tpot_p99_ms: float | None = None
 
     def as_row(self) -> dict[str, Any]:
         return asdict(self)
@@ -440,6 +443,8 @@ def read_step(
         goodput_pct=_num(target.generation.goodput.attainment_pct)
         if target.generation is not None and target.generation.goodput is not None
         else None,
+        ttft_p99_ms=_num(target.decoupled.first_response_ms.p99) if target.generation is not None and target.decoupled else None,
+        tpot_p99_ms=_num(target.generation.tpot_ms.p99) if target.generation is not None else None,
     )
 
 

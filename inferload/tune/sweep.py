@@ -29,12 +29,13 @@ from inferload.scenario.limits import max_local_workers
 from inferload.scenario.loader import load_scenario, scenario_to_dict
 from inferload.scenario.schema import Scenario, is_open_loop
 from inferload.traffic.ramp_hold import RampHoldRule
-from inferload.tune.capacity import CapacitySearch, RunEvidence, SearchEnd, search_capacity
+from inferload.tune.capacity import GOODPUT, CapacitySearch, RunEvidence, SearchEnd, search_capacity
 from inferload.tune.capacity_steps import (
     answer_lines,
     bounds_of,
     capacity_record,
     evidence_of,
+    goodput_misses,
     min_requests,
     ramp_answer,
     ramp_lines,
@@ -170,13 +171,14 @@ class Sweep:
         self.settings = settings
         scenario = load_scenario(settings.scenario)
         self.target = pick_target(scenario, settings.target)
-        if "min_goodput_pct" in settings.rules.slo:
-            generation = getattr(scenario.target(self.target), "generation", None)
-            if generation is None or generation.goodput is None:
-                raise UsageError(
-                    f"--slo min_goodput_pct: target {self.target!r} sets no goodput thresholds;"
-                    " give it generation.goodput (ttft_ms, tpot_ms, e2e_ms: what a good request meets)"
-                )
+        generation = getattr(scenario.target(self.target), "generation", None)
+        #: the target's goodput thresholds (ms by ``ttft_ms``, ``tpot_ms``, ``e2e_ms``); None: it sets none
+        self.goodput_limits = None if generation is None or generation.goodput is None else generation.goodput.engine_limits()
+        if "min_goodput_pct" in settings.rules.slo and self.goodput_limits is None:
+            raise UsageError(
+                f"--slo min_goodput_pct: target {self.target!r} sets no goodput thresholds;"
+                " give it generation.goodput (ttft_ms, tpot_ms, e2e_ms: what a good request meets)"
+            )
         open_loop = settings.open_loop or settings.capacity is not None or settings.ramp_hold is not None
         shape = scenario.shape
         server_pid = settings.server_pid
@@ -380,6 +382,7 @@ class Sweep:
         search = replace(search, lowest_decidable_rps=decidable)
         answer = search_capacity(measure, search, bounds_of(rules), runs, self._within_budget, verified)
         self.capacity = capacity_record(answer, rules, search.precision_pct)
+        self._name_goodput_misses(self.capacity, rules)
         end = answer.end
         if end.reason == "broken":
             self.stopped = {"rule": "failed", "reason": end.words}
@@ -389,6 +392,21 @@ class Sweep:
             self.stopped = {"rule": "budget", "reason": end.words}
         elif end.reason != "interrupted":
             self.stopped = {"rule": "capacity", "reason": end.words}
+
+    def _name_goodput_misses(self, capacity: dict[str, Any], rules: StopRules) -> None:
+        """A search bound by goodput: the thresholds the first rate over it broke (`goodput_misses`,
+        from that rate's last run), as the binding's `over` and at the end of its words."""
+        binding = capacity.get("binding")
+        failing = capacity.get("first_failing_rps")
+        if binding is None or binding.get("constraint") != GOODPUT or failing is None or self.goodput_limits is None:
+            return
+        runs = [step for step in self.steps if abs(step.level - failing) < 1e-6 and step.role == "search"]
+        if not runs:
+            return
+        over = goodput_misses(Path(runs[-1].results_dir), self.target, self.goodput_limits, rules.slo["min_goodput_pct"])
+        binding["over"] = over
+        if over:
+            binding["words"] = f"{binding['words']} ({'; '.join(over)})"
 
     def _ramp_hold(self, children: ChildProcesses, rule: RampHoldRule) -> None:
         if self.stopped is not None:
@@ -448,6 +466,8 @@ def describe(step: StepResult, best: StepResult | None, open_loop: bool) -> str:
     ]
     if step.goodput_pct is not None:
         parts.insert(3, f"goodput {step.goodput_pct:.1f} %")
+    if step.ttft_p99_ms is not None:
+        parts.insert(3, f"TTFT p99 {fmt_ms(step.ttft_p99_ms)}, TPOT p99 {fmt_ms(step.tpot_p99_ms)}")
     if step.avg_batch is not None:
         parts.append(f"avg batch {step.avg_batch:.2f}")
     if open_loop and step.send_lag_p99_ms is not None:

@@ -212,11 +212,11 @@ def test_sweep_csv_keeps_its_columns_and_appends_server_memory(tmp_path: Path):
     write_sweep(tmp_path, {"steps": [row]})
     with open(tmp_path / SWEEP_CSV, newline="") as handle:
         rows = list(csv.reader(handle))
-    assert rows[0][-6:-3] == ["gpu_util_pct", "gpu_memory_mib", "server_memory_mib"]
-    assert rows[0][-3:-1] == ["p50_trend", "role"]  # the capacity search's columns, appended after
-    assert rows[0][-1] == "goodput_pct"  # a generative target's goodput attainment, appended last
+    assert rows[0][-8:-5] == ["gpu_util_pct", "gpu_memory_mib", "server_memory_mib"]
+    assert rows[0][-5:-3] == ["p50_trend", "role"]  # the capacity search's columns, appended after
+    assert rows[0][-3:] == ["goodput_pct", "ttft_p99_ms", "tpot_p99_ms"]  # a generative target's, appended last
     assert rows[0][:3] == ["step", "level", "exit_code"]
-    assert rows[1][-6:] == ["", "", "812.3", "", "search", ""]  # no GPU: empty cells
+    assert rows[1][-8:] == ["", "", "812.3", "", "search", "", "", ""]  # no GPU: empty cells
 
 
 # -- the tune ---------------------------------------------------------------------------------------
