@@ -28,7 +28,7 @@ from pydantic import Field, StrictBool, StrictStr, ValidationInfo, field_validat
 
 from inferload.scenario.fields import FrozenModel, Number
 from inferload.scenario.generation_dataset import dataset_requests, read_dataset_lines
-from inferload.scenario.input_files import not_regular_problem, scenario_file
+from inferload.scenario.input_files import not_regular_problem, scenario_file, unreadable_problem
 from inferload.scenario.lengths import DrawnRequest, LengthsSpec, drawn_requests
 from inferload.scenario.messages import Check, custom_error
 
@@ -60,16 +60,6 @@ class GoodputSpec(FrozenModel):
     def engine_limits(self) -> dict[str, float]:
         """The thresholds set, as the engine's ``check.goodput`` takes them."""
         return {key: float(value) for key, value in self.model_dump().items() if value is not None}
-
-
-def _dataset_file_problem(path: Path) -> str | None:
-    problem = not_regular_problem(path)
-    if problem is None:
-        try:
-            read_dataset_lines(str(path))
-        except ValueError as error:
-            problem = str(error)
-    return problem
 
 
 def _engine_tokenizer_problem(path: Path) -> str | None:
@@ -111,7 +101,7 @@ class GenerationSpec(FrozenModel):
     @classmethod
     def _dataset_file(cls, value: str | None, info: ValidationInfo) -> str | None:
         """Relative to the scenario file; read (every line checked) when its folder is known."""
-        return scenario_file(value, info, "a JSONL file of requests", _dataset_file_problem)
+        return scenario_file(value, info, "a JSONL file of requests", lambda path: unreadable_problem(path, read_dataset_lines))
 
     @field_validator("tokenizer")
     @classmethod

@@ -55,6 +55,18 @@ def scenario_file(
     return str(path)
 
 
+def unreadable_problem(path: Path, read: Callable[[str], object]) -> str | None:
+    """Why `path` is no regular file, or why ``read`` (a reader raising ValueError with its message)
+    refuses it; None when it reads."""
+    problem = not_regular_problem(path)
+    if problem is None:
+        try:
+            read(str(path))
+        except ValueError as error:
+            problem = str(error)
+    return problem
+
+
 def not_regular_problem(path: Path) -> str | None:
     """Why `path` is no regular file to read (missing, a folder, a FIFO, a device, a kernel file), or None."""
     try:

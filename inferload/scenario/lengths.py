@@ -29,7 +29,7 @@ import numpy as np
 from pydantic import Field, StrictStr, ValidationInfo, field_validator, model_validator
 
 from inferload.scenario.fields import FrozenModel, Number
-from inferload.scenario.input_files import not_regular_problem, read_limited, scenario_file
+from inferload.scenario.input_files import read_limited, scenario_file, unreadable_problem
 from inferload.scenario.messages import custom_error
 
 #: the most tokens one length may ask for
@@ -124,7 +124,7 @@ class LengthsSpec(FrozenModel):
     @classmethod
     def _lengths_file(cls, value: str | None, info: ValidationInfo) -> str | None:
         """Relative to the scenario file; read (every line checked) when its folder is known."""
-        return scenario_file(value, info, "a JSONL file of lengths", _lengths_file_problem)
+        return scenario_file(value, info, "a JSONL file of lengths", lambda path: unreadable_problem(path, read_length_pairs))
 
     @model_validator(mode="after")
     def _laws_or_a_file(self) -> LengthsSpec:
@@ -138,16 +138,6 @@ class LengthsSpec(FrozenModel):
         if self.shared_prefix is not None and self.file is None and self.input_tokens is None:
             raise custom_error("shared_prefix starts the prompts that input_tokens makes: give input_tokens too")
         return self
-
-
-def _lengths_file_problem(path: Path) -> str | None:
-    problem = not_regular_problem(path)
-    if problem is None:
-        try:
-            read_length_pairs(str(path))
-        except ValueError as error:
-            problem = str(error)
-    return problem
 
 
 @functools.cache

@@ -35,6 +35,14 @@ def run(folder: Path, target: dict[str, Any]) -> Any:
     return inferload("run", str(scenario), "--headless", "--out", str(folder / "out"))
 
 
+def chat_figures(folder: Path, llama: str, generation: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """A chat target with ``generation`` run against llama.cpp: its summary figures, and the console."""
+    done = run(folder, {"name": "chat", "kind": "openai-chat", "address": llama, "model": LLM_NAME, "generation": generation})
+    assert done.returncode == 0, done.stdout + done.stderr
+    figures: dict[str, Any] = json.loads((folder / "out" / "summary.json").read_text())["targets"]["chat"]
+    return figures, done.stdout
+
+
 @pytest.fixture(scope="module")
 def llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """One llama.cpp server for the module: its URL."""
@@ -49,12 +57,7 @@ def test_prompt_and_answer_lengths_from_a_file_are_sent_and_held_by_the_server(t
     lengths.write_text('{"input_tokens": 8, "output_tokens": 3}\n{"input_tokens": 20, "output_tokens": 9}\n')
     tokenizer = str(tokenizer_path(llm_model_path()))
     generation = {"lengths": {"file": str(lengths)}, "ignore_eos": True, "tokenizer": tokenizer}
-    done = run(
-        tmp_path / "lengths",
-        {"name": "chat", "kind": "openai-chat", "address": llama, "model": LLM_NAME, "generation": generation},
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    figures = json.loads((tmp_path / "lengths" / "out" / "summary.json").read_text())["targets"]["chat"]
+    figures, stdout = chat_figures(tmp_path / "lengths", llama, generation)
     tokens = figures["generation"]
     assert figures["failures"] == 0 and tokens["generations"] > 5
     assert tokens["lengths"]["requests"] == 2 and tokens["lengths"]["input_counted_in"] == "tokens"
@@ -62,7 +65,7 @@ def test_prompt_and_answer_lengths_from_a_file_are_sent_and_held_by_the_server(t
     assert tokens["lengths"]["output_tokens_asked"] == {"mean": 6.0, "min": 3, "max": 9}
     # each request got what it asked: the longest answer is 9 tokens, and the mean lies between the two
     assert tokens["max_output_tokens"] == 9 and 3 <= tokens["output_tokens_per_request"] <= 9
-    assert "output tokens achieved" in done.stdout and "prompt tokens (mean)" in done.stdout  # the console table
+    assert "output tokens achieved" in stdout and "prompt tokens (mean)" in stdout  # the console table
     achieved = tokens["lengths"]["output_tokens_achieved_pct"]
     assert achieved == pytest.approx(100 * tokens["output_tokens_per_request"] / 6.0, abs=0.01)
 
@@ -86,12 +89,7 @@ def test_a_data_set_of_chat_messages_and_sharegpt_conversations_is_sent_and_held
     dataset = tmp_path / "chats.jsonl"
     dataset.write_text("".join(json.dumps(line) + "\n" for line in lines))
     generation = {"dataset": str(dataset), "ignore_eos": True, "tokenizer": tokenizer}
-    done = run(
-        tmp_path / "dataset",
-        {"name": "chat", "kind": "openai-chat", "address": llama, "model": LLM_NAME, "generation": generation},
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    figures = json.loads((tmp_path / "dataset" / "out" / "summary.json").read_text())["targets"]["chat"]
+    figures, _ = chat_figures(tmp_path / "dataset", llama, generation)
     tokens = figures["generation"]
     assert figures["failures"] == 0 and tokens["generations"] > 5  # llama.cpp took both requests
     assert tokens["lengths"]["requests"] == 2 and tokens["lengths"]["input_counted_in"] == "tokens"
