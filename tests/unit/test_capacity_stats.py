@@ -5,6 +5,7 @@ tests give the same result on every run."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -18,6 +19,8 @@ from inferload.tune.capacity_stats import (
     isotonic_increasing,
     isotonic_increasing_rows,
     log_crossing,
+    missed_goodput,
+    missed_goodput_replicates,
     percentile_interval,
     percentile_ms,
     percentile_replicates,
@@ -131,6 +134,22 @@ def test_the_error_rate_interval_keeps_a_zero_honest():
     failing = [histogram_of(rng.lognormal(2.0, 0.3, 450), failures=50) for _ in range(4)]
     low, high = interval(error_rate_replicates(failing, rng, 1000))
     assert low < 0.1 < high and low > 0.05
+
+
+def test_a_windows_good_requests_are_read_from_its_line_and_their_missed_share_has_an_interval():
+    rng = np.random.default_rng(7)
+    stats = LatencyStats()
+    for value in rng.lognormal(2.0, 0.3, 200):
+        stats.record_success(float(value))
+    line = {**stats.to_wire(), "good": 150, "judged": 200}
+    assert window_histogram(line).good == 150 and window_histogram(stats.to_wire()).good is None
+    assert window_histogram({"h": "", "s": 0, "f": 3, "good": 0, "judged": 0}).good is None  # none judged
+    windows = [histogram_of(rng.lognormal(2.0, 0.3, 200)) for _ in range(4)]
+    judged = [dataclasses.replace(w, good=180) for w in windows]  # 10 % missed in each
+    assert missed_goodput(judged) == pytest.approx(0.1)
+    low, high = interval(missed_goodput_replicates(judged, rng, 1000))
+    assert 0.05 < low < 0.1 < high < 0.15
+    assert missed_goodput(windows) == 1.0  # windows that judged nothing: every request missed
 
 
 def test_the_isotonic_fit_pools_adjacent_violators_by_weight():

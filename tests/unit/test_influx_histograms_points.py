@@ -164,3 +164,15 @@ def test_a_range_that_ends_before_it_starts_or_is_not_finite_is_refused(tmp_path
         with pytest.raises(ResultsError, match=f"--from: expected a finite number of seconds; got '{text}'"):
             parse_time("--from", text, START)
     assert parse_time("--to", "30s", START) == START + 30
+
+
+def test_a_generative_targets_merged_lines_carry_each_windows_good_and_judged_requests():
+    """What the capacity search's goodput bound reads: on the merged line of a window whose
+    generations were judged, how many were good and how many judged; no such keys elsewhere."""
+    record = distributed_record()
+    first, second = sorted(index for index, _ in record.windows)[:2]
+    record.generations.count_windows[(first, "t")] = [30, 300, 27, 30]  # [generations, tokens, good, judged]
+    record.generations.count_windows[(second, "t")] = [30, 300, 0, 0]  # a target without goodput thresholds
+    judged = [line for line in histogram_lines(record) if "good" in line]
+    expected = [("all", first * record.window_s, 27, 30)]
+    assert [(line["worker"], line["start"], line["good"], line["judged"]) for line in judged] == expected
