@@ -47,8 +47,8 @@ import sys
 import uuid
 from array import array
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, BinaryIO, Literal, TextIO
@@ -59,6 +59,7 @@ from inferload.errors import InferloadError
 from inferload.measure.run_record import GapStats
 from inferload.observe.sources.triton_trace_file import trace_file_names
 from inferload.scenario.input_files import not_regular_problem
+from inferload.scenario.lengths import MAX_LENGTH, MAX_REQUESTS
 from inferload.scenario.limits import MAX_NUMBER_DIGITS
 from inferload.scenario.messages import parse_duration
 
@@ -97,6 +98,21 @@ def add_trace_to_replay_parser(sub: argparse._SubParsersAction, help_text: str) 
         "--skip-bad-lines", action="store_true", help="JSON lines: leave out (and count) lines that cannot be read"
     )
     parser.add_argument("--window", default="1s", help="the summary's rate-over-time window (default 1s)")
+    parser.add_argument(
+        "--input-tokens-field",
+        help="JSON lines: the key of each request's prompt length in tokens (Mooncake: input_length); with it, or"
+        " --output-tokens-field, the lengths go to OUT's .lengths.jsonl and each row names its pair (sample)",
+    )
+    parser.add_argument(
+        "--output-tokens-field", help="JSON lines: the key of each request's output length in tokens (Mooncake: output_length)"
+    )
+    parser.add_argument(
+        "--length-step",
+        type=int,
+        default=1,
+        metavar="TOKENS",
+        help="round each length up to a multiple of TOKENS (fewer distinct requests to prepare; default 1: exact)",
+    )
 
 
 def cmd_trace_to_replay(args: argparse.Namespace) -> int:
@@ -113,10 +129,27 @@ def cmd_trace_to_replay(args: argparse.Namespace) -> int:
             raise InferloadError(f"--window: expected a duration above 0; got {args.window!r}")
         targets = dict(iter_target_map(args.target))
         source_format = guess_format(args.sources[0]) if args.format == "auto" else args.format
-        fields = LogFields(args.time_field, args.time_unit, args.target_field, args.skip_bad_lines)
-        if source_format == "triton-trace" and (args.target_field or args.time_field != "timestamp"):
-            raise InferloadError("--time-field and --target-field apply to JSON-lines logs, not Triton trace files")
-        summary = record_arrivals(args.sources, args.out, source_format, targets, fields, window_s)
+        fields = LogFields(
+            args.time_field,
+            args.time_unit,
+            args.target_field,
+            args.skip_bad_lines,
+            args.input_tokens_field,
+            args.output_tokens_field,
+        )
+        if source_format == "triton-trace" and (
+            args.target_field or args.time_field != "timestamp" or fields.lengths_asked or args.length_step != 1
+        ):
+            raise InferloadError(
+                "--time-field, --target-field and the lengths' options apply to JSON-lines logs, not Triton trace files"
+            )
+        if not 1 <= args.length_step <= MAX_LENGTH:
+            raise InferloadError(
+                f"--length-step: expected a whole number of tokens from 1 to {MAX_LENGTH:,}; got {args.length_step}"
+            )
+        if args.length_step != 1 and not fields.lengths_asked:
+            raise InferloadError("--length-step rounds the lengths read: give --input-tokens-field or --output-tokens-field")
+        summary = record_arrivals(args.sources, args.out, source_format, targets, fields, window_s, args.length_step)
     except InferloadError as error:
         print(f"inferload trace-to-replay: {error}", file=sys.stderr)
         return EXIT_USAGE
@@ -166,6 +199,9 @@ class Recording:
 
     times: array[float] = field(default_factory=lambda: array("d"))
     codes: array[int] = field(default_factory=lambda: array("H"))
+    #: each arrival's input and output tokens (0: not given), when the lengths are read
+    inputs: array[int] = field(default_factory=lambda: array("i"))
+    outputs: array[int] = field(default_factory=lambda: array("i"))
     names: list[str | None] = field(default_factory=lambda: [None])  # code 0: no target
     code_of: dict[str, int] = field(default_factory=dict)
     #: what was left out, by reason
@@ -185,9 +221,12 @@ class Recording:
             self.code_of[target] = code
         return code
 
-    def add(self, t: float, target: str | None) -> None:
+    def add(self, t: float, target: str | None, lengths: tuple[int, int] | None = None) -> None:
         self.codes.append(self.code(target))
         self.times.append(t)
+        if lengths is not None:
+            self.inputs.append(lengths[0])
+            self.outputs.append(lengths[1])
 
     def extend(self, times: np.ndarray, codes: np.ndarray) -> None:
         """Arrivals at ``times`` (seconds) with target ``codes`` (from `code`), in their order."""
@@ -513,6 +552,13 @@ class LogFields:
     time_unit: str = "s"
     target_field: str | None = None
     skip_bad_lines: bool = False
+    #: the keys of each request's prompt and output lengths in tokens (None: not read)
+    input_field: str | None = None
+    output_field: str | None = None
+
+    @property
+    def lengths_asked(self) -> bool:
+        return self.input_field is not None or self.output_field is not None
 
 
 def read_access_logs(paths: Sequence[Path], fields: LogFields, targets: Mapping[str, str], recording: Recording) -> None:
@@ -532,7 +578,7 @@ def read_access_logs(paths: Sequence[Path], fields: LogFields, targets: Mapping[
                     text = raw.decode("utf-8", errors="replace")
                     if not text.strip():
                         continue
-                    problem, t, value = _log_line(text, fields, unit)
+                    problem, t, value, lengths = _log_line(text, fields, unit)
                 if problem is not None:
                     if not fields.skip_bad_lines:
                         raise InferloadError(f"{path} line {line}: {problem} (--skip-bad-lines leaves such lines out)")
@@ -541,7 +587,7 @@ def read_access_logs(paths: Sequence[Path], fields: LogFields, targets: Mapping[
                 assert t is not None
                 kept, target = mapped(value, targets, recording, fields.target_field or "target")
                 if kept:
-                    recording.add(t, target)
+                    recording.add(t, target, lengths)
 
 
 def _lines(handle: BinaryIO) -> Iterator[tuple[int, bytes | None]]:
@@ -569,31 +615,49 @@ def _shown(value: Any) -> str:
     return "a JSON object" if isinstance(value, dict) else "a JSON array"
 
 
-def _log_line(text: str, fields: LogFields, unit: float) -> tuple[str | None, float | None, str | None]:
-    """(problem, time, target) of one access log line: a problem (``what: detail``) or its time and target."""
+LogLine = tuple[str | None, float | None, str | None, tuple[int, int] | None]
+
+
+def _log_line(text: str, fields: LogFields, unit: float) -> LogLine:
+    """(problem, time, target, lengths) of one access log line: a problem (``what: detail``) or its
+    time, target and (when they are read) its input and output tokens (0: that one not read)."""
     try:
         entry = _DECODER.decode(text)
     except json.JSONDecodeError as error:
-        return f"not JSON: {error.msg} at column {error.colno}", None, None
+        return f"not JSON: {error.msg} at column {error.colno}", None, None, None
     except RecursionError:
-        return "nested too deeply to read: expected one JSON object per line", None, None
+        return "nested too deeply to read: expected one JSON object per line", None, None, None
     if not isinstance(entry, dict):
-        return "not a JSON object", None, None
+        return "not a JSON object", None, None, None
     raw = field_at(entry, fields.time_field)
     if raw is None:
-        return f"without the time field: {fields.time_field!r}", None, None
+        return f"without the time field: {fields.time_field!r}", None, None, None
     t = epoch_seconds(raw, unit)
     if t is None:
-        return f"with a time that is not epoch seconds or ISO-8601: {_shown(raw)}", None, None
+        return f"with a time that is not epoch seconds or ISO-8601: {_shown(raw)}", None, None, None
     value = None
     if fields.target_field is not None:
         found = field_at(entry, fields.target_field)
         if isinstance(found, (dict, list)):
-            return f"with a target that is not text or a number: {_shown(found)}", None, None
+            return f"with a target that is not text or a number: {_shown(found)}", None, None, None
         value = None if found is None else str(found)
         if value is not None and len(value) > MAX_TARGET_CHARS:
-            return f"with a target longer than {MAX_TARGET_CHARS:,} characters: {_shown(value)}", None, None
-    return None, t, value
+            return f"with a target longer than {MAX_TARGET_CHARS:,} characters: {_shown(value)}", None, None, None
+    lengths = None
+    if fields.lengths_asked:
+        read = []
+        for key in (fields.input_field, fields.output_field):
+            tokens = None if key is None else field_at(entry, key)
+            if key is not None and (type(tokens) is not int or not 1 <= tokens <= MAX_LENGTH):
+                return (
+                    f"with a length that is not a whole number of tokens from 1 to {MAX_LENGTH:,}: {key} {_shown(tokens)}",
+                    None,
+                    None,
+                    None,
+                )
+            read.append(0 if tokens is None else int(tokens))
+        lengths = (read[0], read[1])
+    return None, t, value, lengths
 
 
 @dataclass(frozen=True)
@@ -609,6 +673,8 @@ class RecordingSummary:
     targets: dict[str, int]
     left_out: dict[str, int]
     files: int
+    #: the lengths read (`TraceLengths.summary`); None: not read
+    lengths: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         rates = [count / self.window_s for count in self.window_counts]
@@ -628,16 +694,18 @@ class RecordingSummary:
             "targets": self.targets,
             "left_out": self.left_out,
             "files": self.files,
+            **({} if self.lengths is None else {"lengths": self.lengths}),
         }
 
 
-def ordered(recording: Recording) -> tuple[np.ndarray, np.ndarray]:
-    """(times from the first arrival, target codes), in time order (stable for equal times)."""
+def ordered(recording: Recording) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(times from the first arrival, target codes, the order: each row's arrival as read), in time
+    order (stable for equal times)."""
     times = np.frombuffer(recording.times, dtype=np.float64) if recording.times else np.zeros(0)
     codes = np.frombuffer(recording.codes, dtype=np.uint16) if recording.codes else np.zeros(0, dtype=np.uint16)
     order = np.argsort(times, kind="stable")
     times, codes = times[order], codes[order]
-    return (times - times[0] if len(times) else times), codes
+    return (times - times[0] if len(times) else times), codes, order
 
 
 def check_windows(first_s: float, last_s: float, window_s: float) -> None:
@@ -689,18 +757,71 @@ def summarise(
     )
 
 
-def write_replay(out: TextIO, times: np.ndarray, codes: np.ndarray, names: Sequence[str | None]) -> None:
-    """CSV ``t_s[,target]`` (microsecond resolution) to ``out``; a target column only when some arrival has one."""
+def write_replay(
+    out: TextIO, times: np.ndarray, codes: np.ndarray, names: Sequence[str | None], samples: np.ndarray | None = None
+) -> None:
+    """CSV ``t_s[,target][,sample]`` (microsecond resolution) to ``out``; a target column only when
+    some arrival has one, a sample column with ``samples`` (each row's request in the lengths file)."""
     with_target = bool(len(codes)) and bool(codes.any())
-    out.write("t_s,target\n" if with_target else "t_s\n")
+    out.write("t_s" + (",target" if with_target else "") + (",sample" if samples is not None else "") + "\n")
     chunk = 100_000
     for start in range(0, len(times), chunk):
-        part_t = times[start : start + chunk].tolist()
+        columns = [[f"{t:.6f}" for t in times[start : start + chunk].tolist()]]
         if with_target:
-            part_c = codes[start : start + chunk].tolist()
-            out.write("".join(f"{t:.6f},{names[c] or ''}\n" for t, c in zip(part_t, part_c, strict=True)))
-        else:
-            out.write("".join(f"{t:.6f}\n" for t in part_t))
+            columns.append([names[c] or "" for c in codes[start : start + chunk].tolist()])
+        if samples is not None:
+            columns.append([str(n) for n in samples[start : start + chunk].tolist()])
+        out.write("".join(",".join(row) + "\n" for row in zip(*columns, strict=True)))
+
+
+@dataclass(frozen=True)
+class TraceLengths:
+    """The distinct (input, output) token pairs of a recording's requests, and each row's pair."""
+
+    pairs: np.ndarray  # distinct pairs x 2 (0: that length not read)
+    samples: np.ndarray  # each row's index into `pairs`, in the replay's order
+    step: int
+
+    @classmethod
+    def of(cls, inputs: np.ndarray, outputs: np.ndarray, step: int) -> TraceLengths:
+        """Each length rounded up to a multiple of ``step`` (at most MAX_LENGTH); InferloadError when
+        more than MAX_REQUESTS distinct pairs remain (each is a request to prepare before the run)."""
+        rounded = np.stack([inputs, outputs], axis=1).astype(np.int64)
+        rounded = np.minimum(-(-rounded // step) * step, MAX_LENGTH)
+        pairs, samples = np.unique(rounded, axis=0, return_inverse=True)
+        if len(pairs) > MAX_REQUESTS:
+            raise InferloadError(
+                f"{len(pairs):,} distinct (input, output) lengths, more than the {MAX_REQUESTS:,} requests a run prepares;"
+                " round them with --length-step (e.g. 16 tokens)"
+            )
+        return cls(pairs, samples.reshape(-1).astype(np.int64), step)
+
+    def lines(self) -> Iterator[str]:
+        """The lengths file's lines (`inferload.scenario.lengths`): one request a line, by sample."""
+        for input_tokens, output_tokens in self.pairs.tolist():
+            entry = {key: n for key, n in (("input_tokens", input_tokens), ("output_tokens", output_tokens)) if n}
+            yield json.dumps(entry) + "\n"
+
+    def summary(self, path: Path) -> dict[str, Any]:
+        """summary.json's ``lengths``: the file, the distinct requests, each length over the rows."""
+
+        def figures(column: int) -> dict[str, float | int] | None:
+            per_row = self.pairs[self.samples, column]
+            if not per_row.any():
+                return None
+            return {"mean": round(float(per_row.mean()), 2), "min": int(per_row.min()), "max": int(per_row.max())}
+
+        return {
+            "file": path.name,
+            "distinct": len(self.pairs),
+            "step": self.step,
+            "input_tokens": figures(0),
+            "output_tokens": figures(1),
+        }
+
+
+def lengths_path(out: Path) -> Path:
+    return out.with_name(out.stem + ".lengths.jsonl")
 
 
 @contextmanager
@@ -751,7 +872,19 @@ def describe(summary: RecordingSummary, out: Path) -> list[str]:
         lines.append("no target column: the rows go to the scenario's targets by weight")
     elif summary.targets:
         lines.append("targets: " + ", ".join(f"{name} {n:,}" for name, n in summary.targets.items()))
-    lines.append(f"wrote {out} and {summary_path(out)}")
+    if summary.lengths is not None:
+        said = [
+            f"{name} mean {figures['mean']:g} (min {figures['min']:,}, max {figures['max']:,})"
+            for name, figures in (
+                ("input tokens", summary.lengths["input_tokens"]),
+                ("output tokens", summary.lengths["output_tokens"]),
+            )
+            if figures is not None
+        ]
+        lines.append(f"lengths: {', '.join(said)}; {summary.lengths['distinct']:,} distinct requests")
+        lines.append(f"wrote {out}, {summary_path(out)} and {lengths_path(out)} (generation.lengths.file)")
+    else:
+        lines.append(f"wrote {out} and {summary_path(out)}")
     return lines
 
 
@@ -766,6 +899,7 @@ def record_arrivals(
     targets: Mapping[str, str],
     fields: LogFields,
     window_s: float,
+    length_step: int = 1,
 ) -> RecordingSummary:
     """Read ``sources``, write the replay file ``out`` and its summary next to it (each complete or
     not at all); the summary. InferloadError for what cannot be read or summarised (see the module)."""
@@ -784,13 +918,26 @@ def record_arrivals(
     first_s, last_s = float(absolute.min()), float(absolute.max())
     del absolute  # the view holds the array's buffer
     check_windows(first_s, last_s, window_s)
-    times, codes = ordered(recording)
+    times, codes, order = ordered(recording)
     summary = summarise(times, codes, recording, window_s, first_s)
+    lengths = None
+    if recording.inputs:
+        inputs = np.frombuffer(recording.inputs, dtype=np.int32)[order]
+        outputs = np.frombuffer(recording.outputs, dtype=np.int32)[order]
+        lengths = TraceLengths.of(inputs, outputs, length_step)
+        summary = replace(summary, lengths=lengths.summary(lengths_path(out)))
     out.parent.mkdir(parents=True, exist_ok=True)
-    # the summary is renamed into place first, the replay file last: once it is there, both are complete
-    with written_in_place(out) as replay, written_in_place(summary_path(out)) as summary_file:
-        write_replay(replay, times, codes, recording.names)
+    # the summary and the lengths are renamed into place first, the replay file last: once it is
+    # there, all are complete
+    with (
+        written_in_place(out) as replay,
+        written_in_place(summary_path(out)) as summary_file,
+        written_in_place(lengths_path(out)) if lengths is not None else nullcontext() as lengths_file,
+    ):
+        write_replay(replay, times, codes, recording.names, None if lengths is None else lengths.samples)
         summary_file.write(json.dumps(summary.as_dict(), indent=2) + "\n")
+        if lengths is not None and lengths_file is not None:
+            lengths_file.writelines(lengths.lines())
     return summary
 
 

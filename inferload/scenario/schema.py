@@ -136,7 +136,8 @@ def _sample_checks(name: str, facts: ReplayFacts, targets: Sequence[Target], bas
                     (
                         ("shape", "file"),
                         f"{name} line {line}: sample {sample}: target {target.name!r} has no data set"
-                        " (a sample column needs inputs fed by data: {dataset: ...})",
+                        " (a sample column needs inputs fed by data: {dataset: ...}, or a generative target's"
+                        " generation.lengths or generation.dataset)",
                     )
                 )
             elif sample >= count:
@@ -144,17 +145,36 @@ def _sample_checks(name: str, facts: ReplayFacts, targets: Sequence[Target], bas
                     (
                         ("shape", "file"),
                         f"{name} line {line}: sample {sample} is out of range: target {target.name!r}'s data set has"
-                        f" {count:,} samples (0 to {count - 1:,})",
+                        f" {count:,} samples (0 to {count - 1:,})"
+                        + (
+                            " (is its generation.lengths.file the one trace-to-replay wrote?)"
+                            if _distinct_requests(target)
+                            else ""
+                        ),
                     )
                 )
     return checks
 
 
-def _sample_count(target: Target, base_dir: Path) -> int | None:
-    """How many samples the target's data sets hold; None: no input has one; NOT_READ: they cannot
-    be read (the target's own checks say why)."""
-    if not any(spec.data.dataset is not None for spec in target.inputs):
+def _distinct_requests(target: Target) -> int | None:
+    """A generative target's distinct requests (its lengths' or data set's: a replay's sample picks
+    one); None: it has none of its own."""
+    generation = getattr(target, "generation", None)
+    if generation is None:
         return None
+    try:
+        drawn = generation.distinct_requests()
+    except (OSError, ValueError):
+        return None  # the target's own checks say why
+    return None if drawn is None else len(drawn)
+
+
+def _sample_count(target: Target, base_dir: Path) -> int | None:
+    """How many samples the target's data sets hold (a generative target's distinct requests when
+    no input has a data set); None: none; NOT_READ: they cannot be read (the target's own checks
+    say why)."""
+    if not any(spec.data.dataset is not None for spec in target.inputs):
+        return _distinct_requests(target)
     read, problems = datasets.read_target_datasets(target.inputs, target.batch_size, base_dir, target.name)
     if problems or not read:
         return NOT_READ

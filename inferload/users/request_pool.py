@@ -235,8 +235,9 @@ class RequestPool(Generic[T]):
 
     def index_of_sample(self, sample: int) -> int:
         """The request that starts from data-set sample ``sample`` (a replay file's `sample`), or, with
-        a batch that never starts there, the first that carries it; without a data set, request 0.
-        IndexError for a sample the data set does not have (the scenario's check refuses it first)."""
+        a batch that never starts there, the first that carries it; without a data set, a generative
+        target's distinct request ``sample`` (its lengths', its data set's: trace-to-replay's lengths
+        file), else request 0. IndexError for a sample there is not (the scenario's check refuses it first)."""
         if self._by_sample is None:
             by_sample: dict[int, int] = {}
             for index in range(self.size):
@@ -245,7 +246,11 @@ class RequestPool(Generic[T]):
                     if known is None or (position == 0 and self.source.samples(known)[0] != carried):
                         by_sample[carried] = index
             self._by_sample = by_sample
-        if not self._by_sample:
+        if not self._by_sample:  # no data set: a generative target's distinct requests are its samples
+            if self.size > 1 and not self.source.has_samples:
+                if not 0 <= sample < self.size:
+                    raise IndexError(f"sample {sample}: the target has requests 0 to {self.size - 1}")
+                return sample
             return 0
         if sample not in self._by_sample:
             raise IndexError(f"sample {sample}: the data set has samples 0 to {max(self._by_sample)}")

@@ -5,8 +5,8 @@ with a role-only event and ends with a usage-only tail (with its per-request ``t
 ``[DONE]``, none of them tokens. The model's tokenizer, named by the target, counts in the engine
 exactly the tokens the server's usage counts, request by request; its /metrics (the target's
 ``metrics_url``) gives the sequences it decoded together per call. `inferload servers up` starts it and `down` leaves nothing running.
-Prompt and answer lengths a target draws, or its data set gives, are held by it: every answer as long
-as its request asked.
+Prompt and answer lengths a target draws, its data set gives, or a recorded trace gives each arrival,
+are held by it: every answer as long as its request asked.
 """
 
 from __future__ import annotations
@@ -95,6 +95,42 @@ def test_a_data_set_of_chat_messages_and_sharegpt_conversations_is_sent_and_held
     assert tokens["lengths"]["requests"] == 2 and tokens["lengths"]["input_counted_in"] == "tokens"
     assert tokens["lengths"]["output_tokens_asked"] == {"mean": (24 + answer_tokens) / 2, "min": answer_tokens, "max": 24}
     assert tokens["max_output_tokens"] == 24 and answer_tokens <= tokens["output_tokens_per_request"] <= 24
+
+
+def test_a_recorded_trace_replays_its_arrivals_and_each_requests_lengths(tmp_path: Path, llama: str) -> None:
+    """A trace in Mooncake's layout (JSON lines: `timestamp` ms, `input_length`, `output_length`):
+    `trace-to-replay` writes its arrivals with each row's request (`sample`) and the distinct lengths;
+    the replay sends every arrival with its own prompt length and `max_tokens`, and llama.cpp
+    generates exactly what each asked: the tokens of the steady generations are the trace's own."""
+    rows = [
+        {"timestamp": 1_700_000_000_000 + 125 * i, "input_length": 4 + 3 * (i % 6), "output_length": 2 + 3 * (i % 3)}
+        for i in range(48)
+    ]
+    trace = tmp_path / "mooncake.jsonl"
+    trace.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    fields = ["--input-tokens-field", "input_length", "--output-tokens-field", "output_length"]
+    done = inferload("trace-to-replay", str(trace), "--time-unit", "ms", *fields, "--out", str(tmp_path / "trace.csv"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    pairs = [json.loads(line) for line in (tmp_path / "trace.lengths.jsonl").read_text().splitlines()]
+    assert len(pairs) == len({(r["input_length"], r["output_length"]) for r in rows})  # one request per distinct pair
+    assert f"{len(pairs)} distinct requests" in done.stdout
+    tokenizer = str(tokenizer_path(llm_model_path()))
+    generation = {"lengths": {"file": str(tmp_path / "trace.lengths.jsonl")}, "ignore_eos": True, "tokenizer": tokenizer}
+    target = {"name": "chat", "kind": "openai-chat", "address": llama, "model": LLM_NAME, "generation": generation}
+    shape = {"kind": "replay", "file": str(tmp_path / "trace.csv"), "max_in_flight": 16}
+    data = {"name": "trace", "duration": "6s", "warmup": "1s", "targets": [target], "shape": shape}
+    folder = tmp_path / "replay"
+    folder.mkdir()
+    done = inferload("run", str(write_scenario(folder, data)), "--headless", "--out", str(folder / "out"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = json.loads((folder / "out" / "summary.json").read_text())
+    figures = summary["targets"]["chat"]
+    tokens = figures["generation"]
+    # the steady rows (1 s to the trace's end at 5.875 s): 125 ms apart, each its own output length
+    steady = [r["output_length"] for i, r in enumerate(rows) if 0.125 * i >= 1.0]
+    assert figures["failures"] == 0 and abs(tokens["generations"] - len(steady)) <= 2, (tokens["generations"], len(steady))
+    assert abs(tokens["output_tokens"] - sum(steady)) <= 2 * max(steady), (tokens["output_tokens"], sum(steady))
+    assert tokens["max_output_tokens"] == max(steady) and tokens["lengths"]["requests"] == len(pairs)
 
 
 def test_a_chat_target_on_llama_cpp_counts_the_server_s_tokens_and_times_each_answer(tmp_path: Path, llama: str) -> None:

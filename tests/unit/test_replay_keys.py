@@ -100,7 +100,8 @@ def test_a_replay_file_is_made_absolute_and_round_trips(tmp_path: Path) -> None:
             [
                 (
                     "shape.file",
-                    "trace.csv line 2: sample 1: target 'a' has no data set (a sample column needs inputs fed by data: {dataset: ...})",
+                    "trace.csv line 2: sample 1: target 'a' has no data set (a sample column needs inputs fed by data: {dataset: ...}, or a generative target's"
+                    " generation.lengths or generation.dataset)",
                 )
             ],
         ),
@@ -133,7 +134,8 @@ def test_a_sample_out_of_range_names_the_data_set_size(tmp_path: Path) -> None:
         # a row without a target may go to either target: b has no data set
         (
             "shape.file",
-            "trace.csv line 4: sample 1: target 'b' has no data set (a sample column needs inputs fed by data: {dataset: ...})",
+            "trace.csv line 4: sample 1: target 'b' has no data set (a sample column needs inputs fed by data: {dataset: ...}, or a generative target's"
+            " generation.lengths or generation.dataset)",
         ),
     ]
     fine = replay(tmp_path, "t_s,target,sample\n0,a,4\n0.1,b,\n")
@@ -167,3 +169,24 @@ def test_the_targets_a_replay_gives_batches_of_their_own_are_known_before_the_ru
     assert given("t_s,target,batch\n0,a,4\n0.5,b,2\n") == ["a"]
     assert given("t_s,batch\n0,2\n0.5,2\n") == ["a"]
     assert given("t_s,batch\n0,1\n0.5,2\n") == ["a", "b"]
+
+
+def test_a_recorded_traces_sample_picks_a_generative_targets_request_of_its_lengths_file(tmp_path: Path) -> None:
+    (tmp_path / "trace.lengths.jsonl").write_text('{"input_tokens": 8, "output_tokens": 4}\n{"output_tokens": 9}\n')
+    chat = {
+        "name": "chat",
+        "kind": "openai-chat",
+        "address": "127.0.0.1:8085",
+        "model": "m",
+        "generation": {"lengths": {"file": "trace.lengths.jsonl"}},
+    }
+    fine = replay(tmp_path, "t_s,sample\n0,1\n0.5,0\n")
+    assert isinstance(load_scenario(write_scenario(tmp_path, scenario_data(fine, chat))).shape, ReplayShape)
+    beyond = replay(tmp_path, "t_s,sample\n0,2\n")
+    assert key_problems(tmp_path, scenario_data(beyond, chat)) == [
+        (
+            "shape.file",
+            "trace.csv line 2: sample 2 is out of range: target 'chat''s data set has 2 samples (0 to 1)"
+            " (is its generation.lengths.file the one trace-to-replay wrote?)",
+        )
+    ]

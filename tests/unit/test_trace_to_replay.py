@@ -86,6 +86,79 @@ def test_epoch_milliseconds_and_bad_lines(tmp_path: Path, capsys: pytest.Capture
     assert "2 left out" in out
 
 
+LENGTHS = ["--input-tokens-field", "input_length", "--output-tokens-field", "output_length"]
+
+
+def test_a_traces_lengths_become_distinct_requests_each_row_naming_its_own(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Mooncake's layout: ms timestamps, each request's input and output lengths. The rows are
+    sorted by time; each names its (input, output) pair in the lengths file, one line per pair."""
+    trace = tmp_path / "mooncake.jsonl"
+    rows = [(2000, 10, 5), (1000, 700, 3), (1500, 10, 5), (3000, 1, 1)]
+    trace.write_text("".join(json.dumps({"timestamp": t, "input_length": i, "output_length": o}) + "\n" for t, i, o in rows))
+    code, out, err = run(capsys, str(trace), "--time-unit", "ms", *LENGTHS, "--out", str(tmp_path / "r.csv"))
+    assert code == 0, err
+    pairs = [json.loads(line) for line in (tmp_path / "r.lengths.jsonl").read_text().splitlines()]
+    assert pairs == [
+        {"input_tokens": 1, "output_tokens": 1},
+        {"input_tokens": 10, "output_tokens": 5},
+        {"input_tokens": 700, "output_tokens": 3},
+    ]
+    replayed = [(row.t_s, row.sample) for _, row in replay_rows(tmp_path / "r.csv")]
+    assert replayed == [(0.0, 2), (0.5, 1), (1.0, 1), (2.0, 0)]
+    lengths = json.loads((tmp_path / "r.summary.json").read_text())["lengths"]
+    assert lengths == {
+        "file": "r.lengths.jsonl",
+        "distinct": 3,
+        "step": 1,
+        "input_tokens": {"mean": 180.25, "min": 1, "max": 700},
+        "output_tokens": {"mean": 3.5, "min": 1, "max": 5},
+    }
+    assert "3 distinct requests" in out and "r.lengths.jsonl (generation.lengths.file)" in out
+    # rounded up to 16 tokens: fewer distinct requests
+    code, out, err = run(
+        capsys, str(trace), "--time-unit", "ms", *LENGTHS, "--length-step", "16", "--out", str(tmp_path / "s.csv")
+    )
+    assert code == 0, err
+    assert [json.loads(line) for line in (tmp_path / "s.lengths.jsonl").read_text().splitlines()] == [
+        {"input_tokens": 16, "output_tokens": 16},
+        {"input_tokens": 704, "output_tokens": 16},
+    ]
+
+
+def test_only_an_output_length_read_and_a_bad_length_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"timestamp": 1, "output_length": 4}\n{"timestamp": 2, "output_length": 0}\n')
+    out_csv = str(tmp_path / "r.csv")
+    code, _, err = run(capsys, str(trace), "--output-tokens-field", "output_length", "--out", out_csv)
+    assert (
+        code == 2
+        and f"{trace} line 2: with a length that is not a whole number of tokens from 1 to 1,000,000: output_length 0" in err
+    )
+    code, _, err = run(capsys, str(trace), "--output-tokens-field", "output_length", "--out", out_csv, "--skip-bad-lines")
+    assert code == 0, err
+    assert (tmp_path / "r.lengths.jsonl").read_text() == '{"output_tokens": 4}\n'
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--length-step", "4"], "--length-step rounds the lengths read: give --input-tokens-field or --output-tokens-field"),
+        ([*LENGTHS, "--length-step", "0"], "--length-step: expected a whole number of tokens from 1 to 1,000,000; got 0"),
+    ],
+)
+def test_bad_length_options_exit_2_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    (tmp_path / "t.jsonl").write_text('{"timestamp": 1, "input_length": 4, "output_length": 4}\n')
+    code, _, err = run(capsys, str(tmp_path / "t.jsonl"), "--out", str(tmp_path / "r.csv"), *args)
+    assert code == 2 and message in one_line(err), err
+    shutil.copy(CAPTURE, tmp_path / "trace.json")
+    code, _, err = run(capsys, str(tmp_path / "trace.json"), "--out", str(tmp_path / "r.csv"), *LENGTHS)
+    assert code == 2 and "the lengths' options apply to JSON-lines logs, not Triton trace files" in err
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -317,7 +390,7 @@ def test_a_run_cut_off_while_writing_leaves_no_file_under_the_final_name(
 ) -> None:
     write_replay = recording.write_replay
 
-    def cut_off(out: object, times: np.ndarray, codes: np.ndarray, names: list[str | None]) -> None:
+    def cut_off(out: object, times: np.ndarray, codes: np.ndarray, names: list[str | None], samples: object = None) -> None:
         write_replay(out, times[:10], codes[:10], names)  # type: ignore[arg-type]
         raise failure
 
