@@ -7,6 +7,9 @@ Two sources:
   (``HTTP_RECV_START``, or ``GRPC_WAITREAD_END`` over gRPC), for its model. Traces without one (an
   ensemble's steps, requests of the in-process API) are left out and counted. Only the traced
   requests are there: trace every request (``trace_rate`` 1) to record the whole traffic.
+- **CSV files with a header row** (``--format csv``, or a ``.csv`` name: the Azure LLM inference
+  traces' ``TIMESTAMP,ContextTokens,GeneratedTokens``), read as the JSON-lines logs below with each
+  column's name as its key (whole numbers as integers).
 - **JSON-lines access logs** (one JSON object per request, as Envoy's ``json_format`` access log
   or nginx's ``log_format ... escape=json`` write): the time at ``--time-field`` (default
   ``timestamp``; dots reach nested keys), epoch seconds (``--time-unit`` for ms, us, ns) or
@@ -38,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import codecs
+import csv
 import json
 import math
 import os
@@ -74,14 +78,15 @@ def add_trace_to_replay_parser(sub: argparse._SubParsersAction, help_text: str) 
         type=Path,
         nargs="+",
         metavar="SOURCE",
-        help="Triton's trace file PATH (its PATH.<k> files are read too), or JSON-lines access log files",
+        help="Triton's trace file PATH (its PATH.<k> files are read too), JSON-lines access log files, or CSV files",
     )
     parser.add_argument("--out", type=Path, required=True, help="the replay file to write (.csv); its summary goes next to it")
     parser.add_argument(
         "--format",
-        choices=["auto", "triton-trace", "jsonl"],
+        choices=["auto", "triton-trace", "jsonl", "csv"],
         default="auto",
-        help="what the sources are (default auto: a JSON array is a Triton trace file, anything else JSON lines)",
+        help="what the sources are (default auto: a JSON array is a Triton trace file, a .csv name CSV with a header"
+        " row, anything else JSON lines)",
     )
     parser.add_argument(
         "--target",
@@ -91,20 +96,25 @@ def add_trace_to_replay_parser(sub: argparse._SubParsersAction, help_text: str) 
         help="map a model (or the --target-field value) to a scenario target; with any mapping, unmapped ones are"
         " left out (counted). Default: the model names as they are (no target column for a single model)",
     )
-    parser.add_argument("--time-field", default="timestamp", help="JSON lines: the time's key, dots for nested keys (timestamp)")
-    parser.add_argument("--time-unit", choices=["s", "ms", "us", "ns"], default="s", help="JSON lines: unit of numeric times (s)")
-    parser.add_argument("--target-field", help="JSON lines: the key whose value names the request's target (none)")
     parser.add_argument(
-        "--skip-bad-lines", action="store_true", help="JSON lines: leave out (and count) lines that cannot be read"
+        "--time-field", default="timestamp", help="JSON lines, CSV: the time's key, dots for nested keys (timestamp)"
+    )
+    parser.add_argument(
+        "--time-unit", choices=["s", "ms", "us", "ns"], default="s", help="JSON lines, CSV: unit of numeric times (s)"
+    )
+    parser.add_argument("--target-field", help="JSON lines, CSV: the key whose value names the request's target (none)")
+    parser.add_argument(
+        "--skip-bad-lines", action="store_true", help="JSON lines, CSV: leave out (and count) lines that cannot be read"
     )
     parser.add_argument("--window", default="1s", help="the summary's rate-over-time window (default 1s)")
     parser.add_argument(
         "--input-tokens-field",
-        help="JSON lines: the key of each request's prompt length in tokens (Mooncake: input_length); with it, or"
+        help="JSON lines, CSV: the key of each request's prompt length in tokens (Mooncake: input_length); with it, or"
         " --output-tokens-field, the lengths go to OUT's .lengths.jsonl and each row names its pair (sample)",
     )
     parser.add_argument(
-        "--output-tokens-field", help="JSON lines: the key of each request's output length in tokens (Mooncake: output_length)"
+        "--output-tokens-field",
+        help="JSON lines, CSV: the key of each request's output length in tokens (Mooncake: output_length)",
     )
     parser.add_argument(
         "--length-step",
@@ -161,7 +171,7 @@ def cmd_trace_to_replay(args: argparse.Namespace) -> int:
     return 0
 
 
-SourceFormat = Literal["triton-trace", "jsonl"]
+SourceFormat = Literal["triton-trace", "jsonl", "csv"]
 #: a traced request's arrival at Triton: its HTTP frontend's receive, or its gRPC read of the request
 ARRIVAL_STAMPS = ("HTTP_RECV_START", "GRPC_WAITREAD_END")
 TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
@@ -561,16 +571,20 @@ class LogFields:
         return self.input_field is not None or self.output_field is not None
 
 
-def read_access_logs(paths: Sequence[Path], fields: LogFields, targets: Mapping[str, str], recording: Recording) -> None:
-    """Every request line's arrival in JSON-lines access logs, read line by line: InferloadError
-    naming the file and line at a bad line (not JSON, not an object, nested too deeply, longer than
-    `MAX_ENTRY_BYTES`, a missing or unreadable time, a target that is not text or a number), unless
-    ``skip_bad_lines``, which leaves such lines out and counts them; InferloadError for a path that
-    is no regular file."""
+def read_access_logs(
+    paths: Sequence[Path], fields: LogFields, targets: Mapping[str, str], recording: Recording, csv_header: bool = False
+) -> None:
+    """Every request line's arrival in JSON-lines access logs (``csv_header``: CSV files with a
+    header row, its names the fields), read line by line: InferloadError naming the file and line at
+    a bad line (not JSON, not an object, nested too deeply, longer than `MAX_ENTRY_BYTES`, a missing
+    or unreadable time, a target that is not text or a number, a length that is not a whole number
+    of tokens), unless ``skip_bad_lines``, which leaves such lines out and counts them;
+    InferloadError for a path that is no regular file."""
     unit = TIME_UNITS[fields.time_unit]
     for path in paths:
         with open_source(path) as handle:
             recording.files += 1
+            header: list[str] | None = None
             for line, raw in _lines(handle):
                 if raw is None:
                     problem: str | None = f"longer than {MAX_ENTRY_BYTES:,} bytes"
@@ -578,7 +592,13 @@ def read_access_logs(paths: Sequence[Path], fields: LogFields, targets: Mapping[
                     text = raw.decode("utf-8", errors="replace")
                     if not text.strip():
                         continue
-                    problem, t, value, lengths = _log_line(text, fields, unit)
+                    if csv_header and header is None:
+                        header = [name.strip() for name in next(csv.reader([text]))]
+                        continue
+                    if header is not None:
+                        problem, t, value, lengths = _entry_fields(_csv_entry(header, text), fields, unit)
+                    else:
+                        problem, t, value, lengths = _log_line(text, fields, unit)
                 if problem is not None:
                     if not fields.skip_bad_lines:
                         raise InferloadError(f"{path} line {line}: {problem} (--skip-bad-lines leaves such lines out)")
@@ -629,6 +649,17 @@ def _log_line(text: str, fields: LogFields, unit: float) -> LogLine:
         return "nested too deeply to read: expected one JSON object per line", None, None, None
     if not isinstance(entry, dict):
         return "not a JSON object", None, None, None
+    return _entry_fields(entry, fields, unit)
+
+
+def _csv_entry(header: Sequence[str], text: str) -> dict[str, Any]:
+    """A CSV line as an entry: each cell under its column's name, whole numbers as integers."""
+    cells = next(csv.reader([text]), [])
+    return {name: int(cell) if cell.strip().isdigit() else cell for name, cell in zip(header, cells, strict=False)}
+
+
+def _entry_fields(entry: Mapping[str, Any], fields: LogFields, unit: float) -> LogLine:
+    """(problem, time, target, lengths) of one request's entry (see `_log_line`)."""
     raw = field_at(entry, fields.time_field)
     if raw is None:
         return f"without the time field: {fields.time_field!r}", None, None, None
@@ -907,7 +938,7 @@ def record_arrivals(
     if source_format == "triton-trace":
         read_triton_traces(sources, targets, recording)
     else:
-        read_access_logs(sources, fields, targets, recording)
+        read_access_logs(sources, fields, targets, recording, csv_header=source_format == "csv")
     if not recording.times:
         left = "; ".join(f"{n:,} {why}" for why, n in recording.left_out.items())
         raise InferloadError("no arrivals found" + (f" ({left} left out)" if left else ""))
@@ -942,8 +973,14 @@ def record_arrivals(
 
 
 def guess_format(path: Path) -> SourceFormat:
-    """triton-trace for a JSON array (Triton's trace file), jsonl otherwise (judged by the first bytes);
-    InferloadError for a path that is no regular file (it is not read: a FIFO would wait)."""
+    """triton-trace for a JSON array (Triton's trace file), csv for a ``.csv`` name, jsonl otherwise
+    (judged by the first bytes); InferloadError for a path that is no regular file (it is not read:
+    a FIFO would wait)."""
+    if path.suffix.lower() == ".csv":
+        problem = not_regular_problem(path)
+        if problem:
+            raise InferloadError(f"{problem}; expected a regular file")
+        return "csv"
     names = trace_file_names(path)
     first = names[0] if names else path
     with open_source(first) as handle:

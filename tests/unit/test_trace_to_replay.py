@@ -127,6 +127,28 @@ def test_a_traces_lengths_become_distinct_requests_each_row_naming_its_own(
     ]
 
 
+def test_an_azure_llm_trace_is_read_as_csv_with_its_iso_times_and_token_columns(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The Azure LLM inference traces' layout: CSV, `TIMESTAMP` as ISO text with 7 decimals."""
+    trace = tmp_path / "AzureLLMInferenceTrace_code.csv"
+    trace.write_text(
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+        "2023-11-16 18:15:46.6805900,374,44\n2023-11-16 18:15:50.4428260,396,109\n2023-11-16 18:15:51.0000000,374,44\n"
+    )
+    fields = ["--time-field", "TIMESTAMP", "--input-tokens-field", "ContextTokens", "--output-tokens-field", "GeneratedTokens"]
+    code, _, err = run(capsys, str(trace), *fields, "--out", str(tmp_path / "az.csv"))
+    assert code == 0, err
+    assert [(row.t_s, row.sample) for _, row in replay_rows(tmp_path / "az.csv")] == [(0.0, 0), (3.762236, 1), (4.31941, 0)]
+    assert (tmp_path / "az.lengths.jsonl").read_text().splitlines() == [
+        '{"input_tokens": 374, "output_tokens": 44}',
+        '{"input_tokens": 396, "output_tokens": 109}',
+    ]
+    trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46,many,44\n")
+    code, _, err = run(capsys, str(trace), *fields, "--out", str(tmp_path / "az.csv"))
+    assert code == 2 and f"{trace} line 2: with a length that is not a whole number of tokens" in one_line(err)
+
+
 def test_only_an_output_length_read_and_a_bad_length_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     trace = tmp_path / "t.jsonl"
     trace.write_text('{"timestamp": 1, "output_length": 4}\n{"timestamp": 2, "output_length": 0}\n')
