@@ -190,7 +190,7 @@ def test_the_streams_capacity_under_a_goodput_bound_contains_the_cliff_of_evenly
         result, output = sweep(scenario, tmp_path / "out", *search, "--slo", "min_goodput_pct=90", "--no-verify")
         truth = SLOTS / (served_hold_ms(server) / 1000.0)
     capacity = result["capacity"]
-    assert 0.8 * 1000 / (STREAM_EVENTS * STREAM_HOLD_MS) * SLOTS <= truth <= 1000 / (STREAM_EVENTS * STREAM_HOLD_MS) * SLOTS
+    assert 0.7 * 1000 / (STREAM_EVENTS * STREAM_HOLD_MS) * SLOTS <= truth <= 1000 / (STREAM_EVENTS * STREAM_HOLD_MS) * SLOTS
     assert reaches(capacity["interval_rps"], 0.9 * truth, 1.05 * truth), f"truth {truth}\n{evidence(result)}"
     assert capacity["binding"]["constraint"] in ("goodput", "saturated", "queue"), capacity["binding"]
     if capacity["binding"]["constraint"] == "goodput":  # the threshold it broke named: the queue delays the first token
