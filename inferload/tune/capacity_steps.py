@@ -15,6 +15,7 @@ from typing import Any
 from inferload.errors import InferloadError
 from inferload.results.files import ResultsError, read_summary
 from inferload.results.histograms import ALL, read_lines
+from inferload.results.schema import TargetSummary
 from inferload.traffic.ramp_hold import RAMP_HOLD_JSON, RampHoldRule, rule_spec
 from inferload.tune.capacity import (
     GOODPUT,
@@ -279,32 +280,43 @@ def capacity_record(answer: CapacityAnswer, rules: StopRules, precision_pct: flo
     }
 
 
-#: the summary percentile read for a goodput bound of at most this share (%): its requests' figure there
-_PERCENTILE_FOR_SHARE = ((50.0, "p50"), (90.0, "p90"), (95.0, "p95"), (99.0, "p99"))
+#: the summary's percentiles, each with the share (%) of requests at or under it
+_PERCENTILES = ((50.0, "p50"), (90.0, "p90"), (95.0, "p95"), (99.0, "p99"), (99.9, "p999"))
 
 
 def goodput_misses(results: Path, target: str, thresholds: dict[str, float], min_goodput_pct: float) -> list[str]:
-    """Which goodput thresholds a step's requests broke, in words (worst first): each threshold's
-    figure (TTFT: the time to the first content event; TPOT; E2E: the request's latency) at the
-    percentile of the bound's share (90 %: p90) over the step's steady state, where it is over the
-    threshold. With 90 % of requests to be good, a p90 over a threshold alone breaks the bound."""
-    key = next((name for share, name in _PERCENTILE_FOR_SHARE if min_goodput_pct <= share), "p999")
+    """`threshold_misses` of a step's results folder (none when it has no summary of ``target``)."""
     try:
         figures = read_summary(results).targets[target]
     except (ResultsError, KeyError):
         return []
+    return threshold_misses(figures, thresholds, min_goodput_pct)
+
+
+def threshold_misses(figures: TargetSummary, thresholds: dict[str, float], min_goodput_pct: float) -> list[str]:
+    """Which goodput thresholds a step's requests broke, in words (worst first): each threshold's
+    figure (TTFT: the time to the first content event; TPOT; E2E: the request's latency) over the
+    step's steady state at the percentile of the bound's share (90 %: p90), where it is over the
+    threshold: with 90 % of requests to be good, a p90 over a threshold alone breaks the bound. When
+    none is over there (the misses split between thresholds), at the first higher percentile where
+    one is."""
     measured = {
         "ttft_ms": ("TTFT", figures.decoupled.first_response_ms if figures.decoupled else None),
         "tpot_ms": ("TPOT", figures.generation.tpot_ms if figures.generation else None),
         "e2e_ms": ("E2E", figures.latency_ms),
     }
-    over: list[tuple[float, str]] = []
-    for name, threshold in thresholds.items():
-        label, latency = measured[name]
-        value = None if latency is None else getattr(latency, key)
-        if value is not None and value > threshold:
-            over.append((value / threshold, f"{label} {key} {value:.4g} ms > {threshold:g} ms"))
-    return [words for _, words in sorted(over, reverse=True)]
+    for share, key in _PERCENTILES:
+        if share < min_goodput_pct and key != "p999":
+            continue
+        over: list[tuple[float, str]] = []
+        for name, threshold in thresholds.items():
+            label, latency = measured[name]
+            value = None if latency is None else getattr(latency, key)
+            if value is not None and value > threshold:
+                over.append((value / threshold, f"{label} {key} {value:.4g} ms > {threshold:g} ms"))
+        if over:
+            return [words for _, words in sorted(over, reverse=True)]
+    return []
 
 
 def constraint_words(binding: dict[str, Any] | None) -> str:

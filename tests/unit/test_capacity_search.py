@@ -315,3 +315,27 @@ def test_a_window_that_judged_no_request_counts_every_request_as_missed():
     bounds = Bounds({}, min_goodput_pct=50.0)
     assert [level.verdict for level in judge([judged], bounds).levels] == [PASS]
     assert [level.verdict for level in judge([unjudged], bounds).levels] == [FAIL]
+
+
+def test_a_goodput_miss_names_the_threshold_over_at_the_bounds_percentile_else_the_next_one_over():
+    from types import SimpleNamespace
+    from typing import cast
+
+    from inferload.results.schema import TargetSummary
+    from inferload.tune.capacity_steps import threshold_misses
+
+    def latency(**values: float) -> SimpleNamespace:
+        return SimpleNamespace(**{key: values.get(key) for key in ("p50", "p90", "p95", "p99", "p999")})
+
+    figures = SimpleNamespace(
+        decoupled=SimpleNamespace(first_response_ms=latency(p50=20, p90=120, p95=400, p99=900, p999=950)),
+        generation=SimpleNamespace(tpot_ms=latency(p50=5, p90=8, p95=9, p99=30, p999=40)),
+        latency_ms=latency(p50=300, p90=500, p95=900, p99=1500, p999=1600),
+    )
+    step = cast(TargetSummary, figures)
+    thresholds = {"ttft_ms": 100.0, "tpot_ms": 10.0}
+    assert threshold_misses(step, thresholds, 90.0) == ["TTFT p90 120 ms > 100 ms"]
+    assert threshold_misses(step, thresholds, 95.0) == ["TTFT p95 400 ms > 100 ms"]
+    # the misses split: nothing over at p50 for a 50 % bound, so the first percentile where one is
+    assert threshold_misses(step, {"tpot_ms": 10.0}, 50.0) == ["TPOT p99 30 ms > 10 ms"]
+    assert threshold_misses(step, {"ttft_ms": 5000.0}, 90.0) == []
