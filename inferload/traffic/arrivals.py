@@ -219,7 +219,7 @@ class ProcessSplit:
 def take_share(arrivals: Iterable[Arrival], split: ProcessSplit) -> Iterator[Arrival]:
     """The arrivals of the global stream this process sends (the split read at each arrival)."""
     for i, arrival in enumerate(arrivals):
-        if i % split.workers == split.index:
+        if split.owns(i):
             yield arrival
 
 

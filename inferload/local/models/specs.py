@@ -69,14 +69,6 @@ class ModelSpec:
     output_name: str = OUTPUT_NAME
     dtype: str = "FP32"
 
-    @property
-    def item_bytes(self) -> int:
-        """Bytes of one FP32 input item (the unit of a raw octet-stream request)."""
-        n = 1
-        for d in self.input_shape:
-            n *= d
-        return 4 * n
-
 
 SPECS: dict[str, ModelSpec] = {
     "tiny": ModelSpec("tiny", (16,), (4,), 32, "MLP 16 -> 32 -> 4"),
