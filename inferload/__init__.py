@@ -62,12 +62,12 @@ from inferload.errors import (
 if TYPE_CHECKING:
     from inferload.run.attached_run import AttachedRun, attach
     from inferload.run.install import ScenarioClasses, install, scenario_classes
+    from inferload.scenario.inputs import DataSpec, InputSpec
     from inferload.scenario.loader import load_scenario, scenario_from_dict
     from inferload.scenario.schema import Scenario
-    from inferload.scenario.targets import DataSpec, InputSpec, Slo, Target
-    from inferload.users.base import InferenceUser
+    from inferload.scenario.targets import Slo, Target
+    from inferload.users.base import InferenceClient, InferenceUser, InferResult, inference_task
     from inferload.users.bentoml import BentoMLHttpUser
-    from inferload.users.client import InferenceClient, InferResult, inference_task
     from inferload.users.kserve import KServeV1HttpUser, KServeV2GrpcUser, KServeV2HttpUser
     from inferload.users.torchserve import TorchServeRestUser
     from inferload.users.triton import TritonGrpcUser, TritonHttpUser, TritonStreamUser
@@ -90,8 +90,8 @@ _LAZY = {
     "OpenAIUser": "inferload.users",
     "TritonGenerateUser": "inferload.users",
     "Target": "inferload.scenario.targets",
-    "InputSpec": "inferload.scenario.targets",
-    "DataSpec": "inferload.scenario.targets",
+    "InputSpec": "inferload.scenario.inputs",
+    "DataSpec": "inferload.scenario.inputs",
     "Slo": "inferload.scenario.targets",
     "Scenario": "inferload.scenario.schema",
     "load_scenario": "inferload.scenario.loader",

@@ -29,7 +29,7 @@ from inferload.scenario.schema import Scenario
 from inferload.traffic.arrivals import AdjustableTimeline, Timeline, law_for
 from inferload.traffic.ramp_hold import RATE_MESSAGE
 from inferload.users import InferenceUser
-from inferload.users.client import ArrivalQueue
+from inferload.users.base import ArrivalQueue
 from inferload.users.engine import EngineFeed
 
 #: a run seed drawn when the shape has none (the same on every process of the run)

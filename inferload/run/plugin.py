@@ -34,10 +34,10 @@ from inferload.run.recorder import RequestLog, RunRecorder
 from inferload.run.results_dir import check_results_dir
 from inferload.run.server_changes import ServerJournal, same_host
 from inferload.run.server_side import ServerSideReadings, ServerWindowPoller
-from inferload.run.start_checks import fit_to_models
+from inferload.run.start_checks import ModelInfo, ModelInfos, fit_to_models
 from inferload.run.trace_run import TraceRun
 from inferload.run.traffic import ScenarioShape, StableStop, parse_stop_when_stable, shape_class_for
-from inferload.run.triton_check import ModelInfo, ModelInfos
+from inferload.run.triton_check import fetch_triton_model_info
 from inferload.run.workers import WorkerWatch
 from inferload.scenario.replay_file import ReplayFileError
 from inferload.scenario.schema import Scenario, is_open_loop, targets_given_batches
@@ -156,7 +156,7 @@ class InferloadRun:
     def __init__(self, scenario: Scenario, known_models: dict[str, ModelInfo] | None = None) -> None:
         self.scenario = scenario
         #: Triton targets' (metadata, config): shipped with the locustfile (distributed runs) or read once
-        self.models = ModelInfos(known_models)
+        self.models = ModelInfos(known_models, fetch_triton_model_info)
         scenario_dir = Path(scenario.source_path).parent if scenario.source_path else Path.cwd()
         self.user_classes: dict[str, type[InferenceUser]] = {}
         for target in scenario.targets:

@@ -4,7 +4,7 @@ target's server can be reached and serves its model as the scenario sends it: ea
 checks in ``run/<server>_check.py``) returns `StartFindings`.
 
 A Triton model's metadata and config come shipped with the locustfile (distributed runs: the master
-read them once, `triton_check.ModelInfos`) or are read from the server now. With the start checks (`fit_to_models(...,
+read them once, `ModelInfos`) or are read from the server now. With the start checks (`fit_to_models(...,
 check=True)`, the default; `--skip-start-checks` turns them off) every problem, one line per
 target, ends in one `StartCheckError` before any load: a server that cannot be reached or does not
 answer over the target's protocol, a model or version it does not serve (with the models it
@@ -16,20 +16,49 @@ Triton model that cannot be read is only a warning: the run goes on and counts i
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from inferload.errors import StartCheckError
+from inferload.errors import InferloadError, StartCheckError
 from inferload.scenario.kinds import implementation
 from inferload.scenario.schema import Scenario
 
 if TYPE_CHECKING:
-    from inferload.run.triton_check import ModelInfos
+    from inferload.scenario.targets import Target
     from inferload.users import InferenceUser
 
 logger = logging.getLogger(__name__)
+
+ModelInfo = tuple[dict[str, Any], dict[str, Any]]  # Triton model metadata and config
+
+
+class ModelInfos:
+    """Triton targets' (metadata, config) by target name: the shipped ones, then those read once with
+    ``fetch`` (`triton_check.fetch_triton_model_info`)."""
+
+    def __init__(
+        self,
+        known: dict[str, ModelInfo] | None,
+        fetch: Callable[[Target], ModelInfo],
+    ) -> None:
+        self.known: dict[str, ModelInfo] = dict(known or {})
+        self._fetch = fetch
+
+    def read(self, target: Target) -> ModelInfo:
+        """The target's model info (read once); the fetch's InferloadError when it cannot be read."""
+        if target.name not in self.known:
+            self.known[target.name] = self._fetch(target)
+        return self.known[target.name]
+
+    def get(self, target: Target) -> ModelInfo | None:
+        """The target's model info; None (and a warning) when it cannot be read."""
+        try:
+            return self.read(target)
+        except InferloadError as exc:
+            logger.warning("target %r: cannot read the model's metadata (%s); going on", target.name, exc)
+            return None
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ from inferload.scenario.replay_file import ReplayFileError
 from inferload.scenario.schema import Scenario
 from inferload.traffic.arrivals import Arrival, ArrivalLaw, ProcessSplit, take_share
 from inferload.traffic.shapes import Timeline, timeline_for
-from inferload.users.client import ArrivalQueue
+from inferload.users.base import ArrivalQueue
 
 
 # `--stop-when-stable N,P`: end a run once N consecutive steady windows agree within ±P %.

@@ -13,16 +13,16 @@ targets are checked in ``inferload.run.torchserve_check``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import requests
 
-from inferload.errors import InferloadError, ModelMismatchError, ServerError
+from inferload.errors import ModelMismatchError, ServerError
 from inferload.run.model_metadata import metadata_problem, triton_config_problem
-from inferload.run.start_checks import StartContext, StartFindings
+from inferload.run.start_checks import ModelInfo, StartContext, StartFindings
 from inferload.scenario import limits
 from inferload.scenario.expected import read_expected
 from inferload.scenario.headers import HeadersError, request_headers
@@ -449,35 +449,6 @@ def _grpc_index(client: Any, timeout_s: float, headers: dict[str, str] | None) -
         return list(client.get_model_repository_index(headers, as_json=True, client_timeout=timeout_s).get("models", []))
     except InferenceServerException as error:
         return error.message() or str(error)
-
-
-ModelInfo = tuple[dict[str, Any], dict[str, Any]]  # Triton model metadata and config
-
-
-class ModelInfos:
-    """Triton targets' (metadata, config) by target name: the shipped ones, then those read once."""
-
-    def __init__(
-        self,
-        known: dict[str, ModelInfo] | None = None,
-        fetch: Callable[[Target], ModelInfo] = fetch_triton_model_info,
-    ) -> None:
-        self.known: dict[str, ModelInfo] = dict(known or {})
-        self._fetch = fetch
-
-    def read(self, target: Target) -> ModelInfo:
-        """The target's model info (read once); the fetch's InferloadError when it cannot be read."""
-        if target.name not in self.known:
-            self.known[target.name] = self._fetch(target)
-        return self.known[target.name]
-
-    def get(self, target: Target) -> ModelInfo | None:
-        """The target's model info; None (and a warning) when it cannot be read."""
-        try:
-            return self.read(target)
-        except InferloadError as exc:
-            logger.warning("target %r: cannot read the model's metadata (%s); going on", target.name, exc)
-            return None
 
 
 def fit_user_class(cls: type[InferenceUser], info: ModelInfo) -> None:

@@ -24,7 +24,7 @@ from inferload.scenario.datasets import DatasetError, dataset_format, dataset_pa
 from inferload.scenario.messages import Check
 
 if TYPE_CHECKING:
-    from inferload.scenario.targets import InputSpec
+    from inferload.scenario.inputs import InputSpec
 
 #: what ``body_template`` holds where the request's data goes
 DATA_PLACEHOLDER = "$data"

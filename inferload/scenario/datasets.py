@@ -36,7 +36,7 @@ from inferload.scenario.limits import MAX_DATASET_BYTES, MAX_DATASET_FILES, mib
 from inferload.scenario.tensors import INTEGER_DTYPES, float_max, numpy_dtype, request_nbytes, shape_fits
 
 if TYPE_CHECKING:
-    from inferload.scenario.targets import DataSpec, InputSpec
+    from inferload.scenario.inputs import DataSpec, InputSpec
 
 #: paths through which a data set's pattern may reach a file it reached already (a symlink loop repeats them)
 MAX_DATASET_REPEATS = 1_000

@@ -33,7 +33,7 @@ from inferload.scenario.lengths import DrawnRequest, LengthsSpec, drawn_requests
 from inferload.scenario.messages import Check, custom_error
 
 if TYPE_CHECKING:
-    from inferload.scenario.targets import InputSpec
+    from inferload.scenario.inputs import InputSpec
 
 #: the prompt of a generative target that names none
 DEFAULT_PROMPT = "Write a short story about a lighthouse keeper."

@@ -18,11 +18,12 @@ from pydantic import BaseModel, ValidationError
 
 from inferload.errors import Problem, ScenarioError
 from inferload.scenario.expected import ExpectedSpec
+from inferload.scenario.inputs import DataSpec, InputSpec
 from inferload.scenario.limits import MAX_PROBLEMS
 from inferload.scenario.messages import CHECKS_ERROR, CUSTOM_ERROR, Loc, describe_value, format_key_path, scientific_text_hint
 from inferload.scenario.schema import CLOSED_LOOP_SHAPES, OPEN_LOOP_SHAPES, SHAPE_KINDS, Scenario, shape_kind
 from inferload.scenario.shapes import Stage
-from inferload.scenario.targets import OLD_SPELLINGS, DataSpec, InputSpec, SequenceSpec, Slo, Target, TraceSpec
+from inferload.scenario.targets import OLD_SPELLINGS, SequenceSpec, Slo, Target, TraceSpec
 from inferload.scenario.tls import TlsSettings
 from inferload.scenario.yaml_file import read_scenario_yaml
 

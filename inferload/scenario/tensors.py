@@ -16,7 +16,7 @@ from inferload.scenario.input_files import check_npy_file, not_regular_problem
 from inferload.scenario.limits import MAX_INPUT_BYTES
 
 if TYPE_CHECKING:
-    from inferload.scenario.targets import DataSpec, InputSpec
+    from inferload.scenario.inputs import DataSpec, InputSpec
 
 DEFAULT_BYTES_LENGTH = 16
 

@@ -13,10 +13,9 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from inferload.users.base import InferenceUser
+    from inferload.users.base import InferenceClient, InferenceUser, InferResult, inference_task
     from inferload.users.bentoml import BentoMLHttpUser
     from inferload.users.classes import user_class_for
-    from inferload.users.client import InferenceClient, InferResult, inference_task
     from inferload.users.generation import OpenAIUser, TritonGenerateUser
     from inferload.users.kserve import KServeV1HttpUser, KServeV2GrpcUser, KServeV2HttpUser
     from inferload.users.torchserve import TorchServeRestUser
@@ -43,9 +42,9 @@ __all__ = [
 #: each public name's module, imported when the name is first used (``inferload`` takes its user
 #: names from here)
 _MODULE_OF = {
-    "InferResult": "client",
-    "InferenceClient": "client",
-    "inference_task": "client",
+    "InferResult": "base",
+    "InferenceClient": "base",
+    "inference_task": "base",
     "InferenceUser": "base",
     "user_class_for": "classes",
     "TritonGrpcUser": "triton",

@@ -30,7 +30,7 @@ from tritonclient.utils import triton_to_np_dtype
 
 from inferload.errors import BadOutputShape
 from inferload.scenario.headers import request_headers
-from inferload.scenario.targets import InputSpec
+from inferload.scenario.inputs import InputSpec
 from inferload.users.base import InferenceUser
 from inferload.users.engine import NativeTarget
 from inferload.users.expected import UnexpectedOutput, expected_check_of, grpc_outputs

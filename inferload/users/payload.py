@@ -21,7 +21,7 @@ import numpy as np
 from inferload.scenario.tensors import DEFAULT_BYTES_LENGTH, INTEGER_DTYPES, default_range, load_npy, numpy_dtype
 
 if TYPE_CHECKING:
-    from inferload.scenario.targets import InputSpec
+    from inferload.scenario.inputs import InputSpec
 
 
 def make_input_array(spec: InputSpec, batch_size: int, base_dir: Path) -> np.ndarray:

@@ -21,8 +21,9 @@ from typing import Generic, TypeVar
 import numpy as np
 
 from inferload.scenario.datasets import DatasetError, read_target_datasets, request_plan
+from inferload.scenario.inputs import InputSpec
 from inferload.scenario.messages import format_key_path
-from inferload.scenario.targets import InputSpec, Target
+from inferload.scenario.targets import Target
 from inferload.users.payload import make_input_array
 
 T = TypeVar("T")

@@ -60,7 +60,8 @@ from tritonclient.utils import InferenceServerException, serialize_byte_tensor
 from inferload.errors import RequestError, RequestTimeout
 from inferload.measure.decoupled_record import STREAM_CONTEXT_KEY, StreamTiming
 from inferload.scenario.headers import request_headers
-from inferload.scenario.targets import InputSpec, Target
+from inferload.scenario.inputs import InputSpec
+from inferload.scenario.targets import Target
 from inferload.scenario.tls import TlsSettings
 from inferload.users.base import InferenceUser
 from inferload.users.engine import NativeTarget

@@ -4,7 +4,7 @@
   with bounds loose enough to pass on any machine, so that every tested rate is "certified" and
   the roofline is the highest tested rate; the gate then judges the same figures again with the
   CI bounds below (docs/calibration.md, "The CI gate").
-- The receive-shift hook (`inferload.users.client`) makes the client wrong by 200 µs:
+- The receive-shift hook (`inferload.users.base`) makes the client wrong by 200 µs:
   calibrate must report that error within 20 µs, on the native engine and the Python transport.
 - A run above the certificate's roofline is warned about at start, and summary.json records the
   certificate.
@@ -28,7 +28,7 @@ import pytest
 from inferload.calibrate.runner import Case, RunLayout, joined_errors_us, probe_floor, run_case
 from inferload.local.reference_server import ReferenceServerProcess
 from inferload.results.calibration import Calibration, read_calibration
-from inferload.users.client import RECEIVE_SHIFT_ENV
+from inferload.users.base import RECEIVE_SHIFT_ENV
 from tests.support.cli import inferload
 from tests.support.reference_server import reference_server
 from tests.support.scenario_factory import write_scenario

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from inferload.scenario.datasets import DatasetError, pool_nbytes, read_dataset, request_plan
-from inferload.scenario.targets import InputSpec, Target
+from inferload.scenario.inputs import InputSpec
+from inferload.scenario.targets import Target
 from inferload.scenario.tensors import numpy_dtype
 from inferload.users import request_pool
 from inferload.users.payload import make_input_array

@@ -15,7 +15,8 @@ from pydantic import ValidationError
 
 from inferload.run.openai_check import served_models
 from inferload.scenario.generation import DEFAULT_PROMPT, GenerationSpec
-from inferload.scenario.targets import InputSpec, Target
+from inferload.scenario.inputs import InputSpec
+from inferload.scenario.targets import Target
 from inferload.users.generation import TritonGenerateUser, error_detail, prompt_of, request_body
 from inferload.users.request_pool import RequestData
 

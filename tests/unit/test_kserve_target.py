@@ -260,7 +260,7 @@ def test_a_page_without_kserve_metrics_is_a_scrape_error_and_grpc_needs_a_metric
 
 
 def load_spec() -> Any:
-    from inferload.scenario.targets import InputSpec
+    from inferload.scenario.inputs import InputSpec
 
     return InputSpec(name="INPUT__0", shape=(16,), dtype="FP32")
 

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from inferload.scenario.targets import InputSpec
+from inferload.scenario.inputs import InputSpec
 from inferload.scenario.tensors import load_npy, request_nbytes
 from inferload.users.payload import (
     encode_json,

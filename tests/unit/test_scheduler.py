@@ -11,7 +11,7 @@ import gevent.monkey
 from inferload.measure.run_record import RunRecord
 from inferload.run.traffic import YIELD_EVERY, ArrivalScheduler
 from inferload.traffic.arrivals import Arrival, RateLaw, RateTimeline
-from inferload.users.client import ArrivalQueue
+from inferload.users.base import ArrivalQueue
 
 
 def arrivals_counted(record: RunRecord) -> int:

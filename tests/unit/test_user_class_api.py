@@ -22,9 +22,8 @@ from inferload.errors import ConnectionRefused, ScenarioError
 from inferload.scenario.kinds import GENERATIVE_KINDS, TARGET_KINDS
 from inferload.scenario.targets import Target
 from inferload.traffic.arrivals import Arrival
-from inferload.users.base import InferenceUser
+from inferload.users.base import ArrivalQueue, InferenceUser, InferResult, inference_task
 from inferload.users.classes import user_class_for
-from inferload.users.client import ArrivalQueue, InferResult, inference_task
 from inferload.users.request_pool import RequestData
 
 HERE = str(Path(__file__))

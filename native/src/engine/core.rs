@@ -15,17 +15,17 @@ use bytes::Bytes;
 use http::HeaderMap;
 use tokio::sync::{mpsc, Notify};
 
-use super::call::{self, CallInput, Conn, Outcome};
+use super::call::{self, Conn};
 use super::checks::Check;
 use super::clock::{monotonic_ns, wall_s, ClockMap};
 use super::debug;
 use super::grpc;
 use super::http1::request_headers;
 use super::net::Peer;
+use super::outcome::{CallInput, Outcome, StreamTiming};
 use super::pacer::{Arrival, OpenLoop, Pacer};
 use super::record::{Completion, RecordSettings, Recorder};
 use super::sequence::{http_body_with_step, SequenceSpec, Sequences};
-use super::stream::StreamTiming;
 use super::target::{header_pair, Cursor, HttpRequest, Protocol, Requests, Target};
 use super::tls::{tls_setup, TlsOptions};
 

@@ -21,12 +21,11 @@ use bytes::{Buf, Bytes, BytesMut};
 use http::header::{CONTENT_TYPE, TE, USER_AGENT};
 use http::{HeaderMap, HeaderValue, Method, Request, Uri};
 
-use super::call::Outcome;
 use super::checks::{self, Failure};
 use super::clock::monotonic_ns;
 use super::debug;
 use super::net::{ConnectError, Stamps};
-use super::stream::OpenStream;
+use super::outcome::Outcome;
 use super::target::Target;
 
 /// Streams a slot may have reset (a call timed out) whose late frames h2 still ignores (h2's
@@ -57,16 +56,17 @@ pub fn call_headers(metadata: &HeaderMap) -> HeaderMap {
     headers
 }
 
-/// One slot's HTTP/2 connection; dropping it closes the socket.
-pub struct GrpcConn {
+/// One slot's HTTP/2 connection, with a stream `S` that may be open on it (a decoupled target's
+/// `ModelStreamInfer`: `stream::OpenStream`); dropping it closes the socket.
+pub struct GrpcConn<S> {
     sender: h2::client::SendRequest<Bytes>,
     stamps: Arc<Stamps>,
     driver: tokio::task::JoinHandle<()>,
-    /// a decoupled target's open `ModelStreamInfer` stream on this connection
-    pub stream: Option<OpenStream>,
+    /// the stream open on this connection, if any
+    pub stream: Option<S>,
 }
 
-impl GrpcConn {
+impl<S> GrpcConn<S> {
     pub fn sender_mut(&mut self) -> &mut h2::client::SendRequest<Bytes> {
         &mut self.sender
     }
@@ -78,10 +78,10 @@ impl GrpcConn {
 
 /// The slot's connection, ready for a new stream: a kept one the server has closed meanwhile
 /// (GOAWAY) is replaced before anything is sent; made when there is none.
-pub async fn connected<'a>(
+pub async fn connected<'a, S>(
     target: &Target,
-    conn: &'a mut Option<GrpcConn>,
-) -> Result<&'a mut GrpcConn, Failure> {
+    conn: &'a mut Option<GrpcConn<S>>,
+) -> Result<&'a mut GrpcConn<S>, Failure> {
     if let Some(live) = conn.as_mut() {
         match live.sender.clone().ready().await {
             Ok(ready) => live.sender = ready,
@@ -101,7 +101,7 @@ pub async fn connected<'a>(
     Ok(conn.as_mut().expect("connected"))
 }
 
-impl Drop for GrpcConn {
+impl<S> Drop for GrpcConn<S> {
     fn drop(&mut self) {
         self.driver.abort();
     }
@@ -131,8 +131,8 @@ fn broken(what: &str, error: &h2::Error, address: &str) -> Failure {
     Failure::refused(address)
 }
 
-impl GrpcConn {
-    async fn connect(target: &Target) -> Result<GrpcConn, Failure> {
+impl<S> GrpcConn<S> {
+    async fn connect(target: &Target) -> Result<GrpcConn<S>, Failure> {
         let address = &target.display_address;
         let stamps = Arc::new(Stamps::default());
         let stream = target
@@ -280,9 +280,9 @@ fn first_message(mut body: Bytes) -> Option<Bytes> {
 
 /// One unary `ModelInfer` on the slot's connection (made first when there is none; dropped after
 /// a transport failure or a timeout before anything was sent, so the next call makes a new one).
-pub async fn call(
+pub async fn call<S>(
     target: &Target,
-    conn: &mut Option<GrpcConn>,
+    conn: &mut Option<GrpcConn<S>>,
     framed: Bytes,
     want_answer: bool,
 ) -> Outcome {

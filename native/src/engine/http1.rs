@@ -21,7 +21,6 @@ use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::client::conn::http1::{Builder, SendRequest};
 use hyper_util::rt::TokioIo;
 
-use super::call::{CallInput, Outcome};
 use super::checks::{self, AnswerRule, Failure};
 use super::clock::monotonic_ns;
 use super::debug;
@@ -29,8 +28,8 @@ use super::generation::{
     self, ContentArrival, EventKind, ServerTimings, StreamFormat, TokenizerFile,
 };
 use super::net::{self, ConnectError, Stamps};
+use super::outcome::{CallInput, Outcome, StreamTiming};
 use super::sse::SseReader;
-use super::stream::StreamTiming;
 use super::target::{HttpRequest, Target};
 use super::tls::tls_error_kind;
 

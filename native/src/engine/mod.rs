@@ -4,7 +4,8 @@
 //! slot as a closed loop, an open-loop sender or one call at a time; what loops and senders do is
 //! recorded here and drained by Python in batches.
 //!
-//! Modules by role: `core` (targets, slots, modes, recording), `call` (one call), `grpc`, `http1`,
+//! Modules by role: `core` (targets, slots, modes, recording), `call` (one call, dispatched to `grpc`, `stream` or `http1`;
+//! what it sends and how it ended: `outcome`),
 //! `net` (connections, wire timestamps), `sse` (server-sent events framed and stamped), `generation`
 //! (a streamed generation's content events and figures), `tls`, `pacer` (open loop), `record` (the wire format of
 //! `RunRecord.merge_wire` and Locust's statistics), `checks` (answers judged as the Python path
@@ -19,6 +20,7 @@ pub mod generation;
 pub mod grpc;
 pub mod http1;
 pub mod net;
+pub mod outcome;
 pub mod pacer;
 pub mod pyjson;
 pub mod python;

@@ -10,9 +10,9 @@ use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
-use super::call::CallInput;
 use super::checks::{self, AnswerRule, Check, DetailRule, Failure};
 use super::core::{Engine, RequestSpecs, TargetSpec};
+use super::outcome::CallInput;
 use super::record::{LatencyStats, LocustEntry, Recorder, WireStats};
 use super::sequence::SequenceSpec;
 use super::target::{header_pair, Protocol};

@@ -15,7 +15,7 @@ use hdrhistogram::Histogram;
 
 use super::checks::Failure;
 use super::generation::{GenerationFigures, TokenSource};
-use super::stream::StreamTiming;
+use super::outcome::StreamTiming;
 
 pub const LOWEST_US: u64 = 1;
 pub const HIGHEST_US: u64 = 3_600_000_000;

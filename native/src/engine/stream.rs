@@ -19,11 +19,11 @@
 use bytes::{Buf, Bytes, BytesMut};
 use prost::Message;
 
-use super::call::Outcome;
 use super::checks::{self, Failure};
 use super::clock::monotonic_ns;
 use super::debug;
 use super::grpc::{self, GrpcConn};
+use super::outcome::{Outcome, StreamTiming};
 use super::target::Target;
 use crate::proto::{
     InferOutputTensor, InferParameter, ModelInferRequest, ModelStreamInferResponse, ParameterChoice,
@@ -46,14 +46,6 @@ pub fn empty_final_parameter() -> Bytes {
         },
     );
     request.encode_to_vec().into()
-}
-
-/// One streamed request's own figures (`measure/decoupled_record.py` `StreamTiming`).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct StreamTiming {
-    pub responses: u64,
-    pub first_response_ms: Option<f64>,
-    pub gaps_ms: Vec<f64>,
 }
 
 /// Where a slot's stream stands: its request side, and its answer (headers not yet received, or
@@ -140,7 +132,7 @@ impl From<Failure> for Broken {
 }
 
 impl OpenStream {
-    fn open(conn: &mut GrpcConn, target: &Target) -> Result<OpenStream, h2::Error> {
+    fn open(conn: &mut GrpcConn<OpenStream>, target: &Target) -> Result<OpenStream, h2::Error> {
         let mut request = http::Request::new(());
         *request.method_mut() = http::Method::POST;
         *request.uri_mut() = target.stream_uri.clone();
@@ -266,7 +258,7 @@ impl OpenStream {
 /// when there is none): its outcome, and its timing when it succeeded.
 pub async fn call(
     target: &Target,
-    conn: &mut Option<GrpcConn>,
+    conn: &mut Option<GrpcConn<OpenStream>>,
     framed: Bytes,
     want_answer: bool,
 ) -> (Outcome, Option<StreamTiming>) {
