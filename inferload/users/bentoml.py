@@ -28,7 +28,8 @@ from inferload.scenario.targets import Target
 from inferload.users.base import InferenceUser
 from inferload.users.engine import NativeTarget
 from inferload.users.expected import expected_check_of
-from inferload.users.http_answer import check_list_answer, close_client, json_error_detail, open_client, post_for_answer
+from inferload.users.failures import Reason
+from inferload.users.http_answer import DETAIL_CHARS, check_list_answer, close_client, open_client, post_for_answer
 from inferload.users.request_pool import RequestData
 from inferload.users.tls import native_tls
 from inferload.users.torchserve import BodyError, encode_raw, native_list_check
@@ -124,7 +125,7 @@ class BentoMLHttpUser(InferenceUser):
                 (path, request.body, [] if own_type else [("Content-Type", request.content_type)])
                 for request in pool.encoded_requests
             ],
-            check=native_list_check(target, "error"),
+            check=native_list_check(target, BENTOML_REASON),
             headers=list(headers.items()),
             tls=native_tls(target.tls, cls.scenario_dir, target.name) if target.tls is not None else None,
         )
@@ -173,7 +174,7 @@ class BentoMLHttpUser(InferenceUser):
             request.body,
             headers,
             self.target.response_check,
-            error_detail,
+            BENTOML_REASON.of,
             self.target.max_answer_bytes,
         )
         check_list_answer(body, self.target, self._expected, self.request_pool(), index, self.request_batch())
@@ -200,6 +201,5 @@ def raw_file_part(target: Target, scenario_dir: Path) -> tuple[str, str]:
     return file_name, guess_media_type(names)
 
 
-def error_detail(body: bytes) -> str:
-    """BentoML's error JSON has an 'error'; keep its first line."""
-    return json_error_detail(body, "error")
+#: BentoML's error JSON has an ``error``
+BENTOML_REASON = Reason(("error",), DETAIL_CHARS)

@@ -29,7 +29,8 @@ from inferload.scenario.generation import GenerationSpec
 from inferload.scenario.headers import request_headers
 from inferload.users.base import InferenceUser
 from inferload.users.engine import NativeTarget
-from inferload.users.http_answer import DETAIL_CHARS, close_client, json_error_detail, open_client, post_for_answer
+from inferload.users.failures import Reason
+from inferload.users.http_answer import DETAIL_CHARS, close_client, open_client, post_for_answer
 from inferload.users.request_pool import RequestData
 from inferload.users.tls import native_tls
 
@@ -87,17 +88,8 @@ def prompt_of(data: RequestData, generation: GenerationSpec) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
-def error_detail(body: bytes) -> str:
-    """The first line of an OpenAI error answer (``{"error": {"message": ...}}``, or ``error`` as text)."""
-    try:
-        answer: Any = json.loads(body)
-    except ValueError:
-        answer = None
-    error = answer.get("error") if isinstance(answer, dict) else None
-    if isinstance(error, dict) and error.get("message"):
-        message = str(error["message"]).strip()
-        return message.splitlines()[0][:DETAIL_CHARS] if message else ""
-    return json_error_detail(body, "error")
+#: an OpenAI error (``{"error": {"message": ...}}``, or ``error`` as text), or another server's
+OPENAI_REASON = Reason(("error.message", "error", "detail", "message"), DETAIL_CHARS)
 
 
 class GenerativeUser(InferenceUser):
@@ -150,7 +142,7 @@ class GenerativeUser(InferenceUser):
         reads_answer = generation.stream and target.response_check == "shape"
         check: dict[str, Any] = {
             "status": "2xx" if target.response_check == "none" else "200",
-            "detail": {"json_keys": ["error", "detail", "message"], "chars": DETAIL_CHARS},
+            "detail": OPENAI_REASON.engine_check(),
             "answer": cls.stream_format() if reads_answer else "none",
         }
         if reads_answer and generation.goodput is not None:
@@ -194,7 +186,7 @@ class GenerativeUser(InferenceUser):
     def _post(self, body: bytes) -> bytes:
         target = self.target
         return post_for_answer(
-            self._client, self._path, body, self._headers_now, target.response_check, error_detail, target.max_answer_bytes
+            self._client, self._path, body, self._headers_now, target.response_check, OPENAI_REASON.of, target.max_answer_bytes
         )
 
     def close(self) -> None:

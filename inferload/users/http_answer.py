@@ -3,15 +3,14 @@
 ``post_for_answer`` sends one pre-encoded body and reads the whole answer (its length is the
 reported response size), up to the target's ``max_answer_bytes``; the target's ``response_check`` decides which statuses count: ``none``
 takes any 2xx, every other check wants 200. A refused status becomes an ``HttpStatusError`` whose
-message is the first line of the server's own reason (``detail(answer)``; ``json_error_detail``
-reads it from one key of an error JSON). ``check_list_answer`` is the answer check of the users
+message is the first line of the server's own reason (``detail(answer)``: a kind's
+`failures.Reason`). ``check_list_answer`` is the answer check of the users
 whose ``shape`` is a JSON list of one entry per item (TorchServe, BentoML): ``shape`` counts the
 list, ``expected`` compares the answer with its samples' own. ``close_client`` closes a user's client.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
@@ -124,12 +123,3 @@ def check_list_answer(
         check_json_list(answer, batch)
     elif expected is not None:
         expected.body(answer, pool.samples(index))
-
-
-def json_error_detail(body: bytes, key: str) -> str:
-    """The first line of an error JSON's ``key`` (of the body itself when it is no JSON object), at most ``DETAIL_CHARS`` characters."""
-    try:
-        message = json.loads(body).get(key, "")
-    except (ValueError, AttributeError):
-        message = body[:DETAIL_CHARS].decode("utf-8", "replace")
-    return str(message).splitlines()[0][:DETAIL_CHARS] if message else ""

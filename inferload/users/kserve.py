@@ -18,7 +18,7 @@ is then the outputs' encoded size.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -34,7 +34,7 @@ from inferload.scenario.inputs import InputSpec
 from inferload.users.base import InferenceUser
 from inferload.users.engine import NativeTarget
 from inferload.users.expected import UnexpectedOutput, expected_check_of, grpc_outputs
-from inferload.users.failures import check_output_shape, describe_answer
+from inferload.users.failures import Reason, check_output_shape, describe_answer, read_json
 from inferload.users.http_answer import DETAIL_CHARS, close_client, open_client, post_for_answer
 from inferload.users.request_pool import RequestData
 from inferload.users.tls import native_tls
@@ -80,19 +80,25 @@ def v2_request_body(arrays: Sequence[tuple[InputSpec, np.ndarray]], outputs: Seq
 
 def v2_answer(body: bytes) -> dict[str, Any]:
     """The decoded v2 answer; BadOutputShape when it is not an object with a list of outputs."""
-    try:
-        answer = json.loads(body)
-    except ValueError:
-        answer = None
+    answer = read_json(body)
     if not isinstance(answer, dict) or not isinstance(answer.get("outputs"), list):
-        shown = "a body that is not JSON" if answer is None else describe_answer(answer)
-        raise BadOutputShape(f"bad output: expected a v2 answer (an object with outputs); got {shown}")
+        raise BadOutputShape(f"bad output: expected a v2 answer (an object with outputs); got {describe_answer(answer)}")
     return answer
 
 
-def v2_output_shapes(answer: dict[str, Any]) -> dict[str, tuple[int, ...]]:
-    """Output name -> shape, as the answer states them."""
-    return {str(o.get("name")): tuple(int(d) for d in o.get("shape", ())) for o in answer["outputs"] if isinstance(o, dict)}
+def check_v2_shapes(answer: dict[str, Any], expected: Mapping[str, tuple[int, ...]]) -> None:
+    """BadOutputShape unless each expected output the answer states (in the expected order; an output
+    named twice read by its last entry; an entry that is no object with a string name is none) has
+    a list of integers that fits its shape."""
+    for name, dims in expected.items():
+        stated = [o.get("shape") for o in answer["outputs"] if isinstance(o, dict) and o.get("name") == name]
+        if not stated:
+            continue
+        shape = stated[-1]
+        if isinstance(shape, list) and all(type(d) is int for d in shape):
+            check_output_shape(name, tuple(shape), dims)
+        else:
+            raise BadOutputShape(f"bad output shape: '{name}' expected {list(dims)}; got a shape that is not a list of integers")
 
 
 def v2_output_arrays(answer: dict[str, Any]) -> dict[str, np.ndarray]:
@@ -131,18 +137,12 @@ def v1_request_body(arrays: Sequence[tuple[InputSpec, np.ndarray]]) -> bytes:
 def v1_predictions(body: bytes, batch_size: int | None) -> list[Any]:
     """The answer's ``predictions``; BadOutputShape unless an object with a list of ``batch_size`` items
     (``batch_size`` None: any length)."""
-    try:
-        answer = json.loads(body)
-    except ValueError:
-        answer = None
+    answer = read_json(body)
     predictions = answer.get("predictions") if isinstance(answer, dict) else None
     if isinstance(predictions, list) and (batch_size is None or len(predictions) == batch_size):
         return predictions
     wanted = "a list" if batch_size is None else f"a list of {batch_size} item{'s' if batch_size != 1 else ''}"
-    if isinstance(predictions, list):
-        got = f"predictions is {describe_answer(predictions)}"
-    else:
-        got = "a body that is not JSON" if answer is None and body else describe_answer(answer)
+    got = f"predictions is {describe_answer(predictions)}" if isinstance(predictions, list) else describe_answer(answer)
     raise BadOutputShape(f'bad output: expected {{"predictions": {wanted}}}; got {got}')
 
 
@@ -185,7 +185,7 @@ class KServeHttpUser(InferenceUser):
         }
         check = {
             "status": "2xx" if target.response_check == "none" else "200",
-            "detail": {"json_keys": ["error", "detail", "message"], "chars": DETAIL_CHARS},
+            "detail": KSERVE_REASON.engine_check(),
             **cls.native_answer_check(),
         }
         address = target.address if "://" in target.address else f"http://{target.address}"
@@ -213,7 +213,13 @@ class KServeHttpUser(InferenceUser):
         """(request index, answer body) of the next pre-encoded request; HttpStatusError unless accepted."""
         index, body = self.next_request()
         answer = post_for_answer(
-            self._client, self._path, body, self._headers, self.target.response_check, error_detail, self.target.max_answer_bytes
+            self._client,
+            self._path,
+            body,
+            self._headers,
+            self.target.response_check,
+            KSERVE_REASON.of,
+            self.target.max_answer_bytes,
         )
         return index, answer
 
@@ -221,18 +227,8 @@ class KServeHttpUser(InferenceUser):
         close_client(self)
 
 
-def error_detail(body: bytes) -> str:
-    """The first line of a KServe/MLServer/Triton error answer (``error`` or ``detail``), at most ``DETAIL_CHARS`` characters."""
-    try:
-        answer: Any = json.loads(body)
-    except ValueError:
-        answer = None
-    message = ""
-    if isinstance(answer, dict):
-        message = str(answer.get("error") or answer.get("detail") or answer.get("message") or "")
-    elif body:
-        message = body[:DETAIL_CHARS].decode("utf-8", "replace")
-    return message.strip().splitlines()[0][:DETAIL_CHARS] if message.strip() else ""
+#: KServe, MLServer and Triton put the reason of a refusal in ``error`` (v2) or ``detail`` (FastAPI)
+KSERVE_REASON = Reason(("error", "detail", "message"), DETAIL_CHARS)
 
 
 # KServe's v1 protocol over REST: ``POST /v1/models/<name>:predict`` with ``{"instances": [...]}``.
@@ -317,10 +313,7 @@ class KServeV2HttpUser(KServeHttpUser):
         if check in ("shape", "expected"):
             answer = v2_answer(body)
             if check == "shape":
-                shapes = v2_output_shapes(answer)
-                for name, expected in self.expected_outputs_now().items():
-                    if name in shapes:
-                        check_output_shape(name, shapes[name], expected)
+                check_v2_shapes(answer, self.expected_outputs_now())
             elif self._expected is not None:
                 self._expected.arrays(v2_output_arrays(answer), self.request_pool().samples(index))
         return len(body)

@@ -27,11 +27,11 @@ from inferload.scenario.targets import Target
 from inferload.users.base import InferenceUser
 from inferload.users.engine import NativeTarget
 from inferload.users.expected import expected_check_of
+from inferload.users.failures import Reason
 from inferload.users.http_answer import (
     DETAIL_CHARS,
     check_list_answer,
     close_client,
-    json_error_detail,
     open_client,
     post_for_answer,
 )
@@ -153,7 +153,7 @@ class TorchServeRestUser(InferenceUser):
             protocol="http",
             address=target.address if "://" in target.address else f"http://{target.address}",
             requests=[(predictions_path(target), body, []) for body in pool.encoded_requests],
-            check=native_list_check(target, "message"),
+            check=native_list_check(target, TORCHSERVE_REASON),
             headers=list(headers.items()),
             tls=native_tls(target.tls, cls.scenario_dir, target.name) if target.tls is not None else None,
         )
@@ -195,7 +195,13 @@ class TorchServeRestUser(InferenceUser):
             headers = {**headers, **torchserve_sequence_headers(self._sequences.next_step())}
         try:
             body = post_for_answer(
-                self._client, self._path, request_body, headers, self.target.response_check, _detail, self.target.max_answer_bytes
+                self._client,
+                self._path,
+                request_body,
+                headers,
+                self.target.response_check,
+                TORCHSERVE_REASON.of,
+                self.target.max_answer_bytes,
             )
         except HttpStatusError as error:
             if self._sequences is not None and error.status == 503 and self._sequences.opened:
@@ -216,16 +222,20 @@ class TorchServeRestUser(InferenceUser):
         close_client(self)
 
 
+#: TorchServe's error JSON has a ``message`` (its reason for refusing a sequence comes after its first 120 characters)
+TORCHSERVE_REASON = Reason(("message",), DETAIL_CHARS)
+
+
 def predictions_path(target: Target) -> str:
     """``/predictions/<model>[/<version>]``."""
     return f"/predictions/{target.model}" + (f"/{target.version}" if target.version else "")
 
 
-def native_list_check(target: Target, detail_key: str) -> dict[str, Any]:
-    """The engine's check of a TorchServe or BentoML answer: the status rule, the reason's key, the list."""
+def native_list_check(target: Target, reason: Reason) -> dict[str, Any]:
+    """The engine's check of a TorchServe or BentoML answer: the status rule, the reason, the list."""
     check: dict[str, Any] = {
         "status": "2xx" if target.response_check == "none" else "200",
-        "detail": {"json_key": detail_key, "chars": DETAIL_CHARS},
+        "detail": reason.engine_check(),
         "answer": "none",
     }
     if target.response_check == "shape":
@@ -243,8 +253,3 @@ def content_type_header(target: Target, scenario_dir: Path) -> str:
         folder = dataset_path(data, scenario_dir)
         names = [p.name for p in folder.glob(data.pattern or "*") if p.is_file() and not p.name.startswith(".")]
     return header_media_type(content_type, target.media_type, names)
-
-
-def _detail(body: bytes) -> str:
-    """TorchServe's error JSON has a 'message'; keep the first line, no per-request ids."""
-    return json_error_detail(body, "message")

@@ -54,10 +54,9 @@ import numpy as np
 import tritonclient.http as httpclient
 from tritonclient.grpc import service_pb2
 from tritonclient.grpc._utils import get_error_grpc
-from tritonclient.http._utils import _raise_if_error
 from tritonclient.utils import InferenceServerException, serialize_byte_tensor
 
-from inferload.errors import RequestError, RequestTimeout
+from inferload.errors import HttpStatusError, RequestError, RequestTimeout
 from inferload.measure.decoupled_record import STREAM_CONTEXT_KEY, StreamTiming
 from inferload.scenario.headers import request_headers
 from inferload.scenario.inputs import InputSpec
@@ -66,7 +65,15 @@ from inferload.scenario.tls import TlsSettings
 from inferload.users.base import InferenceUser
 from inferload.users.engine import NativeTarget
 from inferload.users.expected import expected_check_of, grpc_outputs, http_outputs
-from inferload.users.failures import check_output_shape
+from inferload.users.failures import (
+    GRPC_REASON_CHARS,
+    NOT_A_TRITON_RESPONSE,
+    WHITESPACE,
+    Reason,
+    bad_answer,
+    check_output_shape,
+    read_json,
+)
 from inferload.users.request_pool import RequestData
 from inferload.users.sequence import http_body_with_sequence, native_sequence, user_sequences
 from inferload.users.tls import grpc_credentials, http_tls_options, native_tls
@@ -98,6 +105,54 @@ def infer_uri(model: str, version: str) -> str:
     if version:
         return f"v2/models/{quote(model)}/versions/{version}/infer"
     return f"v2/models/{quote(model)}/infer"
+
+
+#: Triton's error JSON has an ``error``
+TRITON_REASON = Reason(("error",), GRPC_REASON_CHARS)
+
+
+def _dims(shape: object) -> list[int] | None:
+    """A stated shape as a list of 64-bit integers, or None."""
+    if isinstance(shape, list) and all(type(d) is int and -(2**63) <= d < 2**63 for d in shape):
+        return shape
+    return None
+
+
+def triton_answer_size(body: bytes, header_length: str | None, shapes: dict[str, tuple[int, ...]] | None) -> int:
+    """A Triton HTTP answer with its status accepted: its JSON header (the first ``header_length``
+    bytes, or the whole body) is an object whose ``outputs`` (a list, none when absent) are objects
+    with a string ``name`` and a ``shape`` of integers; the ``shapes`` are checked when given; the
+    size is the outputs' ``binary_data_size`` in their ``parameters`` (0 when absent: outputs in
+    JSON). A `bad_answer` otherwise (the engine's `judge_triton_http`, the same rules)."""
+    header = body
+    if header_length is not None:
+        digits = header_length.strip(WHITESPACE)
+        if not (digits.isascii() and digits.isdigit()) or int(digits) > len(body):
+            raise bad_answer(f"{NOT_A_TRITON_RESPONSE} (Inference-Header-Content-Length is not a byte count within the answer)")
+        header = body[: int(digits)]
+    answer = read_json(header)
+    if not isinstance(answer, dict):
+        raise bad_answer(f"{NOT_A_TRITON_RESPONSE} (its JSON header is not a JSON object)")
+    outputs = answer.get("outputs", [])
+    if not isinstance(outputs, list):
+        raise bad_answer(f"{NOT_A_TRITON_RESPONSE} (outputs is not a list)")
+    size = 0
+    for index, output in enumerate(outputs):
+        name = output.get("name") if isinstance(output, dict) else None
+        dims = _dims(output.get("shape")) if isinstance(output, dict) else None
+        if not isinstance(name, str) or dims is None:
+            raise bad_answer(f"{NOT_A_TRITON_RESPONSE} (outputs[{index}] is not an object with a name and a shape of integers)")
+        expected = shapes.get(name) if shapes else None
+        if expected is not None:
+            check_output_shape(name, tuple(dims), expected)
+        parameters = output.get("parameters")
+        if parameters is not None and not isinstance(parameters, dict):
+            raise bad_answer(f"{NOT_A_TRITON_RESPONSE} (outputs[{index}].parameters is not an object)")
+        stated = parameters.get("binary_data_size") if parameters is not None else None
+        if stated is not None and not (type(stated) is int and 0 <= stated < 2**64):
+            raise bad_answer(f"{NOT_A_TRITON_RESPONSE} (outputs[{index}].parameters.binary_data_size is not a byte count)")
+        size += stated or 0
+    return size
 
 
 class TritonHttpUser(InferenceUser):
@@ -138,7 +193,7 @@ class TritonHttpUser(InferenceUser):
             requests=requests,
             check={
                 "status": "2xx" if target.response_check == "none" else "200",
-                "detail": {"json_keys": ["error"], "chars": 160},
+                "detail": TRITON_REASON.engine_check(),
                 "answer": "triton_http",
                 "shapes": {name: list(dims) for name, dims in shapes.items()},
             },
@@ -168,21 +223,18 @@ class TritonHttpUser(InferenceUser):
         )
 
     def send(self) -> int:
-        result = self._post_next()
-        size = 0
+        body, header_length = self._post_next()
         shapes = self.expected_outputs_now() if self.target.response_check == "shape" else None
-        for output in result.get_response().get("outputs", []):
-            expected = shapes.get(output["name"]) if shapes is not None else None
-            if expected is not None:
-                check_output_shape(output["name"], tuple(output["shape"]), expected)
-            size += int(output.get("parameters", {}).get("binary_data_size", 0))
+        size = triton_answer_size(body, header_length, shapes)
         if self._expected is not None:  # only this check decodes the answer
+            result = httpclient.InferResult.from_response_body(body, False, int(header_length) if header_length else None)
             samples = self.request_pool().samples(self._request_index)
             self._expected.arrays(http_outputs(result), samples)
         return size
 
-    def _post_next(self) -> httpclient.InferResult:
-        """Post the next pre-built body as it is (a pick; nothing is encoded)."""
+    def _post_next(self) -> tuple[bytes, str | None]:
+        """Post the next pre-built body as it is (a pick; nothing is encoded): the answer's body and
+        its ``Inference-Header-Content-Length``; HttpStatusError unless its status is accepted."""
         self._request_index, request = self.next_request()  # the index: which samples an expected check compares
         body, json_size = request.body, request.json_size
         if self._sequences is not None:  # the step's ID and flags go in the JSON header (only it is re-encoded)
@@ -197,14 +249,17 @@ class TritonHttpUser(InferenceUser):
         sent_ns = time.monotonic_ns()
         try:
             response = self._client._post(self._uri, body, headers, None)
-            _raise_if_error(response)
+            answer = response.read()
+            status = response.status_code
+            if not (200 <= status < 300 if self.target.response_check == "none" else status == 200):
+                raise HttpStatusError(status, TRITON_REASON.of(answer))
         except Exception:
             if self._sequences is not None:  # no answer, or the server's error: that sequence starts afresh
                 self._sequences.abandon()
             raise
         if traced is not None:
             traced.add(number, sent_ns, time.monotonic_ns())
-        return httpclient.InferResult(response, False)
+        return answer, response.get("Inference-Header-Content-Length")
 
     def close(self) -> None:
         client = getattr(self, "_client", None)

@@ -50,7 +50,7 @@ def test_the_shape_check_fails_every_request_saying_what_came(bare_number_server
     target = run.summary["targets"]["bare"]
     assert target["requests"] > 5 and target["failures"] == target["requests"], target
     errors = {row["Error"] for row in run.failures_csv}
-    assert len(errors) == 1 and "bad output: expected a JSON list of 4 items; got int" in errors.pop(), run.failures_csv
+    assert len(errors) == 1 and "bad output: expected a JSON list of 4 items; got a number" in errors.pop(), run.failures_csv
 
 
 def test_when_every_request_fails_torchserve_times_are_null_with_the_reason(

@@ -1,10 +1,14 @@
-"""The native engine's answer checks (`inferload._native.check_answer`) against the Python path.
+"""One failure vocabulary, two transports: the native engine's answer checks
+(`inferload._native.check_answer`) and the Python transport's give the same failure, class and
+text, for the same answer (docs/engine.md, "Failures").
 
 Every case runs both ways on the same answer: through the Python users' own ``send()`` (their
 real answer handling, with the network replaced by a stub that returns the answer) and the
 classification of what they raise (`users.failures.classify_exception`), and through the
 engine's ``check_answer`` with the check dict the user's settings map to. Outcomes (the failure
-class and its message, which Locust groups failures by) and response lengths must be identical.
+class and its message, which Locust groups failures by) and response lengths must be identical,
+for ordinary answers and for those at the edges of JSON (NaN, numbers out of range, nesting past
+127 levels, lone surrogates, a BOM), which both read as RFC 8259 has it.
 """
 
 from __future__ import annotations
@@ -17,17 +21,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-import tritonclient.http as httpclient
 from tritonclient.grpc import service_pb2
-from tritonclient.http._utils import _raise_if_error
 from tritonclient.utils import InferenceServerException
 
-from inferload.users.bentoml import BentoMLHttpUser
+from inferload.users.bentoml import BENTOML_REASON, BentoMLHttpUser
 from inferload.users.failures import _classify_triton, classify_exception
-from inferload.users.http_answer import DETAIL_CHARS
-from inferload.users.kserve import KServeV1HttpUser, KServeV2HttpUser, response_size
-from inferload.users.torchserve import TorchServeRestUser
-from inferload.users.triton import TritonGrpcUser, TritonHttpUser
+from inferload.users.kserve import KSERVE_REASON, KServeV1HttpUser, KServeV2HttpUser, response_size
+from inferload.users.torchserve import TORCHSERVE_REASON, TorchServeRestUser
+from inferload.users.triton import TRITON_REASON, TritonGrpcUser, TritonHttpUser
 
 native = pytest.importorskip("inferload._native", reason="the native engine is not built (make build)")
 
@@ -70,6 +71,9 @@ class StubClient:
         self.answer = answer
 
     def post(self, request_uri: str, body: bytes, headers: Any) -> StubAnswer:
+        return self.answer
+
+    def _post(self, request_uri: str, body: bytes, headers: Any, query_params: Any) -> StubAnswer:  # tritonclient's
         return self.answer
 
 
@@ -128,6 +132,21 @@ GENERIC_BODIES: list[bytes] = [
     b'{"detail": [{"loc": ["body"], "msg": "field required"}]}',
     json.dumps({"error": "x" * 300}).encode(),
     json.dumps({"message": "\u00e9" * 150}).encode(),
+    ("\u00e9" * 400).encode(),
+    b'{"error": {"message": "nested, as OpenAI puts it"}}',
+    b'{"error": "   "}',
+    b'  \r\n  {"error": "after blank lines"}',
+    b"\n\n  text after blank lines\nsecond",
+    b'{"error": "a\\u2028b\\u000bc\\rd"}',
+    b'{"error": "x", "n": NaN}',
+    b'{"error": "x", "n": -Infinity}',
+    b'{"error": "x", "n": 1e400}',
+    b'{"error": "x", "n": ' + b"9" * 400 + b"}",
+    b'{"error": "x", "s": "\\ud800"}',
+    b'{"error": "\\ud83d\\ude00 a pair"}',
+    b'{"error": "x", "deep": ' + b"[" * 126 + b"]" * 126 + b"}",
+    b'{"error": "x", "deep": ' + b"[" * 127 + b"]" * 127 + b"}",
+    b"[" * 20000 + b"]" * 20000,
     b"\xff\xfe{not utf-8",
     b'\xef\xbb\xbf{"error": "after a BOM"}',
     b'{"error": 1e400}',
@@ -151,7 +170,9 @@ GENERIC_BODIES: list[bytes] = [
     b'{"a": [1, {"b": }]}',
 ]
 STATUSES = [200, 201, 204, 400, 404, 500, 503]
-KSERVE_DETAIL = {"detail": {"json_keys": ["error", "detail", "message"], "chars": DETAIL_CHARS}}
+KSERVE_DETAIL = {"detail": KSERVE_REASON.engine_check()}
+TORCHSERVE_DETAIL = TORCHSERVE_REASON.engine_check()
+BENTOML_DETAIL = BENTOML_REASON.engine_check()
 
 
 def torchserve_send(response_check: str, batch_size: int, answer: StubAnswer) -> Callable[[], int]:
@@ -195,32 +216,32 @@ HTTP_KINDS: list[tuple[str, Callable[[StubAnswer], Callable[[], int]], dict[str,
     (
         "torchserve status",
         lambda a: torchserve_send("status", 2, a),
-        {"answer": "none", "detail": {"json_key": "message", "chars": DETAIL_CHARS}},
+        {"answer": "none", "detail": TORCHSERVE_DETAIL},
     ),
     (
         "torchserve none",
         lambda a: torchserve_send("none", 2, a),
-        {"answer": "none", "status": "2xx", "detail": {"json_key": "message", "chars": DETAIL_CHARS}},
+        {"answer": "none", "status": "2xx", "detail": TORCHSERVE_DETAIL},
     ),
     (
         "torchserve shape",
         lambda a: torchserve_send("shape", 2, a),
-        {"answer": "json_list", "length": 2, "detail": {"json_key": "message", "chars": DETAIL_CHARS}},
+        {"answer": "json_list", "length": 2, "detail": TORCHSERVE_DETAIL},
     ),
     (
         "torchserve shape 1",
         lambda a: torchserve_send("shape", 1, a),
-        {"answer": "json_list", "length": 1, "detail": {"json_key": "message", "chars": DETAIL_CHARS}},
+        {"answer": "json_list", "length": 1, "detail": TORCHSERVE_DETAIL},
     ),
     (
         "bentoml status",
         lambda a: bentoml_send("status", 2, a),
-        {"answer": "none", "detail": {"json_key": "error", "chars": DETAIL_CHARS}},
+        {"answer": "none", "detail": BENTOML_DETAIL},
     ),
     (
         "bentoml shape",
         lambda a: bentoml_send("shape", 1, a),
-        {"answer": "json_list", "length": 1, "detail": {"json_key": "error", "chars": DETAIL_CHARS}},
+        {"answer": "json_list", "length": 1, "detail": BENTOML_DETAIL},
     ),
     ("kserve v2 status", lambda a: kserve_v2_send("status", {}, a), {"answer": "none", **KSERVE_DETAIL}),
     ("kserve v2 none", lambda a: kserve_v2_send("none", {}, a), {"answer": "none", "status": "2xx", **KSERVE_DETAIL}),
@@ -242,7 +263,7 @@ HTTP_KINDS: list[tuple[str, Callable[[StubAnswer], Callable[[], int]], dict[str,
 
 
 @pytest.mark.parametrize(("kind", "python_send", "check"), HTTP_KINDS, ids=[kind for kind, _, _ in HTTP_KINDS])
-def test_rest_answers_are_judged_as_the_python_users_judge_them(
+def test_rest_answers_give_the_same_failure_on_both_transports(
     kind: str, python_send: Callable[[StubAnswer], Callable[[], int]], check: dict[str, Any]
 ) -> None:
     mismatches = []
@@ -314,22 +335,26 @@ def triton_http_cases() -> list[tuple[int, bytes, dict[str, str]]]:
 
 def triton_http_send(answer: StubAnswer, shapes: bool) -> Callable[[], int]:
     target = SimpleNamespace(response_check="shape" if shapes else "status")
-    instance = user(TritonHttpUser, target=target, _expected=None)
+    instance = user(
+        TritonHttpUser,
+        target=target,
+        _expected=None,
+        _client=StubClient(answer),
+        _uri="v2/models/identity/infer",
+        _headers=None,
+        _sequences=None,
+        trace_records=None,
+    )
     instance.expected_outputs = {"OUTPUT0": (1, 4)}
-
-    def post_next() -> httpclient.InferResult:  # TritonHttpUser._post_next after the POST
-        _raise_if_error(answer)
-        return httpclient.InferResult(answer, False)
-
-    instance._post_next = post_next
+    instance.next_request = lambda: (0, SimpleNamespace(body=b"{}", json_size=None))
     return instance.send
 
 
 @pytest.mark.parametrize("shapes", [True, False], ids=["shape", "status"])
-def test_triton_http_answers_are_judged_as_tritonclient_and_the_user_judge_them(shapes: bool) -> None:
+def test_triton_http_answers_give_the_same_failure_on_both_transports(shapes: bool) -> None:
     check: dict[str, Any] = {  # as TritonHttpUser.native_target builds it
         "status": "200",
-        "detail": {"json_keys": ["error"], "chars": 160},
+        "detail": TRITON_REASON.engine_check(),
         "answer": "triton_http",
         "shapes": {"OUTPUT0": [1, 4]} if shapes else {},
     }
@@ -386,7 +411,7 @@ def grpc_send(answer: bytes, shapes: bool) -> Callable[[], int]:
 
 
 @pytest.mark.parametrize("shapes", [True, False], ids=["shape", "status"])
-def test_grpc_answers_are_judged_as_the_grpc_user_judges_them(shapes: bool) -> None:
+def test_grpc_answers_give_the_same_failure_on_both_transports(shapes: bool) -> None:
     check: dict[str, Any] = {"answer": "grpc_shapes", "shapes": {"OUTPUT0": [-1, 4]}} if shapes else {"answer": "none"}
     for answer in GRPC_ANSWERS:
         expected = python_outcome(grpc_send(answer, shapes))
@@ -416,13 +441,14 @@ GRPC_STATUSES = [
     (13, ""),
     (13, "   "),
     (8, "x" * 400),
+    (3, "first\u2028same line\rsecond"),
     (2, "odd"),
     (16, "missing token"),
 ]
 
 
 @pytest.mark.parametrize(("code", "message"), GRPC_STATUSES)
-def test_grpc_statuses_are_classified_as_tritonclient_errors_are(code: int, message: str) -> None:
+def test_grpc_statuses_give_the_same_failure_on_both_transports(code: int, message: str) -> None:
     import grpc
 
     name = next(c for c in grpc.StatusCode if c.value[0] == code).name
@@ -436,8 +462,10 @@ def test_a_bad_check_names_the_key_and_what_was_expected() -> None:
         native.check_answer({"answer": "shape"}, "http", 200, [], b"")
     with pytest.raises(ValueError, match=r'check: unknown key "details"'):
         native.check_answer({"answer": "none", "details": "x"}, "http", 200, [], b"")
-    with pytest.raises(ValueError, match=r"check\.detail: expected exactly one of json_key"):
+    with pytest.raises(ValueError, match=r"check\.detail\.json_keys: required"):
         native.check_answer({"answer": "none", "detail": {"chars": 3}}, "http", 200, [], b"")
+    with pytest.raises(ValueError, match=r'check\.detail: unknown key "json_key"'):
+        native.check_answer({"answer": "none", "detail": {"json_key": "error"}}, "http", 200, [], b"")
     with pytest.raises(ValueError, match=r"check\.length: required"):
         native.check_answer({"answer": "json_list"}, "http", 200, [], b"")
     with pytest.raises(ValueError, match=r'check\.status: expected "200" or "2xx"'):

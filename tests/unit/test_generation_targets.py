@@ -17,7 +17,7 @@ from inferload.run.openai_check import served_models
 from inferload.scenario.generation import DEFAULT_PROMPT, GenerationSpec
 from inferload.scenario.inputs import InputSpec
 from inferload.scenario.targets import Target
-from inferload.users.generation import TritonGenerateUser, error_detail, prompt_of, request_body
+from inferload.users.generation import OPENAI_REASON, TritonGenerateUser, prompt_of, request_body
 from inferload.users.request_pool import RequestData
 
 PROMPTS = [{"name": "prompt", "dtype": "BYTES", "shape": [1], "data": {"generator": "constant", "value": "hi"}}]
@@ -143,9 +143,9 @@ def test_a_request_s_prompt_is_its_input_s_one_element_else_the_generation_s() -
 
 def test_an_openai_error_answer_is_read_by_its_message() -> None:
     body = json.dumps({"error": {"message": "model 'x' not found\nmore", "type": "invalid_request_error"}}).encode()
-    assert error_detail(body) == "model 'x' not found"
-    assert error_detail(b'{"error": "overloaded"}') == "overloaded"
-    assert error_detail(b"plain text") == "plain text"
+    assert OPENAI_REASON.of(body) == "model 'x' not found"
+    assert OPENAI_REASON.of(b'{"error": "overloaded"}') == "overloaded"
+    assert OPENAI_REASON.of(b"plain text") == "plain text"
 
 
 def test_a_model_list_is_read_from_its_data_and_anything_else_is_no_list() -> None:

@@ -124,9 +124,11 @@ def test_shape_takes_a_json_list_of_batch_size_items() -> None:
 @pytest.mark.parametrize(
     ("batch_size", "body", "message"),
     [
-        (4, b"7", "bad output: expected a JSON list of 4 items; got int"),
-        (1, b"0.25", "bad output: expected a JSON list of 1 item; got float"),
-        (2, b'"cat"', "bad output: expected a JSON list of 2 items; got str"),
+        (4, b"7", "bad output: expected a JSON list of 4 items; got a number"),
+        (1, b"0.25", "bad output: expected a JSON list of 1 item; got a number"),
+        (2, b'"cat"', "bad output: expected a JSON list of 2 items; got a string"),
+        (2, b"false", "bad output: expected a JSON list of 2 items; got a boolean"),
+        (2, b"[NaN, 1]", "bad output: expected a JSON list of 2 items; got a body that is not JSON"),
         (2, b"null", "bad output: expected a JSON list of 2 items; got null"),
         (2, b"[1, 2, 3]", "bad output: expected a JSON list of 2 items; got a list of 3 items"),
         (2, b"[1]", "bad output: expected a JSON list of 2 items; got a list of 1 item"),
@@ -151,6 +153,6 @@ def test_failure_messages_name_types_not_values_so_locust_groups_them() -> None:
         with pytest.raises(BadOutputShape) as caught:
             check_json_list(str(digit).encode(), 1)
         messages.add(str(caught.value))
-    assert messages == {"bad output: expected a JSON list of 1 item; got int"}
+    assert messages == {"bad output: expected a JSON list of 1 item; got a number"}
     many_keys = {f"k{i}": i for i in range(8)}
     assert describe_answer(many_keys) == "an object with keys [k0, k1, k2, k3, k4, ...]"

@@ -1,13 +1,21 @@
-//! How an answer is judged: the failure classes and messages of the Python path, byte for byte
-//! (`users/failures.py`, `users/http_answer.py`, `users/kserve.py`,
-//! tritonclient's `_get_error` / `InferResult` and `users/triton.py`), so that Locust, which
-//! groups failures by message, groups the engine's failures with the Python path's.
+//! How an answer is judged, in inferload's own words (docs/engine.md, "Failures"): the failure
+//! classes of `inferload/errors.py` and the texts the Python transport gives too (`users/failures.py`,
+//! the same rules in Python), so that a run reads the same whichever transport sent it.
 //!
+//! - a refused status: `HTTP {status}: {reason}` / `gRPC {CODE}: {reason}`, the reason by
+//!   [`Reason`] (the first of some keys of an error JSON that holds a non-empty string, else the
+//!   body's own text), cut to its first line ([`first_line`]);
+//! - an answer of the wrong form: `bad output: expected ...; got ...` ([`describe_answer`] names what came,
+//!   never its values) and `bad output shape: 'NAME' expected [..]; got [..]`;
+//! - an answer its protocol cannot read: `bad answer: ...`.
+//!
+//! JSON is read by serde_json (RFC 8259: UTF-8, no NaN, finite numbers, at most 127 levels deep).
 //! A check is built once per target ([`Check`]); [`judge_grpc`] and [`judge_http`] run it on one
-//! answer and give the response length the Python user reports, or the failure.
+//! answer and give the response length reported to Locust, or the failure.
+
+use serde_json::Value;
 
 use super::generation::{Goodput, StreamFormat, TokenizerFile};
-use super::pyjson::{self, RapidjsonError, Value};
 
 /// One failed call: the class name of `inferload/errors.py` and the message.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -22,6 +30,12 @@ pub const REQUEST_ERROR: &str = "RequestError";
 pub const HTTP_STATUS_ERROR: &str = "HttpStatusError";
 pub const GRPC_STATUS_ERROR: &str = "GrpcStatusError";
 pub const BAD_OUTPUT_SHAPE: &str = "BadOutputShape";
+
+/// The characters a reason is stripped of (ASCII whitespace, as Python's `str.strip(WHITESPACE)`
+/// in `users/failures.py`).
+const WHITESPACE: [char; 6] = [' ', '\t', '\n', '\r', '\x0b', '\x0c'];
+/// At most this many characters of a gRPC status's message go in a failure.
+pub const GRPC_REASON_CHARS: usize = 160;
 
 impl Failure {
     pub fn new(class: &'static str, message: impl Into<String>) -> Failure {
@@ -55,10 +69,14 @@ impl Failure {
         )
     }
 
-    /// `RequestError("client error: {kind}: {message}")` (what `classify_exception` makes of
-    /// an exception that is no OSError).
+    /// `RequestError("client error: {kind}: {message}")`: the client could not complete the call.
     pub fn client_error(kind: &str, message: &str) -> Failure {
         Failure::new(REQUEST_ERROR, format!("client error: {kind}: {message}"))
+    }
+
+    /// `RequestError("bad answer: {what}")`: an answer its protocol cannot read.
+    pub fn bad_answer(what: &str) -> Failure {
+        Failure::new(REQUEST_ERROR, format!("bad answer: {what}"))
     }
 
     /// `RequestError("answer larger than {limit} bytes ...")`: the answer was cut off at the
@@ -70,24 +88,31 @@ impl Failure {
         )
     }
 
-    /// Whether the Python path counts it as refused: every `ConnectionRefused` (the run's
-    /// `refused_windows` and a closed loop's back-off both test `isinstance(exc, ConnectionRefused)`).
+    /// Whether the call counts as refused: every `ConnectionRefused` (the run's
+    /// `refused_windows` and a closed loop's back-off).
     pub fn is_refused(&self) -> bool {
         self.class == CONNECTION_REFUSED
     }
 }
 
-/// The first line of a message, stripped, at most `limit` characters (`failures._first_line`).
-pub fn first_line_of(text: &str, limit: usize) -> String {
-    let stripped = pyjson::py_strip(text);
-    pyjson::cut_chars(pyjson::first_line(stripped), limit).to_owned()
+/// A text's first line: stripped of ASCII whitespace, up to its first `\r` or `\n`, at most
+/// `limit` characters.
+pub fn first_line(text: &str, limit: usize) -> String {
+    let stripped = text.trim_matches(WHITESPACE);
+    let line = stripped.split(['\r', '\n']).next().unwrap_or_default();
+    line.chars().take(limit).collect()
 }
 
-fn http_status_error(status: u16, detail: &str) -> Failure {
-    let message = if detail.is_empty() {
+/// The answer as JSON (RFC 8259, UTF-8); None when it is not JSON.
+pub fn read_json(body: &[u8]) -> Option<Value> {
+    serde_json::from_slice(body).ok()
+}
+
+fn http_status_error(status: u16, reason: &str) -> Failure {
+    let message = if reason.is_empty() {
         format!("HTTP {status}")
     } else {
-        format!("HTTP {status}: {detail}")
+        format!("HTTP {status}: {reason}")
     };
     Failure::new(HTTP_STATUS_ERROR, message)
 }
@@ -99,29 +124,29 @@ pub enum AnswerRule {
     None,
     /// a gRPC `ModelInferResponse` whose outputs have the shapes (when `shapes` is given)
     GrpcShapes,
-    /// tritonclient.http's answer: status 200 with its error rule, the JSON header read as
-    /// `InferResult` reads it, the shapes (when given); length = the outputs' `binary_data_size`
+    /// Triton's HTTP answer (a JSON header, then the outputs' binary data): the shapes (when
+    /// given); length = the outputs' `binary_data_size`
     TritonHttp,
-    /// a KServe v2 JSON answer (`v2_answer`), the shapes when given; length = body
+    /// a KServe v2 JSON answer (an object with a list of `outputs`), the shapes when given; length = body
     V2Shapes,
-    /// a JSON list of `length` items (`failures.check_json_list`)
+    /// a JSON list of `length` items
     JsonList { length: usize },
-    /// `{"predictions": [length items]}` (`v1_predictions`)
+    /// `{"predictions": [length items]}` (KServe v1)
     V1Predictions { length: usize },
     /// a generation streamed as server-sent events (`http1::read_generation`); a 200 answer is
     /// read event by event, anything else judged as an HTTP error
     Generation(StreamFormat),
 }
 
-/// How an HTTP error answer's reason is read (its text goes after `HTTP {status}: `).
+/// How an HTTP error answer's reason is read (its text goes after `HTTP {status}: `): the value
+/// of the first of `keys` that holds a non-blank string, when the body is a JSON object (a key
+/// `a.b`: key `b` of the object at key `a`); else the
+/// body's own text (its first `4 * chars` bytes, invalid UTF-8 replaced); its first line, at most
+/// `chars` characters.
 #[derive(Clone, Debug, PartialEq)]
-pub enum DetailRule {
-    /// `http_answer.json_error_detail(body, key)`: the key's value in an error JSON object, else
-    /// the body's first `chars` bytes; its first line, at most `chars` characters
-    Key { key: String, chars: usize },
-    /// `kserve_http.error_detail`: the first truthy of the keys in a JSON object, else (a body
-    /// that is no JSON object) the body's first `chars` bytes; stripped, its first line
-    FirstTruthy { keys: Vec<String>, chars: usize },
+pub struct Reason {
+    pub keys: Vec<String>,
+    pub chars: usize,
 }
 
 /// A target's answer check.
@@ -134,7 +159,7 @@ pub struct Check {
     pub shapes: Option<Vec<(String, Vec<i64>)>>,
     /// HTTP: any 2xx is accepted (`response_check: none`), else only 200
     pub accept_2xx: bool,
-    pub detail: DetailRule,
+    pub reason: Reason,
     /// a generation's per-request goodput thresholds (`AnswerRule::Generation` only)
     pub goodput: Option<Goodput>,
     /// what counts a generation's output tokens (`AnswerRule::Generation` only)
@@ -147,8 +172,8 @@ impl Default for Check {
             answer: AnswerRule::None,
             shapes: None,
             accept_2xx: false,
-            detail: DetailRule::Key {
-                key: "error".into(),
+            reason: Reason {
+                keys: vec!["error".into()],
                 chars: 120,
             },
             goodput: None,
@@ -157,7 +182,7 @@ impl Default for Check {
     }
 }
 
-/// gRPC status code names as grpcio's `StatusCode` prints them.
+/// gRPC status code names (the gRPC spec's, as `grpc.StatusCode` names them too).
 pub fn grpc_code_name(code: i32) -> &'static str {
     match code {
         0 => "OK",
@@ -180,7 +205,7 @@ pub fn grpc_code_name(code: i32) -> &'static str {
     }
 }
 
-/// The hints of a refused connection in an UNAVAILABLE status's message (`failures._GRPC_REFUSED_HINTS`).
+/// The hints of a refused connection in an UNAVAILABLE status's message (`failures.GRPC_REFUSED_HINTS`).
 const GRPC_REFUSED_HINTS: [&str; 4] = [
     "failed to connect",
     "connection refused",
@@ -188,7 +213,8 @@ const GRPC_REFUSED_HINTS: [&str; 4] = [
     "socket closed",
 ];
 
-/// A gRPC status the server (or the channel) ended a call with, as `_classify_triton` makes it.
+/// A gRPC status the server (or the channel) ended a call with: a timeout, a refusal, or
+/// `gRPC {CODE}: {the message's first line}`.
 pub fn grpc_status_failure(code: i32, message: &str, address: &str) -> Failure {
     let name = grpc_code_name(code);
     if name == "DEADLINE_EXCEEDED" {
@@ -198,7 +224,7 @@ pub fn grpc_status_failure(code: i32, message: &str, address: &str) -> Failure {
     if name == "UNAVAILABLE" && GRPC_REFUSED_HINTS.iter().any(|hint| lowered.contains(hint)) {
         return Failure::refused(address);
     }
-    let detail = first_line_of(message, 160);
+    let detail = first_line(message, GRPC_REASON_CHARS);
     let text = if detail.is_empty() {
         format!("gRPC {name}")
     } else {
@@ -207,7 +233,7 @@ pub fn grpc_status_failure(code: i32, message: &str, address: &str) -> Failure {
     Failure::new(GRPC_STATUS_ERROR, text)
 }
 
-/// `check_output_shape`: the message of an output whose shape is not the expected one.
+/// The failure of an output whose shape is not the expected one.
 fn shape_mismatch(name: &str, expected: &[i64], got_repr: &str) -> Failure {
     let expected: Vec<String> = expected.iter().map(i64::to_string).collect();
     Failure::new(
@@ -232,18 +258,13 @@ fn expected_shape<'a>(shapes: &'a [(String, Vec<i64>)], name: &str) -> Option<&'
 
 // -- gRPC ---------------------------------------------------------------------------------------
 
-/// The message of an answer that does not decode (grpcio: `StatusCode.INTERNAL`).
-const GRPC_UNDECODABLE: &str = "Exception deserializing response!";
+/// What an answer that does not decode as the protobuf message it should be is.
+pub const NOT_A_RESPONSE: &str = "not a ModelInferResponse";
 
 /// A gRPC OK answer (a serialized `ModelInferResponse`): its response length (the bytes of its
 /// raw output contents), or its failure (the shapes, or an answer that does not decode).
 pub fn judge_grpc(check: &Check, answer: &[u8]) -> Result<u64, Failure> {
-    let undecodable = || {
-        Failure::new(
-            GRPC_STATUS_ERROR,
-            format!("gRPC INTERNAL: {GRPC_UNDECODABLE}"),
-        )
-    };
+    let undecodable = || Failure::bad_answer(NOT_A_RESPONSE);
     let mut length = 0u64;
     let mut outputs: Vec<&[u8]> = Vec::new();
     for field in ProtoFields::new(answer) {
@@ -255,12 +276,12 @@ pub fn judge_grpc(check: &Check, answer: &[u8]) -> Result<u64, Failure> {
         }
     }
     if length == 0 {
-        // no raw contents (KServe answers in typed contents): the typed contents' encoded size,
-        // as the Python path's `response_size`
+        // no raw contents (KServe answers in typed contents): the typed contents' encoded size
+        // (`kserve.response_size` in Python)
         length = typed_contents_length(&outputs).ok_or_else(undecodable)?;
     }
     let Some(shapes) = check.shapes.as_ref() else {
-        // no shapes to read: each output's own fields must still parse, as grpcio's decode wants
+        // no shapes to read: each output's own fields must still parse
         for output in &outputs {
             for field in ProtoFields::new(output) {
                 field.map_err(|_| undecodable())?;
@@ -292,7 +313,7 @@ fn typed_contents_length(outputs: &[&[u8]]) -> Option<u64> {
     Some(length)
 }
 
-/// `check_output_shape` on one decoded output: its failure when it has an expected shape it does not fit.
+/// One decoded output's failure when it has an expected shape it does not fit.
 pub fn output_shape_failure(
     shapes: &[(String, Vec<i64>)],
     name: &str,
@@ -390,17 +411,14 @@ impl<'a> Iterator for ProtoFields<'a> {
 
 // -- HTTP ---------------------------------------------------------------------------------------
 
-/// An HTTP answer: its response length as the Python user reports it, or its failure.
-/// `header` looks a response header up by its lower-case name.
+/// An HTTP answer: its response length, or its failure. `header` looks a response header up by
+/// its lower-case name.
 pub fn judge_http(
     check: &Check,
     status: u16,
     header: &dyn Fn(&str) -> Option<String>,
     body: &[u8],
 ) -> Result<u64, Failure> {
-    if check.answer == AnswerRule::TritonHttp {
-        return judge_triton_http(check, status, header, body);
-    }
     let accepted = if check.accept_2xx {
         (200..300).contains(&status)
     } else {
@@ -409,14 +427,12 @@ pub fn judge_http(
     if !accepted {
         return Err(http_status_error(
             status,
-            &error_detail(&check.detail, body),
+            &error_reason(&check.reason, body),
         ));
     }
     match &check.answer {
-        AnswerRule::None
-        | AnswerRule::GrpcShapes
-        | AnswerRule::TritonHttp
-        | AnswerRule::Generation(_) => {}
+        AnswerRule::None | AnswerRule::GrpcShapes | AnswerRule::Generation(_) => {}
+        AnswerRule::TritonHttp => return judge_triton_http(check, header, body),
         AnswerRule::V2Shapes => check_v2_answer(check, body)?,
         AnswerRule::JsonList { length } => check_json_list(body, *length)?,
         AnswerRule::V1Predictions { length } => check_v1_predictions(body, *length)?,
@@ -424,72 +440,65 @@ pub fn judge_http(
     Ok(body.len() as u64)
 }
 
-/// An error answer's reason, by the target's rule.
-pub fn error_detail(rule: &DetailRule, body: &[u8]) -> String {
-    match rule {
-        DetailRule::Key { key, chars } => {
-            let message = match pyjson::parse_stdlib(body) {
-                Some(answer @ Value::Object(_)) => answer
-                    .get(key)
-                    .cloned()
-                    .unwrap_or(Value::Str(String::new())),
-                _ => Value::Str(pyjson::decode_replace(&body[..body.len().min(*chars)])),
-            };
-            if !message.truthy() {
-                return String::new();
-            }
-            pyjson::cut_chars(pyjson::first_line(&message.py_str()), *chars).to_owned()
+/// An error answer's reason, by the target's rule ([`Reason`]).
+pub fn error_reason(rule: &Reason, body: &[u8]) -> String {
+    if let Some(answer @ Value::Object(_)) = read_json(body) {
+        let stated = rule.keys.iter().find_map(|path| {
+            let found = path
+                .split('.')
+                .try_fold(&answer, |at, key| at.as_object()?.get(key))?;
+            found
+                .as_str()
+                .filter(|text| !text.trim_matches(WHITESPACE).is_empty())
+        });
+        if let Some(text) = stated {
+            return first_line(text, rule.chars);
         }
-        DetailRule::FirstTruthy { keys, chars } => {
-            let message = match pyjson::parse_stdlib(body) {
-                Some(answer @ Value::Object(_)) => keys
-                    .iter()
-                    .filter_map(|key| answer.get(key))
-                    .find(|value| value.truthy())
-                    .map(Value::py_str)
-                    .unwrap_or_default(),
-                _ if !body.is_empty() => pyjson::decode_replace(&body[..body.len().min(*chars)]),
-                _ => String::new(),
-            };
-            first_line_of(&message, *chars)
-        }
+    }
+    let head = &body[..body.len().min(rule.chars.saturating_mul(4))];
+    first_line(&String::from_utf8_lossy(head), rule.chars)
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
     }
 }
 
-/// `failures.describe_answer`: a value-free description of a decoded answer (None: not JSON).
+/// A short, value-free description of a decoded answer (None: not JSON), so that Locust groups
+/// the failures: a list by its length, an object by its keys (sorted, at most five).
 pub fn describe_answer(answer: Option<&Value>) -> String {
-    let plural = |n: usize| if n == 1 { "" } else { "s" };
     match answer {
         None => "a body that is not JSON".into(),
-        Some(Value::List(items)) => {
+        Some(Value::Array(items)) => {
             format!("a list of {} item{}", items.len(), plural(items.len()))
         }
+        Some(Value::Object(members)) if members.is_empty() => "an empty object".into(),
         Some(Value::Object(members)) => {
-            if members.is_empty() {
-                return "an empty object".into();
-            }
-            let mut keys: Vec<&str> = members.iter().map(|(k, _)| k.as_str()).collect();
+            let mut keys: Vec<&str> = members.keys().map(String::as_str).collect();
             keys.sort_unstable();
             let shown = keys.iter().take(5).copied().collect::<Vec<_>>().join(", ");
             let more = if keys.len() > 5 { ", ..." } else { "" };
             format!("an object with keys [{shown}{more}]")
         }
         Some(Value::Null) => "null".into(),
-        Some(other) => other.type_name().into(),
+        Some(Value::Bool(_)) => "a boolean".into(),
+        Some(Value::Number(_)) => "a number".into(),
+        Some(Value::String(_)) => "a string".into(),
     }
 }
 
 fn items(n: usize) -> String {
-    format!("{n} item{}", if n == 1 { "" } else { "s" })
+    format!("{n} item{}", plural(n))
 }
 
-/// `failures.check_json_list`.
+/// A JSON list of `length` items (TorchServe's and BentoML's `shape` check).
 pub fn check_json_list(body: &[u8], length: usize) -> Result<(), Failure> {
-    let answer = pyjson::parse_stdlib(body);
-    if let Some(Value::List(list)) = &answer {
-        if list.len() == length {
-            return Ok(());
-        }
+    let answer = read_json(body);
+    if matches!(&answer, Some(Value::Array(list)) if list.len() == length) {
+        return Ok(());
     }
     Err(Failure::new(
         BAD_OUTPUT_SHAPE,
@@ -501,28 +510,17 @@ pub fn check_json_list(body: &[u8], length: usize) -> Result<(), Failure> {
     ))
 }
 
-/// `v1_predictions(body, length)`.
+/// `{"predictions": [length items]}` (KServe v1's `shape` check).
 pub fn check_v1_predictions(body: &[u8], length: usize) -> Result<(), Failure> {
-    let answer = pyjson::parse_stdlib(body);
+    let answer = read_json(body);
     let predictions = match &answer {
-        Some(object @ Value::Object(_)) => object.get("predictions"),
+        Some(Value::Object(members)) => members.get("predictions"),
         _ => None,
     };
-    if let Some(Value::List(list)) = predictions {
-        if list.len() == length {
-            return Ok(());
-        }
-    }
     let got = match predictions {
-        Some(list @ Value::List(_)) => format!("predictions is {}", describe_answer(Some(list))),
-        _ => {
-            let is_none = matches!(answer, None | Some(Value::Null));
-            if is_none && !body.is_empty() {
-                "a body that is not JSON".into()
-            } else {
-                describe_answer(Some(answer.as_ref().unwrap_or(&Value::Null)))
-            }
-        }
+        Some(Value::Array(list)) if list.len() == length => return Ok(()),
+        Some(list @ Value::Array(_)) => format!("predictions is {}", describe_answer(Some(list))),
+        _ => describe_answer(answer.as_ref()),
     };
     Err(Failure::new(
         BAD_OUTPUT_SHAPE,
@@ -533,361 +531,140 @@ pub fn check_v1_predictions(body: &[u8], length: usize) -> Result<(), Failure> {
     ))
 }
 
-/// `v2_answer`, then (with shapes) `v2_output_shapes` and the user's shape loop.
-fn check_v2_answer(check: &Check, body: &[u8]) -> Result<(), Failure> {
-    let answer = pyjson::parse_stdlib(body);
-    let outputs = match &answer {
-        Some(object @ Value::Object(_)) => match object.get("outputs") {
-            Some(Value::List(outputs)) => Some(outputs),
-            _ => None,
-        },
-        _ => None,
-    };
-    let Some(outputs) = outputs else {
-        let shown = match &answer {
-            None | Some(Value::Null) => "a body that is not JSON".to_owned(),
-            Some(other) => describe_answer(Some(other)),
-        };
-        return Err(Failure::new(
-            BAD_OUTPUT_SHAPE,
-            format!("bad output: expected a v2 answer (an object with outputs); got {shown}"),
-        ));
-    };
-    let Some(shapes) = check.shapes.as_ref() else {
-        return Ok(());
-    };
-    // {str(o.get("name")): tuple(int(d) for d in o.get("shape", ())) for o in outputs if isinstance(o, dict)}
-    let mut stated: Vec<(String, Vec<i128>)> = Vec::new();
-    for output in outputs {
-        if !matches!(output, Value::Object(_)) {
-            continue;
-        }
-        let name = output
-            .get("name")
-            .map(Value::py_str)
-            .unwrap_or_else(|| "None".into());
-        let dims = match output.get("shape") {
-            None => Vec::new(),
-            Some(shape) => iterate(shape)?
-                .iter()
-                .map(py_int)
-                .collect::<Result<Vec<_>, _>>()?,
-        };
-        match stated.iter_mut().find(|(n, _)| *n == name) {
-            Some(entry) => entry.1 = dims,
-            None => stated.push((name, dims)),
-        }
-    }
+/// The dims of a stated shape: a list of integers, or None.
+fn integer_dims(shape: &Value) -> Option<Vec<i64>> {
+    shape.as_array()?.iter().map(Value::as_i64).collect()
+}
+
+fn dims_text(dims: &[i64]) -> String {
+    let shown: Vec<String> = dims.iter().map(i64::to_string).collect();
+    format!("[{}]", shown.join(", "))
+}
+
+/// The outputs' stated shapes checked against the expected ones, in the expected order: an
+/// output named twice is read by its last entry; an output that is no object with a string name
+/// is not one of them.
+fn check_stated_shapes(shapes: &[(String, Vec<i64>)], outputs: &[Value]) -> Result<(), Failure> {
     for (name, expected) in shapes {
-        if let Some((_, got)) = stated.iter().find(|(n, _)| n == name) {
-            let matches = got.len() == expected.len()
-                && got
-                    .iter()
-                    .zip(expected)
-                    .all(|(g, e)| *e == -1 || i128::from(*e) == *g);
-            if !matches {
-                let got: Vec<String> = got.iter().map(i128::to_string).collect();
-                return Err(shape_mismatch(
-                    name,
-                    expected,
-                    &format!("[{}]", got.join(", ")),
-                ));
-            }
-        }
+        let stated = outputs.iter().rev().find_map(|output| {
+            let output = output.as_object()?;
+            (output.get("name")?.as_str()? == name).then(|| output.get("shape"))
+        });
+        let Some(stated) = stated else { continue };
+        let got = match stated.map(integer_dims) {
+            Some(Some(dims)) if shape_matches_ints(&dims, expected) => continue,
+            Some(Some(dims)) => dims_text(&dims),
+            _ => "a shape that is not a list of integers".into(),
+        };
+        return Err(shape_mismatch(name, expected, &got));
     }
     Ok(())
 }
 
-// -- Triton over HTTP: tritonclient's own handling ---------------------------------------------
-
-/// A Python exception raised while an answer is read (its class name and `str()`).
-struct PyException {
-    kind: &'static str,
-    message: String,
-}
-
-type PyResult<T> = Result<T, PyException>;
-
-fn type_error(message: String) -> PyException {
-    PyException {
-        kind: "TypeError",
-        message,
-    }
-}
-
-impl From<PyException> for Failure {
-    /// What `classify_exception` makes of an exception that is no OSError nor a RequestError.
-    fn from(exc: PyException) -> Failure {
-        Failure::client_error(exc.kind, &exc.message)
-    }
-}
-
-/// `value[key]` with a string key.
-fn subscript<'a>(value: &'a Value, key: &str) -> PyResult<&'a Value> {
-    match value {
-        Value::Object(_) => value.get(key).ok_or_else(|| PyException {
-            kind: "KeyError",
-            message: pyjson::str_repr(key),
-        }),
-        Value::List(_) => Err(type_error(
-            "list indices must be integers or slices, not str".into(),
-        )),
-        Value::Str(_) => Err(type_error(
-            "string indices must be integers, not 'str'".into(),
-        )),
-        other => Err(type_error(format!(
-            "'{}' object is not subscriptable",
-            other.type_name()
-        ))),
-    }
-}
-
-/// `value.get(key)` (an AttributeError on anything but a dict).
-fn attr_get<'a>(value: &'a Value, key: &str) -> PyResult<Option<&'a Value>> {
-    match value {
-        Value::Object(_) => Ok(value.get(key)),
-        other => Err(PyException {
-            kind: "AttributeError",
-            message: format!("'{}' object has no attribute 'get'", other.type_name()),
-        }),
-    }
-}
-
-/// `list(value)`: a list's items, a dict's keys, a string's characters.
-fn iterate(value: &Value) -> PyResult<Vec<Value>> {
-    match value {
-        Value::List(items) => Ok(items.clone()),
-        Value::Object(members) => Ok(members.iter().map(|(k, _)| Value::Str(k.clone())).collect()),
-        Value::Str(text) => Ok(text.chars().map(|c| Value::Str(c.to_string())).collect()),
-        other => Err(type_error(format!(
-            "'{}' object is not iterable",
-            other.type_name()
-        ))),
-    }
-}
-
-/// `int(value)` (integers beyond i128 saturate: no answer holds them).
-fn py_int(value: &Value) -> PyResult<i128> {
-    match value {
-        Value::Int(digits) => Ok(digits
-            .parse::<i128>()
-            .unwrap_or(if digits.starts_with('-') {
-                i128::MIN
-            } else {
-                i128::MAX
-            })),
-        Value::Bool(b) => Ok(i128::from(*b)),
-        Value::Float(x) if x.is_nan() => Err(PyException {
-            kind: "ValueError",
-            message: "cannot convert float NaN to integer".into(),
-        }),
-        Value::Float(x) if x.is_infinite() => Err(PyException {
-            kind: "OverflowError",
-            message: "cannot convert float infinity to integer".into(),
-        }),
-        Value::Float(x) => Ok(x.trunc() as i128),
-        Value::Str(text) => parse_py_int(text).ok_or_else(|| PyException {
-            kind: "ValueError",
-            message: format!(
-                "invalid literal for int() with base 10: {}",
-                pyjson::str_repr(text)
+/// A KServe v2 answer: an object with a list of `outputs`, their shapes when checked.
+fn check_v2_answer(check: &Check, body: &[u8]) -> Result<(), Failure> {
+    let answer = read_json(body);
+    let Some(Value::Array(outputs)) = answer.as_ref().and_then(|a| a.get("outputs")) else {
+        return Err(Failure::new(
+            BAD_OUTPUT_SHAPE,
+            format!(
+                "bad output: expected a v2 answer (an object with outputs); got {}",
+                describe_answer(answer.as_ref())
             ),
-        }),
-        other => Err(type_error(format!(
-            "int() argument must be a string, a bytes-like object or a real number, not '{}'",
-            other.type_name()
-        ))),
-    }
-}
-
-/// Python's `int(text)` in base 10: surrounding whitespace, a sign, digits with single underscores.
-fn parse_py_int(text: &str) -> Option<i128> {
-    let body = pyjson::py_strip(text);
-    let (negative, digits) = match body.as_bytes().first() {
-        Some(b'-') => (true, &body[1..]),
-        Some(b'+') => (false, &body[1..]),
-        _ => (false, body),
+        ));
     };
-    if digits.is_empty()
-        || digits.starts_with('_')
-        || digits.ends_with('_')
-        || digits.contains("__")
-    {
-        return None;
-    }
-    let plain: String = digits.chars().filter(|c| *c != '_').collect();
-    if !plain.chars().all(|c| c.is_ascii_digit()) {
-        return None;
-    }
-    let magnitude = plain.parse::<i128>().unwrap_or(i128::MAX);
-    Some(if negative { -magnitude } else { magnitude })
-}
-
-/// Python's `e != g` is false for an int `e` and a decoded value `g`.
-fn py_equal_int(expected: i64, got: &Value) -> bool {
-    match got {
-        Value::Int(digits) => digits
-            .parse::<i128>()
-            .is_ok_and(|g| g == i128::from(expected)),
-        Value::Float(x) => *x == expected as f64,
-        Value::Bool(b) => i64::from(*b) == expected,
-        _ => false,
+    match check.shapes.as_ref() {
+        Some(shapes) => check_stated_shapes(shapes, outputs),
+        None => Ok(()),
     }
 }
 
-/// `tritonclient.http._get_error`'s message for a status other than 200.
-fn triton_error_message(body: &[u8]) -> String {
-    const PREFIX: &str = "an exception occurred in the client while decoding the response: ";
-    let Ok(text) = std::str::from_utf8(body) else {
-        return format!(
-            "{PREFIX}{}\nresponse: None",
-            pyjson::utf8_error_message(body).unwrap_or_default()
-        );
-    };
-    if text.is_empty() {
-        return "client received an empty response from the server.".into();
-    }
-    match pyjson::parse_rapidjson(body) {
-        Err(RapidjsonError::Parse(message) | RapidjsonError::Unicode(message)) => {
-            format!("{PREFIX}{message}\nresponse: {text}")
-        }
-        Ok(answer) => match subscript(&answer, "error") {
-            Ok(value) if value.truthy() => value.py_str(),
-            Ok(_) => String::new(),
-            Err(exc) => format!("{PREFIX}{}\nresponse: {text}", exc.message),
-        },
-    }
+// -- Triton over HTTP ---------------------------------------------------------------------------
+
+/// What an answer that is no Triton inference response is.
+pub const NOT_A_TRITON_RESPONSE: &str = "not a Triton inference response";
+
+fn not_triton(why: &str) -> Failure {
+    Failure::bad_answer(&format!("{NOT_A_TRITON_RESPONSE} ({why})"))
 }
 
-/// `_classify_triton` for an `InferenceServerException` without a status (raised by tritonclient
-/// itself; the only one raised here names a UTF-8 error, never a timeout or a refusal).
-fn triton_client_failure(message: &str) -> Failure {
-    Failure::new(
-        REQUEST_ERROR,
-        format!("triton error: {}", first_line_of(message, 160)),
-    )
-}
-
-/// A Triton HTTP answer as `TritonHttpUser.send` (tritonclient's `_raise_if_error`, `InferResult`,
-/// then its own loop over the outputs) reads it.
+/// A Triton HTTP answer with its status accepted: its JSON header (the first
+/// `Inference-Header-Content-Length` bytes, or the whole body) is an object whose `outputs` (a
+/// list, none when absent) are objects with a string `name` and a `shape` of integers; the
+/// shapes are checked when asked; the response length is the outputs' `binary_data_size` in their
+/// `parameters` (0 when absent: outputs in JSON).
 fn judge_triton_http(
     check: &Check,
-    status: u16,
     header: &dyn Fn(&str) -> Option<String>,
     body: &[u8],
 ) -> Result<u64, Failure> {
-    if status != 200 {
-        return Err(http_status_error(
-            status,
-            &first_line_of(&triton_error_message(body), 160),
-        ));
-    }
-    let result = match header("inference-header-content-length") {
-        None => match pyjson::parse_rapidjson(body) {
-            Ok(result) => result,
-            Err(RapidjsonError::Unicode(message)) => {
-                return Err(triton_client_failure(&format!(
-                    "Failed to encode using UTF-8. Please use binary_data=True, if you want to pass a byte array. UnicodeError: {message}"
-                )))
-            }
-            Err(RapidjsonError::Parse(message)) => return Err(Failure::client_error("JSONDecodeError", &message)),
-        },
+    let json = match header("inference-header-content-length") {
+        None => body,
         Some(length) => {
-            let Some(length) = parse_py_int(&length) else {
-                return Err(Failure::client_error(
-                    "ValueError",
-                    &format!("invalid literal for int() with base 10: {}", pyjson::str_repr(&length)),
-                ));
-            };
-            let header_bytes = &body[..usize::try_from(length).unwrap_or(0).min(body.len())];
-            let result = match pyjson::parse_rapidjson(header_bytes) {
-                Ok(result) => result,
-                Err(RapidjsonError::Unicode(message)) => return Err(Failure::client_error("UnicodeDecodeError", &message)),
-                Err(RapidjsonError::Parse(message)) => return Err(Failure::client_error("JSONDecodeError", &message)),
-            };
-            infer_result_buffers(&result)?;
-            result
-        }
-    };
-    triton_outputs(check, &result)
-}
-
-/// `InferResult.__init__`'s loop over the outputs of a binary answer (the buffer map).
-fn infer_result_buffers(result: &Value) -> PyResult<()> {
-    let mut index_is_float = false;
-    for output in iterate(subscript(result, "outputs")?)? {
-        let Some(parameters) = attr_get(&output, "parameters")? else {
-            continue;
-        };
-        if matches!(parameters, Value::Null) {
-            continue;
-        }
-        let Some(size) = attr_get(parameters, "binary_data_size")? else {
-            continue;
-        };
-        if matches!(size, Value::Null) {
-            continue;
-        }
-        let name = subscript(&output, "name")?;
-        if let Value::List(_) | Value::Object(_) = name {
-            return Err(type_error(format!(
-                "unhashable type: '{}'",
-                name.type_name()
-            )));
-        }
-        let index_type = if index_is_float { "float" } else { "int" };
-        match size {
-            Value::Int(_) | Value::Bool(_) => {}
-            Value::Float(_) => index_is_float = true,
-            other => {
-                return Err(type_error(format!(
-                    "unsupported operand type(s) for +: '{index_type}' and '{}'",
-                    other.type_name()
-                )));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// `TritonHttpUser.send`'s loop: the shapes (when checked) and the outputs' binary sizes.
-fn triton_outputs(check: &Check, result: &Value) -> Result<u64, Failure> {
-    let outputs = match attr_get(result, "outputs")? {
-        Some(outputs) => iterate(outputs)?,
-        None => Vec::new(),
-    };
-    let mut size: i128 = 0;
-    for output in &outputs {
-        if let Some(shapes) = check.shapes.as_ref() {
-            let name = subscript(output, "name")?;
-            if let Value::List(_) | Value::Object(_) = name {
-                return Err(type_error(format!("unhashable type: '{}'", name.type_name())).into());
-            }
-            let expected = match name {
-                Value::Str(name) => expected_shape(shapes, name),
-                _ => None,
-            };
-            if let (Some(expected), Value::Str(name)) = (expected, name) {
-                let got = iterate(subscript(output, "shape")?)?;
-                let matches = got.len() == expected.len()
-                    && got
-                        .iter()
-                        .zip(expected)
-                        .all(|(g, e)| *e == -1 || py_equal_int(*e, g));
-                if !matches {
-                    return Err(shape_mismatch(name, expected, &Value::List(got).py_repr()));
+            let digits = length.trim_matches(WHITESPACE);
+            let count = (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| digits.parse::<usize>().ok())
+                .flatten();
+            match count {
+                Some(count) if count <= body.len() => &body[..count],
+                _ => {
+                    return Err(not_triton(
+                        "Inference-Header-Content-Length is not a byte count within the answer",
+                    ))
                 }
             }
         }
-        let parameters = attr_get(output, "parameters")?
-            .cloned()
-            .unwrap_or(Value::Object(Vec::new()));
-        let stated = attr_get(&parameters, "binary_data_size")?
-            .cloned()
-            .unwrap_or(Value::Int("0".into()));
-        size += py_int(&stated)?;
+    };
+    let Some(Value::Object(answer)) = read_json(json) else {
+        return Err(not_triton("its JSON header is not a JSON object"));
+    };
+    let outputs = match answer.get("outputs") {
+        None => &[][..],
+        Some(Value::Array(outputs)) => outputs.as_slice(),
+        Some(_) => return Err(not_triton("outputs is not a list")),
+    };
+    let mut size = 0u64;
+    for (index, output) in outputs.iter().enumerate() {
+        let named = output.as_object().and_then(|o| {
+            Some((
+                o.get("name")?.as_str()?,
+                integer_dims(o.get("shape")?)?,
+                o.get("parameters"),
+            ))
+        });
+        let Some((name, shape, parameters)) = named else {
+            return Err(not_triton(&format!(
+                "outputs[{index}] is not an object with a name and a shape of integers"
+            )));
+        };
+        if let Some(expected) = check
+            .shapes
+            .as_deref()
+            .and_then(|s| expected_shape(s, name))
+        {
+            if !shape_matches_ints(&shape, expected) {
+                return Err(shape_mismatch(name, expected, &dims_text(&shape)));
+            }
+        }
+        let stated = match parameters {
+            None | Some(Value::Null) => None,
+            Some(Value::Object(parameters)) => parameters.get("binary_data_size"),
+            Some(_) => {
+                return Err(not_triton(&format!(
+                    "outputs[{index}].parameters is not an object"
+                )))
+            }
+        };
+        size = size.saturating_add(match stated {
+            None | Some(Value::Null) => 0,
+            Some(value) => value.as_u64().ok_or_else(|| {
+                not_triton(&format!(
+                    "outputs[{index}].parameters.binary_data_size is not a byte count"
+                ))
+            })?,
+        });
     }
-    Ok(size.clamp(0, i128::from(u64::MAX)) as u64)
+    Ok(size)
 }
 
 #[cfg(test)]
@@ -908,7 +685,7 @@ mod tests {
     }
 
     #[test]
-    fn grpc_statuses_are_classified_as_the_python_path_does() {
+    fn grpc_statuses_are_a_timeout_a_refusal_or_the_code_and_its_first_line() {
         let address = "127.0.0.1:8001";
         assert_eq!(
             grpc_status_failure(4, "Deadline Exceeded", address),
@@ -942,10 +719,10 @@ mod tests {
     }
 
     #[test]
-    fn http_statuses_take_the_reason_by_the_targets_rule() {
+    fn a_reason_is_a_key_of_an_error_json_that_holds_a_string_else_the_bodys_own_text() {
         let torchserve = Check {
-            detail: DetailRule::Key {
-                key: "message".into(),
+            reason: Reason {
+                keys: vec!["message".into()],
                 chars: 120,
             },
             ..Check::default()
@@ -959,20 +736,20 @@ mod tests {
             "HttpStatusError: HTTP 503: Model busy"
         );
         assert_eq!(
-            message(http(&torchserve, 500, "<html>oops</html>")),
+            message(http(&torchserve, 500, "  <html>oops</html>\r\n<body>")),
             "HttpStatusError: HTTP 500: <html>oops</html>"
         );
         assert_eq!(
-            message(http(&torchserve, 500, "[1]")),
-            "HttpStatusError: HTTP 500: [1]"
-        );
-        assert_eq!(
             message(http(&torchserve, 404, r#"{"message": 0}"#)),
-            "HttpStatusError: HTTP 404"
+            r#"HttpStatusError: HTTP 404: {"message": 0}"#
         );
         assert_eq!(
-            message(http(&torchserve, 404, r#"{"message": {"a": [1, null]}}"#)),
-            "HttpStatusError: HTTP 404: {'a': [1, None]}"
+            message(http(&torchserve, 404, "\u{feff}{\"message\": \"x\"}")),
+            "HttpStatusError: HTTP 404: \u{feff}{\"message\": \"x\"}"
+        );
+        assert_eq!(
+            message(http(&torchserve, 500, "")),
+            "HttpStatusError: HTTP 500"
         );
         assert_eq!(http(&torchserve, 200, "anything"), Ok(8));
         assert!(http(&torchserve, 204, "").is_err());
@@ -982,9 +759,9 @@ mod tests {
         };
         assert_eq!(http(&none, 204, ""), Ok(0));
         let kserve = Check {
-            detail: DetailRule::FirstTruthy {
+            reason: Reason {
                 keys: vec!["error".into(), "detail".into(), "message".into()],
-                chars: 120,
+                chars: 5,
             },
             ..Check::default()
         };
@@ -992,17 +769,19 @@ mod tests {
             message(http(
                 &kserve,
                 400,
-                r#"{"error": "", "detail": " bad input \n more"}"#
+                r#"{"error": " ", "detail": " bad input \n more"}"#
             )),
-            "HttpStatusError: HTTP 400: bad input "
+            "HttpStatusError: HTTP 400: bad i"
         );
         assert_eq!(
-            message(http(&kserve, 400, "null")),
-            "HttpStatusError: HTTP 400: null"
+            message(http(&kserve, 400, "\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}")),
+            "HttpStatusError: HTTP 400: \u{e9}\u{e9}\u{e9}\u{e9}\u{e9}"
         );
         assert_eq!(
-            message(http(&kserve, 400, "{}")),
-            "HttpStatusError: HTTP 400"
+            judge_http(&kserve, 400, &no_headers, b"\xff\xfeab")
+                .unwrap_err()
+                .message,
+            "HTTP 400: \u{fffd}\u{fffd}ab"
         );
     }
 
@@ -1013,40 +792,60 @@ mod tests {
             ..Check::default()
         };
         assert_eq!(http(&list, 200, "[1, 2]"), Ok(6));
+        let expected = "BadOutputShape: bad output: expected a JSON list of 2 items; got";
+        for (body, got) in [
+            ("[1]", "a list of 1 item"),
+            (
+                r#"{"f":1,"e":2,"d":3,"c":4,"b":5,"a":6}"#,
+                "an object with keys [a, b, c, d, e, ...]",
+            ),
+            ("3.5", "a number"),
+            ("\"x\"", "a string"),
+            ("true", "a boolean"),
+            ("null", "null"),
+            ("{}", "an empty object"),
+            ("nope", "a body that is not JSON"),
+            ("[NaN, 1]", "a body that is not JSON"),
+            ("[1e400, 1]", "a body that is not JSON"),
+            ("[1, 2] x", "a body that is not JSON"),
+        ] {
+            assert_eq!(
+                message(http(&list, 200, body)),
+                format!("{expected} {got}"),
+                "{body}"
+            );
+        }
+        let nested = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        assert!(read_json(nested(127).as_bytes()).is_some());
+        assert!(read_json(nested(128).as_bytes()).is_none());
+        let deep = nested(200);
         assert_eq!(
-            message(http(&list, 200, "[1]")),
-            "BadOutputShape: bad output: expected a JSON list of 2 items; got a list of 1 item"
+            message(http(&list, 200, &deep)),
+            format!("{expected} a body that is not JSON")
         );
-        assert_eq!(
-            message(http(&list, 200, r#"{"f":1,"e":2,"d":3,"c":4,"b":5,"a":6}"#)),
-            "BadOutputShape: bad output: expected a JSON list of 2 items; got an object with keys [a, b, c, d, e, ...]"
-        );
-        assert_eq!(
-            message(http(&list, 200, "3.5")),
-            "BadOutputShape: bad output: expected a JSON list of 2 items; got float"
-        );
-        assert_eq!(message(http(&list, 200, "nope")), "BadOutputShape: bad output: expected a JSON list of 2 items; got a body that is not JSON");
         let v1 = Check {
             answer: AnswerRule::V1Predictions { length: 1 },
             ..Check::default()
         };
         assert_eq!(http(&v1, 200, r#"{"predictions": [[0.5]]}"#), Ok(24));
-        assert_eq!(
-            message(http(&v1, 200, r#"{"predictions": []}"#)),
-            r#"BadOutputShape: bad output: expected {"predictions": a list of 1 item}; got predictions is a list of 0 items"#
-        );
-        assert_eq!(
-            message(http(&v1, 200, "null")),
-            r#"BadOutputShape: bad output: expected {"predictions": a list of 1 item}; got a body that is not JSON"#
-        );
-        assert_eq!(
-            message(http(&v1, 200, "")),
-            r#"BadOutputShape: bad output: expected {"predictions": a list of 1 item}; got null"#
-        );
-        assert_eq!(
-            message(http(&v1, 200, r#"{"outputs": 1}"#)),
-            r#"BadOutputShape: bad output: expected {"predictions": a list of 1 item}; got an object with keys [outputs]"#
-        );
+        let expected =
+            r#"BadOutputShape: bad output: expected {"predictions": a list of 1 item}; got"#;
+        for (body, got) in [
+            (r#"{"predictions": []}"#, "predictions is a list of 0 items"),
+            (
+                r#"{"predictions": "x"}"#,
+                "an object with keys [predictions]",
+            ),
+            ("null", "null"),
+            ("", "a body that is not JSON"),
+            (r#"{"outputs": 1}"#, "an object with keys [outputs]"),
+        ] {
+            assert_eq!(
+                message(http(&v1, 200, body)),
+                format!("{expected} {got}"),
+                "{body}"
+            );
+        }
     }
 
     #[test]
@@ -1058,27 +857,41 @@ mod tests {
         };
         let good = r#"{"model_name":"m","outputs":[{"name":"OUTPUT0","shape":[1,4],"datatype":"FP32","data":[1,2,3,4]}]}"#;
         assert_eq!(http(&v2, 200, good), Ok(good.len() as u64));
-        let bad = r#"{"outputs":[{"name":"OUTPUT0","shape":[1,3]}]}"#;
-        assert_eq!(
-            message(http(&v2, 200, bad)),
-            "BadOutputShape: bad output shape: 'OUTPUT0' expected [-1, 4]; got [1, 3]"
-        );
+        for (outputs, got) in [
+            (r#"[{"name":"OUTPUT0","shape":[1,3]}]"#, "[1, 3]"),
+            (
+                r#"[{"name":"OUTPUT0","shape":[1,4]},{"name":"OUTPUT0","shape":[2]}]"#,
+                "[2]",
+            ),
+            (
+                r#"[{"name":"OUTPUT0","shape":["1",4]}]"#,
+                "a shape that is not a list of integers",
+            ),
+            (
+                r#"[{"name":"OUTPUT0","shape":[1.0,4]}]"#,
+                "a shape that is not a list of integers",
+            ),
+            (
+                r#"[{"name":"OUTPUT0"}]"#,
+                "a shape that is not a list of integers",
+            ),
+        ] {
+            assert_eq!(
+                message(http(&v2, 200, &format!(r#"{{"outputs":{outputs}}}"#))),
+                format!("BadOutputShape: bad output shape: 'OUTPUT0' expected [-1, 4]; got {got}"),
+                "{outputs}"
+            );
+        }
+        let others = r#"{"outputs":[{"shape":[9]},"x",{"name":"OTHER","shape":[9]}]}"#;
+        assert_eq!(http(&v2, 200, others), Ok(others.len() as u64));
         assert_eq!(
             message(http(&v2, 200, r#"{"error": "x"}"#)),
             "BadOutputShape: bad output: expected a v2 answer (an object with outputs); got an object with keys [error]"
         );
-        assert_eq!(
-            message(http(
-                &v2,
-                200,
-                r#"{"outputs":[{"name":"OUTPUT0","shape":["a"]}]}"#
-            )),
-            "RequestError: client error: ValueError: invalid literal for int() with base 10: 'a'"
-        );
     }
 
     #[test]
-    fn triton_http_answers_are_read_as_tritonclient_reads_them() {
+    fn triton_http_answers_are_read_by_their_json_header() {
         let triton = Check {
             answer: AnswerRule::TritonHttp,
             shapes: Some(vec![("OUTPUT0".into(), vec![1, 4])]),
@@ -1091,6 +904,12 @@ mod tests {
         let with_length =
             move |name: &str| (name == "inference-header-content-length").then(|| length.clone());
         assert_eq!(judge_http(&triton, 200, &with_length, &body), Ok(16));
+        let too_long =
+            |name: &str| (name == "inference-header-content-length").then(|| "9999".to_owned());
+        assert_eq!(
+            judge_http(&triton, 200, &too_long, &body).unwrap_err().message,
+            "bad answer: not a Triton inference response (Inference-Header-Content-Length is not a byte count within the answer)"
+        );
         assert_eq!(
             message(http(
                 &triton,
@@ -1099,21 +918,10 @@ mod tests {
             )),
             "HttpStatusError: HTTP 400: unexpected inference input 'X'"
         );
-        assert_eq!(
-            message(http(&triton, 500, "")),
-            "HttpStatusError: HTTP 500: client received an empty response from the server."
-        );
+        assert_eq!(message(http(&triton, 500, "")), "HttpStatusError: HTTP 500");
         assert_eq!(
             message(http(&triton, 502, "<html>bad gateway</html>")),
-            "HttpStatusError: HTTP 502: an exception occurred in the client while decoding the response: Parse error at offset 0: Invalid value."
-        );
-        assert_eq!(
-            message(http(&triton, 500, r#"{"message": "x"}"#)),
-            "HttpStatusError: HTTP 500: an exception occurred in the client while decoding the response: 'error'"
-        );
-        assert_eq!(
-            message(http(&triton, 200, "<html>")),
-            "RequestError: client error: JSONDecodeError: Parse error at offset 0: Invalid value."
+            "HttpStatusError: HTTP 502: <html>bad gateway</html>"
         );
         assert_eq!(http(&triton, 200, "{}"), Ok(0));
         assert_eq!(
@@ -1124,14 +932,55 @@ mod tests {
             )),
             "BadOutputShape: bad output shape: 'OUTPUT0' expected [1, 4]; got [2, 4]"
         );
-        assert_eq!(
-            message(http(&triton, 200, r#"{"outputs":[{"shape":[2,4]}]}"#)),
-            "RequestError: client error: KeyError: 'name'"
-        );
-        assert_eq!(
-            message(http(&triton, 200, "[]")),
-            "RequestError: client error: AttributeError: 'list' object has no attribute 'get'"
-        );
+        let not_triton = "RequestError: bad answer: not a Triton inference response";
+        let each = "is not an object with a name and a shape of integers";
+        for (answer, why) in [
+            ("<html>", "its JSON header is not a JSON object".to_owned()),
+            ("[]", "its JSON header is not a JSON object".to_owned()),
+            ("{} x", "its JSON header is not a JSON object".to_owned()),
+            (r#"{"outputs": null}"#, "outputs is not a list".to_owned()),
+            (
+                r#"{"outputs":[{"shape":[2,4]}]}"#,
+                format!("outputs[0] {each}"),
+            ),
+            (
+                r#"{"outputs":[{"name":"OUTPUT0","shape":[1,4]}, {"name":"OUTPUT0","shape":["2",4]}]}"#,
+                format!("outputs[1] {each}"),
+            ),
+            (
+                r#"{"outputs":[{"name":"OUTPUT0","shape":[1.0,4]}]}"#,
+                format!("outputs[0] {each}"),
+            ),
+            (r#"{"outputs":["OUTPUT0"]}"#, format!("outputs[0] {each}")),
+            (
+                r#"{"outputs":[{"name":"O","shape":[1],"parameters":5}]}"#,
+                "outputs[0].parameters is not an object".to_owned(),
+            ),
+            (
+                r#"{"outputs":[{"name":"O","shape":[1],"parameters":{"binary_data_size":-1}}]}"#,
+                "outputs[0].parameters.binary_data_size is not a byte count".to_owned(),
+            ),
+        ] {
+            assert_eq!(
+                message(http(&triton, 200, answer)),
+                format!("{not_triton} ({why})"),
+                "{answer}"
+            );
+        }
+        for length in ["+5", "abc", "", " 2 x"] {
+            let stated = length.to_owned();
+            let header = move |name: &str| {
+                (name == "inference-header-content-length").then(|| stated.clone())
+            };
+            assert_eq!(
+                judge_http(&triton, 200, &header, b"{}{}{}").unwrap_err().message,
+                "bad answer: not a Triton inference response (Inference-Header-Content-Length is not a byte count within the answer)",
+                "{length}"
+            );
+        }
+        let spaced =
+            |name: &str| (name == "inference-header-content-length").then(|| " 2 ".to_owned());
+        assert_eq!(judge_http(&triton, 200, &spaced, b"{}rest"), Ok(0));
     }
 
     #[test]
@@ -1158,17 +1007,15 @@ mod tests {
             "bad output shape: 'OUTPUT0' expected [-1, 3]; got [1, 4]"
         );
         assert_eq!(
-            judge_grpc(&unchecked, &[0x0a, 0x05, 0x61])
-                .unwrap_err()
-                .message,
-            "gRPC INTERNAL: Exception deserializing response!"
+            judge_grpc(&unchecked, &[0x0a, 0x05, 0x61]),
+            Err(Failure::bad_answer(NOT_A_RESPONSE))
         );
         // an output (field 5) whose own bytes do not parse, with raw contents beside it: undecodable
         // without a shape check too
         let broken_output = [0x2a, 0x02, 0x0a, 0x09, 0x32, 0x02, 0x00, 0x00];
         assert_eq!(
             judge_grpc(&unchecked, &broken_output).unwrap_err().message,
-            "gRPC INTERNAL: Exception deserializing response!"
+            "bad answer: not a ModelInferResponse"
         );
     }
 }

@@ -352,10 +352,7 @@ pub async fn call<S>(
                 );
             }
             let Some(answer) = first_message(body) else {
-                let undecodable = Failure::new(
-                    checks::GRPC_STATUS_ERROR,
-                    "gRPC INTERNAL: Exception deserializing response!",
-                );
+                let undecodable = Failure::bad_answer(checks::NOT_A_RESPONSE);
                 return failed(undecodable, 13, received_ns);
             };
             let judged = checks::judge_grpc(&target.check, &answer);

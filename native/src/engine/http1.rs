@@ -267,7 +267,7 @@ async fn read_generation(
                             format!(
                                 "stream error after {} content events: {}",
                                 read.arrivals.len(),
-                                checks::first_line_of(&message, 200)
+                                checks::first_line(&message, 200)
                             ),
                         ))
                     }

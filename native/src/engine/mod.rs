@@ -8,8 +8,8 @@
 //! what it sends and how it ended: `outcome`),
 //! `net` (connections, wire timestamps), `sse` (server-sent events framed and stamped), `generation`
 //! (a streamed generation's content events and figures), `tls`, `pacer` (open loop), `record` (the wire format of
-//! `RunRecord.merge_wire` and Locust's statistics), `checks` (answers judged as the Python path
-//! judges them), `pyjson` (JSON read as Python reads it), `clock`, `target`, `python` (the API).
+//! `RunRecord.merge_wire` and Locust's statistics), `checks` (answers judged, failures
+//! in inferload's own words), `clock`, `target`, `python` (the API).
 
 pub mod call;
 pub mod checks;
@@ -22,7 +22,6 @@ pub mod http1;
 pub mod net;
 pub mod outcome;
 pub mod pacer;
-pub mod pyjson;
 pub mod python;
 pub mod record;
 pub mod sequence;

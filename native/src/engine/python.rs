@@ -10,7 +10,7 @@ use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
-use super::checks::{self, AnswerRule, Check, DetailRule, Failure};
+use super::checks::{self, AnswerRule, Check, Failure, Reason};
 use super::core::{Engine, RequestSpecs, TargetSpec};
 use super::outcome::CallInput;
 use super::record::{LatencyStats, LocustEntry, Recorder, WireStats};
@@ -115,12 +115,9 @@ fn parse_check(check: &Bound<'_, PyDict>) -> PyResult<Check> {
             )))
         }
     };
-    let detail = match get("detail") {
-        None => DetailRule::Key {
-            key: "error".into(),
-            chars: 120,
-        },
-        Some(detail) => parse_detail(&detail)?,
+    let reason = match get("detail") {
+        None => Check::default().reason,
+        Some(detail) => parse_reason(&detail)?,
     };
     let goodput = get("goodput").map(|g| parse_goodput(&g)).transpose()?;
     if goodput.is_some() && !matches!(rule, AnswerRule::Generation(_)) {
@@ -145,7 +142,7 @@ fn parse_check(check: &Bound<'_, PyDict>) -> PyResult<Check> {
         answer: rule,
         shapes,
         accept_2xx,
-        detail,
+        reason,
         goodput,
         tokenizer,
     })
@@ -184,19 +181,19 @@ fn parse_goodput(goodput: &Bound<'_, PyAny>) -> PyResult<Goodput> {
     Ok(limits)
 }
 
-/// `check.detail`: `{"json_key": k, "chars": n}` (`http_answer.json_error_detail(body, k)`) or
-/// `{"json_keys": [k, ...], "chars": n}` (`kserve_http.error_detail`: the first truthy key).
-fn parse_detail(detail: &Bound<'_, PyAny>) -> PyResult<DetailRule> {
-    let detail = detail.cast::<PyDict>().map_err(|_| {
-        value_error("check.detail: expected a dict with json_key or json_keys, and chars")
-    })?;
+/// `check.detail`: `{"json_keys": [k, ...], "chars": n}`, how an error answer's reason is read
+/// (`checks::Reason`; `users/failures.error_reason` in Python).
+fn parse_reason(detail: &Bound<'_, PyAny>) -> PyResult<Reason> {
+    let detail = detail
+        .cast::<PyDict>()
+        .map_err(|_| value_error("check.detail: expected a dict with json_keys and chars"))?;
     for key in detail.keys() {
         let key: String = key
             .extract()
             .map_err(|_| value_error("check.detail: keys are strings"))?;
-        if !["json_key", "json_keys", "chars"].contains(&key.as_str()) {
+        if !["json_keys", "chars"].contains(&key.as_str()) {
             return Err(value_error(format!(
-                "check.detail: unknown key {key:?} (expected json_key or json_keys, and chars)"
+                "check.detail: unknown key {key:?} (expected json_keys and chars)"
             )));
         }
     }
@@ -209,21 +206,20 @@ fn parse_detail(detail: &Bound<'_, PyAny>) -> PyResult<DetailRule> {
             .filter(|n| *n > 0)
             .ok_or_else(|| value_error("check.detail.chars: expected a positive integer"))?,
     };
-    match (get("json_key"), get("json_keys")) {
-        (Some(key), None) => {
-            let key: String = key.extract().map_err(|_| value_error("check.detail.json_key: expected a string"))?;
-            Ok(DetailRule::Key { key, chars })
-        }
-        (None, Some(keys)) => {
-            let keys: Vec<String> =
-                keys.extract().map_err(|_| value_error("check.detail.json_keys: expected a list of strings"))?;
-            if keys.is_empty() {
-                return Err(value_error("check.detail.json_keys: expected at least one key"));
-            }
-            Ok(DetailRule::FirstTruthy { keys, chars })
-        }
-        _ => Err(value_error("check.detail: expected exactly one of json_key (one key) and json_keys (the first truthy of several)")),
+    let keys: Vec<String> = get("json_keys")
+        .ok_or_else(|| {
+            value_error(
+                "check.detail.json_keys: required (the keys an error JSON may hold its reason in)",
+            )
+        })?
+        .extract()
+        .map_err(|_| value_error("check.detail.json_keys: expected a list of strings"))?;
+    if keys.is_empty() {
+        return Err(value_error(
+            "check.detail.json_keys: expected at least one key",
+        ));
     }
+    Ok(Reason { keys, chars })
 }
 
 /// `sequence`: `{"length": n, "concurrent": n, "string_ids": bool}` (a Triton sequence model).

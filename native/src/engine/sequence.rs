@@ -12,8 +12,8 @@
 use bytes::{Bytes, BytesMut};
 use prost::Message;
 
-use super::pyjson::{self, Value};
 use crate::proto::{InferParameter, ModelInferRequest, ParameterChoice};
+use serde_json::{Map, Value};
 
 /// Correlation IDs go in gRPC's `int64_param`: 1 to 2^63 - 1 (0 means "no sequence" to Triton).
 pub const MAX_CORRELATION_ID: u64 = (1 << 63) - 1;
@@ -152,67 +152,8 @@ impl Sequences {
     }
 }
 
-/// Python's `json.dumps(value)` (default separators, `ensure_ascii`).
-fn dumps(value: &Value, out: &mut String) {
-    match value {
-        Value::Null => out.push_str("null"),
-        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Int(digits) => out.push_str(digits),
-        Value::Float(x) if x.is_nan() => out.push_str("NaN"),
-        Value::Float(x) if x.is_infinite() => {
-            out.push_str(if *x > 0.0 { "Infinity" } else { "-Infinity" })
-        }
-        Value::Float(x) => out.push_str(&pyjson::float_repr(*x)),
-        Value::Str(text) => dumps_str(text, out),
-        Value::List(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                dumps(item, out);
-            }
-            out.push(']');
-        }
-        Value::Object(members) => {
-            out.push('{');
-            for (i, (key, item)) in members.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                dumps_str(key, out);
-                out.push_str(": ");
-                dumps(item, out);
-            }
-            out.push('}');
-        }
-    }
-}
-
-fn dumps_str(text: &str, out: &mut String) {
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            c if (c as u32) < 0x20 || (c as u32) > 0x7e => {
-                let mut units = [0u16; 2];
-                for unit in c.encode_utf16(&mut units) {
-                    out.push_str(&format!("\\u{unit:04x}"));
-                }
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-}
-
-/// `_header_with_sequence`: the JSON header with the step's members in its `parameters`.
+/// The JSON header with the step's members in its `parameters` (spliced in where the header ends
+/// as Triton's clients write it; else the header read and written again).
 pub fn header_with_step(header: &[u8], step: &Step) -> Bytes {
     if header.ends_with(b"}}") && !header.ends_with(b"{}}") {
         return [&header[..header.len() - 2], b",", &step.http, b"}}"]
@@ -230,24 +171,21 @@ pub fn header_with_step(header: &[u8], step: &Step) -> Bytes {
         .into();
     }
     let members = [b"{".as_slice(), &step.http, b"}"].concat();
-    match (pyjson::parse_stdlib(header), pyjson::parse_stdlib(&members)) {
-        (Some(Value::Object(mut fields)), Some(Value::Object(added))) => {
-            match fields.iter_mut().find(|(k, _)| k == "parameters") {
-                Some((_, Value::Object(parameters))) => {
-                    for (key, value) in added {
-                        match parameters.iter_mut().find(|(k, _)| *k == key) {
-                            Some(entry) => entry.1 = value,
-                            None => parameters.push((key, value)),
-                        }
-                    }
+    let parsed = (
+        serde_json::from_slice::<Value>(header),
+        serde_json::from_slice::<Map<String, Value>>(&members),
+    );
+    match parsed {
+        (Ok(Value::Object(mut fields)), Ok(added)) => {
+            match fields.get_mut("parameters") {
+                Some(Value::Object(parameters)) => parameters.extend(added),
+                _ => {
+                    fields.insert("parameters".into(), Value::Object(added));
                 }
-                _ => fields.push(("parameters".into(), Value::Object(added))),
             }
-            let mut out = String::new();
-            dumps(&Value::Object(fields), &mut out);
-            out.into()
+            serde_json::to_vec(&fields).map_or_else(|_| Bytes::copy_from_slice(header), Bytes::from)
         }
-        _ => [header, b""].concat().into(), // not a JSON object: sent as it is (the server will say why)
+        _ => Bytes::copy_from_slice(header), // not a JSON object: sent as it is (the server will say why)
     }
 }
 
@@ -359,9 +297,15 @@ mod tests {
             &header_with_step(br#"{"inputs":[{"name":"I"}]}"#, &first)[..],
             br#"{"inputs":[{"name":"I"}],"parameters":{"sequence_id": 7, "sequence_start": true, "sequence_end": false}}"#
         );
+        let rewritten = header_with_step(
+            br#"{"id": "x\u00e9", "parameters": {"priority": 1}}"#,
+            &first,
+        );
+        let read: Value = serde_json::from_slice(&rewritten).expect("JSON");
         assert_eq!(
-            &header_with_step(br#"{"id": "x\u00e9", "parameters": {}}"#, &first)[..],
-            br#"{"id": "x\u00e9", "parameters": {"sequence_id": 7, "sequence_start": true, "sequence_end": false}}"#
+            read,
+            serde_json::json!({"id": "x\u{e9}", "parameters": {
+                "priority": 1, "sequence_id": 7, "sequence_start": true, "sequence_end": false}})
         );
         let body = Bytes::from_static(b"{\"inputs\":[]}TENSOR");
         let (joined, size) = http_body_with_step(&body, Some(13), &first);

@@ -33,6 +33,8 @@ use crate::proto::{
 pub const EMPTY_FINAL_PARAMETER: &str = "triton_enable_empty_final_response";
 /// The response parameter that marks a request's last response.
 pub const FINAL_PARAMETER: &str = "triton_final_response";
+/// What a stream's message that does not decode is.
+const NOT_A_STREAM_RESPONSE: &str = "not a ModelStreamInferResponse";
 /// How long a closing stream waits for the server to end it.
 const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 
@@ -87,7 +89,7 @@ fn stream_error(message: &str, address: &str) -> Failure {
     }
     Failure::new(
         checks::REQUEST_ERROR,
-        format!("triton error: {}", checks::first_line_of(message, 160)),
+        format!("triton error: {}", checks::first_line(message, 160)),
     )
 }
 
@@ -183,12 +185,7 @@ impl OpenStream {
             match next_message(&mut self.unparsed) {
                 Ok(Some(message)) => return Ok(message),
                 Ok(None) => {}
-                Err(()) => {
-                    return Err(Broken::Ended(Failure::new(
-                        checks::GRPC_STATUS_ERROR,
-                        "gRPC INTERNAL: Exception deserializing response!",
-                    )))
-                }
+                Err(()) => return Err(Broken::Ended(Failure::bad_answer(NOT_A_STREAM_RESPONSE))),
             }
             match &mut self.answer {
                 Answer::Waiting(future) => {
@@ -288,10 +285,7 @@ pub async fn call(
             let message = stream.next(target).await?;
             let now = stamps.read_ns().unwrap_or_else(monotonic_ns);
             let Ok(response) = ModelStreamInferResponse::decode(message.clone()) else {
-                return Err(Broken::Ended(Failure::new(
-                    checks::GRPC_STATUS_ERROR,
-                    "gRPC INTERNAL: Exception deserializing response!",
-                )));
+                return Err(Broken::Ended(Failure::bad_answer(NOT_A_STREAM_RESPONSE)));
             };
             if !response.error_message.is_empty() {
                 failure.get_or_insert_with(|| stream_error(&response.error_message, address));
