@@ -41,9 +41,11 @@ class InfluxReader:
         # gevent: `requests` (ssl) imported before that patch recurses without end on its first call
         import requests
 
+        from inferload.servermetrics.http_client import bounded_session
+
         self._requests = requests
         self.settings = settings
-        self._session: requests.Session = requests.Session()
+        self._session: requests.Session = bounded_session()
         self._headers: dict[str, str] = {}
         if settings.token is not None:
             self._headers["Authorization"] = f"Token {settings.token.get_secret_value()}"
@@ -59,7 +61,7 @@ class InfluxReader:
             answer = response.json()
         except self._requests.RequestException as error:
             raise ResultsError(self._mask(f"--influx-url: cannot reach {url}: {error}")) from None
-        except ValueError:
+        except (ValueError, RecursionError):
             raise ResultsError(self._mask(f"--influx-url: {url} answered HTTP {response.status_code}, not JSON")) from None
         results = answer.get("results") or [{}]
         problem = answer.get("error") or results[0].get("error")

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 from urllib3.exceptions import HTTPError
 
 from inferload.errors import InferloadError
+from inferload.servermetrics.http_client import bounded_session
 
 # InfluxDB line protocol: a `Point` and its encoding, as pure functions.
 #
@@ -292,7 +293,7 @@ class V1Writer:
 
     def __init__(self, settings: SinkSettings) -> None:
         self.settings = settings
-        self._session = requests.Session()
+        self._session = bounded_session()
         self._params = {"db": settings.database}
         if settings.retention_policy:
             self._params["rp"] = settings.retention_policy

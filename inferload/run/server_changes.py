@@ -238,7 +238,7 @@ def http_url_problem(url: str) -> str | None:
         return f"expected an http:// or https:// URL; got {describe_value(url)} ({scheme})"
     try:
         _ = parsed.port  # a port out of range or not a number raises
-    except ValueError:
+    except (ValueError, RecursionError):
         return f"expected an http:// or https:// URL with a port in 1..65535; got {describe_value(url)}"
     if not parsed.hostname:
         return f"expected an http:// or https:// URL with a host; got {describe_value(url)}"
@@ -413,7 +413,7 @@ def http_json(
         raise ServerChangeError(f"{method} {url}: {getattr(error, 'reason', error)}") from None
     try:
         return status, json.loads(text) if text.strip() else {}
-    except ValueError:
+    except (ValueError, RecursionError):
         return status, text[:300]
 
 

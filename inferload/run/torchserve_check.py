@@ -175,7 +175,7 @@ def _served_models(target: Target, timeout_s: float) -> str:
     except requests.HTTPError as exc:
         status = exc.response.status_code if exc.response is not None else "?"
         return f"the served models could not be listed from management_url {base}: GET answered HTTP {status}"
-    except (requests.RequestException, ValueError, AttributeError) as exc:
+    except (requests.RequestException, ValueError, AttributeError, RecursionError) as exc:
         return f"the served models could not be listed from management_url {base}: {type(exc).__name__}"
     return f"it serves: {', '.join(sorted(names)) or 'no model'} (GET {base}/models)"
 

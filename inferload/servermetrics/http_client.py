@@ -2,12 +2,18 @@
 kept between reads), a timeout on every call, and every failure as a ``ScrapeError`` whose message
 says what happened. "connection refused" is said only when the OS answered ECONNREFUSED.
 
+Every session inferload reads a server with is mounted with `BoundedAdapter` (`bounded_session`):
+http.client skips interim (1xx) answers without end, each well within the socket's timeout, so a
+server that sends ``100 Continue`` for ever would hang the read; past `MAX_INTERIM_ANSWERS` of
+them the answer is refused.
+
 Safe under gevent once the process is monkey-patched (Locust's), and in plain threads (the collector).
 """
 
 from __future__ import annotations
 
 import errno
+import http.client
 import ssl
 import time
 from collections.abc import Mapping
@@ -16,6 +22,9 @@ from http.client import HTTPException
 from typing import Any, Protocol
 
 import requests
+import requests.adapters
+import urllib3
+import urllib3.connection
 from prometheus_client.parser import text_string_to_metric_families
 from urllib3 import exceptions as urllib3_exceptions
 
@@ -93,13 +102,18 @@ def not_http_answer(exc: BaseException) -> bool:
 
 
 def connection_problem(exc: BaseException) -> str:
-    """Why a connection failed, in a few words: 'connection refused' only for a real ECONNREFUSED."""
+    """Why a connection failed, in a few words: 'connection refused' only for a real ECONNREFUSED, 'a
+    broken HTTP answer (...)' when the server answered in something that is not HTTP/1.x."""
     causes = _causes(exc)
     tls = tls_problem(exc)
     if tls:
         return tls
     if any(isinstance(cause, OSError) and cause.errno == errno.ECONNREFUSED for cause in causes):
         return "connection refused"
+    if not_http_answer(exc):  # it connected and answered, but not in HTTP/1.x
+        broken = next(cause for cause in causes if isinstance(cause, HTTPException))
+        detail = str(broken).strip().splitlines()[0][:120] if str(broken).strip() else ""
+        return f"a broken HTTP answer ({type(broken).__name__}{': ' + detail if detail else ''})"
     os_errors = [cause for cause in causes if isinstance(cause, OSError) and cause.errno is not None]
     if os_errors:
         cause = os_errors[-1]
@@ -159,6 +173,7 @@ class BoundedSession(requests.Session):
 
     def __init__(self, deadline_s: float, max_bytes: int = MAX_SERVER_PAGE_BYTES) -> None:
         super().__init__()
+        bounded_session(self)
         self.deadline = time.monotonic() + deadline_s
         self.deadline_s = deadline_s
         self.max_bytes = max_bytes
@@ -178,21 +193,66 @@ class BoundedSession(requests.Session):
         )
 
 
-class _ServerNameAdapter(requests.adapters.HTTPAdapter):
-    """https:// connections that present and verify ``server_name`` (SNI) instead of the URL's host."""
+#: interim (1xx) answers taken before an answer's own: more is a server that never answers
+MAX_INTERIM_ANSWERS = 32
 
-    def __init__(self, server_name: str) -> None:
+
+class _InterimBoundedResponse(http.client.HTTPResponse):
+    """http.client's response, refusing more than `MAX_INTERIM_ANSWERS` interim answers before its own."""
+
+    _status_lines = 0
+
+    def _read_status(self) -> tuple[str, int, str]:
+        self._status_lines += 1
+        if self._status_lines > MAX_INTERIM_ANSWERS + 1:
+            raise HTTPException(f"more than {MAX_INTERIM_ANSWERS} interim (1xx) answers and no answer")
+        status: tuple[str, int, str] = super()._read_status()  # type: ignore[misc]
+        return status
+
+
+class _Connection(urllib3.connection.HTTPConnection):
+    response_class = _InterimBoundedResponse
+
+
+class _TlsConnection(urllib3.connection.HTTPSConnection):
+    response_class = _InterimBoundedResponse
+
+
+class _Pool(urllib3.HTTPConnectionPool):
+    ConnectionCls = _Connection
+
+
+class _TlsPool(urllib3.HTTPSConnectionPool):
+    ConnectionCls = _TlsConnection
+
+
+class BoundedAdapter(requests.adapters.HTTPAdapter):
+    """requests' adapter whose connections refuse an endless run of interim answers; with
+    ``server_name``, https:// connections present and verify it (SNI) instead of the URL's host."""
+
+    def __init__(self, server_name: str | None = None) -> None:
         self.server_name = server_name
         super().__init__()
 
     def init_poolmanager(self, *args: Any, **options: Any) -> None:
-        super().init_poolmanager(*args, server_hostname=self.server_name, assert_hostname=self.server_name, **options)
+        if self.server_name:
+            options.update(server_hostname=self.server_name, assert_hostname=self.server_name)
+        super().init_poolmanager(*args, **options)
+        self.poolmanager.pool_classes_by_scheme = {"http": _Pool, "https": _TlsPool}
+
+
+def bounded_session(session: requests.Session | None = None) -> requests.Session:
+    """``session`` (a new one when None) with `BoundedAdapter` mounted for http:// and https://."""
+    session = session if session is not None else requests.Session()
+    session.mount("http://", BoundedAdapter())
+    session.mount("https://", BoundedAdapter())
+    return session
 
 
 def use_server_name(session: requests.Session, server_name: str | None) -> None:
     """The session's https:// connections present and verify ``server_name`` (a TLS target's ``tls.server_name``)."""
     if server_name:
-        session.mount("https://", _ServerNameAdapter(server_name))
+        session.mount("https://", BoundedAdapter(server_name))
 
 
 class PageClient(Protocol):
@@ -211,7 +271,7 @@ class HttpClient:
         each page is read whole within ``timeout_s`` and ``max_bytes``."""
         self.timeout_s = timeout_s
         self.max_bytes = max_bytes
-        self._session = requests.Session()
+        self._session = bounded_session()
         for key, value in (tls or {}).items():
             setattr(self._session, key, value)
 
@@ -243,6 +303,8 @@ class HttpClient:
             answer = response.json()
         except ValueError as exc:
             raise ScrapeError(f"GET {url}: not JSON: {exc}") from None
+        except RecursionError:  # a document nested deeper than the parser goes
+            raise ScrapeError(f"GET {url}: not JSON: nested too deep") from None
         if not isinstance(answer, dict):
             raise ScrapeError(f"GET {url}: expected a JSON object; got {type(answer).__name__}")
         return answer

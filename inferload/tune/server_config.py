@@ -162,7 +162,7 @@ class HttpRefusal(ConfigError):
         self.status = status
         try:
             answer = json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):
             answer = None
         fields = answer if isinstance(answer, dict) else {}
         self.kind = str(fields.get("type") or "")

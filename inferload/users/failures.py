@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
 from tritonclient.utils import InferenceServerException
 
 from inferload.errors import (
@@ -53,6 +54,10 @@ _GRPC_UNDECODABLE = "Exception deserializing response!"
 NOT_A_RESPONSE = "not a ModelInferResponse"
 #: what a Triton HTTP answer whose JSON header cannot be read is
 NOT_A_TRITON_RESPONSE = "not a Triton inference response"
+#: what an answer that stopped before its end is
+CUT_SHORT = "cut short: the connection closed before its end"
+#: what an answer that is not HTTP/1.1, or whose framing (chunks, length) breaks, is
+BROKEN_FRAMING = "broken HTTP framing"
 
 
 def classify_exception(exc: BaseException, address: str) -> RequestError:
@@ -61,6 +66,11 @@ def classify_exception(exc: BaseException, address: str) -> RequestError:
         return exc
     if isinstance(exc, InferenceServerException):
         return _classify_triton(exc, address)
+    if isinstance(exc, HTTPConnectionClosed):
+        return RequestError(f"closed: {address} closed the connection before answering")
+    if isinstance(exc, HTTPParseError):
+        cut = "incomplete response" in str(exc).lower() or "connection closed" in str(exc).lower()
+        return bad_answer(CUT_SHORT if cut else BROKEN_FRAMING)
     if isinstance(exc, (socket.timeout, TimeoutError)) or type(exc).__name__ == "Timeout":
         return RequestTimeout(f"timeout: no answer from {address} in time")
     if isinstance(exc, ConnectionRefusedError) or (isinstance(exc, OSError) and exc.errno in _REFUSED_ERRNOS):

@@ -137,7 +137,7 @@ class GpuWatch:
             )
             response.raise_for_status()
             self.view = gpu_view(parse_gpu_answer(response.json()), None)
-        except (requests.RequestException, ValueError) as exc:
+        except (requests.RequestException, ValueError, RecursionError) as exc:
             why = mask_secrets(f"cannot read GPU figures from {settings.url}: {exc}", settings.secrets())
             self.view = gpu_view(None, why)
 

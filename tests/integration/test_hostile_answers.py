@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -24,13 +25,14 @@ from typing import Any
 
 import pytest
 
-from inferload.errors import ModelMismatchError, ServerError
+from inferload.errors import ModelMismatchError, ScrapeError, ServerError
 from inferload.run.bentoml_check import check_bentoml_target
 from inferload.run.kserve_check import read_v2_metadata_http
 from inferload.run.torchserve_check import check_torchserve_target
 from inferload.run.triton_check import fetch_triton_model_info
 from inferload.scenario import limits
 from inferload.scenario.targets import Target
+from inferload.servermetrics.http_client import HttpClient
 from tests.support.hostile_server import hostile_server
 from tests.support.scenario_factory import bare_target, write_scenario
 from tests.support.system_tools import REPO
@@ -138,6 +140,24 @@ def test_a_start_check_ends_by_its_deadline_on_a_server_that_drips_its_answer(mo
     assert 1.0 < took_s < 4.0, took_s  # without the deadline: 30 s, a byte every 0.3 s
 
 
+@pytest.mark.parametrize("kind", sorted(CHECKS))
+def test_a_start_check_refuses_a_server_that_sends_interim_answers_without_end(kind):
+    with hostile_server("continue-flood") as server:
+        started = time.monotonic()
+        with pytest.raises(ServerError) as refused:
+            CHECKS[kind](_target(kind, server.address))
+        took_s = time.monotonic() - started
+    assert took_s < 5.0, took_s  # before: never (http.client skips them without bound)
+    assert "\n" not in str(refused.value), str(refused.value)
+
+
+def test_server_readings_refuse_endless_interim_answers_and_json_nested_past_the_parser():
+    with hostile_server("continue-flood") as server, pytest.raises(ScrapeError, match="interim"):
+        HttpClient(timeout_s=5).text(f"http://{server.address}/metrics")
+    with hostile_server("deep-ok", depth=20_000) as server, pytest.raises(ScrapeError, match="not JSON: nested too deep"):
+        HttpClient(timeout_s=5).json(f"http://{server.address}/v2/models/stats")
+
+
 @pytest.mark.parametrize("fault", ["endless", "huge-length"])
 @pytest.mark.parametrize("kind", sorted(CHECKS))
 def test_a_start_check_reads_no_more_than_the_page_bound(kind, fault):
@@ -146,9 +166,20 @@ def test_a_start_check_reads_no_more_than_the_page_bound(kind, fault):
         CHECKS[kind](_target(kind, server.address))
 
 
-def test_a_broken_chunked_body_is_the_answers_fault_not_a_refused_connection(tmp_path):
-    _, output = _every_request_failed(tmp_path, "bad-chunk", "kserve-v2-http")
-    assert "broken answer body" in output and "connection error" not in output, output[-3000:]
+@pytest.mark.parametrize("transport", ["native", "python"])
+@pytest.mark.parametrize(
+    ("fault", "failure"),
+    [
+        ("bad-chunk", r"bad answer: broken HTTP framing"),
+        ("cut", r"bad answer: cut short: the connection closed before its end"),
+        ("close", r"closed: (http://)?127\.0\.0\.1:\d+ closed the connection before answering"),
+    ],
+    ids=["bad-chunk", "cut-short", "closed"],
+)
+def test_a_broken_answer_is_the_answers_fault_in_the_same_words_on_both_transports(tmp_path, fault, failure, transport):
+    _, output = _every_request_failed(tmp_path, fault, "kserve-v2-http", transport=transport)
+    assert re.search(failure, output), output[-3000:]
+    assert "connection error" not in output and "refused: " not in output, output[-3000:]
 
 
 TENSOR = {"name": "IN", "datatype": "FP32", "shape": [-1, 2]}

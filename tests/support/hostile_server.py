@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-FAULTS = ("deep", "deep-ok", "endless", "huge-length", "drip", "bad-chunk", "json", "goaway")
+FAULTS = ("deep", "deep-ok", "endless", "huge-length", "drip", "bad-chunk", "close", "cut", "continue-flood", "json", "goaway")
 
 
 @dataclass
@@ -89,6 +89,14 @@ def _answer(conn: socket.socket, fault: str, depth: int, drip_bytes: int, drip_e
             b"2\r\n[]\r\nzz\r\nnot a chunk\r\n0\r\n\r\n"
         )
         return
+    if fault == "continue-flood":  # interim answers without end, never the answer itself
+        while True:
+            conn.sendall(b"HTTP/1.1 100 Continue\r\n\r\n" * 64)
+    if fault == "close":  # the request read, then the connection closed with no answer
+        return
+    if fault == "cut":  # the answer stops a tenth of the way through its Content-Length
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n[1, 2, 3]\n")
+        return
     if fault == "drip":
         conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % drip_bytes)
         for _ in range(drip_bytes):
@@ -127,6 +135,8 @@ def hostile_server(
                 while not stopping.is_set() and _read_head(conn):
                     server.requests += 1
                     _answer(conn, fault, depth, drip_bytes, drip_every_s, document)
+                    if fault in ("close", "cut"):
+                        return  # the connection closes with the answer (or without one)
             except OSError:
                 pass  # the client hung up: what these faults end with
 

@@ -470,3 +470,21 @@ def test_a_bad_check_names_the_key_and_what_was_expected() -> None:
         native.check_answer({"answer": "json_list"}, "http", 200, [], b"")
     with pytest.raises(ValueError, match=r'check\.status: expected "200" or "2xx"'):
         native.check_answer({"answer": "none", "status": "201"}, "http", 200, [], b"")
+
+
+def test_geventhttpclient_failures_are_named_as_the_engine_names_them() -> None:
+    """The engine's texts for the same faults: tests/integration/test_hostile_answers.py, both transports."""
+    from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
+
+    def named(exc: BaseException) -> tuple[str, str]:
+        error = classify_exception(exc, ADDRESS)
+        return type(error).__name__, str(error)
+
+    assert named(HTTPConnectionClosed("connection closed.")) == (
+        "RequestError",
+        f"closed: {ADDRESS} closed the connection before answering",
+    )
+    cut = ("RequestError", "bad answer: cut short: the connection closed before its end")
+    assert named(HTTPParseError("Incomplete response.")) == cut
+    assert named(HTTPParseError("connection closed before end of the headers")) == cut
+    assert named(HTTPParseError("invalid character in chunk size")) == ("RequestError", "bad answer: broken HTTP framing")

@@ -69,11 +69,6 @@ impl Failure {
         )
     }
 
-    /// `RequestError("client error: {kind}: {message}")`: the client could not complete the call.
-    pub fn client_error(kind: &str, message: &str) -> Failure {
-        Failure::new(REQUEST_ERROR, format!("client error: {kind}: {message}"))
-    }
-
     /// `RequestError("bad answer: {what}")`: an answer its protocol cannot read.
     pub fn bad_answer(what: &str) -> Failure {
         Failure::new(REQUEST_ERROR, format!("bad answer: {what}"))
@@ -93,6 +88,19 @@ impl Failure {
     pub fn is_refused(&self) -> bool {
         self.class == CONNECTION_REFUSED
     }
+}
+
+/// What an answer that stopped before its end is (`bad answer: ...`).
+pub const CUT_SHORT: &str = "cut short: the connection closed before its end";
+/// What an answer that is not HTTP/1.1, or whose framing (chunks, length) breaks, is.
+pub const BROKEN_FRAMING: &str = "broken HTTP framing";
+
+/// `RequestError("closed: {address} closed the connection before answering")`.
+pub fn closed_before_answering(address: &str) -> Failure {
+    Failure::new(
+        REQUEST_ERROR,
+        format!("closed: {address} closed the connection before answering"),
+    )
 }
 
 /// A text's first line: stripped of ASCII whitespace, up to its first `\r` or `\n`, at most

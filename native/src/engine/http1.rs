@@ -4,13 +4,13 @@
 //! content event stamped at its first byte's read, the figures of `generation.rs` (TTFT as the
 //! first response, the gaps between content events as the gaps of a stream's `StreamTiming`).
 //!
-//! Failures are named as the Python path (geventhttpclient + `classify_exception`) names them:
-//! a refused connect `refused: ...`; no answer in time `timeout: ...`; a closed connection before
-//! any answer byte `client error: HTTPConnectionClosed: connection closed.`, after some
-//! `client error: HTTPParseError: Incomplete response.`; an unparsable answer
-//! `client error: HTTPParseError: <hyper's reason>` (hyper's words, not geventhttpclient's);
-//! another socket or TLS error `connection error to ADDR: <OSError subclass | SSLError |
-//! SSLCertVerificationError>`; a host that does not resolve `connection error to ADDR: gaierror`.
+//! Failures in the vocabulary's words (`checks.rs`; the Python transport's `classify_exception`
+//! gives the same): a refused connect `refused: ...`; no answer in time `timeout: ...`; a
+//! connection closed before any answer byte `closed: ADDR closed the connection before
+//! answering`, after some `bad answer: cut short ...`; an answer that is not HTTP/1.1 or whose
+//! framing breaks `bad answer: broken HTTP framing`; another socket or TLS error `connection error
+//! to ADDR: <OSError subclass | SSLError | SSLCertVerificationError>`; a host that does not resolve
+//! `connection error to ADDR: gaierror`.
 
 use std::sync::Arc;
 
@@ -69,8 +69,8 @@ fn connect_failure(error: &ConnectError, address: &str) -> Failure {
     }
 }
 
-fn closed() -> Failure {
-    Failure::client_error("HTTPConnectionClosed", "connection closed.")
+fn closed(address: &str) -> Failure {
+    checks::closed_before_answering(address)
 }
 
 /// A hyper error of a call whose request may have gone out.
@@ -100,27 +100,33 @@ fn hyper_failure(error: &hyper::Error, stamps: &Stamps, address: &str) -> Failur
             return io_failure(io_error, address);
         }
         return match io_error.kind() {
-            std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::UnexpectedEof => closed(),
+            std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::UnexpectedEof => {
+                if stamps.read_bytes() == 0 {
+                    closed(address)
+                } else {
+                    Failure::bad_answer(checks::CUT_SHORT)
+                }
+            }
             // hyper's own word on a body it cannot decode (a broken chunk): the answer's fault, not the connection's
             std::io::ErrorKind::InvalidData | std::io::ErrorKind::InvalidInput
                 if io_error.raw_os_error().is_none() =>
             {
-                Failure::client_error("HTTPParseError", &format!("broken answer body: {io_error}"))
+                Failure::bad_answer(checks::BROKEN_FRAMING)
             }
             _ => io_failure(io_error, address),
         };
     }
     if error.is_incomplete_message() || error.is_closed() || error.is_canceled() {
         return if stamps.read_bytes() == 0 {
-            closed()
+            closed(address)
         } else {
-            Failure::client_error("HTTPParseError", "Incomplete response.")
+            Failure::bad_answer(checks::CUT_SHORT)
         };
     }
     if error.is_parse() || error.is_parse_status() || error.is_parse_too_large() {
-        return Failure::client_error("HTTPParseError", &error.to_string());
+        return Failure::bad_answer(checks::BROKEN_FRAMING);
     }
-    Failure::client_error("HTTPException", &error.to_string())
+    Failure::new(checks::REQUEST_ERROR, format!("client error: {error}"))
 }
 
 impl HttpConn {
@@ -361,7 +367,7 @@ pub async fn call(
                 *conn = Some(HttpConn::connect(target).await?);
             }
             let live = conn.as_mut().expect("connected");
-            live.sender.ready().await.map_err(|_| closed())?;
+            live.sender.ready().await.map_err(|_| closed(address))?;
             live.stamps.arm();
             match live.sender.send_request(outgoing()).await {
                 Ok(response) => break (live, response),
@@ -405,7 +411,9 @@ pub async fn call(
                 }
                 match e.downcast::<hyper::Error>() {
                     Ok(hyper_error) => hyper_failure(&hyper_error, &live.stamps, address),
-                    Err(other) => Failure::client_error("HTTPException", &other.to_string()),
+                    Err(other) => {
+                        Failure::new(checks::REQUEST_ERROR, format!("client error: {other}"))
+                    }
                 }
             })?
             .to_bytes();
