@@ -71,7 +71,7 @@ from gevent.queue import Queue
 from locust import User, constant
 from locust.exception import StopTest
 
-from inferload.errors import ConnectionRefused, ScenarioError, SequenceRefused
+from inferload.errors import ConnectionRefused, RequestTimeout, ScenarioError, SequenceRefused
 from inferload.measure.trace_join import ClientTraceRecords
 from inferload.scenario.inputs import InputSpec
 from inferload.scenario.kinds import SERVER_KINDS, TARGET_KINDS
@@ -95,6 +95,9 @@ __all__ = [
     "inference_task",
 ]
 
+#: the Python transport's deadline for a whole call is the target's timeout and this (its client
+#: library's own timeouts, on each wait, say it first when they can)
+CALL_DEADLINE_GRACE_S = 1.0
 #: the exit code of a test stopped for a configuration error (inferload's rule: 2 for usage errors)
 EXIT_USAGE = 2
 #: an address every kind accepts: a target written without one is validated with it at class creation
@@ -213,10 +216,18 @@ class InferenceClient:
         user = self.user
         user.wanted_request_index = request_index
         user.sent_request_index = None
+        # one deadline for the whole call, as the engine has: a client library's timeouts bound each
+        # wait on the socket, not an answer that never ends (headers, interim answers, a drip)
+        overdue = RequestTimeout(f"timeout: no answer from {user.target.address} in time")
         try:
-            return None, user.send(), user.sent_request_index
+            with gevent.Timeout(user.target.timeout + CALL_DEADLINE_GRACE_S, overdue):
+                return None, user.send(), user.sent_request_index
         except Exception as exc:  # every client failure becomes a classified Locust failure
-            return classify_exception(exc, user.target.address), 0, user.sent_request_index
+            error = classify_exception(exc, user.target.address)
+            # reported by its class and message: its frames (and the answer they read, up to
+            # max_answer_bytes) would live as long as anything keeps the error
+            error.__traceback__ = None
+            return error, 0, user.sent_request_index
         finally:
             user.wanted_request_index = None
 

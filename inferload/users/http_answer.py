@@ -15,7 +15,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
+import geventhttpclient.client
 from geventhttpclient import HTTPClient
+from geventhttpclient.response import HTTPParseError, HTTPSocketPoolResponse
 from geventhttpclient.url import URL
 
 from inferload.errors import HttpStatusError, RequestError
@@ -30,6 +32,31 @@ from inferload.users.tls import http_tls_options
 DETAIL_CHARS = 300
 #: bytes read from an answer at a time (the bound is checked between reads)
 READ_BLOCK_BYTES = 256 * 1024
+#: the most an answer's head (status line, headers, interim answers) may take
+MAX_HEAD_BYTES = 1024 * 1024
+
+
+class _BoundedHeadResponse(HTTPSocketPoolResponse):
+    """geventhttpclient's response, refusing a head longer than `MAX_HEAD_BYTES`."""
+
+    _head_bytes = 0
+
+    def feed(self, data: str | bytes) -> None:
+        if not self.headers_complete or self.get_code() < 200:
+            self._head_bytes += len(data)
+            if self._head_bytes > MAX_HEAD_BYTES:
+                raise HTTPParseError(f"answer head larger than {MAX_HEAD_BYTES} bytes")
+        super().feed(data)
+
+
+def bound_answer_heads() -> None:
+    """Make geventhttpclient's clients (the Python transport's, tritonclient.http's) refuse an answer
+    whose head passes `MAX_HEAD_BYTES`. geventhttpclient reads a head, and the interim answers
+    before it, for as long as bytes come, without yielding to gevent while they do: a server that
+    sends header lines (or ``100 Continue``) without end held the user's greenlet, and with it
+    every timeout and the run's end. Its response class is a module global it looks up per
+    request, so this sets it, once per process; idempotent."""
+    geventhttpclient.client.HTTPSocketPoolResponse = _BoundedHeadResponse  # type: ignore[misc]
 
 
 class Answer(Protocol):
@@ -101,6 +128,7 @@ def _read_bounded(response: Answer, max_answer_bytes: int) -> bytes:
 def open_client(target: Target, scenario_dir: Path) -> HTTPClient:
     """One user's client of the target's address (http:// when it names no scheme), with its timeout
     and, for an https:// address, the target's tls (CA, client certificate, server name)."""
+    bound_answer_heads()
     url = URL(target.address if "://" in target.address else f"http://{target.address}")
     tls = http_tls_options(target.tls, scenario_dir, target.name) if target.tls is not None else {}
     return HTTPClient.from_url(url, concurrency=1, connection_timeout=target.timeout, network_timeout=target.timeout, **tls)

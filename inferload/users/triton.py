@@ -74,6 +74,7 @@ from inferload.users.failures import (
     check_output_shape,
     read_json,
 )
+from inferload.users.http_answer import bound_answer_heads
 from inferload.users.request_pool import RequestData
 from inferload.users.sequence import http_body_with_sequence, native_sequence, user_sequences
 from inferload.users.tls import grpc_credentials, http_tls_options, native_tls
@@ -205,6 +206,7 @@ class TritonHttpUser(InferenceUser):
     def connect(self) -> None:
         target = self.target
         tls = http_tls_options(target.tls, self.scenario_dir, target.name) if target.tls is not None else {}
+        bound_answer_heads()
         self._client = httpclient.InferenceServerClient(
             url=_host_port(target.address),
             connection_timeout=target.timeout,

@@ -97,7 +97,7 @@ def test_an_answer_nested_20000_deep_is_a_counted_failure_on_every_http_kind_and
 def _every_request_failed(tmp_path: Path, fault: str, kind: str, transport: str = "native", **extra: Any) -> tuple[int, str]:
     """One target of `kind` run against the fault: the run wrote its summary and counted every request it
     sent a failure. (the run's peak RSS in KiB, its output)"""
-    target = bare_target("t", kind, "", model="m", timeout="5s", **extra)
+    target = bare_target("t", kind, "", model="m", **{"timeout": "5s", **extra})
     with hostile_server(fault) as server:
         target["address"] = server.address
         _, summary, peak_kib, output = _run(tmp_path, [target], transport=transport)
@@ -108,9 +108,13 @@ def _every_request_failed(tmp_path: Path, fault: str, kind: str, transport: str 
 
 
 @pytest.mark.parametrize("transport", ["native", "python"])
-@pytest.mark.parametrize("fault", ["endless", "huge-length"])
-def test_an_endless_or_huge_answer_fails_at_max_answer_bytes_and_memory_stays_bounded(tmp_path, fault, transport):
-    bound = 1024 * 1024
+@pytest.mark.parametrize(
+    ("fault", "bound"),
+    [("endless", 1024 * 1024), ("huge-length", 1024 * 1024), ("endless", limits.DEFAULT_MAX_ANSWER_BYTES)],
+    ids=["endless", "huge-length", "endless-at-the-default-bound"],
+)
+def test_an_endless_or_huge_answer_fails_at_max_answer_bytes_and_memory_stays_bounded(tmp_path, fault, bound, transport):
+    # at the default bound (64 MiB) the Python transport grew to 1.7 GB: each failure's frames kept what they read
     peak_kib, output = _every_request_failed(tmp_path, fault, "kserve-v2-http", transport, max_answer_bytes=bound)
     assert f"answer larger than {bound} bytes" in output, output[-3000:]
     # a whole Locust process is ~150 MB here; without the bound the client grew to gigabytes
@@ -138,6 +142,15 @@ def test_a_start_check_ends_by_its_deadline_on_a_server_that_drips_its_answer(mo
             CHECKS[kind](_target(kind, server.address))
         took_s = time.monotonic() - started
     assert 1.0 < took_s < 4.0, took_s  # without the deadline: 30 s, a byte every 0.3 s
+
+
+@pytest.mark.parametrize("fault", ["header-flood", "continue-flood"])
+def test_on_the_python_transport_an_answer_that_never_ends_its_head_times_out_and_the_run_ends(tmp_path, fault):
+    """Its client library's timeouts bound each socket wait; the call's own deadline bounds the call."""
+    started = time.monotonic()
+    _, output = _every_request_failed(tmp_path, fault, "torchserve-rest", "python", timeout="2s")
+    assert time.monotonic() - started < 30, output[-3000:]  # a 3 s run; before: never ended
+    assert "timeout: no answer from" in output or "bad answer" in output, output[-3000:]
 
 
 @pytest.mark.parametrize("kind", sorted(CHECKS))

@@ -26,7 +26,20 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-FAULTS = ("deep", "deep-ok", "endless", "huge-length", "drip", "bad-chunk", "close", "cut", "continue-flood", "json", "goaway")
+FAULTS = (
+    "deep",
+    "deep-ok",
+    "endless",
+    "huge-length",
+    "drip",
+    "bad-chunk",
+    "close",
+    "cut",
+    "continue-flood",
+    "header-flood",
+    "json",
+    "goaway",
+)
 
 
 @dataclass
@@ -92,6 +105,10 @@ def _answer(conn: socket.socket, fault: str, depth: int, drip_bytes: int, drip_e
     if fault == "continue-flood":  # interim answers without end, never the answer itself
         while True:
             conn.sendall(b"HTTP/1.1 100 Continue\r\n\r\n" * 64)
+    if fault == "header-flood":  # a status line, then header lines without end
+        conn.sendall(b"HTTP/1.1 200 OK\r\n")
+        while True:
+            conn.sendall(b"X-Flood: yes\r\n" * 256)
     if fault == "close":  # the request read, then the connection closed with no answer
         return
     if fault == "cut":  # the answer stops a tenth of the way through its Content-Length
