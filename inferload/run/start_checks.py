@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -86,12 +87,19 @@ def fit_to_models(
     """Fit every target's users to its model and, with `check`, run the start checks: raise one
     StartCheckError (a line per problem, in target order) when a server cannot be reached, does
     not serve the target's model, or the scenario's tensors differ from the model's; log each
-    warning."""
+    warning. The targets are checked side by side (each check has its own deadline: a slow server
+    delays the start by one deadline, not one per target)."""
     by_target = {cls.target.name: cls for cls in user_classes}
     context = StartContext(infos, scenario.base_dir, check)
-    problems: list[str] = []
-    for target in scenario.targets:
+
+    def start_check(target: Target) -> StartFindings:
         found: StartFindings = implementation(target.server, "start_check")(by_target[target.name], context)
+        return found
+
+    with ThreadPoolExecutor(max_workers=max(1, len(scenario.targets)), thread_name_prefix="start-check") as pool:
+        findings = list(pool.map(start_check, scenario.targets))
+    problems: list[str] = []
+    for found in findings:
         problems.extend(found.problems)
         for warning in found.warnings:
             logger.warning("%s; going on", warning)

@@ -94,6 +94,20 @@ def test_an_answer_nested_20000_deep_is_a_counted_failure_on_every_http_kind_and
         assert figures["requests"] > 0 and figures["failures"] == figures["requests"], (kind, figures)
 
 
+def test_targets_are_fitted_side_by_side_so_a_dripping_server_delays_the_start_by_one_deadline(tmp_path):
+    """Without start checks the users are still fitted to the models (a metadata read each, within
+    the check deadline, 15 s): five targets at a server that drips its answers took 45 s before
+    the first request (triton, kserve v2 and v1 read one after another), now one deadline; the
+    server readings before and after (5 s timeouts, three servers) one timeout each, not three.
+    A 3 s run: 26 s here, 66 s before."""
+    with hostile_server("drip", drip_bytes=1000, drip_every_s=0.5) as server:
+        started = time.monotonic()
+        _, summary, _, output = _run(tmp_path, _targets(server.address))
+        took_s = time.monotonic() - started
+    assert summary is not None, output[-2000:]
+    assert limits.CHECK_DEADLINE_S < took_s < 3 * limits.CHECK_DEADLINE_S, took_s
+
+
 def _every_request_failed(tmp_path: Path, fault: str, kind: str, transport: str = "native", **extra: Any) -> tuple[int, str]:
     """One target of `kind` run against the fault: the run wrote its summary and counted every request it
     sent a failure. (the run's peak RSS in KiB, its output)"""
