@@ -94,6 +94,24 @@ def test_an_answer_nested_20000_deep_is_a_counted_failure_on_every_http_kind_and
         assert figures["requests"] > 0 and figures["failures"] == figures["requests"], (kind, figures)
 
 
+def test_a_large_json_answer_is_checked_without_building_it(tmp_path):
+    """The engine reads of a JSON answer only what its check needs (names, shapes, lengths): a 50 MB
+    v2 answer of 25 million numbers, under a raised max_answer_bytes, took 3.5 GB as a value tree."""
+    data = b",".join([b"0"] * 25_000_000)
+    answer = (
+        b'{"model_name": "m", "outputs": [{"name": "OUT", "datatype": "FP32", "shape": [1, 25000000], "data": [' + data + b"]}]}"
+    )
+    target = bare_target(
+        "t", "kserve-v2-http", "", model="m", timeout="20s", response_check="shape", max_answer_bytes=128 * 1024 * 1024
+    )
+    with hostile_server("json", body=answer) as server:
+        target["address"] = server.address
+        _, summary, peak_kib, output = _run(tmp_path, [target], duration="4s")
+    assert summary is not None, output[-2000:]
+    assert summary["targets"]["t"]["requests"] > 0, summary["targets"]["t"]
+    assert peak_kib < 700 * 1024, peak_kib
+
+
 def test_targets_are_fitted_side_by_side_so_a_dripping_server_delays_the_start_by_one_deadline(tmp_path):
     """Without start checks the users are still fitted to the models (a metadata read each, within
     the check deadline, 15 s): five targets at a server that drips its answers took 45 s before

@@ -141,7 +141,7 @@ def hostile_server(
     listener.settimeout(0.2)
     server = HostileServer(address=f"127.0.0.1:{listener.getsockname()[1]}")
     stopping = threading.Event()
-    document = json.dumps(body).encode()
+    document = body if isinstance(body, bytes) else json.dumps(body).encode()  # bytes: sent as they are
 
     def serve(conn: socket.socket) -> None:
         with conn:

@@ -9,13 +9,13 @@
 //!   never its values) and `bad output shape: 'NAME' expected [..]; got [..]`;
 //! - an answer its protocol cannot read: `bad answer: ...`.
 //!
-//! JSON is read by serde_json (RFC 8259: UTF-8, no NaN, finite numbers, at most 127 levels deep).
+//! JSON is read by serde_json (RFC 8259: UTF-8, no NaN, finite numbers, at most 127 levels deep),
+//! as an outline of what the check reads (`outline.rs`), never built whole.
 //! A check is built once per target ([`Check`]); [`judge_grpc`] and [`judge_http`] run it on one
 //! answer and give the response length reported to Locust, or the failure.
 
-use serde_json::Value;
-
 use super::generation::{Goodput, StreamFormat, TokenizerFile};
+use super::outline::{read_outline, Keep, Outline};
 
 /// One failed call: the class name of `inferload/errors.py` and the message.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -109,11 +109,6 @@ pub fn first_line(text: &str, limit: usize) -> String {
     let stripped = text.trim_matches(WHITESPACE);
     let line = stripped.split(['\r', '\n']).next().unwrap_or_default();
     line.chars().take(limit).collect()
-}
-
-/// The answer as JSON (RFC 8259, UTF-8); None when it is not JSON.
-pub fn read_json(body: &[u8]) -> Option<Value> {
-    serde_json::from_slice(body).ok()
 }
 
 fn http_status_error(status: u16, reason: &str) -> Failure {
@@ -450,11 +445,10 @@ pub fn judge_http(
 
 /// An error answer's reason, by the target's rule ([`Reason`]).
 pub fn error_reason(rule: &Reason, body: &[u8]) -> String {
-    if let Some(answer @ Value::Object(_)) = read_json(body) {
+    let keep = Keep::paths(rule.keys.iter().map(String::as_str));
+    if let Some(answer @ Outline::Object { .. }) = read_outline(body, &keep) {
         let stated = rule.keys.iter().find_map(|path| {
-            let found = path
-                .split('.')
-                .try_fold(&answer, |at, key| at.as_object()?.get(key))?;
+            let found = path.split('.').try_fold(&answer, |at, key| at.get(key))?;
             found
                 .as_str()
                 .filter(|text| !text.trim_matches(WHITESPACE).is_empty())
@@ -477,24 +471,23 @@ fn plural(n: usize) -> &'static str {
 
 /// A short, value-free description of a decoded answer (None: not JSON), so that Locust groups
 /// the failures: a list by its length, an object by its keys (sorted, at most five).
-pub fn describe_answer(answer: Option<&Value>) -> String {
+pub fn describe_answer(answer: Option<&Outline>) -> String {
     match answer {
         None => "a body that is not JSON".into(),
-        Some(Value::Array(items)) => {
-            format!("a list of {} item{}", items.len(), plural(items.len()))
-        }
-        Some(Value::Object(members)) if members.is_empty() => "an empty object".into(),
-        Some(Value::Object(members)) => {
-            let mut keys: Vec<&str> = members.keys().map(String::as_str).collect();
+        Some(Outline::List { len, .. }) => format!("a list of {len} item{}", plural(*len)),
+        Some(Outline::Object { keys, .. }) if keys.is_empty() => "an empty object".into(),
+        Some(Outline::Object { keys, .. }) => {
+            let mut keys: Vec<&str> = keys.iter().map(String::as_str).collect();
             keys.sort_unstable();
+            keys.dedup();
             let shown = keys.iter().take(5).copied().collect::<Vec<_>>().join(", ");
             let more = if keys.len() > 5 { ", ..." } else { "" };
             format!("an object with keys [{shown}{more}]")
         }
-        Some(Value::Null) => "null".into(),
-        Some(Value::Bool(_)) => "a boolean".into(),
-        Some(Value::Number(_)) => "a number".into(),
-        Some(Value::String(_)) => "a string".into(),
+        Some(Outline::Null) => "null".into(),
+        Some(Outline::Bool) => "a boolean".into(),
+        Some(Outline::Number(_)) => "a number".into(),
+        Some(Outline::String(_)) => "a string".into(),
     }
 }
 
@@ -504,8 +497,8 @@ fn items(n: usize) -> String {
 
 /// A JSON list of `length` items (TorchServe's and BentoML's `shape` check).
 pub fn check_json_list(body: &[u8], length: usize) -> Result<(), Failure> {
-    let answer = read_json(body);
-    if matches!(&answer, Some(Value::Array(list)) if list.len() == length) {
+    let answer = read_outline(body, &Keep::Nothing);
+    if matches!(&answer, Some(Outline::List { len, .. }) if *len == length) {
         return Ok(());
     }
     Err(Failure::new(
@@ -520,14 +513,13 @@ pub fn check_json_list(body: &[u8], length: usize) -> Result<(), Failure> {
 
 /// `{"predictions": [length items]}` (KServe v1's `shape` check).
 pub fn check_v1_predictions(body: &[u8], length: usize) -> Result<(), Failure> {
-    let answer = read_json(body);
-    let predictions = match &answer {
-        Some(Value::Object(members)) => members.get("predictions"),
-        _ => None,
-    };
+    let answer = read_outline(body, &Keep::paths(["predictions"]));
+    let predictions = answer.as_ref().and_then(|a| a.get("predictions"));
     let got = match predictions {
-        Some(Value::Array(list)) if list.len() == length => return Ok(()),
-        Some(list @ Value::Array(_)) => format!("predictions is {}", describe_answer(Some(list))),
+        Some(Outline::List { len, .. }) if *len == length => return Ok(()),
+        Some(list @ Outline::List { .. }) => {
+            format!("predictions is {}", describe_answer(Some(list)))
+        }
         _ => describe_answer(answer.as_ref()),
     };
     Err(Failure::new(
@@ -540,8 +532,21 @@ pub fn check_v1_predictions(body: &[u8], length: usize) -> Result<(), Failure> {
 }
 
 /// The dims of a stated shape: a list of integers, or None.
-fn integer_dims(shape: &Value) -> Option<Vec<i64>> {
-    shape.as_array()?.iter().map(Value::as_i64).collect()
+fn integer_dims(shape: &Outline) -> Option<Vec<i64>> {
+    shape.items()?.iter().map(Outline::as_i64).collect()
+}
+
+/// What the shape checks keep of an answer: each output's name and shape (with `more` of its members).
+fn outputs_kept(more: Vec<(String, Keep)>) -> Keep {
+    let mut output = vec![
+        ("name".to_owned(), Keep::Nothing),
+        ("shape".to_owned(), Keep::Items(Box::new(Keep::Nothing))),
+    ];
+    output.extend(more);
+    Keep::Members(vec![(
+        "outputs".to_owned(),
+        Keep::Items(Box::new(Keep::Members(output))),
+    )])
 }
 
 fn dims_text(dims: &[i64]) -> String {
@@ -552,10 +557,10 @@ fn dims_text(dims: &[i64]) -> String {
 /// The outputs' stated shapes checked against the expected ones, in the expected order: an
 /// output named twice is read by its last entry; an output that is no object with a string name
 /// is not one of them.
-fn check_stated_shapes(shapes: &[(String, Vec<i64>)], outputs: &[Value]) -> Result<(), Failure> {
+fn check_stated_shapes(shapes: &[(String, Vec<i64>)], outputs: &[Outline]) -> Result<(), Failure> {
     for (name, expected) in shapes {
         let stated = outputs.iter().rev().find_map(|output| {
-            let output = output.as_object()?;
+            matches!(output, Outline::Object { .. }).then_some(())?;
             (output.get("name")?.as_str()? == name).then(|| output.get("shape"))
         });
         let Some(stated) = stated else { continue };
@@ -571,8 +576,9 @@ fn check_stated_shapes(shapes: &[(String, Vec<i64>)], outputs: &[Value]) -> Resu
 
 /// A KServe v2 answer: an object with a list of `outputs`, their shapes when checked.
 fn check_v2_answer(check: &Check, body: &[u8]) -> Result<(), Failure> {
-    let answer = read_json(body);
-    let Some(Value::Array(outputs)) = answer.as_ref().and_then(|a| a.get("outputs")) else {
+    let answer = read_outline(body, &outputs_kept(Vec::new()));
+    let Some(Outline::List { items: outputs, .. }) = answer.as_ref().and_then(|a| a.get("outputs"))
+    else {
         return Err(Failure::new(
             BAD_OUTPUT_SHAPE,
             format!(
@@ -623,23 +629,27 @@ fn judge_triton_http(
             }
         }
     };
-    let Some(Value::Object(answer)) = read_json(json) else {
+    let parameters = Keep::paths(["binary_data_size"]);
+    let kept = outputs_kept(vec![("parameters".to_owned(), parameters)]);
+    let Some(answer @ Outline::Object { .. }) = read_outline(json, &kept) else {
         return Err(not_triton("its JSON header is not a JSON object"));
     };
     let outputs = match answer.get("outputs") {
         None => &[][..],
-        Some(Value::Array(outputs)) => outputs.as_slice(),
+        Some(Outline::List { items, .. }) => items.as_slice(),
         Some(_) => return Err(not_triton("outputs is not a list")),
     };
     let mut size = 0u64;
     for (index, output) in outputs.iter().enumerate() {
-        let named = output.as_object().and_then(|o| {
-            Some((
-                o.get("name")?.as_str()?,
-                integer_dims(o.get("shape")?)?,
-                o.get("parameters"),
-            ))
-        });
+        let named = matches!(output, Outline::Object { .. })
+            .then(|| {
+                Some((
+                    output.get("name")?.as_str()?,
+                    integer_dims(output.get("shape")?)?,
+                    output.get("parameters"),
+                ))
+            })
+            .flatten();
         let Some((name, shape, parameters)) = named else {
             return Err(not_triton(&format!(
                 "outputs[{index}] is not an object with a name and a shape of integers"
@@ -655,8 +665,8 @@ fn judge_triton_http(
             }
         }
         let stated = match parameters {
-            None | Some(Value::Null) => None,
-            Some(Value::Object(parameters)) => parameters.get("binary_data_size"),
+            None | Some(Outline::Null) => None,
+            Some(parameters @ Outline::Object { .. }) => parameters.get("binary_data_size"),
             Some(_) => {
                 return Err(not_triton(&format!(
                     "outputs[{index}].parameters is not an object"
@@ -664,7 +674,7 @@ fn judge_triton_http(
             }
         };
         size = size.saturating_add(match stated {
-            None | Some(Value::Null) => 0,
+            None | Some(Outline::Null) => 0,
             Some(value) => value.as_u64().ok_or_else(|| {
                 not_triton(&format!(
                     "outputs[{index}].parameters.binary_data_size is not a byte count"
@@ -824,8 +834,8 @@ mod tests {
             );
         }
         let nested = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
-        assert!(read_json(nested(127).as_bytes()).is_some());
-        assert!(read_json(nested(128).as_bytes()).is_none());
+        assert!(read_outline(nested(127).as_bytes(), &Keep::Nothing).is_some());
+        assert!(read_outline(nested(128).as_bytes(), &Keep::Nothing).is_none());
         let deep = nested(200);
         assert_eq!(
             message(http(&list, 200, &deep)),

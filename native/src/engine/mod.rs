@@ -9,7 +9,7 @@
 //! `net` (connections, wire timestamps), `sse` (server-sent events framed and stamped), `generation`
 //! (a streamed generation's content events and figures), `tls`, `pacer` (open loop), `record` (the wire format of
 //! `RunRecord.merge_wire` and Locust's statistics), `checks` (answers judged, failures
-//! in inferload's own words), `clock`, `target`, `python` (the API).
+//! in inferload's own words; `outline`: a JSON answer read as far as a check needs it), `clock`, `target`, `python` (the API).
 
 pub mod call;
 pub mod checks;
@@ -21,6 +21,7 @@ pub mod grpc;
 pub mod http1;
 pub mod net;
 pub mod outcome;
+pub mod outline;
 pub mod pacer;
 pub mod python;
 pub mod record;
