@@ -941,7 +941,8 @@ def record_arrivals(
         read_access_logs(sources, fields, targets, recording, csv_header=source_format == "csv")
     if not recording.times:
         left = "; ".join(f"{n:,} {why}" for why, n in recording.left_out.items())
-        raise InferloadError("no arrivals found" + (f" ({left} left out)" if left else ""))
+        read = ", ".join(str(source) for source in sources)
+        raise InferloadError(f"no arrivals found in {read}" + (f" ({left} left out)" if left else ""))
     if not targets and len(recording.names) == 2:  # one model (or value), not mapped: no target column
         recording.codes = array("H", bytes(2 * len(recording.codes)))
         recording.names = [None]

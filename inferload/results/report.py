@@ -167,8 +167,12 @@ img { max-width: 100%; display: block; margin: 8px 0; } .muted { color: #666; }
 """
 
 
+#: control characters (a target name's terminal escapes) shown as U+FFFD, never written raw
+_CONTROL = {code: "\ufffd" for code in [*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F]}
+
+
 def _esc(value: Any) -> str:
-    return html.escape(str(value))
+    return html.escape(str(value).translate(_CONTROL))
 
 
 def fmt(value: Any, spec: str = ".2f", suffix: str = "") -> str:

@@ -323,3 +323,11 @@ def test_window_figures_out_of_range_are_left_out_so_the_gate_does_not_overflow(
     out, err = capsys.readouterr()
     assert code == 0 and err == "" and "regression gate" in out
     assert read_windows(folder / "windows.csv").notes == ["windows.csv line 4: requests: not a whole number >= 0; row skipped."]
+
+
+def test_report_html_writes_no_control_character_of_a_name() -> None:
+    """A target named with terminal escapes (ESC, BEL) is shown with U+FFFD in report.html, as compare escapes it."""
+    from inferload.results.report import _esc
+
+    assert _esc("fast\x1b[31m<b>\x07") == "fast\ufffd[31m&lt;b&gt;\ufffd"
+    assert _esc("tab\tand\nnewline") == "tab\tand\nnewline"

@@ -426,3 +426,10 @@ def test_a_run_cut_off_while_writing_leaves_no_file_under_the_final_name(
     else:
         assert code == 130 and err == "inferload: interrupted\n"  # Ctrl-C while writing
     assert list(out_dir.iterdir()) == []  # neither the replay file, nor its summary, nor a temporary file
+
+
+def test_an_empty_trace_names_the_file_that_had_no_arrivals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    empty = tmp_path / "empty.log"
+    empty.write_text("")
+    code, _, err = run(capsys, str(empty), "--format", "jsonl", "--out", str(tmp_path / "r.csv"))
+    assert code != 0 and f"no arrivals found in {empty}" in one_line(err)
