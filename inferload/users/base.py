@@ -62,6 +62,7 @@ import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -216,11 +217,8 @@ class InferenceClient:
         user = self.user
         user.wanted_request_index = request_index
         user.sent_request_index = None
-        # one deadline for the whole call, as the engine has: a client library's timeouts bound each
-        # wait on the socket, not an answer that never ends (headers, interim answers, a drip)
-        overdue = RequestTimeout(f"timeout: no answer from {user.target.address} in time")
         try:
-            with gevent.Timeout(user.target.timeout + CALL_DEADLINE_GRACE_S, overdue):
+            with gevent.Timeout(user.target.timeout + CALL_DEADLINE_GRACE_S, self._overdue):
                 return None, user.send(), user.sent_request_index
         except Exception as exc:  # every client failure becomes a classified Locust failure
             error = classify_exception(exc, user.target.address)
@@ -230,6 +228,13 @@ class InferenceClient:
             return error, 0, user.sent_request_index
         finally:
             user.wanted_request_index = None
+
+    @cached_property
+    def _overdue(self) -> RequestTimeout:
+        """The failure of a call past its one deadline (made once per client): a client library's
+        timeouts bound each wait on the socket, not an answer that never ends (headers, interim
+        answers, a drip); the engine has the same deadline."""
+        return RequestTimeout(f"timeout: no answer from {self.user.target.address} in time")
 
     def _report(
         self, latency_ms: float, response_length: int, exception: BaseException | None, send_lag_ms: float | None

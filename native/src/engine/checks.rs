@@ -14,6 +14,8 @@
 //! A check is built once per target ([`Check`]); [`judge_grpc`] and [`judge_http`] run it on one
 //! answer and give the response length reported to Locust, or the failure.
 
+use std::sync::LazyLock;
+
 use super::generation::{Goodput, StreamFormat, TokenizerFile};
 use super::outline::{read_outline, Keep, Outline};
 
@@ -513,7 +515,8 @@ pub fn check_json_list(body: &[u8], length: usize) -> Result<(), Failure> {
 
 /// `{"predictions": [length items]}` (KServe v1's `shape` check).
 pub fn check_v1_predictions(body: &[u8], length: usize) -> Result<(), Failure> {
-    let answer = read_outline(body, &Keep::paths(["predictions"]));
+    static PREDICTIONS: LazyLock<Keep> = LazyLock::new(|| Keep::paths(["predictions"]));
+    let answer = read_outline(body, &PREDICTIONS);
     let predictions = answer.as_ref().and_then(|a| a.get("predictions"));
     let got = match predictions {
         Some(Outline::List { len, .. }) if *len == length => return Ok(()),
@@ -576,7 +579,8 @@ fn check_stated_shapes(shapes: &[(String, Vec<i64>)], outputs: &[Outline]) -> Re
 
 /// A KServe v2 answer: an object with a list of `outputs`, their shapes when checked.
 fn check_v2_answer(check: &Check, body: &[u8]) -> Result<(), Failure> {
-    let answer = read_outline(body, &outputs_kept(Vec::new()));
+    static V2_OUTPUTS: LazyLock<Keep> = LazyLock::new(|| outputs_kept(Vec::new()));
+    let answer = read_outline(body, &V2_OUTPUTS);
     let Some(Outline::List { items: outputs, .. }) = answer.as_ref().and_then(|a| a.get("outputs"))
     else {
         return Err(Failure::new(
@@ -629,9 +633,13 @@ fn judge_triton_http(
             }
         }
     };
-    let parameters = Keep::paths(["binary_data_size"]);
-    let kept = outputs_kept(vec![("parameters".to_owned(), parameters)]);
-    let Some(answer @ Outline::Object { .. }) = read_outline(json, &kept) else {
+    static TRITON_OUTPUTS: LazyLock<Keep> = LazyLock::new(|| {
+        outputs_kept(vec![(
+            "parameters".to_owned(),
+            Keep::paths(["binary_data_size"]),
+        )])
+    });
+    let Some(answer @ Outline::Object { .. }) = read_outline(json, &TRITON_OUTPUTS) else {
         return Err(not_triton("its JSON header is not a JSON object"));
     };
     let outputs = match answer.get("outputs") {
