@@ -195,13 +195,13 @@ def read_v1_model(target: Target, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[
 
 def read_kserve_model(target: Target, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:
     """The model's metadata (v2) or status (v1), by the target's kind."""
-    if target.kind == "kserve-v2-http":
-        return read_v2_metadata_http(target, timeout_s)
-    if target.kind == "kserve-v2-grpc":
-        return read_v2_metadata_grpc(target, timeout_s)
-    if target.kind == "kserve-v1-http":
+    if target.server != "kserve":
+        raise ValueError(f"target {target.name!r} is a {target.kind} target, not a KServe one")
+    if not target.record.v2_tensors:
         return read_v1_model(target, timeout_s)
-    raise ValueError(f"target {target.name!r} is a {target.kind} target, not a KServe one")
+    if target.protocol == "grpc":
+        return read_v2_metadata_grpc(target, timeout_s)
+    return read_v2_metadata_http(target, timeout_s)
 
 
 def _metadata_inputs(metadata: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
@@ -281,7 +281,7 @@ def fit_kserve_target(cls: type[InferenceUser], check: bool, timeout_s: float = 
             return [str(exc)]
         logger.warning("target %r: cannot read the model's metadata (%s); going on", target.name, exc)
         return []
-    if target.kind == "kserve-v1-http":
+    if not target.record.v2_tensors:  # v1: a model's status, no tensors to fit
         return []
     cls.model_batches = v2_model_batches(target, info)
     cls.expected_outputs = v2_output_shapes(target, info)

@@ -183,7 +183,7 @@ def check_target_against_triton(target: Target, metadata: Mapping[str, Any], con
     where = f"target {target.name!r}"
     model = f"model {target.model!r}"
     problems: list[str] = []
-    if target.kind == "triton-http" and triton_model_decoupled(config):
+    if target.protocol == "http" and triton_model_decoupled(config):
         problems.append(
             f"{where}: the {model} is decoupled (model_transaction_policy.decoupled in its config): it answers"
             " over Triton's gRPC stream only, which HTTP cannot carry; use kind: triton-grpc and the gRPC port"
@@ -251,12 +251,12 @@ def fetch_triton_model_info(target: Target, timeout_s: float = DEFAULT_TIMEOUT_S
     ``ModelMismatchError`` when it is up but does not serve the model (or that version): its
     message lists the models the server does serve (its repository index).
     """
-    if target.server == "triton" and target.protocol == "http":
-        metadata, config = _fetch_over_http(target, timeout_s)
-    elif target.kind == "triton-grpc":
-        metadata, config = _fetch_over_grpc(target, timeout_s)
-    else:
+    if target.server != "triton":
         raise ValueError(f"target {target.name!r} is a {target.kind} target, not a Triton one")
+    if target.protocol == "http":
+        metadata, config = _fetch_over_http(target, timeout_s)
+    else:
+        metadata, config = _fetch_over_grpc(target, timeout_s)
     for what, problem in (("metadata", metadata_problem(metadata)), ("config", triton_config_problem(config))):
         if problem:
             raise _wrong_protocol(target, f"the model's {what} has a wrong type at {problem}", "is it Triton?")

@@ -13,6 +13,7 @@ from typing import Annotated
 
 from pydantic import BeforeValidator
 
+from inferload.scenario.kinds import SERVER_KINDS
 from inferload.scenario.messages import custom_error, describe_value
 
 _HOSTNAME_RE = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)(\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*\.?")
@@ -65,12 +66,13 @@ def normalise_address(kind: str, address: str) -> str:
     kserve-v2-grpc → ``host:port`` (as triton-grpc).
     """
     text = address.strip()
-    if kind in ("triton-grpc", "kserve-v2-grpc"):
+    record = SERVER_KINDS[kind]
+    if record.protocol == "grpc":
         if "://" in text:
             raise ValueError(f"expected host:port without a scheme like '127.0.0.1:8001'; got {text!r}")
         host, port = _split_host_port(text, "127.0.0.1:8001")
         return f"{host}:{port}"
-    if kind in ("triton-http", "triton-generate"):
+    if record.scheme_dropped:
         _, rest = _split_url(text, ("http", "https"), "http://127.0.0.1:8000")  # https: the target's tls
         host, port = _split_host_port(rest.rstrip("/"), "127.0.0.1:8000")
         return f"{host}:{port}"

@@ -30,6 +30,7 @@ from pydantic import BeforeValidator, Field, StrictStr
 
 from inferload.scenario.fields import FrozenModel, Number
 from inferload.scenario.input_files import check_npz_members, not_regular_problem, read_limited
+from inferload.scenario.kinds import SERVER_KINDS
 from inferload.scenario.messages import Check
 
 #: the largest expected file read (each process keeps one decoded copy per target)
@@ -101,13 +102,13 @@ def read_expected(path: Path, kind: str) -> ExpectedValues:
     if size > MAX_EXPECTED_BYTES:
         raise ValueError(f"{path} is {size:,} bytes; at most {MAX_EXPECTED_BYTES:,} are read")
     suffix = path.suffix.lower()
-    triton = kind not in ("torchserve-rest", "kserve-v1-http", "bentoml-http")  # v1 answers are JSON, compared as TorchServe's
+    record = SERVER_KINDS[kind]
+    triton = record.v2_tensors or record.generative  # (a generative target refuses expected: said at its key)
     if triton and suffix not in TRITON_FORMATS:
         raise ValueError(f"{path}: a Triton target's expected outputs are an .npz or .json file of output name -> values")
     if suffix == ".npz":
         if not triton:
-            server = "TorchServe" if kind == "torchserve-rest" else "KServe v1"
-            raise ValueError(f"{path}: a {server} answer is compared as JSON (.json, .jsonl) or as raw bytes, not .npz")
+            raise ValueError(f"{path}: a {record.label} answer is compared as JSON (.json, .jsonl) or as raw bytes, not .npz")
         return ExpectedValues("arrays", path, arrays=_read_npz(path))
     data = read_limited(path, MAX_EXPECTED_BYTES)
     if suffix == ".json":

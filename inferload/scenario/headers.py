@@ -20,6 +20,7 @@ from pydantic import BeforeValidator
 
 from inferload.errors import UsageError
 from inferload.scenario.input_files import read_limited
+from inferload.scenario.kinds import GRPC_KINDS, kind_key_problem
 from inferload.scenario.limits import MAX_SMALL_FILE_BYTES
 from inferload.scenario.messages import Check, custom_error, describe_value
 
@@ -80,13 +81,14 @@ def check_headers(
         if name.lower() in seen:
             checks.append((("headers_from_env", name), f"header {name!r} is also in headers ({seen[name.lower()]!r})"))
     if token_file is not None:
-        if kind is not None and kind != "torchserve-rest":
-            checks.append((("token_file",), f"only applies to torchserve-rest targets; this target is {kind}"))
+        problem = kind_key_problem("token_file", kind)
+        if problem:
+            checks.append((("token_file",), problem))
         for key, names in (("headers", headers), ("headers_from_env", from_env)):
             for name in names:
                 if name.lower() == "authorization":
                     checks.append(((key, name), "token_file already sends Authorization; give one or the other"))
-    if kind in ("triton-grpc", "kserve-v2-grpc"):
+    if kind is not None and kind in GRPC_KINDS:
         for key, names in (("headers", headers), ("headers_from_env", from_env)):
             for name in names:
                 problem = _grpc_key_problem(name.lower(), kind)
@@ -98,7 +100,7 @@ def check_headers(
     return checks
 
 
-def _grpc_key_problem(key: str, kind: str = "triton-grpc") -> str | None:
+def _grpc_key_problem(key: str, kind: str) -> str | None:
     if not _GRPC_KEY_RE.fullmatch(key):
         return f"a {kind} target sends headers as gRPC metadata, whose keys are letters, digits, '_', '.' and '-'"
     if key.startswith("grpc-") or key in GRPC_RESERVED:

@@ -31,40 +31,142 @@ Server = Literal["triton", "torchserve", "kserve", "bentoml", "openai"]
 Protocol = Literal["grpc", "http"]
 
 
+#: target keys that only some kinds take (each kind's record says which of them it takes)
+KindKey = Literal["content_type", "body_template", "media_type", "management_url", "token_file", "trace"]
+#: the header of a TorchServe sequence's id
+TS_SEQUENCE_ID_HEADER = "ts_request_sequence_id"
+#: the keys of TorchServe's REST bodies and management API
+_TORCHSERVE_KEYS: frozenset[KindKey] = frozenset({"content_type", "body_template", "media_type", "management_url", "token_file"})
+
+
 @dataclass(frozen=True)
 class ServerKind:
+    """One target kind: its server, its wire, its user class, and the rules of its target keys."""
+
     kind: TargetKind
     server: Server
     protocol: Protocol
     #: the most general public user class that speaks the kind (``inferload.<name>``)
     user_class: str
+    #: what the kind is called in a sentence ("a TorchServe REST answer ...")
+    label: str
     #: the kind takes a Triton/TorchServe sequence model (`sequence:`)
     sequences: bool = False
     #: the user class a scenario's target of the kind is made from, when not `user_class`
     scenario_user_class: str | None = None
     #: the kind generates text: a prompt per request (`generation:`), its answer a stream of tokens
     generative: bool = False
+    #: an HTTP kind whose address is ``host:port``: an ``http(s)://`` scheme is accepted and dropped
+    #: (tritonclient's form; TLS is the target's ``tls``). False: a URL, its scheme kept
+    scheme_dropped: bool = False
+    #: the keys of `KindKey` this kind takes (any other of them is refused on its targets)
+    keys: frozenset[KindKey] = frozenset()
+    #: the answer is KServe v2 / Triton tensors, by output name (False: JSON or bytes, or generated text)
+    v2_tensors: bool = False
+    #: the model has versions (``version:``)
+    versions: bool = True
+    #: what a response check is by default: the answer's status only, or its outputs' shapes too
+    default_check: Literal["status", "shape"] = "shape"
+    #: a chat: its requests are lists of messages (a prompt is the one user message)
+    chat: bool = False
+    #: a sequence's id travels in this header of each request (None: in the protocol's own parameters)
+    sequence_id_header: str | None = None
+    #: an OpenAI-compatible route under the target's base path
+    route: str | None = None
+    #: the engine's name of the kind's stream format (generative kinds)
+    stream_format: str | None = None
 
     @property
     def scenario_class_name(self) -> str:
         return self.scenario_user_class or self.user_class
+
+    @property
+    def address_is_url(self) -> bool:
+        """The address is written and kept as ``http(s)://host:port``."""
+        return self.protocol == "http" and not self.scheme_dropped
 
 
 SERVER_KINDS: dict[str, ServerKind] = {
     record.kind: record
     for record in (
         # unary ModelInfer, or the gRPC stream once the start check finds a decoupled model
-        ServerKind("triton-grpc", "triton", "grpc", "TritonGrpcUser", sequences=True, scenario_user_class="TritonStreamUser"),
-        ServerKind("triton-http", "triton", "http", "TritonHttpUser", sequences=True),
-        ServerKind("torchserve-rest", "torchserve", "http", "TorchServeRestUser", sequences=True),
-        ServerKind("kserve-v2-http", "kserve", "http", "KServeV2HttpUser"),
-        ServerKind("kserve-v2-grpc", "kserve", "grpc", "KServeV2GrpcUser"),
-        ServerKind("kserve-v1-http", "kserve", "http", "KServeV1HttpUser"),
-        ServerKind("bentoml-http", "bentoml", "http", "BentoMLHttpUser"),
-        ServerKind("openai-chat", "openai", "http", "OpenAIUser", generative=True),
-        ServerKind("openai-completions", "openai", "http", "OpenAIUser", generative=True),
+        ServerKind(
+            "triton-grpc",
+            "triton",
+            "grpc",
+            "TritonGrpcUser",
+            "Triton gRPC",
+            sequences=True,
+            scenario_user_class="TritonStreamUser",
+            keys=frozenset({"trace"}),
+            v2_tensors=True,
+        ),
+        ServerKind(
+            "triton-http",
+            "triton",
+            "http",
+            "TritonHttpUser",
+            "Triton HTTP",
+            sequences=True,
+            scheme_dropped=True,
+            keys=frozenset({"trace"}),
+            v2_tensors=True,
+        ),
+        ServerKind(
+            "torchserve-rest",
+            "torchserve",
+            "http",
+            "TorchServeRestUser",
+            "TorchServe REST",
+            sequences=True,
+            keys=_TORCHSERVE_KEYS,
+            default_check="status",
+            sequence_id_header=TS_SEQUENCE_ID_HEADER,
+        ),
+        ServerKind("kserve-v2-http", "kserve", "http", "KServeV2HttpUser", "KServe v2 HTTP", v2_tensors=True),
+        ServerKind("kserve-v2-grpc", "kserve", "grpc", "KServeV2GrpcUser", "KServe v2 gRPC", v2_tensors=True),
+        ServerKind("kserve-v1-http", "kserve", "http", "KServeV1HttpUser", "KServe v1", versions=False),
+        ServerKind(
+            "bentoml-http",
+            "bentoml",
+            "http",
+            "BentoMLHttpUser",
+            "BentoML",
+            keys=frozenset({"content_type"}),
+            default_check="status",
+        ),
+        ServerKind(
+            "openai-chat",
+            "openai",
+            "http",
+            "OpenAIUser",
+            "OpenAI chat",
+            generative=True,
+            chat=True,
+            route="/chat/completions",
+            stream_format="openai_chat",
+        ),
+        ServerKind(
+            "openai-completions",
+            "openai",
+            "http",
+            "OpenAIUser",
+            "OpenAI completions",
+            generative=True,
+            route="/completions",
+            stream_format="openai_completions",
+        ),
         # Triton's generate extension (HTTP): a prompt in text_input, text_output events
-        ServerKind("triton-generate", "triton", "http", "TritonGenerateUser", generative=True),
+        ServerKind(
+            "triton-generate",
+            "triton",
+            "http",
+            "TritonGenerateUser",
+            "Triton generate",
+            generative=True,
+            scheme_dropped=True,
+            stream_format="triton_generate",
+        ),
     )
 }
 TARGET_KINDS: tuple[str, ...] = get_args(TargetKind)
@@ -167,6 +269,19 @@ def kinds_of(server: Server) -> tuple[str, ...]:
     return tuple(kind for kind, record in SERVER_KINDS.items() if record.server == server)
 
 
+def kinds_spoken_by(user_class: str) -> tuple[str, ...]:
+    """The kinds whose record names ``user_class`` as the class that speaks them (its ``target_kinds``)."""
+    return tuple(kind for kind, record in SERVER_KINDS.items() if record.user_class == user_class)
+
+
+def kind_key_problem(key: KindKey, kind: str | None) -> str | None:
+    """Why a target of ``kind`` cannot have ``key`` (None: it can, or the kind is not known yet)."""
+    if kind not in SERVER_KINDS or key in SERVER_KINDS[kind].keys:
+        return None
+    takers = [name for name, record in SERVER_KINDS.items() if key in record.keys]
+    return f"only applies to {' and '.join(takers)} targets; this target is {kind}"
+
+
 TRITON_KINDS = kinds_of("triton")
 TORCHSERVE_KINDS = kinds_of("torchserve")
 KSERVE_KINDS = kinds_of("kserve")
@@ -176,5 +291,7 @@ OPENAI_KINDS = kinds_of("openai")
 GENERATIVE_KINDS = tuple(kind for kind, record in SERVER_KINDS.items() if record.generative)
 #: kinds whose address takes a scheme (``http://`` / ``https://``)
 SCHEME_KINDS = tuple(kind for kind, record in SERVER_KINDS.items() if record.protocol == "http")
+#: the gRPC kinds (an address ``host:port``, headers as gRPC metadata)
+GRPC_KINDS = tuple(kind for kind, record in SERVER_KINDS.items() if record.protocol == "grpc")
 #: the kinds that take the `sequence:` key
 SEQUENCE_KINDS = tuple(kind for kind, record in SERVER_KINDS.items() if record.sequences)

@@ -39,8 +39,10 @@ from inferload.scenario.kinds import (
     TRITON_KINDS,
     Protocol,
     Server,
+    ServerKind,
     TargetKind,
     has_role,
+    kind_key_problem,
 )
 from inferload.scenario.limits import (
     DEFAULT_MAX_ANSWER_BYTES,
@@ -74,7 +76,6 @@ from inferload.scenario.tls import TlsSettings, check_tls, tls_from_scheme, tls_
 #: requests per sequence when the key is not given (perf_analyzer's ``--sequence-length`` default)
 DEFAULT_SEQUENCE_LENGTH = 20
 #: TorchServe's request headers of a sequence (its defaults; config.properties ts_header_key_sequence_* rename them)
-TS_SEQUENCE_ID_HEADER = "ts_request_sequence_id"
 TS_SEQUENCE_END_HEADER = "ts_request_sequence_end"
 
 
@@ -88,13 +89,14 @@ class SequenceSpec(FrozenModel):
 def static_sequence_id_note(name: str, kind: str, headers: Mapping[str, str] | None, spec: SequenceSpec | None) -> str | None:
     """A TorchServe target that sends one ``ts_request_sequence_id`` in its static headers (no ``sequence``
     key): what that does to the load, and the key that gives each user ids of its own; None otherwise."""
-    if kind != "torchserve-rest" or spec is not None:
+    header = SERVER_KINDS[kind].sequence_id_header if kind in SERVER_KINDS else None
+    if header is None or spec is not None:
         return None
-    value = next((v for k, v in (headers or {}).items() if k.lower() == TS_SEQUENCE_ID_HEADER), None)
+    value = next((v for k, v in (headers or {}).items() if k.lower() == header), None)
     if value is None:
         return None
     return (
-        f"target {name!r}: every request of every user carries the one {TS_SEQUENCE_ID_HEADER} {value!r} (its headers):"
+        f"target {name!r}: every request of every user carries the one {header} {value!r} (its headers):"
         " TorchServe serves the requests of one sequence one at a time, so the whole load waits in one queue; remove the"
         " header and set the target's sequence: {length, concurrent} for sequence ids of each user's own"
     )
@@ -290,6 +292,11 @@ class Target(FrozenModel):
     def protocol(self) -> Protocol:
         return SERVER_KINDS[self.kind].protocol
 
+    @property
+    def record(self) -> ServerKind:
+        """The kind's record: its server, wire and the rules of its keys."""
+        return SERVER_KINDS[self.kind]
+
     _tls_from_scheme = model_validator(mode="before")(tls_from_scheme)
 
     @field_validator("address")
@@ -309,7 +316,7 @@ class Target(FrozenModel):
         kind = info.data.get("kind")
         if value is not None and kind in TRITON_KINDS and not value.isdigit():
             raise custom_error(f"expected a Triton model version number like 1; got {value!r}")
-        if value is not None and kind == "kserve-v1-http":
+        if value is not None and kind in SERVER_KINDS and not SERVER_KINDS[kind].versions:
             raise custom_error("KServe's v1 protocol has no model versions (POST /v1/models/<name>:predict); remove version")
         return value
 
@@ -418,7 +425,7 @@ class Target(FrozenModel):
             made_prompts = "dataset" if self.generation.dataset is not None else "lengths"
         checks = generative_problems(self.inputs, prompt_given, self.batch_size, tensor_keys, self.kind, made_prompts)
         dataset = None if self.generation is None else self.generation.dataset
-        if dataset is not None and self.kind != "openai-chat" and Path(dataset).is_file() and has_message_lists(dataset):
+        if dataset is not None and not self.record.chat and Path(dataset).is_file() and has_message_lists(dataset):
             checks.append(
                 (
                     ("generation", "dataset"),
@@ -522,7 +529,8 @@ class Target(FrozenModel):
     def _sequence_ids_not_in_headers(self) -> Target:
         """A TorchServe target's ``sequence`` sets ``ts_request_sequence_id`` per sequence: a header of
         that name too would be overwritten, so it is refused where it is written."""
-        if self.sequence is None or self.kind != "torchserve-rest":
+        header = self.record.sequence_id_header
+        if self.sequence is None or header is None:
             return self
         checks: list[Check] = [
             (
@@ -531,7 +539,7 @@ class Target(FrozenModel):
             )
             for key, headers in (("headers", self.headers), ("headers_from_env", self.headers_from_env))
             for name in headers or {}
-            if name.lower() == TS_SEQUENCE_ID_HEADER
+            if name.lower() == header
         ]
         if checks:
             raise checks_error(checks)
@@ -540,34 +548,36 @@ class Target(FrozenModel):
     @field_validator("trace")
     @classmethod
     def _trace_for_triton(cls, value: TraceSpec | None, info: ValidationInfo) -> TraceSpec | None:
-        kind = info.data.get("kind")
-        if value is not None and kind not in ("triton-grpc", "triton-http"):
-            raise custom_error(f"only applies to Triton targets (triton-grpc, triton-http); this target is {kind}")
+        problem = None if value is None else kind_key_problem("trace", info.data.get("kind"))
+        if problem:
+            raise custom_error(problem)
         return value
 
     @field_validator("management_url")
     @classmethod
     def _management_url_for_torchserve(cls, value: str | None, info: ValidationInfo) -> str | None:
-        kind = info.data.get("kind")
-        if value is not None and kind is not None and kind != "torchserve-rest":
-            raise custom_error(f"only applies to torchserve-rest targets; this target is {kind}")
+        problem = None if value is None else kind_key_problem("management_url", info.data.get("kind"))
+        if problem:
+            raise custom_error(problem)
         return value
 
     @field_validator("content_type")
     @classmethod
     def _content_type_for_torchserve(cls, value: str | None, info: ValidationInfo) -> str | None:
         kind = info.data.get("kind")
-        if kind == "torchserve-rest":
+        server = SERVER_KINDS[kind].server if kind in SERVER_KINDS else None
+        if server == "torchserve":
             inputs = info.data.get("inputs", ())
             if value in ("npy", "json", "raw", "text") and len(inputs) > 1:
                 raise custom_error(f"{value} bodies carry one input; this target has {len(inputs)} (use octet-stream)")
             if value == "raw" and info.data.get("batch_size", 1) != 1:
                 raise custom_error(f"raw bodies carry one file each: batch_size must be 1; got {info.data['batch_size']}")
             return value or "octet-stream"
-        if kind == "bentoml-http":
+        if server == "bentoml":
             return bentoml_content_type(value, info.data.get("inputs", ()), info.data.get("batch_size", 1))
-        if value is not None and kind is not None:
-            raise custom_error(f"only applies to torchserve-rest targets; this target is {kind}")
+        problem = None if value is None else kind_key_problem("content_type", kind)
+        if problem:
+            raise custom_error(problem)
         return value
 
     @field_validator("body_template")
@@ -608,7 +618,7 @@ class Target(FrozenModel):
     @model_validator(mode="after")
     def _check_body_data(self, info: ValidationInfo) -> Target:
         """raw and text bodies need a data source that gives files or text (bodies.body_problems)."""
-        if self.kind in ("torchserve-rest", "bentoml-http") and self.content_type in ("raw", "text") and len(self.inputs) == 1:
+        if self.content_type in ("raw", "text") and len(self.inputs) == 1:  # (only the kinds that take content_type have one)
             base_dir = (info.context or {}).get("base_dir")
             checks = bodies.body_problems(self.content_type, self.inputs[0], Path(base_dir) if base_dir else None)
             if checks:
@@ -626,4 +636,4 @@ class Target(FrozenModel):
         if info.data.get("expected") is not None:
             return "expected"
         # a generative kind's "shape": its answer read as the server's format has it (a stream to its end)
-        return "status" if kind in ("torchserve-rest", "bentoml-http") else "shape"
+        return SERVER_KINDS[kind].default_check

@@ -20,7 +20,7 @@ from pydantic import StrictBool, StrictStr, ValidationInfo, field_validator, mod
 
 from inferload.scenario.fields import FrozenModel, Token
 from inferload.scenario.input_files import read_limited, scenario_file
-from inferload.scenario.kinds import SCHEME_KINDS
+from inferload.scenario.kinds import GRPC_KINDS, SCHEME_KINDS, SERVER_KINDS
 from inferload.scenario.messages import Check, checks_error
 
 #: a PEM file is read at most this far when it is checked (certificate bundles are a few hundred KiB)
@@ -119,7 +119,7 @@ def tls_from_scheme(data: Any) -> Any:
         )
     if scheme == "https" and tls is None:
         return {**data, "tls": {}}
-    if scheme is None and data["kind"] not in ("triton-http", "triton-generate") and tls not in (None, False):
+    if scheme is None and not SERVER_KINDS[data["kind"]].scheme_dropped and tls not in (None, False):
         return {**data, "address": "https://" + address.strip()}
     return data
 
@@ -128,7 +128,7 @@ def check_tls(kind: str | None, tls: TlsSettings | None) -> list[Check]:
     """Problems between ``tls`` and the target's kind, at their key paths."""
     if tls is None or kind is None:
         return []
-    if kind in ("triton-grpc", "kserve-v2-grpc") and tls.insecure_skip_verify:
+    if kind in GRPC_KINDS and tls.insecure_skip_verify:
         return [
             (
                 ("tls", "insecure_skip_verify"),

@@ -24,6 +24,7 @@ import time
 from prometheus_client.parser import text_string_to_metric_families
 
 from inferload.errors import ScrapeError
+from inferload.scenario.kinds import SERVER_KINDS
 from inferload.scenario.targets import Target
 from inferload.scenario.tls import TlsSettings
 from inferload.servermetrics.snapshot import MetricsPageReader, ModelCounters, ServerSnapshot
@@ -82,7 +83,7 @@ def kserve_metrics_url(kind: str, address: str, metrics_url: str | None) -> str 
     """``metrics_url``; else ``<address>/metrics`` for the REST kinds; None for gRPC (see ``no_metrics_url_reason``)."""
     if metrics_url:
         return metrics_url
-    if kind == "kserve-v2-grpc":
+    if SERVER_KINDS[kind].protocol == "grpc":
         return None
     return address.rstrip("/") + "/metrics"
 

@@ -151,7 +151,7 @@ def servers_from_args(args: argparse.Namespace, scenario: Scenario, journal: Ser
         headers = request_headers(target.name, target.headers, target.headers_from_env, None, base)
         access: dict[str, Any] = {"headers_from_env": dict(target.headers_from_env or {})}
         if server == "triton":
-            url = args.triton_url or (target.address if target.kind == "triton-http" else None)
+            url = args.triton_url or (target.address if target.protocol == "http" else None)
             if url is None:
                 raise UsageError(f"target {target.name!r} is {target.kind}: give Triton's HTTP API with --triton-url")
             url = management_url("--triton-url", url if "://" in url else f"http://{url}")

@@ -24,6 +24,7 @@ import numpy as np
 from inferload.scenario.bodies import guess_media_type
 from inferload.scenario.datasets import dataset_path
 from inferload.scenario.headers import request_headers
+from inferload.scenario.kinds import kinds_spoken_by
 from inferload.scenario.targets import Target
 from inferload.users.base import InferenceUser
 from inferload.users.engine import NativeTarget
@@ -103,7 +104,7 @@ def encode_bentoml_body(
 
 class BentoMLHttpUser(InferenceUser):
     abstract = True
-    target_kinds = ("bentoml-http",)
+    target_kinds = kinds_spoken_by("BentoMLHttpUser")
     request_type = "REST"
     #: the raw file's (name, media type) for ``content_type: raw`` (worked out once per process)
     file_part_of_class: ClassVar[tuple[str, str] | None] = None

@@ -27,6 +27,7 @@ from geventhttpclient.response import HTTPConnectionClosed
 
 from inferload.scenario.generation import GenerationSpec
 from inferload.scenario.headers import request_headers
+from inferload.scenario.kinds import SERVER_KINDS, kinds_spoken_by
 from inferload.users.base import InferenceUser
 from inferload.users.engine import NativeTarget
 from inferload.users.failures import Reason
@@ -35,14 +36,6 @@ from inferload.users.request_pool import RequestData
 from inferload.users.tls import native_tls
 
 logger = logging.getLogger(__name__)
-
-#: each kind's route under the base path and the engine's stream format for it
-_ROUTES: dict[str, tuple[str, str]] = {
-    "openai-chat": ("/chat/completions", "openai_chat"),
-    "openai-completions": ("/completions", "openai_completions"),
-}
-#: the engine's stream format of Triton's generate_stream
-_TRITON_FORMAT = "triton_generate"
 
 
 def generation_of(target: Any) -> GenerationSpec:
@@ -61,13 +54,14 @@ def request_body(
     """One request's JSON body; ``max_tokens``: its own (drawn) length, else the generation's;
     ``messages``: a chat's whole conversation (None: ``prompt`` as the one user message)."""
     max_tokens = generation.max_tokens if max_tokens is None else max_tokens
-    if kind == "triton-generate":
+    record = SERVER_KINDS[kind]
+    if record.server == "triton":  # the generate extension's body
         parameters: dict[str, Any] = {"max_tokens": max_tokens, "stream": generation.stream}
         if generation.ignore_eos:
             parameters["ignore_eos"] = True
         return json.dumps({"text_input": prompt, "parameters": parameters}, ensure_ascii=False, separators=(",", ":")).encode()
     body: dict[str, Any] = {"model": model}
-    if kind == "openai-chat":
+    if record.chat:
         body["messages"] = list(messages) if messages is not None else [{"role": "user", "content": prompt}]
     else:
         body["prompt"] = prompt
@@ -106,7 +100,8 @@ class GenerativeUser(InferenceUser):
 
     @classmethod
     def stream_format(cls) -> str:
-        raise NotImplementedError
+        """The engine's name of the answer's stream format (the kind's record says it)."""
+        return str(SERVER_KINDS[cls.target.kind].stream_format)
 
     @classmethod
     def encode_request(cls, data: RequestData) -> bytes:
@@ -197,22 +192,18 @@ class OpenAIUser(GenerativeUser):
     """Abstract: one OpenAI-compatible target (chat or completions)."""
 
     abstract = True
-    target_kinds = ("openai-chat", "openai-completions")
+    target_kinds = kinds_spoken_by("OpenAIUser")
 
     @classmethod
     def route(cls) -> str:
-        return generation_of(cls.target).base_path + _ROUTES[cls.target.kind][0]
-
-    @classmethod
-    def stream_format(cls) -> str:
-        return _ROUTES[cls.target.kind][1]
+        return generation_of(cls.target).base_path + str(SERVER_KINDS[cls.target.kind].route)
 
 
 class TritonGenerateUser(GenerativeUser):
     """Abstract: one model behind Triton's generate extension."""
 
     abstract = True
-    target_kinds = ("triton-generate",)
+    target_kinds = kinds_spoken_by("TritonGenerateUser")
 
     @classmethod
     def route(cls) -> str:
@@ -220,7 +211,3 @@ class TritonGenerateUser(GenerativeUser):
         version = f"/versions/{quote(target.version, safe='')}" if target.version else ""
         endpoint = "generate_stream" if generation_of(target).stream else "generate"
         return f"/v2/models/{quote(target.model, safe='')}{version}/{endpoint}"
-
-    @classmethod
-    def stream_format(cls) -> str:
-        return _TRITON_FORMAT

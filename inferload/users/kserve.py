@@ -31,6 +31,7 @@ from tritonclient.utils import triton_to_np_dtype
 from inferload.errors import BadOutputShape
 from inferload.scenario.headers import request_headers
 from inferload.scenario.inputs import InputSpec
+from inferload.scenario.kinds import kinds_spoken_by
 from inferload.users.base import InferenceUser
 from inferload.users.engine import NativeTarget
 from inferload.users.expected import UnexpectedOutput, expected_check_of, grpc_outputs
@@ -243,7 +244,7 @@ def v1_predict_path(model: str) -> str:
 
 class KServeV1HttpUser(KServeHttpUser):
     abstract = True
-    target_kinds = ("kserve-v1-http",)
+    target_kinds = kinds_spoken_by("KServeV1HttpUser")
 
     def path(self) -> str:
         return v1_predict_path(self.target.model)
@@ -288,7 +289,7 @@ def v2_infer_path(model: str, version: str | None) -> str:
 
 class KServeV2HttpUser(KServeHttpUser):
     abstract = True
-    target_kinds = ("kserve-v2-http",)
+    target_kinds = kinds_spoken_by("KServeV2HttpUser")
 
     def path(self) -> str:
         return v2_infer_path(self.target.model, self.target.version)
@@ -337,7 +338,7 @@ def output_arrays(response: service_pb2.ModelInferResponse) -> dict[str, np.ndar
 
 class KServeV2GrpcUser(TritonGrpcUser):
     abstract = True
-    target_kinds = ("kserve-v2-grpc",)
+    target_kinds = kinds_spoken_by("KServeV2GrpcUser")
 
     def send(self) -> int:
         index, request_bytes = self.next_request()

@@ -39,7 +39,8 @@ from typing import Any
 
 from tritonclient.grpc import service_pb2
 
-from inferload.scenario.targets import TS_SEQUENCE_END_HEADER, TS_SEQUENCE_ID_HEADER, SequenceSpec
+from inferload.scenario.kinds import TS_SEQUENCE_ID_HEADER
+from inferload.scenario.targets import TS_SEQUENCE_END_HEADER, SequenceSpec
 
 #: correlation IDs go in gRPC's ``int64_param``: 1 to 2^63 - 1 (0 means "no sequence" to Triton)
 MAX_CORRELATION_ID = 2**63 - 1
@@ -183,10 +184,10 @@ class UserSequences:
     def open_again(self) -> None:
         """The server refused the last call, which opened its sequence: the slot's next call opens the
         same sequence again (the same ID: no new one is opened while the server still holds its old ones)."""
-        slot = self._last
-        if slot is not None and slot.steps is not None:
-            slot.position = 0
-            slot.reopen = True
+        last = self._last
+        if last is not None and last.steps is not None:
+            last.position = 0
+            last.reopen = True
 
 
 def _header_with_sequence(header: bytes, step: SequenceStep) -> bytes:

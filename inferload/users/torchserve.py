@@ -23,6 +23,7 @@ from inferload.errors import HttpStatusError, SequenceRefused
 from inferload.scenario.bodies import DEFAULT_MEDIA_TYPES, fill_template, guess_media_type
 from inferload.scenario.datasets import dataset_path
 from inferload.scenario.headers import request_headers
+from inferload.scenario.kinds import kinds_spoken_by
 from inferload.scenario.targets import Target
 from inferload.users.base import InferenceUser
 from inferload.users.engine import NativeTarget
@@ -132,7 +133,7 @@ def header_media_type(content_type: str, media_type: str | None, file_names: Ite
 
 class TorchServeRestUser(InferenceUser):
     abstract = True
-    target_kinds = ("torchserve-rest",)
+    target_kinds = kinds_spoken_by("TorchServeRestUser")
     request_type = "REST"
     #: the Content-Type of the target's bodies (worked out once per process, by its first user)
     content_type_of_class: ClassVar[str | None] = None

@@ -60,6 +60,7 @@ from inferload.errors import HttpStatusError, RequestError, RequestTimeout
 from inferload.measure.decoupled_record import STREAM_CONTEXT_KEY, StreamTiming
 from inferload.scenario.headers import request_headers
 from inferload.scenario.inputs import InputSpec
+from inferload.scenario.kinds import kinds_spoken_by
 from inferload.scenario.targets import Target
 from inferload.scenario.tls import TlsSettings
 from inferload.users.base import InferenceUser
@@ -158,7 +159,7 @@ def triton_answer_size(body: bytes, header_length: str | None, shapes: dict[str,
 
 class TritonHttpUser(InferenceUser):
     abstract = True
-    target_kinds = ("triton-http",)
+    target_kinds = kinds_spoken_by("TritonHttpUser")
     request_type = "HTTP"
     native_sequences = True
 
@@ -367,7 +368,7 @@ def open_channel(
 
 class TritonGrpcUser(InferenceUser):
     abstract = True
-    target_kinds = ("triton-grpc",)
+    target_kinds = kinds_spoken_by("TritonGrpcUser")
     request_type = "gRPC"
     native_sequences = True
 

@@ -425,7 +425,7 @@ MALFORMED = [
     pytest.param(
         set_key("targets[0].content_type", "json"),
         "targets[0].content_type",
-        "only applies to torchserve-rest targets; this target is triton-grpc",
+        "only applies to torchserve-rest and bentoml-http targets; this target is triton-grpc",
         id="content-type-on-triton",
     ),
     pytest.param(

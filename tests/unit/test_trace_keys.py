@@ -62,6 +62,6 @@ def test_bad_trace_values_name_the_file_and_key(tmp_path: Path, value: Any, mess
 
 def test_trace_on_a_torchserve_target_is_refused(tmp_path: Path) -> None:
     assert problems(tmp_path, scenario(torchserve_trace={})) == [
-        f"{tmp_path / 'scenario.yaml'}: targets[1].trace: only applies to Triton targets (triton-grpc, triton-http);"
-        " this target is torchserve-rest"
+        f"{tmp_path / 'scenario.yaml'}: targets[1].trace: only applies to triton-grpc and triton-http"
+        " targets; this target is torchserve-rest"
     ]
