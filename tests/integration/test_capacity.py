@@ -116,9 +116,16 @@ def test_the_capacity_interval_contains_the_cliff_of_evenly_spaced_arrivals(tmp_
         truth = SLOTS / (served_hold_ms(server) / 1000.0)
     capacity = result["capacity"]
     assert reaches(capacity["interval_rps"], 0.9 * truth, 1.05 * truth), f"truth {truth}\n{evidence(result)}"
+    for level in capacity["levels"]:  # every rate judged, its p99 within its own interval
+        assert level["verdict"] in ("pass", "fail", "unsure")
+        low, high = level["p99_ms_low"], level["p99_ms_high"]
+        assert low is not None and low <= level["p99_ms"] and (high is None or level["p99_ms"] <= high), level
     assert capacity["estimate_rps"] is not None and 0.8 * truth <= capacity["estimate_rps"] <= 1.15 * truth, truth
+    low, high = capacity["interval_rps"]
+    assert low <= capacity["estimate_rps"] and (high is None or capacity["estimate_rps"] <= high), capacity
+    assert len([s for s in result["steps"] if s["role"] == "search"]) <= 10  # --max-steps
     assert capacity["binding"]["constraint"] in ("p99_ms", "saturated", "queue"), capacity["binding"]
-    assert "capacity under the SLO: " in output and "binding constraint: " in output
+    assert "capacity under the SLO: " in output and "binding constraint: " in output and "precision" in output
     # verified by an independent run below the interval, and one above it when it has an upper end (a
     # search whose steps ran out before one failed, near the cliff a step's queue grows slowly, leaves it
     # open: "at least")
