@@ -144,7 +144,7 @@ def inferload_user_class(spec: MeasureSpec) -> tuple[type, Any]:
         }
     )
     run = InferloadRun(scenario)
-    run.check_models()  # fills model_batches / expected_outputs like a real run
+    run.check_models()  # fits the class to its model (its ModelFit) as a real run does
     (cls,) = run.user_classes.values()
     cls.wait_time = _wait_time(spec)
     return cls, scenario

@@ -269,26 +269,30 @@ def v2_output_shapes(target: Target, metadata: Mapping[str, Any]) -> dict[str, t
     return shapes
 
 
-def fit_kserve_target(cls: type[InferenceUser], check: bool, timeout_s: float = DEFAULT_TIMEOUT_S) -> list[str]:
-    """Read the target's model at start: the batch dimension (or none) and the v2 output shapes fitted to
-    the user class; with ``check``, the problems (unreachable, not served, tensors that differ), else a
-    warning when unreadable."""
-    target = cls.target
+def kserve_findings(target: Target, check: bool, timeout_s: float = DEFAULT_TIMEOUT_S) -> StartFindings:
+    """Read the target's model at start: the batch dimension (or none) and the v2 output shapes (its
+    fit); with ``check``, the problems (unreachable, not served, tensors that differ), else a warning
+    when unreadable."""
+    from inferload.users.base import ModelFit
+
     try:
         info = read_kserve_model(target, timeout_s)
     except InferloadError as exc:
         if check:
-            return [str(exc)]
+            return StartFindings(problems=(str(exc),))
         logger.warning("target %r: cannot read the model's metadata (%s); going on", target.name, exc)
-        return []
+        return StartFindings()
     if not target.record.v2_tensors:  # v1: a model's status, no tensors to fit
-        return []
-    cls.model_batches = v2_model_batches(target, info)
-    cls.expected_outputs = v2_output_shapes(target, info)
-    cls.batched_outputs = batched_output_names(info, cls.model_batches)
-    return check_target_against_v2(target, info) if check else []
+        return StartFindings()
+    batches = v2_model_batches(target, info)
+    fit = ModelFit(
+        model_batches=batches,
+        expected_outputs=v2_output_shapes(target, info),
+        batched_outputs=batched_output_names(info, batches),
+    )
+    return StartFindings(problems=tuple(check_target_against_v2(target, info)) if check else (), fit=fit)
 
 
 def start_check(cls: type[InferenceUser], context: StartContext) -> StartFindings:
     """The standard metadata (v2) or model status (v1)."""
-    return StartFindings(problems=tuple(fit_kserve_target(cls, context.check)))
+    return kserve_findings(cls.target, context.check)

@@ -346,7 +346,7 @@ class InferloadRun:
         for cls in self.user_classes.values():
             if cls.target.name not in given:
                 continue
-            if not cls.model_batches:
+            if not cls.fit.model_batches:
                 problems.append(
                     f"shape.file: {Path(shape.file).name} gives target {cls.target.name!r} batch sizes other than its"
                     f" batch_size {cls.target.batch_size}, but its model takes no batch dimension (max_batch_size 0)"

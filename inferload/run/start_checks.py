@@ -29,6 +29,7 @@ from inferload.scenario.schema import Scenario
 if TYPE_CHECKING:
     from inferload.scenario.targets import Target
     from inferload.users import InferenceUser
+    from inferload.users.base import ModelFit
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +69,8 @@ class StartFindings:
 
     problems: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+    #: the model as read (None: nothing read; the class keeps the default fit)
+    fit: ModelFit | None = None
 
 
 @dataclass(frozen=True)
@@ -99,7 +102,10 @@ def fit_to_models(
     with ThreadPoolExecutor(max_workers=max(1, len(scenario.targets)), thread_name_prefix="start-check") as pool:
         findings = list(pool.map(start_check, scenario.targets))
     problems: list[str] = []
-    for found in findings:
+    for target, found in zip(scenario.targets, findings, strict=True):
+        if found.fit is not None:
+            cls = by_target[target.name]
+            cls.fit = found.fit  # the one place a class takes its model's fit
         problems.extend(found.problems)
         for warning in found.warnings:
             logger.warning("%s; going on", warning)

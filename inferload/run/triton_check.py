@@ -43,7 +43,7 @@ from inferload.users.tls import grpc_credentials
 logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
-    from inferload.users.base import InferenceUser
+    from inferload.users.base import InferenceUser, ModelFit
 
 
 # Is a Triton model a sequence (stateful) model, and how are its target's users to drive it?
@@ -451,30 +451,37 @@ def _grpc_index(client: Any, timeout_s: float, headers: dict[str, str] | None) -
         return error.message() or str(error)
 
 
-def fit_user_class(cls: type[InferenceUser], info: ModelInfo) -> None:
-    """Whether the model takes a batch dimension, the output shapes answers must have, and a sequence
-    model's correlation IDs and flags (the run says when it uses the default sequence settings)."""
-    from inferload.users.base import batched_output_names, expected_output_shapes  # Locust: a run's own import
-    from inferload.users.triton import TritonStreamUser
+def model_fit(target: Target, info: ModelInfo) -> ModelFit:
+    """What the model is, for the target's requests and answers: whether it takes a batch dimension,
+    the output shapes answers must have, a sequence model's correlation IDs and flags, and whether
+    it is decoupled (the run says when it uses the default sequence settings)."""
+    from inferload.users.base import ModelFit, batched_output_names, expected_output_shapes  # Locust: a run's own import
 
     metadata, config = info
-    cls.model_batches = triton_model_batches(config)
+    batches = triton_model_batches(config)
     model_config = config.get("config", config)  # gRPC's JSON wraps it
-    max_batch = int(model_config.get("max_batch_size", 0) or 0) if cls.model_batches else 0
-    cls.expected_outputs = expected_output_shapes(cls.target, metadata, max_batch)
-    cls.batched_outputs = batched_output_names(metadata, max_batch > 0)
-    cls.sequence_settings = sequence_settings_for(cls.target, config)  # None unless a sequence model
-    note = default_sequence_note(cls.target, config)
+    max_batch = int(model_config.get("max_batch_size", 0) or 0) if batches else 0
+    note = default_sequence_note(target, config)
     if note:
         logger.info("%s", note)
-    if issubclass(cls, TritonStreamUser) and triton_model_decoupled(config) != cls.decoupled:
-        cls.decoupled = triton_model_decoupled(config)
-        if cls.decoupled:
-            logger.info(
-                "target %r: model %r is decoupled: each user sends its requests over one gRPC stream (ModelStreamInfer)",
-                cls.target.name,
-                cls.target.model,
-            )
+    return ModelFit(
+        model_batches=batches,
+        expected_outputs=expected_output_shapes(target, metadata, max_batch),
+        batched_outputs=batched_output_names(metadata, max_batch > 0),
+        sequence_settings=sequence_settings_for(target, config),  # None unless a sequence model
+        decoupled=triton_model_decoupled(config),
+    )
+
+
+def _said_decoupled(cls: type[InferenceUser], fit: ModelFit) -> None:
+    from inferload.users.triton import TritonStreamUser
+
+    if fit.decoupled and issubclass(cls, TritonStreamUser):
+        logger.info(
+            "target %r: model %r is decoupled: each user sends its requests over one gRPC stream (ModelStreamInfer)",
+            cls.target.name,
+            cls.target.model,
+        )
 
 
 #: the input Triton's generate extension fills from the request's ``text_input``
@@ -511,13 +518,16 @@ def start_check(cls: type[InferenceUser], context: StartContext) -> StartFinding
         return generate_findings(target, metadata)
     if not context.check:
         info = context.infos.get(target)  # a warning when unreadable
-        if info is not None:
-            fit_user_class(cls, info)
-        return StartFindings()
+        if info is None:
+            return StartFindings()
+        fit = model_fit(target, info)
+        _said_decoupled(cls, fit)
+        return StartFindings(fit=fit)
     try:  # the users would stop at start without them: say so before any load
         request_headers(target.name, target.headers, target.headers_from_env, target.token_file, context.base_dir)
         info = context.infos.read(target)
     except (HeadersError, ServerError, ModelMismatchError) as exc:
         return StartFindings(problems=(str(exc),))
-    fit_user_class(cls, info)
-    return StartFindings(problems=tuple(check_target_against_triton(target, *info)))
+    fit = model_fit(target, info)
+    _said_decoupled(cls, fit)
+    return StartFindings(problems=tuple(check_target_against_triton(target, *info)), fit=fit)

@@ -61,7 +61,7 @@ import os
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -90,6 +90,7 @@ __all__ = [
     "InferResult",
     "InferenceClient",
     "InferenceUser",
+    "ModelFit",
     "RefusedBackoff",
     "batched_output_names",
     "expected_output_shapes",
@@ -138,6 +139,28 @@ class InferResult:
     @property
     def ok(self) -> bool:
         return self.error is None
+
+
+@dataclass(frozen=True)
+class ModelFit:
+    """What a target's model is, as its start check read it (the model's metadata and config): the
+    target's requests and the checks of its answers follow it. The default: nothing was read (a
+    batch dimension is sent, an answer's batch is checked, no shapes)."""
+
+    #: False for a Triton model with max_batch_size 0: the scenario's shape is then the model's
+    #: full shape and the tensor is sent without a batch dimension
+    model_batches: bool = True
+    #: output shapes an answer must have, batch dimension included (name -> shape; -1 matches any
+    #: size); empty: batch check only
+    expected_outputs: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    #: the outputs of `expected_outputs` whose first dimension is the batch (a request of another
+    #: batch size, a replay row's, must answer with its own there)
+    batched_outputs: frozenset[str] = frozenset()
+    #: a Triton sequence model's correlation IDs and flags (None: the target's ``sequence`` key, if
+    #: any, decides; see `inferload.users.sequence`)
+    sequence_settings: SequenceSettings | None = None
+    #: a Triton model's decoupled policy (None: not read; a class's own ``decoupled`` stands)
+    decoupled: bool | None = None
 
 
 @dataclass
@@ -328,27 +351,17 @@ class InferenceUser(User):
     target_keys_without_address: ClassVar[dict[str, Any] | None] = None
     #: label in Locust's "Type" column
     request_type: ClassVar[str] = "infer"
-    #: expected output shapes including the batch dimension, from the model's metadata
-    #: when it could be read (name -> shape; -1 matches any size); empty: batch check only
-    expected_outputs: ClassVar[dict[str, tuple[int, ...]]] = {}
-    #: the outputs of `expected_outputs` whose first dimension is the batch (a request of another batch
-    #: size, a replay row's, must answer with its own there)
-    batched_outputs: ClassVar[frozenset[str]] = frozenset()
+    #: the target's model as the start check read it (`ModelFit`; the default: nothing read)
+    fit: ClassVar[ModelFit] = ModelFit()
     #: a replay's rows give this target batch sizes other than its own (set at start): each such
     #: request is made in Python when first asked for, so the target goes through the Python transport
     replay_batches: ClassVar[bool] = False
-    #: False for a Triton model with max_batch_size 0: the scenario's shape is then the model's
-    #: full shape and the tensor is sent without a batch dimension
-    model_batches: ClassVar[bool] = True
     #: open loop: the queue of arrivals this target's users send (None: closed loop)
     arrivals: ClassVar[ArrivalQueue | None] = None
     #: folder that relative payload paths (.npy files) are resolved against
     scenario_dir: ClassVar[Path] = Path(".")
     #: this process's pre-encoded requests of the target, shared by its users (made by the first to start)
     request_pool_of_class: ClassVar[RequestPool[Any] | None] = None
-    #: a Triton sequence model's correlation IDs and flags (set at start from the model config;
-    #: None: the target's ``sequence`` key, if any, decides; see `inferload.users.sequence`)
-    sequence_settings: ClassVar[SequenceSettings | None] = None
     #: a traced Triton target's request ids and client times, this process's (set at start; None: not traced)
     trace_records: ClassVar[ClientTraceRecords | None] = None
     #: this process's native engine, when the run hands the class's calls to it (None: the Python transport;
@@ -370,6 +383,9 @@ class InferenceUser(User):
         declared = cls.__dict__.get("target")
         if declared is not None:
             _set_target(cls, declared)
+        shapes = cls.__dict__.get("expected_outputs")
+        if shapes is not None:  # a locustfile's class declares the shapes its answers must have
+            cls.fit = replace(cls.fit, expected_outputs={str(name): tuple(dims) for name, dims in dict(shapes).items()})
 
     def __init__(self, environment: Any) -> None:
         cls = type(self)
@@ -456,23 +472,22 @@ class InferenceUser(User):
         index = self.sent_request_index
         return self.target.batch_size if index is None else self.request_pool().batch_of(index)
 
-    def expected_outputs_now(self) -> dict[str, tuple[int, ...]]:
-        """`expected_outputs` for the request last picked: its batch dimension is that request's."""
-        if not self.batched_outputs:
-            return self.expected_outputs
+    def expected_outputs_now(self) -> Mapping[str, tuple[int, ...]]:
+        """The fit's `expected_outputs` for the request last picked: its batch dimension is that request's."""
+        fit = self.fit
+        if not fit.batched_outputs:
+            return fit.expected_outputs
         batch = self.request_batch()
         if batch == self.target.batch_size:
-            return self.expected_outputs
-        return {
-            name: (batch, *dims[1:]) if name in self.batched_outputs else dims for name, dims in self.expected_outputs.items()
-        }
+            return fit.expected_outputs
+        return {name: (batch, *dims[1:]) if name in fit.batched_outputs else dims for name, dims in fit.expected_outputs.items()}
 
     def input_arrays(self) -> list[tuple[InputSpec, np.ndarray]]:
         """The first request's arrays, batch dimension included (unless the model does not batch).
 
         For protocols without ``encode_request``; the others take every request from ``request_pool()``.
         """
-        return list(RequestSource(self.target, self.scenario_dir, model_batches=self.model_batches).data(0).arrays)
+        return list(RequestSource(self.target, self.scenario_dir, model_batches=self.fit.model_batches).data(0).arrays)
 
     def request_pool(self) -> RequestPool[Any]:
         """This process's requests of the target, encoded by ``encode_request`` (made on first use)."""
@@ -484,7 +499,7 @@ class InferenceUser(User):
         """This process's requests of the class's target (made on first use, by a user or the engine)."""
         pool = cls.__dict__.get("request_pool_of_class")
         if pool is None:
-            source = RequestSource(cls.target, cls.scenario_dir, model_batches=cls.model_batches)
+            source = RequestSource(cls.target, cls.scenario_dir, model_batches=cls.fit.model_batches)
             worker_index = int(getattr(environment.runner, "worker_index", 0) or 0)
             pool = RequestPool(source, cls.encode_request, worker_index=worker_index)
             cls.request_pool_of_class = pool
@@ -497,7 +512,7 @@ class InferenceUser(User):
         target = cls.target
         if target.response_check == "expected":
             return "its answers are compared with expected values in Python"
-        if (target.sequence is not None or cls.sequence_settings is not None) and not cls.native_sequences:
+        if (target.sequence is not None or cls.fit.sequence_settings is not None) and not cls.native_sequences:
             return "a sequence model's requests carry per-request correlation IDs"
         if target.trace is not None or cls.trace_records is not None:
             return "traced requests carry per-request ids"

@@ -12,11 +12,7 @@ from inferload.scenario.targets import Target
 from inferload.users.base import InferenceUser
 
 
-def user_class_for(
-    target: Target,
-    scenario_dir: Path,
-    expected_outputs: dict[str, tuple[int, ...]] | None = None,
-) -> type[InferenceUser]:
+def user_class_for(target: Target, scenario_dir: Path) -> type[InferenceUser]:
     """A concrete user class for one target, named after it (Locust shows class names)."""
     base: type[InferenceUser] = getattr(inferload.users, SERVER_KINDS[target.kind].scenario_class_name)
     class_name = "".join(part.capitalize() for part in re.split(r"[^A-Za-z0-9]+", target.name) if part)
@@ -28,7 +24,6 @@ def user_class_for(
             "target": target,
             "weight": target.weight,
             "scenario_dir": scenario_dir,
-            "expected_outputs": dict(expected_outputs or {}),
             "__module__": base.__module__,
         },
     )

@@ -244,7 +244,7 @@ def expected_check_of(user_class: Any) -> ExpectedCheck | None:
     """The user class's ``ExpectedCheck`` (its target's file read once per process), or None."""
     found = user_class.__dict__.get("_expected_check", False)
     if found is False:
-        found = ExpectedCheck.for_target(user_class.target, user_class.scenario_dir, user_class.model_batches)
+        found = ExpectedCheck.for_target(user_class.target, user_class.scenario_dir, user_class.fit.model_batches)
         if found is not None:
 
             def label(sample: int) -> str:  # the class's request pool names its samples (read on a failure only)

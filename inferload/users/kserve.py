@@ -302,7 +302,7 @@ class KServeV2HttpUser(KServeHttpUser):
     def native_answer_check(cls) -> dict[str, Any]:
         if cls.target.response_check != "shape":
             return {"answer": "none"}
-        return {"answer": "v2_json", "shapes": {name: list(dims) for name, dims in cls.expected_outputs.items()}}
+        return {"answer": "v2_json", "shapes": {name: list(dims) for name, dims in cls.fit.expected_outputs.items()}}
 
     @classmethod
     def encode_request(cls, data: RequestData) -> bytes:

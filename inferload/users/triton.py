@@ -41,7 +41,7 @@ from __future__ import annotations
 import itertools
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -120,7 +120,7 @@ def _dims(shape: object) -> list[int] | None:
     return None
 
 
-def triton_answer_size(body: bytes, header_length: str | None, shapes: dict[str, tuple[int, ...]] | None) -> int:
+def triton_answer_size(body: bytes, header_length: str | None, shapes: Mapping[str, tuple[int, ...]] | None) -> int:
     """A Triton HTTP answer with its status accepted: its JSON header (the first ``header_length``
     bytes, or the whole body) is an object whose ``outputs`` (a list, none when absent) are objects
     with a string ``name`` and a ``shape`` of integers; the ``shapes`` are checked when given; the
@@ -187,7 +187,7 @@ class TritonHttpUser(InferenceUser):
         for request in pool.encoded_requests:
             own = [("Inference-Header-Content-Length", str(request.json_size))] if request.json_size is not None else []
             requests.append((path, request.body, own))
-        shapes = cls.expected_outputs if target.response_check == "shape" else {}
+        shapes = cls.fit.expected_outputs if target.response_check == "shape" else {}
         scheme = "https" if target.tls is not None else "http"
         return NativeTarget(
             protocol="http",
@@ -201,7 +201,7 @@ class TritonHttpUser(InferenceUser):
             },
             headers=list(headers.items()),
             tls=native_tls(target.tls, cls.scenario_dir, target.name) if target.tls is not None else None,
-            sequence=native_sequence(cls.sequence_settings),
+            sequence=native_sequence(cls.fit.sequence_settings),
         )
 
     def connect(self) -> None:
@@ -218,7 +218,7 @@ class TritonHttpUser(InferenceUser):
         self._expected = expected_check_of(type(self))  # response_check: expected (file read once per process)
         self._outputs = [httpclient.InferRequestedOutput(name, binary_data=True) for name in target.outputs] or None
         self._version = target.version or ""
-        self._sequences = user_sequences(self.sequence_settings, target.sequence)  # None unless a sequence model
+        self._sequences = user_sequences(self.fit.sequence_settings, target.sequence)  # None unless a sequence model
         self.request_pool()  # this process's requests of the target, encoded once (by its first user)
         self._uri = infer_uri(target.model, self._version)
         self._headers = (
@@ -372,6 +372,11 @@ class TritonGrpcUser(InferenceUser):
     request_type = "gRPC"
     native_sequences = True
 
+    @classmethod
+    def streams(cls) -> bool:
+        """Every call goes on the ModelStreamInfer stream (a decoupled model: `TritonStreamUser`)."""
+        return False
+
     def connect(self) -> None:
         target = self.target
         # the target's headers go as gRPC metadata (keys in lower case, as gRPC requires)
@@ -381,7 +386,7 @@ class TritonGrpcUser(InferenceUser):
         self._expected = expected_check_of(type(self))  # response_check: expected (file read once per process)
         # this process's requests of the target, encoded once (by its first user); send() picks from them
         self.request_pool()
-        self._sequences = user_sequences(self.sequence_settings, target.sequence)  # None unless a sequence model
+        self._sequences = user_sequences(self.fit.sequence_settings, target.sequence)  # None unless a sequence model
         # request_serializer None: the pool's bytes go on the wire unchanged
         self._model_infer: Any = self._channel.unary_unary(
             MODEL_INFER_METHOD,
@@ -395,8 +400,8 @@ class TritonGrpcUser(InferenceUser):
         target = cls.target
         headers = request_headers(target.name, target.headers, target.headers_from_env, target.token_file, cls.scenario_dir)
         check: dict[str, Any] = {"answer": "none"}
-        if cls.expected_outputs and target.response_check == "shape":
-            check = {"answer": "grpc_shapes", "shapes": {name: list(dims) for name, dims in cls.expected_outputs.items()}}
+        if cls.fit.expected_outputs and target.response_check == "shape":
+            check = {"answer": "grpc_shapes", "shapes": {name: list(dims) for name, dims in cls.fit.expected_outputs.items()}}
         pool = cls.request_pool_of_class
         assert pool is not None  # native_target_id encodes the pool first
         return NativeTarget(
@@ -406,8 +411,8 @@ class TritonGrpcUser(InferenceUser):
             check=check,
             headers=[(name.lower(), value) for name, value in headers.items()],
             tls=native_tls(target.tls, cls.scenario_dir, target.name) if target.tls is not None else None,
-            sequence=native_sequence(cls.sequence_settings),
-            stream=bool(getattr(cls, "decoupled", False)),
+            sequence=native_sequence(cls.fit.sequence_settings),
+            stream=cls.streams(),
         )
 
     @classmethod
@@ -440,7 +445,7 @@ class TritonGrpcUser(InferenceUser):
 
     def check_answer_shapes(self, response: Any) -> None:
         """``response_check: shape``: each output's stated shape against the model's (BadOutputShape)."""
-        if self.expected_outputs and self.target.response_check == "shape":
+        if self.fit.expected_outputs and self.target.response_check == "shape":
             shapes = self.expected_outputs_now()
             for output in response.outputs:
                 expected = shapes.get(output.name)
@@ -507,12 +512,17 @@ class RequestStream:
 class TritonStreamUser(TritonGrpcUser):
     abstract = True
 
-    #: set from the model's config at start: True streams every call (see the module docstring)
+    #: True streams every call (see the module docstring); the model's config, as the start check
+    #: read it (`ModelFit.decoupled`), decides over it
     decoupled: ClassVar[bool] = False
+
+    @classmethod
+    def streams(cls) -> bool:
+        return cls.decoupled if cls.fit.decoupled is None else cls.fit.decoupled
 
     def connect(self) -> None:
         super().connect()  # channel, metadata, the pre-encoded requests: as the unary user makes them
-        if not self.decoupled:
+        if not self.streams():
             return
         self._final_parameter = empty_final_parameter_bytes()
         self._model_stream_infer = self._channel.stream_stream(
@@ -524,7 +534,7 @@ class TritonStreamUser(TritonGrpcUser):
         self._timing: StreamTiming | None = None
 
     def send(self) -> int:
-        if not self.decoupled:
+        if not self.streams():
             return super().send()
         self._timing = None
         _, request_bytes = self.next_request()  # a pick from the pre-encoded requests, nothing encoded
@@ -589,7 +599,7 @@ class TritonStreamUser(TritonGrpcUser):
     def _answer_failure(self, answer: Any) -> Exception | None:
         """The target's response check on one response that carries outputs (as the unary user checks an answer)."""
         try:
-            if self.expected_outputs and self.target.response_check == "shape":
+            if self.fit.expected_outputs and self.target.response_check == "shape":
                 shapes = self.expected_outputs_now()
                 for output in answer.outputs:
                     expected = shapes.get(output.name)
@@ -611,6 +621,6 @@ class TritonStreamUser(TritonGrpcUser):
             self._stream = None
 
     def close(self) -> None:
-        if self.decoupled and getattr(self, "_stream", None) is not None:
+        if self.streams() and getattr(self, "_stream", None) is not None:
             self._drop_stream()
         super().close()

@@ -18,7 +18,8 @@ from tritonclient.grpc import service_pb2
 from tritonclient.utils import InferenceServerException
 
 from inferload.errors import BadOutputShape, RequestError, RequestTimeout
-from inferload.run.triton_check import check_target_against_triton, fit_user_class, triton_model_decoupled
+from inferload.run.start_checks import ModelInfos, StartContext
+from inferload.run.triton_check import check_target_against_triton, model_fit, start_check, triton_model_decoupled
 from inferload.scenario.targets import Target
 from inferload.users import user_class_for
 from inferload.users.triton import (
@@ -125,7 +126,7 @@ class BrokenStream(grpc.RpcError):
 def streaming_user(responses: list[Any], **target_changes: Any) -> tuple[TritonStreamUser, FakeStream]:
     cls = user_class_for(square_target(**target_changes), Path("."))
     assert issubclass(cls, TritonStreamUser)
-    fit_user_class(cls, (square_metadata(), square_config()))
+    cls.fit = model_fit(cls.target, (square_metadata(), square_config()))
     user = cls(Environment())
     stream = FakeStream(responses)
     user._final_parameter = empty_final_parameter_bytes()
@@ -212,10 +213,17 @@ def test_a_decoupled_model_makes_grpc_users_stream_and_says_so(caplog: pytest.Lo
     streamed = user_class_for(square_target(), Path("."))
     unary = user_class_for(square_target(), Path("."))
     assert issubclass(streamed, TritonStreamUser) and issubclass(unary, TritonStreamUser)
+
+    def fitted(cls: type[TritonStreamUser], decoupled: bool) -> None:
+        infos = ModelInfos({"square": (square_metadata(), square_config(decoupled=decoupled))}, fetch=lambda target: ({}, {}))
+        found = start_check(cls, StartContext(infos, Path("."), check=False))
+        assert found.fit is not None and found.fit.decoupled is decoupled
+        cls.fit = found.fit  # as the run's fitting does
+
     with caplog.at_level(logging.INFO):
-        fit_user_class(streamed, (square_metadata(), square_config(decoupled=True)))
-        fit_user_class(unary, (square_metadata(), square_config(decoupled=False)))
-    assert streamed.decoupled and not unary.decoupled and not TritonStreamUser.decoupled
+        fitted(streamed, True)
+        fitted(unary, False)
+    assert streamed.streams() and not unary.streams() and not TritonStreamUser.streams()
     assert "target 'square': model 'square_int32' is decoupled" in caplog.text
 
 

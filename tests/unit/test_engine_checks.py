@@ -24,6 +24,7 @@ import pytest
 from tritonclient.grpc import service_pb2
 from tritonclient.utils import InferenceServerException
 
+from inferload.users.base import ModelFit
 from inferload.users.bentoml import BENTOML_REASON, BentoMLHttpUser
 from inferload.users.failures import _classify_triton, classify_exception
 from inferload.users.kserve import KSERVE_REASON, KServeV1HttpUser, KServeV2HttpUser, response_size
@@ -198,7 +199,7 @@ def kserve_v2_send(response_check: str, expected_outputs: dict[str, tuple[int, .
     instance = user(
         KServeV2HttpUser, target=target, _client=StubClient(answer), _path="/v2/models/m/infer", _headers={}, _expected=None
     )
-    instance.expected_outputs = expected_outputs
+    instance.fit = ModelFit(expected_outputs=expected_outputs)
     instance.next_request = lambda: (0, b"{}")
     return instance.send
 
@@ -345,7 +346,7 @@ def triton_http_send(answer: StubAnswer, shapes: bool) -> Callable[[], int]:
         _sequences=None,
         trace_records=None,
     )
-    instance.expected_outputs = {"OUTPUT0": (1, 4)}
+    instance.fit = ModelFit(expected_outputs={"OUTPUT0": (1, 4)})
     instance.next_request = lambda: (0, SimpleNamespace(body=b"{}", json_size=None))
     return instance.send
 
@@ -397,7 +398,7 @@ GRPC_ANSWERS = [
 def grpc_send(answer: bytes, shapes: bool) -> Callable[[], int]:
     target = SimpleNamespace(response_check="shape" if shapes else "status", timeout=5.0)
     instance = user(TritonGrpcUser, target=target, _expected=None, _sequences=None, trace_records=None, _metadata=None)
-    instance.expected_outputs = {"OUTPUT0": (-1, 4)}
+    instance.fit = ModelFit(expected_outputs={"OUTPUT0": (-1, 4)})
     instance.next_request = lambda: (0, b"")
 
     def model_infer(request: bytes, timeout: float, metadata: Any) -> Any:

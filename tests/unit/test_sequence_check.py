@@ -16,7 +16,7 @@ import pytest
 from inferload.run.triton_check import (
     check_target_against_triton,
     default_sequence_note,
-    fit_user_class,
+    model_fit,
     sequence_problems,
     sequence_settings_for,
     triton_sequence_batching,
@@ -128,12 +128,10 @@ def test_the_run_says_when_it_uses_the_default_sequence_settings() -> None:
 
 
 @pytest.mark.parametrize("kind", ["triton-grpc", "triton-http"])
-def test_fitting_a_user_class_sets_its_sequence_settings(kind: str, tmp_path: Any, caplog: pytest.LogCaptureFixture) -> None:
-    cls = user_class_for(target(kind), tmp_path)
-    assert cls.sequence_settings is None
+def test_a_sequence_models_fit_has_its_sequence_settings(kind: str, tmp_path: Any, caplog: pytest.LogCaptureFixture) -> None:
+    assert user_class_for(target(kind), tmp_path).fit.sequence_settings is None  # nothing read yet
     with caplog.at_level(logging.INFO, logger="inferload.run.triton_check"):
-        fit_user_class(cls, (METADATA, GRPC_CONFIG))
-    assert cls.sequence_settings == SequenceSettings(DEFAULT_SEQUENCE_LENGTH, 1)
+        fit = model_fit(target(kind), (METADATA, GRPC_CONFIG))
+    assert fit.sequence_settings == SequenceSettings(DEFAULT_SEQUENCE_LENGTH, 1)
     assert "is a sequence model" in caplog.text
-    fit_user_class(cls, (METADATA, PLAIN_CONFIG))
-    assert cls.sequence_settings is None
+    assert model_fit(target(kind), (METADATA, PLAIN_CONFIG)).sequence_settings is None

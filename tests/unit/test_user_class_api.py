@@ -87,6 +87,15 @@ def test_a_target_can_be_a_mapping_of_target_keys_and_the_class_gives_its_kind()
     assert (Tiny.target.kind, Tiny.target.address, Tiny.target.inputs[0].shape) == ("triton-http", "127.0.0.1:8000", (16,))
 
 
+def test_a_class_that_declares_expected_outputs_has_them_in_its_fit_and_its_base_keeps_none() -> None:
+    class Checked(inferload.TritonHttpUser):
+        target = {"name": "tiny", "address": "http://127.0.0.1:8000", "model": "tiny", "inputs": INPUTS}  # type: ignore[assignment]  # noqa: RUF012
+        expected_outputs = {"OUTPUT__0": [1, 4]}  # noqa: RUF012
+
+    assert Checked.fit.expected_outputs == {"OUTPUT__0": (1, 4)} and Checked.fit.model_batches
+    assert inferload.TritonHttpUser.fit.expected_outputs == {}
+
+
 def test_a_bad_target_mapping_names_the_file_the_key_path_and_what_was_expected() -> None:
     with pytest.raises(ScenarioError) as caught:
 
