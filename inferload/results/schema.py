@@ -76,7 +76,7 @@ class ServerSide(Section):
     """The server's own statistics between the end of the warm-up and the end of the run."""
 
     model_config = ConfigDict(extra="allow")  # a server reader may report more than these
-    omit_when_none = frozenset({"scope", "shared_with", "unknown", "requests"})
+    omit_when_none = frozenset({"scope", "shared_with", "unknown", "requests", "prefix_cache_hit_pct", "preemptions"})
 
     queue_ms_avg: Number | None
     compute_ms_avg: Number | None
@@ -90,6 +90,10 @@ class ServerSide(Section):
     unknown: dict[str, str] | None = None  # figure -> why this server does not report it (null above)
     #: the requests the server counted between the two readings (absent: it does not count them)
     requests: Count | None = None
+    #: an LLM server's: the share of the prompt tokens asked that its prefix cache held, % (absent: not reported)
+    prefix_cache_hit_pct: Number | None = None
+    #: an LLM server's: the requests it preempted (its KV cache full) (absent: not reported)
+    preemptions: Count | None = None
 
 
 class SendLag(Section):

@@ -12,7 +12,11 @@ from ``server_figures(before, after)``. The denominators, decided once (d = afte
                       d(executions)
     batch histogram   d(batches[size]) for each size that grew (executions of each batch size)
     *_per_s           d(inferences), d(executions), d(failures) / (after.taken_at − before.taken_at)
-    pending           after.pending (a gauge, as read)
+    pending, running  after.pending, after.running (gauges, as read)
+    kv_cache_used_pct after.kv_cache_used x 100 (a gauge, as read)
+    prefix_cache_hit_pct  d(cached_prompt_tokens) / d(prompt_tokens) x 100: the share of the prompt
+                      tokens asked that the server's prefix cache held
+    preemptions       d(preemptions)
 
 (For Triton's statistics API queued, computed and requests are all per-request counts, equal
 without the response cache; see ``snapshot.py`` for what each server's counters mean.) The average
@@ -38,7 +42,7 @@ from typing import Any
 from inferload.errors import ScrapeError
 from inferload.servermetrics.bentoml import NOT_REPORTED as BENTOML_NOT_REPORTED
 from inferload.servermetrics.kserve import NOT_REPORTED as KSERVE_NOT_REPORTED
-from inferload.servermetrics.openai import LLAMACPP
+from inferload.servermetrics.openai import LLAMACPP, SGLANG, SGLANG_NOT_REPORTED, VLLM, VLLM_NOT_REPORTED
 from inferload.servermetrics.openai import NOT_REPORTED as LLAMACPP_NOT_REPORTED
 from inferload.servermetrics.snapshot import ServerSnapshot
 from inferload.servermetrics.torchserve import NO_SUCCESS_TIMED as TORCHSERVE_NO_SUCCESS_TIMED
@@ -58,6 +62,8 @@ _NOT_REPORTED = {
     "bentoml": BENTOML_NOT_REPORTED,
     "kserve": KSERVE_NOT_REPORTED,
     LLAMACPP: LLAMACPP_NOT_REPORTED,
+    VLLM: VLLM_NOT_REPORTED,
+    SGLANG: SGLANG_NOT_REPORTED,
     "triton": {"batch_size_histogram": "Triton's metrics page has no batch sizes (its statistics API has)"},
 }
 #: servers whose time counters grow with successful requests only, while the request count grows with
@@ -84,6 +90,13 @@ class ServerFigures:
     unknown: dict[str, str] = field(default_factory=dict)  # summary figure -> why the server does not report it
     #: requests the server counted in the interval (None: it does not count them)
     requests: int | None = None
+    #: an LLM server's requests being generated (a gauge) and the share of its KV cache in use, %
+    running: float | None = None
+    kv_cache_used_pct: float | None = None
+    #: the share of the prompt tokens asked that its prefix cache held, % (None: not reported, or no prompt)
+    prefix_cache_hit_pct: float | None = None
+    #: requests it preempted in the interval (None: not reported)
+    preemptions: int | None = None
 
     def server_side(self) -> dict[str, Any]:
         """summary.json's ``server_side`` object (``unknown`` only when the server leaves figures out)."""
@@ -96,6 +109,10 @@ class ServerFigures:
         }
         if self.requests is not None:
             side["requests"] = self.requests
+        if self.prefix_cache_hit_pct is not None:
+            side["prefix_cache_hit_pct"] = self.prefix_cache_hit_pct
+        if self.preemptions is not None:
+            side["preemptions"] = self.preemptions
         if self.unknown:
             side["unknown"] = dict(self.unknown)
         return side
@@ -187,4 +204,8 @@ def server_figures(before: ServerSnapshot, after: ServerSnapshot) -> ServerFigur
         pending=after.pending,
         unknown=unknown,
         requests=round(d["requests"]) if "requests" in reported else None,
+        running=after.running,
+        kv_cache_used_pct=None if after.kv_cache_used is None else round(after.kv_cache_used * 100.0, 3),
+        prefix_cache_hit_pct=average("cached_prompt_tokens", "prompt_tokens", 100.0),
+        preemptions=round(d["preemptions"]) if "preemptions" in reported else None,
     )

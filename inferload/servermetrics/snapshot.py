@@ -12,9 +12,13 @@ counter names, so ``figures.py`` computes every figure the same way for every se
     inferences    items run through the model (a request of batch 4 counts 4)
     executions    model executions (batches run)
     failures      failed requests (TorchServe: host-wide 4xx + 5xx)
+    prompt_tokens         prompt tokens asked of an LLM server (cached ones included)
+    cached_prompt_tokens  of those, the tokens its prefix cache held (not computed again)
+    preemptions   requests an LLM server preempted (put back to wait: its KV cache was full)
 
 A counter the server cannot report is absent (not zero): figures built on it are None.
-``batches`` is executions per batch size so far (when ``has_batch_stats``); ``pending`` a gauge.
+``batches`` is executions per batch size so far (when ``has_batch_stats``); ``pending``,
+``running`` and ``kv_cache_used`` are gauges, as read.
 """
 
 from __future__ import annotations
@@ -26,7 +30,20 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from inferload.servermetrics.http_client import PageClient
 
-COUNTERS = ("requests", "request_us", "queued", "queue_us", "computed", "compute_us", "inferences", "executions", "failures")
+COUNTERS = (
+    "requests",
+    "request_us",
+    "queued",
+    "queue_us",
+    "computed",
+    "compute_us",
+    "inferences",
+    "executions",
+    "failures",
+    "prompt_tokens",
+    "cached_prompt_tokens",
+    "preemptions",
+)
 
 
 @dataclass(frozen=True)
@@ -39,7 +56,9 @@ class ServerSnapshot:
     counters: dict[str, float]  # keys of COUNTERS
     batches: dict[int, int] = field(default_factory=dict)  # batch size -> executions so far
     has_batch_stats: bool = True  # False: the server does not report batch sizes
-    pending: float | None = None  # requests waiting now (a gauge; Triton's metrics only)
+    pending: float | None = None  # requests waiting now (a gauge; Triton's and the LLM servers' metrics)
+    running: float | None = None  # requests being generated now (a gauge; the LLM servers' metrics)
+    kv_cache_used: float | None = None  # the share of the KV cache in use now, 0 to 1 (a gauge; LLM servers)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -50,11 +69,16 @@ class ServerSnapshot:
             "batches": {str(k): v for k, v in self.batches.items()},
             "has_batch_stats": self.has_batch_stats,
             "pending": self.pending,
+            "running": self.running,
+            "kv_cache_used": self.kv_cache_used,
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ServerSnapshot:
-        pending = data.get("pending")
+        def gauge(key: str) -> float | None:
+            value = data.get(key)
+            return None if value is None else float(value)
+
         return cls(
             data["server"],
             data["model"],
@@ -62,7 +86,9 @@ class ServerSnapshot:
             {k: float(v) for k, v in data["counters"].items()},
             {int(k): int(v) for k, v in data.get("batches", {}).items()},
             bool(data.get("has_batch_stats", True)),
-            None if pending is None else float(pending),
+            gauge("pending"),
+            gauge("running"),
+            gauge("kv_cache_used"),
         )
 
 

@@ -34,7 +34,7 @@ from inferload.servermetrics.bentoml import parse_bentoml_metrics
 from inferload.servermetrics.figures import ServerFigures, server_figures
 from inferload.servermetrics.http_client import HttpClient, PageClient
 from inferload.servermetrics.kserve import parse_kserve_metrics
-from inferload.servermetrics.openai import parse_llamacpp_metrics
+from inferload.servermetrics.openai import parse_openai_metrics
 from inferload.servermetrics.snapshot import MetricsPageReader, ServerSnapshot
 from inferload.servermetrics.torchserve import parse_torchserve_metrics
 from inferload.servermetrics.triton import StatisticsReader, parse_triton_metrics
@@ -49,7 +49,8 @@ class Source(Protocol):
 
 
 def server_point(target: str, figures: ServerFigures, time_s: float) -> Point:
-    """The `server` point of one interval (`pending` only where the server reports it)."""
+    """The `server` point of one interval (`pending`, `running`, `kv_cache_used_pct`,
+    `prefix_cache_hit_pct` and `preemptions` only where the server reports them)."""
     fields: dict[str, FieldValue] = {
         "inferences_per_s": figures.inferences_per_s,
         "executions_per_s": figures.executions_per_s,
@@ -59,8 +60,15 @@ def server_point(target: str, figures: ServerFigures, time_s: float) -> Point:
         "request_ms": figures.request_ms,
         "failures_per_s": figures.failures_per_s,
     }
-    if figures.pending is not None:
-        fields["pending"] = figures.pending
+    for name, value in (
+        ("pending", figures.pending),
+        ("running", figures.running),
+        ("kv_cache_used_pct", figures.kv_cache_used_pct),
+        ("prefix_cache_hit_pct", figures.prefix_cache_hit_pct),
+        ("preemptions", figures.preemptions),
+    ):
+        if value is not None:  # only what the server reports
+            fields[name] = value
     tags = {"target": target, "server": figures.server, "model": figures.model}
     return Point("server", tags, fields, seconds_to_ns(time_s))
 
@@ -208,5 +216,5 @@ class OpenAISource(_MetricsPageSource):
             target,
             model,
             metrics_url,
-            MetricsPageReader(metrics_url, parse_llamacpp_metrics, timeout_s, http),
+            MetricsPageReader(metrics_url, parse_openai_metrics, timeout_s, http),
         )
