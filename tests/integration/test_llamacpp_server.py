@@ -70,6 +70,37 @@ def test_prompt_and_answer_lengths_from_a_file_are_sent_and_held_by_the_server(t
     assert achieved == pytest.approx(100 * tokens["output_tokens_per_request"] / 6.0, abs=0.01)
 
 
+def test_prompts_that_share_a_prefix_show_as_the_server_s_prefix_cache_hits(tmp_path: Path, llama: str) -> None:
+    """Prompts of 8 drawn words after one shared prefix of 48, against prompts of 56 words of their own,
+    3,000 distinct of each so that none repeats in the run (llama.cpp also keeps whole prompts it has
+    seen: 16 prompts in rotation read 99 % held here): llama.cpp computes only what its cached prompts
+    do not hold, and its /metrics counts the tokens it took from them; the share of the prompt tokens
+    asked that it held is high for the first (84 % measured) and low for the second (their chat
+    template's few tokens are all they share: 2.5 % measured)."""
+
+    def hit_pct(name: str, lengths: dict[str, Any]) -> float:
+        target = {
+            "name": "chat",
+            "kind": "openai-chat",
+            "address": llama,
+            "model": LLM_NAME,
+            "generation": {"lengths": lengths, "ignore_eos": True},
+            "metrics_url": f"{llama}/metrics",
+        }
+        done = run(tmp_path / name, target)
+        assert done.returncode == 0, done.stdout + done.stderr
+        side = json.loads((tmp_path / name / "out" / "summary.json").read_text())["targets"]["chat"]["server_side"]
+        return float(side["prefix_cache_hit_pct"])
+
+    def fixed(tokens: int) -> dict[str, Any]:
+        return {"law": "fixed", "tokens": tokens}
+
+    prefix = {"groups": 1, "tokens": 48}
+    shared = hit_pct("shared", {"input_tokens": fixed(8), "output_tokens": fixed(2), "requests": 3000, "shared_prefix": prefix})
+    own = hit_pct("own", {"input_tokens": fixed(56), "output_tokens": fixed(2), "requests": 3000})
+    assert shared >= 50.0 and own <= 30.0, (shared, own)
+
+
 def test_a_data_set_of_chat_messages_and_sharegpt_conversations_is_sent_and_held_by_the_server(
     tmp_path: Path, llama: str
 ) -> None:
@@ -181,5 +212,6 @@ def test_a_chat_target_on_llama_cpp_counts_the_server_s_tokens_and_times_each_an
     # one or two, so the bounds have a little room)
     assert 0.95 <= side["avg_batch_size"] <= 2.05, side
     assert side["queue_ms_avg"] is None and "requests_deferred" in side["unknown"]["queue_ms_avg"]
+    assert 0.0 <= side["prefix_cache_hit_pct"] <= 100.0 and "preemptions" not in side  # llama.cpp counts none
     assert wrong.returncode == 2, wrong.stdout + wrong.stderr
     assert f"does not list model 'llama-3'; it serves: '{LLM_NAME}'" in wrong.stderr
