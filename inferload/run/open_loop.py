@@ -29,7 +29,7 @@ from inferload.scenario.schema import Scenario
 from inferload.traffic.arrivals import AdjustableTimeline, Timeline, law_for
 from inferload.traffic.ramp_hold import RATE_MESSAGE
 from inferload.users import InferenceUser
-from inferload.users.base import ArrivalQueue
+from inferload.users.base import ArrivalQueue, wiring_of
 from inferload.users.engine import EngineFeed
 
 #: a run seed drawn when the shape has none (the same on every process of the run)
@@ -62,9 +62,10 @@ def setup_open_loop(
     feeds: dict[str, ArrivalFeed] = {}
     for cls in user_classes:
         queue = ArrivalQueue(max_queue=shape.max_queue)
-        cls.arrivals = queue
+        wiring = wiring_of(environment, cls)
+        wiring.arrivals = queue
         queues[cls.target.name] = queue
-        engine = cls.engine if not isinstance(runner, MasterRunner) else None
+        engine = wiring.engine if not isinstance(runner, MasterRunner) else None
         if engine is not None:  # the engine paces these: the scheduler feeds it ahead
             feeds[cls.target.name] = EngineFeed(engine, cls, environment)
     seed = shape.seed if shape.seed is not None else random.SystemRandom().randrange(SEED_BOUND)

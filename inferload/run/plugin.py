@@ -45,6 +45,7 @@ from inferload.scenario.shapes import ReplayShape
 from inferload.traffic.arrivals import AdjustableTimeline
 from inferload.traffic.ramp_hold import RampHoldPlan, RampHoldRule, parse_ramp_hold, ramp_problem, ramp_timeline
 from inferload.users import InferenceUser, user_class_for
+from inferload.users.base import wiring_of
 from inferload.users.engine import NativeEngine, assign_engine
 from inferload.webui.live import ServerReadings
 from inferload.webui.tab import attach_inference_tab
@@ -202,7 +203,7 @@ class InferloadRun:
             self.restore_leftovers()
         # on a distributed run the master checked already
         self.check_models(check=not is_worker and not self.options.skip_start_checks)
-        self.mark_replay_batches()
+        self.mark_replay_batches(environment)
         # the engine's listeners come before the recorder's: a worker's report carries what it just drained
         self.engine = None if isinstance(runner, MasterRunner) else self.assign_engine(environment)
         self.recorder = RunRecorder(
@@ -332,7 +333,7 @@ class InferloadRun:
         Without `check`, an unreadable model is only a warning: the run goes on and counts its failures."""
         fit_to_models(self.scenario, self.user_classes.values(), self.models, check)
 
-    def mark_replay_batches(self) -> None:
+    def mark_replay_batches(self, environment: Environment) -> None:
         """The targets a replay's rows give batch sizes of their own go through the Python transport
         (their requests are made when first asked for); StartCheckError for one whose model does not batch."""
         shape = self.scenario.shape
@@ -351,7 +352,7 @@ class InferloadRun:
                     f"shape.file: {Path(shape.file).name} gives target {cls.target.name!r} batch sizes other than its"
                     f" batch_size {cls.target.batch_size}, but its model takes no batch dimension (max_batch_size 0)"
                 )
-            cls.replay_batches = True
+            wiring_of(environment, cls).replay_batches = True
         if problems:
             raise StartCheckError(problems, skippable=False)
 

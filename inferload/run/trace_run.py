@@ -38,6 +38,7 @@ from inferload.scenario.schema import Scenario
 from inferload.scenario.targets import Target
 from inferload.servermetrics.triton_trace import TraceSettingsClient, read_traces, restorable, run_settings, trace_files
 from inferload.users import InferenceUser
+from inferload.users.base import wiring_of
 
 # A run's Triton trace records from InfluxDB (``trace.source: influxdb``): the `triton_traces`
 # points the collector sidecar next to a remote Triton wrote (`observe.sources.triton_trace_file`).
@@ -133,7 +134,7 @@ class TraceRun:
         for cls in user_classes.values():
             if cls.target.name in self.targets:
                 records = ClientTraceRecords()
-                cls.trace_records = records
+                wiring_of(environment, cls).trace_records = records
                 self.records[cls.target.name] = records
         self.from_workers: dict[tuple[str, str], ClientTraceRecords] = {}  # (worker, target) -> records
         self.previous: dict[str, dict[str, Any]] = {}

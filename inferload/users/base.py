@@ -46,7 +46,7 @@ declares tasks of its own runs only those (`InferenceUser.__init_subclass__`); L
 function in ``tasks``, so ``tasks = {inference_task: 3, my_task: 1}`` keeps the default one next to
 them.
 
-On a native slot (the user's class has an ``engine``: `inferload.users.engine`) the default task
+On a native slot (the run's `Wiring` of the class has an ``engine``: `inferload.users.engine`) the default task
 hands the slot its whole loop, and `infer()` makes its one call through `NativeEngine.call` (the
 engine sends and times it; this client reports it as above). That branch runs only once the
 native extension has an ``Engine``; until then every user takes the Python transport.
@@ -84,6 +84,7 @@ from inferload.users.sequence import SequenceSettings
 
 if TYPE_CHECKING:
     from inferload.users.engine import NativeEngine, NativeSlot, NativeTarget
+    from inferload.users.expected import ExpectedCheck
 
 __all__ = [
     "ArrivalQueue",
@@ -92,9 +93,11 @@ __all__ = [
     "InferenceUser",
     "ModelFit",
     "RefusedBackoff",
+    "Wiring",
     "batched_output_names",
     "expected_output_shapes",
     "inference_task",
+    "wiring_of",
 ]
 
 #: the Python transport's deadline for a whole call is the target's timeout and this (its client
@@ -161,6 +164,38 @@ class ModelFit:
     sequence_settings: SequenceSettings | None = None
     #: a Triton model's decoupled policy (None: not read; a class's own ``decoupled`` stands)
     decoupled: bool | None = None
+
+
+@dataclass
+class Wiring:
+    """What one run gives a user class's users in this process, beside the class's target and fit:
+    the engine that sends and times their calls (None: the Python transport), the open-loop arrivals
+    they send (None: a closed loop), a traced target's request ids and client times, whether a replay
+    gives its requests batch sizes of their own, and the process's pre-encoded requests of the target.
+    A run's parts fill it in as the run is wired (`wiring_of`); it lives on the Locust environment, so
+    a user class is the same in every run and writes nothing of a run's onto itself."""
+
+    engine: NativeEngine | None = None
+    arrivals: ArrivalQueue | None = None
+    trace_records: ClientTraceRecords | None = None
+    replay_batches: bool = False
+    request_pool: RequestPool[Any] | None = None
+    #: ``response_check: expected``: the target's expected answers (read once per process: `expected_read`)
+    expected_check: ExpectedCheck | None = None
+    expected_read: bool = False
+
+
+#: the attribute of the Locust environment that holds each user class's `Wiring`
+_WIRING_KEY = "_inferload_wiring"
+
+
+def wiring_of(environment: Any, user_class: type) -> Wiring:
+    """The class's `Wiring` in this environment's run (made empty on first ask)."""
+    table: dict[type, Wiring] | None = getattr(environment, _WIRING_KEY, None)
+    if table is None:
+        table = {}
+        setattr(environment, _WIRING_KEY, table)
+    return table.setdefault(user_class, Wiring())
 
 
 @dataclass
@@ -287,10 +322,11 @@ def inference_task(user: InferenceUser) -> None:
     loop: one `InferenceClient.infer()`, then a pause when the connection was refused."""
     slot = user.native_slot
     if slot is not None:  # the engine sends, times and records every call of this user
-        slot.run_until_released(open_loop=user.arrivals is not None)
+        slot.run_until_released(open_loop=user.wiring.arrivals is not None)
         return
-    if user.arrivals is not None:
-        intended, arrival = user.arrivals.take_arrival()
+    arrivals = user.wiring.arrivals
+    if arrivals is not None:
+        intended, arrival = arrivals.take_arrival()
         index = None if arrival is None else user.request_pool().index_for(arrival.sample, arrival.batch)
         user.client._send_arrival(intended, index)
         return
@@ -353,20 +389,8 @@ class InferenceUser(User):
     request_type: ClassVar[str] = "infer"
     #: the target's model as the start check read it (`ModelFit`; the default: nothing read)
     fit: ClassVar[ModelFit] = ModelFit()
-    #: a replay's rows give this target batch sizes other than its own (set at start): each such
-    #: request is made in Python when first asked for, so the target goes through the Python transport
-    replay_batches: ClassVar[bool] = False
-    #: open loop: the queue of arrivals this target's users send (None: closed loop)
-    arrivals: ClassVar[ArrivalQueue | None] = None
     #: folder that relative payload paths (.npy files) are resolved against
     scenario_dir: ClassVar[Path] = Path(".")
-    #: this process's pre-encoded requests of the target, shared by its users (made by the first to start)
-    request_pool_of_class: ClassVar[RequestPool[Any] | None] = None
-    #: a traced Triton target's request ids and client times, this process's (set at start; None: not traced)
-    trace_records: ClassVar[ClientTraceRecords | None] = None
-    #: this process's native engine, when the run hands the class's calls to it (None: the Python transport;
-    #: see `inferload.users.engine`)
-    engine: ClassVar[NativeEngine | None] = None
     #: the engine keeps this protocol's sequences itself (Triton's sequence parameters; see docs/engine.md)
     native_sequences: ClassVar[bool] = False
     #: the host the target's address was taken from (a target written without an address)
@@ -393,9 +417,16 @@ class InferenceUser(User):
             cls.target_for_host(cls.host, stop_test=environment)
         super().__init__(environment)
         self.refused_backoff = RefusedBackoff()
+        #: what this run gives the class's users (the engine, the arrivals, the trace records ...)
+        self.wiring = wiring_of(environment, cls)
         #: this user's client: ``self.client.infer()`` sends, times and reports one inference call
         self.client = InferenceClient(self)
         self._slot: NativeSlot | None = None
+
+    @classmethod
+    def wiring_in(cls, environment: Any) -> Wiring:
+        """What the run of ``environment`` gives this class's users (`wiring_of`)."""
+        return wiring_of(environment, cls)
 
     @property
     def native_slot(self) -> NativeSlot | None:
@@ -403,7 +434,7 @@ class InferenceUser(User):
         return self._slot
 
     def on_start(self) -> None:
-        engine = type(self).engine
+        engine = self.wiring.engine
         if engine is not None:
             from inferload.users.engine import NativeSlot
 
@@ -491,40 +522,41 @@ class InferenceUser(User):
 
     def request_pool(self) -> RequestPool[Any]:
         """This process's requests of the target, encoded by ``encode_request`` (made on first use)."""
-        pool = type(self).__dict__.get("request_pool_of_class")
+        pool = self.wiring.request_pool
         return pool if pool is not None else type(self).pool_for(self.environment)
 
     @classmethod
     def pool_for(cls, environment: Any) -> RequestPool[Any]:
         """This process's requests of the class's target (made on first use, by a user or the engine)."""
-        pool = cls.__dict__.get("request_pool_of_class")
-        if pool is None:
+        wiring = wiring_of(environment, cls)
+        if wiring.request_pool is None:
             source = RequestSource(cls.target, cls.scenario_dir, model_batches=cls.fit.model_batches)
             worker_index = int(getattr(environment.runner, "worker_index", 0) or 0)
-            pool = RequestPool(source, cls.encode_request, worker_index=worker_index)
-            cls.request_pool_of_class = pool
-        return pool
+            wiring.request_pool = RequestPool(source, cls.encode_request, worker_index=worker_index)
+        return wiring.request_pool
 
     # -- the native transport (inferload.users.engine) --------------------------------------------
     @classmethod
-    def python_only_reason(cls) -> str | None:
-        """Why this class's calls need Python per request (None: the engine can make them all)."""
+    def python_only_reason(cls, wiring: Wiring | None = None) -> str | None:
+        """Why this class's calls need Python per request in the run ``wiring`` is of (None: the
+        engine can make them all)."""
         target = cls.target
         if target.response_check == "expected":
             return "its answers are compared with expected values in Python"
         if (target.sequence is not None or cls.fit.sequence_settings is not None) and not cls.native_sequences:
             return "a sequence model's requests carry per-request correlation IDs"
-        if target.trace is not None or cls.trace_records is not None:
+        if target.trace is not None or (wiring is not None and wiring.trace_records is not None):
             return "traced requests carry per-request ids"
-        if cls.replay_batches:
+        if wiring is not None and wiring.replay_batches:
             return "its replay's batch column gives requests batch sizes of their own, made when first asked for"
         if cls.native_target.__func__ is InferenceUser.native_target.__func__:  # type: ignore[attr-defined]
             return f"the {target.kind} kind has no native path yet"
         return None
 
     @classmethod
-    def native_target(cls) -> NativeTarget | None:
-        """Protocol hook: the target as the engine takes it (None: this protocol has no native path)."""
+    def native_target(cls, pool: RequestPool[Any]) -> NativeTarget | None:
+        """Protocol hook: the target as the engine takes it, its requests ``pool``'s (None: this
+        protocol has no native path)."""
         return None
 
     @classmethod
@@ -533,12 +565,13 @@ class InferenceUser(User):
         pool = cls.pool_for(environment)
 
         def make() -> NativeTarget:
-            spec = cls.native_target()
+            spec = cls.native_target(pool)
             if spec is None:  # the run's wiring only gives the class an engine when it has a native path
                 raise TypeError(f"{cls.__name__} has no native path")
             return spec
 
-        max_queue = cls.arrivals.max_queue if cls.arrivals is not None else None
+        arrivals = wiring_of(environment, cls).arrivals
+        max_queue = arrivals.max_queue if arrivals is not None else None
         return engine.target_id(cls, make, max_queue, pool.start_cursor)
 
     @classmethod

@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -31,7 +31,7 @@ from inferload.users.engine import NativeTarget
 from inferload.users.expected import expected_check_of
 from inferload.users.failures import Reason
 from inferload.users.http_answer import DETAIL_CHARS, check_list_answer, close_client, open_client, post_for_answer
-from inferload.users.request_pool import RequestData
+from inferload.users.request_pool import RequestData, RequestPool
 from inferload.users.tls import native_tls
 from inferload.users.torchserve import BodyError, encode_raw, native_list_check
 
@@ -110,11 +110,9 @@ class BentoMLHttpUser(InferenceUser):
     file_part_of_class: ClassVar[tuple[str, str] | None] = None
 
     @classmethod
-    def native_target(cls) -> NativeTarget:
+    def native_target(cls, pool: RequestPool[Any]) -> NativeTarget:
         """The engine's HTTP target: each body with its own Content-Type (a multipart boundary is per request)."""
         target = cls.target
-        pool = cls.request_pool_of_class
-        assert pool is not None  # native_target_id encodes the pool first
         headers = request_headers(target.name, target.headers, target.headers_from_env, target.token_file, cls.scenario_dir)
         path = api_path(target)
         # the target's own headers win, as in send(): they may set Content-Type too
@@ -134,7 +132,7 @@ class BentoMLHttpUser(InferenceUser):
     def connect(self) -> None:
         target = self.target
         self._client = open_client(target, self.scenario_dir)
-        self._expected = expected_check_of(type(self))
+        self._expected = expected_check_of(self)
         self._path = api_path(target)
         self.request_pool()  # the first user of the target in this process encodes every request here
         # the Content-Type travels with each encoded body (a multipart boundary is per request); the target's own headers

@@ -418,18 +418,19 @@ class EngineFeed:
 
 
 def assign_engine(environment: Any, user_classes: list[Any], window_s: float) -> NativeEngine | None:
-    """Give every user class that can go native this process's engine (``cls.engine``); say once
+    """Give every user class that can go native this process's engine (its run's `Wiring`); say once
     per class why one stays on the Python transport. None when no class goes native."""
     engine = NativeEngine.of(environment, window_s)
     if engine is None:
         return None
     native = 0
     for cls in user_classes:
-        reason = cls.python_only_reason()
+        wiring = cls.wiring_in(environment)
+        reason = cls.python_only_reason(wiring)
         if reason is None:
-            cls.engine = engine
+            wiring.engine = engine
             native += 1
         else:
-            cls.engine = None
+            wiring.engine = None
             logger.info("target %r: sent through the Python transport: %s", cls.target.name, reason)
     return engine if native else None

@@ -240,17 +240,20 @@ def http_outputs(result: Any) -> dict[str, np.ndarray]:
     return decoded
 
 
-def expected_check_of(user_class: Any) -> ExpectedCheck | None:
-    """The user class's ``ExpectedCheck`` (its target's file read once per process), or None."""
-    found = user_class.__dict__.get("_expected_check", False)
-    if found is False:
-        found = ExpectedCheck.for_target(user_class.target, user_class.scenario_dir, user_class.fit.model_batches)
+def expected_check_of(user: Any) -> ExpectedCheck | None:
+    """The ``ExpectedCheck`` of the user's target (its file read once per process, kept in the run's
+    `Wiring` of the user's class), or None."""
+    wiring = user.wiring
+    if not wiring.expected_read:
+        cls = type(user)
+        found = ExpectedCheck.for_target(cls.target, cls.scenario_dir, cls.fit.model_batches)
         if found is not None:
 
-            def label(sample: int) -> str:  # the class's request pool names its samples (read on a failure only)
-                pool = user_class.__dict__.get("request_pool_of_class")
+            def label(sample: int) -> str:  # the request pool names its samples (read on a failure only)
+                pool = wiring.request_pool
                 return pool.sample_label(sample) if pool is not None else f"sample {sample}"
 
             found.sample_label = label
-        user_class._expected_check = found
-    return found
+        wiring.expected_check, wiring.expected_read = found, True
+    check: ExpectedCheck | None = wiring.expected_check
+    return check

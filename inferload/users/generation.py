@@ -32,7 +32,7 @@ from inferload.users.base import InferenceUser
 from inferload.users.engine import NativeTarget
 from inferload.users.failures import Reason
 from inferload.users.http_answer import DETAIL_CHARS, close_client, open_client, post_for_answer
-from inferload.users.request_pool import RequestData
+from inferload.users.request_pool import RequestData, RequestPool
 from inferload.users.tls import native_tls
 
 logger = logging.getLogger(__name__)
@@ -128,11 +128,9 @@ class GenerativeUser(InferenceUser):
         return address if "://" in address else f"{'https' if cls.target.tls is not None else 'http'}://{address}"
 
     @classmethod
-    def native_target(cls) -> NativeTarget:
+    def native_target(cls, pool: RequestPool[Any]) -> NativeTarget:
         """The engine's HTTP target: the pre-encoded bodies, a stream read as its format says."""
         target = cls.target
-        pool = cls.request_pool_of_class
-        assert pool is not None  # native_target_id encodes the pool first
         generation = generation_of(target)
         reads_answer = generation.stream and target.response_check == "shape"
         check: dict[str, Any] = {

@@ -37,7 +37,7 @@ from inferload.users.engine import NativeTarget
 from inferload.users.expected import UnexpectedOutput, expected_check_of, grpc_outputs
 from inferload.users.failures import Reason, check_output_shape, describe_answer, read_json
 from inferload.users.http_answer import DETAIL_CHARS, close_client, open_client, post_for_answer
-from inferload.users.request_pool import RequestData
+from inferload.users.request_pool import RequestData, RequestPool
 from inferload.users.tls import native_tls
 from inferload.users.triton import TritonGrpcUser
 
@@ -174,11 +174,9 @@ class KServeHttpUser(InferenceUser):
         return {"answer": "none"}
 
     @classmethod
-    def native_target(cls) -> NativeTarget:
+    def native_target(cls, pool: RequestPool[Any]) -> NativeTarget:
         """The engine's HTTP target: the pre-encoded JSON bodies, KServe's status and answer checks."""
         target = cls.target
-        pool = cls.request_pool_of_class
-        assert pool is not None  # native_target_id encodes the pool first
         path = cls.target_path()
         headers = {
             "Content-Type": "application/json",
@@ -202,7 +200,7 @@ class KServeHttpUser(InferenceUser):
     def connect(self) -> None:
         target = self.target
         self._client = open_client(target, self.scenario_dir)
-        self._expected = expected_check_of(type(self))  # response_check: expected (file read once per process)
+        self._expected = expected_check_of(self)  # response_check: expected (file read once per process)
         self._path = self.path()
         self.request_pool()  # the first user of the target in this process encodes every request here
         self._headers = {

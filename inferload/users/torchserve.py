@@ -37,7 +37,7 @@ from inferload.users.http_answer import (
     post_for_answer,
 )
 from inferload.users.payload import encode_json, encode_npy, encode_octet_stream
-from inferload.users.request_pool import RequestData
+from inferload.users.request_pool import RequestData, RequestPool
 from inferload.users.sequence import UserSequences, torchserve_sequence_headers, torchserve_user_sequences
 from inferload.users.tls import native_tls
 
@@ -141,11 +141,9 @@ class TorchServeRestUser(InferenceUser):
     _sequences: UserSequences | None = None
 
     @classmethod
-    def native_target(cls) -> NativeTarget:
+    def native_target(cls, pool: RequestPool[Any]) -> NativeTarget:
         """The engine's HTTP target: the pre-encoded bodies, TorchServe's status rule and list check."""
         target = cls.target
-        pool = cls.request_pool_of_class
-        assert pool is not None  # native_target_id encodes the pool first
         headers = {
             "Content-Type": content_type_header(target, cls.scenario_dir),
             **request_headers(target.name, target.headers, target.headers_from_env, target.token_file, cls.scenario_dir),
@@ -162,7 +160,7 @@ class TorchServeRestUser(InferenceUser):
     def connect(self) -> None:
         target = self.target
         self._client = open_client(target, self.scenario_dir)
-        self._expected = expected_check_of(type(self))  # response_check: expected (file read once per process)
+        self._expected = expected_check_of(self)  # response_check: expected (file read once per process)
         self._path = predictions_path(target)
         self.request_pool()  # the first user of the target in this process encodes every request here
         # the target's own headers (its token, its secrets from the environment) may set Content-Type too

@@ -76,7 +76,7 @@ from inferload.users.failures import (
     read_json,
 )
 from inferload.users.http_answer import bound_answer_heads
-from inferload.users.request_pool import RequestData
+from inferload.users.request_pool import RequestData, RequestPool
 from inferload.users.sequence import http_body_with_sequence, native_sequence, user_sequences
 from inferload.users.tls import grpc_credentials, http_tls_options, native_tls
 
@@ -176,12 +176,10 @@ class TritonHttpUser(InferenceUser):
         return HttpRequest(body=body, json_size=json_size)
 
     @classmethod
-    def native_target(cls) -> NativeTarget:
+    def native_target(cls, pool: RequestPool[Any]) -> NativeTarget:
         """The engine's HTTP target: each pre-built body with its JSON header's length, Triton's answer checks."""
         target = cls.target
         headers = request_headers(target.name, target.headers, target.headers_from_env, target.token_file, cls.scenario_dir)
-        pool = cls.request_pool_of_class
-        assert pool is not None  # native_target_id encodes the pool first
         path = "/" + infer_uri(target.model, target.version or "")
         requests: list[Any] = []
         for request in pool.encoded_requests:
@@ -215,7 +213,7 @@ class TritonHttpUser(InferenceUser):
             ssl=target.tls is not None,
             **tls,
         )
-        self._expected = expected_check_of(type(self))  # response_check: expected (file read once per process)
+        self._expected = expected_check_of(self)  # response_check: expected (file read once per process)
         self._outputs = [httpclient.InferRequestedOutput(name, binary_data=True) for name in target.outputs] or None
         self._version = target.version or ""
         self._sequences = user_sequences(self.fit.sequence_settings, target.sequence)  # None unless a sequence model
@@ -242,7 +240,7 @@ class TritonHttpUser(InferenceUser):
         body, json_size = request.body, request.json_size
         if self._sequences is not None:  # the step's ID and flags go in the JSON header (only it is re-encoded)
             body, json_size = http_body_with_sequence(body, json_size, self._sequences.next_step())
-        traced = self.trace_records
+        traced = self.wiring.trace_records
         if traced is not None:  # the trace join: an id in the JSON header, the times kept
             number, request_id = traced.next_id()
             body, json_size = http_body_with_id(body, json_size, request_id)
@@ -383,7 +381,7 @@ class TritonGrpcUser(InferenceUser):
         headers = request_headers(target.name, target.headers, target.headers_from_env, target.token_file, self.scenario_dir)
         self._metadata = tuple((name.lower(), value) for name, value in headers.items()) or None
         self._channel = open_channel(target.address, target.tls, self.scenario_dir, target.name, answers_within(target))
-        self._expected = expected_check_of(type(self))  # response_check: expected (file read once per process)
+        self._expected = expected_check_of(self)  # response_check: expected (file read once per process)
         # this process's requests of the target, encoded once (by its first user); send() picks from them
         self.request_pool()
         self._sequences = user_sequences(self.fit.sequence_settings, target.sequence)  # None unless a sequence model
@@ -395,15 +393,13 @@ class TritonGrpcUser(InferenceUser):
         )
 
     @classmethod
-    def native_target(cls) -> NativeTarget:
+    def native_target(cls, pool: RequestPool[Any]) -> NativeTarget:
         """The engine's gRPC target: the pool's serialized requests, the output shapes to check."""
         target = cls.target
         headers = request_headers(target.name, target.headers, target.headers_from_env, target.token_file, cls.scenario_dir)
         check: dict[str, Any] = {"answer": "none"}
         if cls.fit.expected_outputs and target.response_check == "shape":
             check = {"answer": "grpc_shapes", "shapes": {name: list(dims) for name, dims in cls.fit.expected_outputs.items()}}
-        pool = cls.request_pool_of_class
-        assert pool is not None  # native_target_id encodes the pool first
         return NativeTarget(
             protocol="grpc",
             address=target.address,
@@ -425,7 +421,7 @@ class TritonGrpcUser(InferenceUser):
         index, request_bytes = self.next_request()  # a pick from the pre-encoded requests, nothing encoded
         if self._sequences is not None:  # the step's ID and flags: parameters appended (a protobuf merge)
             request_bytes += self._sequences.next_step().grpc_parameters
-        traced = self.trace_records
+        traced = self.wiring.trace_records
         if traced is not None:  # the trace join: an id on the request, its times kept
             number, request_id = traced.next_id()
             request_bytes += grpc_id_field(request_id)
@@ -541,7 +537,7 @@ class TritonStreamUser(TritonGrpcUser):
         request_bytes += self._final_parameter  # parameters appended: a protobuf merge
         if self._sequences is not None:  # a decoupled sequence model: the step's ID and flags too
             request_bytes += self._sequences.next_step().grpc_parameters
-        traced = self.trace_records
+        traced = self.wiring.trace_records
         if traced is not None:  # the trace join: an id on the request (as the unary user puts it)
             number, request_id = traced.next_id()
             request_bytes += grpc_id_field(request_id)

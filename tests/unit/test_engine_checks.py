@@ -24,7 +24,7 @@ import pytest
 from tritonclient.grpc import service_pb2
 from tritonclient.utils import InferenceServerException
 
-from inferload.users.base import ModelFit
+from inferload.users.base import ModelFit, Wiring
 from inferload.users.bentoml import BENTOML_REASON, BentoMLHttpUser
 from inferload.users.failures import _classify_triton, classify_exception
 from inferload.users.kserve import KSERVE_REASON, KServeV1HttpUser, KServeV2HttpUser, response_size
@@ -344,7 +344,7 @@ def triton_http_send(answer: StubAnswer, shapes: bool) -> Callable[[], int]:
         _uri="v2/models/identity/infer",
         _headers=None,
         _sequences=None,
-        trace_records=None,
+        wiring=Wiring(),
     )
     instance.fit = ModelFit(expected_outputs={"OUTPUT0": (1, 4)})
     instance.next_request = lambda: (0, SimpleNamespace(body=b"{}", json_size=None))
@@ -397,7 +397,7 @@ GRPC_ANSWERS = [
 
 def grpc_send(answer: bytes, shapes: bool) -> Callable[[], int]:
     target = SimpleNamespace(response_check="shape" if shapes else "status", timeout=5.0)
-    instance = user(TritonGrpcUser, target=target, _expected=None, _sequences=None, trace_records=None, _metadata=None)
+    instance = user(TritonGrpcUser, target=target, _expected=None, _sequences=None, wiring=Wiring(), _metadata=None)
     instance.fit = ModelFit(expected_outputs={"OUTPUT0": (-1, 4)})
     instance.next_request = lambda: (0, b"")
 

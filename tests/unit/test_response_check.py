@@ -17,6 +17,7 @@ from inferload.errors import BadOutputShape, HttpStatusError, ScenarioError
 from inferload.scenario.loader import load_scenario, scenario_from_dict, scenario_to_dict
 from inferload.scenario.targets import Target
 from inferload.users import user_class_for
+from inferload.users.base import Wiring
 from inferload.users.failures import check_json_list, describe_answer
 from inferload.users.request_pool import RequestPool, RequestSource
 from inferload.users.torchserve import TorchServeRestUser
@@ -95,7 +96,7 @@ def torchserve_user(response_check: str | None, batch_size: int, status: int, bo
     assert isinstance(user, TorchServeRestUser)
     user._client = StubClient(StubResponse(status, body))  # type: ignore[assignment]  # duck-typed stand-in
     user._path, user._headers, user._expected = "/predictions/tiny", {}, None
-    cls.request_pool_of_class = RequestPool(RequestSource(target, Path(".")), cls.encode_request)  # what connect() makes
+    user.wiring = Wiring(request_pool=RequestPool(RequestSource(target, Path(".")), cls.encode_request))  # what connect() makes
     return user
 
 

@@ -334,7 +334,7 @@ def test_an_open_loop_sender_sends_the_sample_its_arrival_names(tmp_path: Path) 
     """A replay file's `sample` column: the request that starts from that sample; no sample, the rotation's next."""
     user, events = counting_user(tmp_path)
     queue = ArrivalQueue(max_queue=10)
-    type(user).arrivals = queue
+    user.wiring.arrivals = queue  # as an open-loop run wires it
     now = time.time()
     queue.offer(now, Arrival(0.0, "counted", sample=2))
     queue.offer(now, Arrival(0.0, "counted"))
