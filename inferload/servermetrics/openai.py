@@ -38,6 +38,7 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
+from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -73,13 +74,6 @@ _LLM_NOT_REPORTED = {
 }
 VLLM_NOT_REPORTED = {figure: reason.format(name="vLLM") for figure, reason in _LLM_NOT_REPORTED.items()}
 SGLANG_NOT_REPORTED = {figure: reason.format(name="SGLang") for figure, reason in _LLM_NOT_REPORTED.items()}
-
-_VLLM_COUNTERS = {
-    "vllm:prefix_cache_queries_total": "prompt_tokens",
-    "vllm:prefix_cache_hits_total": "cached_prompt_tokens",
-    "vllm:num_preemptions_total": "preemptions",
-    "vllm:request_success_total": "requests",
-}
 
 
 def _samples(text: str) -> list[tuple[str, dict[str, str], float]]:
@@ -130,39 +124,55 @@ def _llamacpp(samples: list[tuple[str, dict[str, str], float]], model: str, take
     )
 
 
+@dataclass(frozen=True)
+class _PageNames:
+    """Where a labelled page (vLLM's, SGLang's) keeps what a reading takes."""
+
+    waiting: str
+    running: str
+    #: the KV cache's share in use, 0 to 1, one sample per engine (the first name the page has)
+    kv_cache: tuple[str, ...]
+    #: their counter -> ours
+    counters: dict[str, str] = field(default_factory=dict)
+
+
+_PAGE_NAMES = {
+    VLLM: _PageNames(
+        "vllm:num_requests_waiting",
+        "vllm:num_requests_running",
+        ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+        {
+            "vllm:prefix_cache_queries_total": "prompt_tokens",
+            "vllm:prefix_cache_hits_total": "cached_prompt_tokens",
+            "vllm:num_preemptions_total": "preemptions",
+            "vllm:request_success_total": "requests",
+        },
+    ),
+    SGLANG: _PageNames("sglang:num_queue_reqs", "sglang:num_running_reqs", ("sglang:token_usage",)),
+}
+
+
 def _labelled(server: str, samples: list[tuple[str, dict[str, str], float]], model: str, taken_at: float) -> ServerSnapshot:
-    """vLLM's or SGLang's page: the model's samples (``model_name``), summed over their other labels."""
+    """vLLM's or SGLang's page: the model's samples (``model_name``), summed over their other labels
+    (an engine's, a rank's); the KV cache's share is the mean of its engines'."""
+    names = _PAGE_NAMES[server]
     sums: dict[str, float] = defaultdict(float)
+    counts: dict[str, int] = defaultdict(int)
     for name, labels, value in samples:
         if labels.get("model_name", model) == model and not math.isnan(value):
             sums[name] += value
-    if server == VLLM:
-        kv = sums.get("vllm:kv_cache_usage_perc", sums.get("vllm:gpu_cache_usage_perc"))
-        engines = {labels.get("engine") for name, labels, _ in samples if name == "vllm:num_requests_running"}
-        counters = {ours: sums[theirs] for theirs, ours in _VLLM_COUNTERS.items() if theirs in sums}
-        return ServerSnapshot(
-            VLLM,
-            model,
-            taken_at,
-            counters,
-            {},
-            has_batch_stats=False,
-            pending=sums.get("vllm:num_requests_waiting"),
-            running=sums.get("vllm:num_requests_running"),
-            kv_cache_used=None if kv is None else kv / max(1, len(engines)),  # each engine's share: their mean
-        )
-    usage = sums.get("sglang:token_usage")
-    ranks = sum(1 for name, labels, _ in samples if name == "sglang:token_usage" and labels.get("model_name", model) == model)
+            counts[name] += 1
+    kv = next((name for name in names.kv_cache if name in sums), None)
     return ServerSnapshot(
-        SGLANG,
+        server,
         model,
         taken_at,
-        {},
+        {ours: sums[theirs] for theirs, ours in names.counters.items() if theirs in sums},
         {},
         has_batch_stats=False,
-        pending=sums.get("sglang:num_queue_reqs"),
-        running=sums.get("sglang:num_running_reqs"),
-        kv_cache_used=None if usage is None else usage / max(1, ranks),
+        pending=sums.get(names.waiting),
+        running=sums.get(names.running),
+        kv_cache_used=None if kv is None else sums[kv] / counts[kv],
     )
 
 
