@@ -129,8 +129,9 @@ def _wait_time(spec: MeasureSpec) -> Any:
     return constant(0) if spec.rate_rps is None else constant_throughput(spec.rate_rps / spec.users)
 
 
-def inferload_user_class(spec: MeasureSpec) -> tuple[type, Any]:
-    """The user class a real run makes for this target, set up as `InferloadRun` does."""
+def inferload_user_class(spec: MeasureSpec) -> tuple[type, Any, Environment]:
+    """The user class a real run makes for this target, set up as `InferloadRun` does (its fit in
+    the environment's wiring of it)."""
     from inferload.run.plugin import InferloadRun
     from inferload.scenario.schema import Scenario
 
@@ -144,10 +145,11 @@ def inferload_user_class(spec: MeasureSpec) -> tuple[type, Any]:
         }
     )
     run = InferloadRun(scenario)
-    run.check_models()  # fits the class to its model (its ModelFit) as a real run does
     (cls,) = run.user_classes.values()
     cls.wait_time = _wait_time(spec)
-    return cls, scenario
+    env = Environment(user_classes=[cls])
+    run.check_models(env)  # fits the class to its model (its ModelFit) as a real run does
+    return cls, scenario, env
 
 
 def plain_user_class(spec: MeasureSpec) -> type:
@@ -254,8 +256,7 @@ def measure(spec: MeasureSpec) -> Measurement:
     if "-inferload" in spec.variant:
         from inferload.run.recorder import RunRecorder
 
-        cls, scenario = inferload_user_class(spec)
-        env = Environment(user_classes=[cls])
+        cls, scenario, env = inferload_user_class(spec)
         from inferload.users.engine import assign_engine
 
         engine = assign_engine(env, [cls], scenario.window)  # before the recorder, as a run wires it

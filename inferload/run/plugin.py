@@ -202,7 +202,7 @@ class InferloadRun:
             self.stable_stop_rule()  # a bad --stop-when-stable ends the run before any load
             self.restore_leftovers()
         # on a distributed run the master checked already
-        self.check_models(check=not is_worker and not self.options.skip_start_checks)
+        self.check_models(environment, check=not is_worker and not self.options.skip_start_checks)
         self.mark_replay_batches(environment)
         # the engine's listeners come before the recorder's: a worker's report carries what it just drained
         self.engine = None if isinstance(runner, MasterRunner) else self.assign_engine(environment)
@@ -326,12 +326,12 @@ class InferloadRun:
         except ValueError as error:
             raise StartCheckError([str(error)], skippable=False) from None
 
-    def check_models(self, check: bool = True) -> None:
+    def check_models(self, environment: Environment, check: bool = True) -> None:
         """Fit every Triton target's users to its model (batch dimension, output shapes) and, with
         `check`, run the start checks (`run.start_checks`): StartCheckError, one line per problem, when
         a server cannot be reached, does not serve the model, or the tensors differ from the model's.
         Without `check`, an unreadable model is only a warning: the run goes on and counts its failures."""
-        fit_to_models(self.scenario, self.user_classes.values(), self.models, check)
+        fit_to_models(environment, self.scenario, self.user_classes.values(), self.models, check)
 
     def mark_replay_batches(self, environment: Environment) -> None:
         """The targets a replay's rows give batch sizes of their own go through the Python transport
@@ -347,7 +347,7 @@ class InferloadRun:
         for cls in self.user_classes.values():
             if cls.target.name not in given:
                 continue
-            if not cls.fit.model_batches:
+            if not wiring_of(environment, cls).fit.model_batches:
                 problems.append(
                     f"shape.file: {Path(shape.file).name} gives target {cls.target.name!r} batch sizes other than its"
                     f" batch_size {cls.target.batch_size}, but its model takes no batch dimension (max_batch_size 0)"

@@ -82,12 +82,14 @@ class StartContext:
 
 
 def fit_to_models(
+    environment: Any,
     scenario: Scenario,
     user_classes: Iterable[type[InferenceUser]],
     infos: ModelInfos,
     check: bool = True,
 ) -> None:
-    """Fit every target's users to its model and, with `check`, run the start checks: raise one
+    """Fit every target's users to its model (the model's fit in the run's `Wiring` of its class, in
+    ``environment``) and, with `check`, run the start checks: raise one
     StartCheckError (a line per problem, in target order) when a server cannot be reached, does
     not serve the target's model, or the scenario's tensors differ from the model's; log each
     warning. The targets are checked side by side (each check has its own deadline: a slow server
@@ -103,9 +105,8 @@ def fit_to_models(
         findings = list(pool.map(start_check, scenario.targets))
     problems: list[str] = []
     for target, found in zip(scenario.targets, findings, strict=True):
-        if found.fit is not None:
-            cls = by_target[target.name]
-            cls.fit = found.fit  # the one place a class takes its model's fit
+        if found.fit is not None:  # the one place a run takes its model's fit
+            by_target[target.name].wiring_in(environment).fit = found.fit
         problems.extend(found.problems)
         for warning in found.warnings:
             logger.warning("%s; going on", warning)

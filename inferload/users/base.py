@@ -168,13 +168,15 @@ class ModelFit:
 
 @dataclass
 class Wiring:
-    """What one run gives a user class's users in this process, beside the class's target and fit:
-    the engine that sends and times their calls (None: the Python transport), the open-loop arrivals
+    """What one run gives a user class's users in this process, beside the class's target: the
+    model's fit as the run's start check read it, the engine that sends and times their calls (None: the Python transport), the open-loop arrivals
     they send (None: a closed loop), a traced target's request ids and client times, whether a replay
     gives its requests batch sizes of their own, and the process's pre-encoded requests of the target.
     A run's parts fill it in as the run is wired (`wiring_of`); it lives on the Locust environment, so
     a user class is the same in every run and writes nothing of a run's onto itself."""
 
+    #: the target's model as this run's start check read it (the class's own `fit` until then)
+    fit: ModelFit = field(default_factory=ModelFit)
     engine: NativeEngine | None = None
     arrivals: ArrivalQueue | None = None
     trace_records: ClientTraceRecords | None = None
@@ -195,7 +197,10 @@ def wiring_of(environment: Any, user_class: type) -> Wiring:
     if table is None:
         table = {}
         setattr(environment, _WIRING_KEY, table)
-    return table.setdefault(user_class, Wiring())
+    wiring = table.get(user_class)
+    if wiring is None:
+        wiring = table[user_class] = Wiring(fit=getattr(user_class, "fit", ModelFit()))
+    return wiring
 
 
 @dataclass
@@ -387,7 +392,8 @@ class InferenceUser(User):
     target_keys_without_address: ClassVar[dict[str, Any] | None] = None
     #: label in Locust's "Type" column
     request_type: ClassVar[str] = "infer"
-    #: the target's model as the start check read it (`ModelFit`; the default: nothing read)
+    #: the target's model as the class declares it (`ModelFit`; the default: nothing known); a run's
+    #: start check reads it from the server into the run's `Wiring`
     fit: ClassVar[ModelFit] = ModelFit()
     #: folder that relative payload paths (.npy files) are resolved against
     scenario_dir: ClassVar[Path] = Path(".")
@@ -505,7 +511,7 @@ class InferenceUser(User):
 
     def expected_outputs_now(self) -> Mapping[str, tuple[int, ...]]:
         """The fit's `expected_outputs` for the request last picked: its batch dimension is that request's."""
-        fit = self.fit
+        fit = self.wiring.fit
         if not fit.batched_outputs:
             return fit.expected_outputs
         batch = self.request_batch()
@@ -518,7 +524,7 @@ class InferenceUser(User):
 
         For protocols without ``encode_request``; the others take every request from ``request_pool()``.
         """
-        return list(RequestSource(self.target, self.scenario_dir, model_batches=self.fit.model_batches).data(0).arrays)
+        return list(RequestSource(self.target, self.scenario_dir, model_batches=self.wiring.fit.model_batches).data(0).arrays)
 
     def request_pool(self) -> RequestPool[Any]:
         """This process's requests of the target, encoded by ``encode_request`` (made on first use)."""
@@ -530,7 +536,7 @@ class InferenceUser(User):
         """This process's requests of the class's target (made on first use, by a user or the engine)."""
         wiring = wiring_of(environment, cls)
         if wiring.request_pool is None:
-            source = RequestSource(cls.target, cls.scenario_dir, model_batches=cls.fit.model_batches)
+            source = RequestSource(cls.target, cls.scenario_dir, model_batches=wiring.fit.model_batches)
             worker_index = int(getattr(environment.runner, "worker_index", 0) or 0)
             wiring.request_pool = RequestPool(source, cls.encode_request, worker_index=worker_index)
         return wiring.request_pool
@@ -541,9 +547,10 @@ class InferenceUser(User):
         """Why this class's calls need Python per request in the run ``wiring`` is of (None: the
         engine can make them all)."""
         target = cls.target
+        fit = wiring.fit if wiring is not None else cls.fit
         if target.response_check == "expected":
             return "its answers are compared with expected values in Python"
-        if (target.sequence is not None or cls.fit.sequence_settings is not None) and not cls.native_sequences:
+        if (target.sequence is not None or fit.sequence_settings is not None) and not cls.native_sequences:
             return "a sequence model's requests carry per-request correlation IDs"
         if target.trace is not None or (wiring is not None and wiring.trace_records is not None):
             return "traced requests carry per-request ids"
@@ -554,23 +561,24 @@ class InferenceUser(User):
         return None
 
     @classmethod
-    def native_target(cls, pool: RequestPool[Any]) -> NativeTarget | None:
-        """Protocol hook: the target as the engine takes it, its requests ``pool``'s (None: this
-        protocol has no native path)."""
+    def native_target(cls, pool: RequestPool[Any], fit: ModelFit) -> NativeTarget | None:
+        """Protocol hook: the target as the engine takes it, its requests ``pool``'s, its answers
+        checked as the model's ``fit`` says (None: this protocol has no native path)."""
         return None
 
     @classmethod
     def native_target_id(cls, engine: NativeEngine, environment: Any) -> int:
         """The engine's id of this class's target (registered once per process, its requests encoded first)."""
         pool = cls.pool_for(environment)
+        wiring = wiring_of(environment, cls)
 
         def make() -> NativeTarget:
-            spec = cls.native_target(pool)
+            spec = cls.native_target(pool, wiring.fit)
             if spec is None:  # the run's wiring only gives the class an engine when it has a native path
                 raise TypeError(f"{cls.__name__} has no native path")
             return spec
 
-        arrivals = wiring_of(environment, cls).arrivals
+        arrivals = wiring.arrivals
         max_queue = arrivals.max_queue if arrivals is not None else None
         return engine.target_id(cls, make, max_queue, pool.start_cursor)
 

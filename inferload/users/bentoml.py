@@ -26,7 +26,7 @@ from inferload.scenario.datasets import dataset_path
 from inferload.scenario.headers import request_headers
 from inferload.scenario.kinds import kinds_spoken_by
 from inferload.scenario.targets import Target
-from inferload.users.base import InferenceUser
+from inferload.users.base import InferenceUser, ModelFit
 from inferload.users.engine import NativeTarget
 from inferload.users.expected import expected_check_of
 from inferload.users.failures import Reason
@@ -110,7 +110,7 @@ class BentoMLHttpUser(InferenceUser):
     file_part_of_class: ClassVar[tuple[str, str] | None] = None
 
     @classmethod
-    def native_target(cls, pool: RequestPool[Any]) -> NativeTarget:
+    def native_target(cls, pool: RequestPool[Any], fit: ModelFit) -> NativeTarget:
         """The engine's HTTP target: each body with its own Content-Type (a multipart boundary is per request)."""
         target = cls.target
         headers = request_headers(target.name, target.headers, target.headers_from_env, target.token_file, cls.scenario_dir)

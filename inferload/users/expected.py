@@ -246,7 +246,7 @@ def expected_check_of(user: Any) -> ExpectedCheck | None:
     wiring = user.wiring
     if not wiring.expected_read:
         cls = type(user)
-        found = ExpectedCheck.for_target(cls.target, cls.scenario_dir, cls.fit.model_batches)
+        found = ExpectedCheck.for_target(cls.target, cls.scenario_dir, wiring.fit.model_batches)
         if found is not None:
 
             def label(sample: int) -> str:  # the request pool names its samples (read on a failure only)

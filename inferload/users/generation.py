@@ -28,7 +28,7 @@ from geventhttpclient.response import HTTPConnectionClosed
 from inferload.scenario.generation import GenerationSpec
 from inferload.scenario.headers import request_headers
 from inferload.scenario.kinds import SERVER_KINDS, kinds_spoken_by
-from inferload.users.base import InferenceUser
+from inferload.users.base import InferenceUser, ModelFit
 from inferload.users.engine import NativeTarget
 from inferload.users.failures import Reason
 from inferload.users.http_answer import DETAIL_CHARS, close_client, open_client, post_for_answer
@@ -128,7 +128,7 @@ class GenerativeUser(InferenceUser):
         return address if "://" in address else f"{'https' if cls.target.tls is not None else 'http'}://{address}"
 
     @classmethod
-    def native_target(cls, pool: RequestPool[Any]) -> NativeTarget:
+    def native_target(cls, pool: RequestPool[Any], fit: ModelFit) -> NativeTarget:
         """The engine's HTTP target: the pre-encoded bodies, a stream read as its format says."""
         target = cls.target
         generation = generation_of(target)

@@ -32,7 +32,7 @@ from inferload.errors import BadOutputShape
 from inferload.scenario.headers import request_headers
 from inferload.scenario.inputs import InputSpec
 from inferload.scenario.kinds import kinds_spoken_by
-from inferload.users.base import InferenceUser
+from inferload.users.base import InferenceUser, ModelFit
 from inferload.users.engine import NativeTarget
 from inferload.users.expected import UnexpectedOutput, expected_check_of, grpc_outputs
 from inferload.users.failures import Reason, check_output_shape, describe_answer, read_json
@@ -169,12 +169,12 @@ class KServeHttpUser(InferenceUser):
         raise NotImplementedError
 
     @classmethod
-    def native_answer_check(cls) -> dict[str, Any]:
+    def native_answer_check(cls, fit: ModelFit) -> dict[str, Any]:
         """How the engine judges an answer's body (``response_check: shape``; else nothing)."""
         return {"answer": "none"}
 
     @classmethod
-    def native_target(cls, pool: RequestPool[Any]) -> NativeTarget:
+    def native_target(cls, pool: RequestPool[Any], fit: ModelFit) -> NativeTarget:
         """The engine's HTTP target: the pre-encoded JSON bodies, KServe's status and answer checks."""
         target = cls.target
         path = cls.target_path()
@@ -185,7 +185,7 @@ class KServeHttpUser(InferenceUser):
         check = {
             "status": "2xx" if target.response_check == "none" else "200",
             "detail": KSERVE_REASON.engine_check(),
-            **cls.native_answer_check(),
+            **cls.native_answer_check(fit),
         }
         address = target.address if "://" in target.address else f"http://{target.address}"
         return NativeTarget(
@@ -252,7 +252,7 @@ class KServeV1HttpUser(KServeHttpUser):
         return v1_predict_path(cls.target.model)
 
     @classmethod
-    def native_answer_check(cls) -> dict[str, Any]:
+    def native_answer_check(cls, fit: ModelFit) -> dict[str, Any]:
         if cls.target.response_check != "shape":
             return {"answer": "none"}
         return {"answer": "v1_predictions", "length": cls.target.batch_size}
@@ -297,10 +297,10 @@ class KServeV2HttpUser(KServeHttpUser):
         return v2_infer_path(cls.target.model, cls.target.version)
 
     @classmethod
-    def native_answer_check(cls) -> dict[str, Any]:
+    def native_answer_check(cls, fit: ModelFit) -> dict[str, Any]:
         if cls.target.response_check != "shape":
             return {"answer": "none"}
-        return {"answer": "v2_json", "shapes": {name: list(dims) for name, dims in cls.fit.expected_outputs.items()}}
+        return {"answer": "v2_json", "shapes": {name: list(dims) for name, dims in fit.expected_outputs.items()}}
 
     @classmethod
     def encode_request(cls, data: RequestData) -> bytes:

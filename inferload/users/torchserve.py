@@ -25,7 +25,7 @@ from inferload.scenario.datasets import dataset_path
 from inferload.scenario.headers import request_headers
 from inferload.scenario.kinds import kinds_spoken_by
 from inferload.scenario.targets import Target
-from inferload.users.base import InferenceUser
+from inferload.users.base import InferenceUser, ModelFit
 from inferload.users.engine import NativeTarget
 from inferload.users.expected import expected_check_of
 from inferload.users.failures import Reason
@@ -141,7 +141,7 @@ class TorchServeRestUser(InferenceUser):
     _sequences: UserSequences | None = None
 
     @classmethod
-    def native_target(cls, pool: RequestPool[Any]) -> NativeTarget:
+    def native_target(cls, pool: RequestPool[Any], fit: ModelFit) -> NativeTarget:
         """The engine's HTTP target: the pre-encoded bodies, TorchServe's status rule and list check."""
         target = cls.target
         headers = {

@@ -63,7 +63,7 @@ from inferload.scenario.inputs import InputSpec
 from inferload.scenario.kinds import kinds_spoken_by
 from inferload.scenario.targets import Target
 from inferload.scenario.tls import TlsSettings
-from inferload.users.base import InferenceUser
+from inferload.users.base import InferenceUser, ModelFit
 from inferload.users.engine import NativeTarget
 from inferload.users.expected import expected_check_of, grpc_outputs, http_outputs
 from inferload.users.failures import (
@@ -176,7 +176,7 @@ class TritonHttpUser(InferenceUser):
         return HttpRequest(body=body, json_size=json_size)
 
     @classmethod
-    def native_target(cls, pool: RequestPool[Any]) -> NativeTarget:
+    def native_target(cls, pool: RequestPool[Any], fit: ModelFit) -> NativeTarget:
         """The engine's HTTP target: each pre-built body with its JSON header's length, Triton's answer checks."""
         target = cls.target
         headers = request_headers(target.name, target.headers, target.headers_from_env, target.token_file, cls.scenario_dir)
@@ -185,7 +185,7 @@ class TritonHttpUser(InferenceUser):
         for request in pool.encoded_requests:
             own = [("Inference-Header-Content-Length", str(request.json_size))] if request.json_size is not None else []
             requests.append((path, request.body, own))
-        shapes = cls.fit.expected_outputs if target.response_check == "shape" else {}
+        shapes = fit.expected_outputs if target.response_check == "shape" else {}
         scheme = "https" if target.tls is not None else "http"
         return NativeTarget(
             protocol="http",
@@ -199,7 +199,7 @@ class TritonHttpUser(InferenceUser):
             },
             headers=list(headers.items()),
             tls=native_tls(target.tls, cls.scenario_dir, target.name) if target.tls is not None else None,
-            sequence=native_sequence(cls.fit.sequence_settings),
+            sequence=native_sequence(fit.sequence_settings),
         )
 
     def connect(self) -> None:
@@ -216,7 +216,7 @@ class TritonHttpUser(InferenceUser):
         self._expected = expected_check_of(self)  # response_check: expected (file read once per process)
         self._outputs = [httpclient.InferRequestedOutput(name, binary_data=True) for name in target.outputs] or None
         self._version = target.version or ""
-        self._sequences = user_sequences(self.fit.sequence_settings, target.sequence)  # None unless a sequence model
+        self._sequences = user_sequences(self.wiring.fit.sequence_settings, target.sequence)  # None unless a sequence model
         self.request_pool()  # this process's requests of the target, encoded once (by its first user)
         self._uri = infer_uri(target.model, self._version)
         self._headers = (
@@ -371,8 +371,9 @@ class TritonGrpcUser(InferenceUser):
     native_sequences = True
 
     @classmethod
-    def streams(cls) -> bool:
-        """Every call goes on the ModelStreamInfer stream (a decoupled model: `TritonStreamUser`)."""
+    def streams(cls, fit: ModelFit) -> bool:
+        """Every call goes on the ModelStreamInfer stream, for a model of this ``fit`` (a decoupled
+        model: `TritonStreamUser`)."""
         return False
 
     def connect(self) -> None:
@@ -384,7 +385,7 @@ class TritonGrpcUser(InferenceUser):
         self._expected = expected_check_of(self)  # response_check: expected (file read once per process)
         # this process's requests of the target, encoded once (by its first user); send() picks from them
         self.request_pool()
-        self._sequences = user_sequences(self.fit.sequence_settings, target.sequence)  # None unless a sequence model
+        self._sequences = user_sequences(self.wiring.fit.sequence_settings, target.sequence)  # None unless a sequence model
         # request_serializer None: the pool's bytes go on the wire unchanged
         self._model_infer: Any = self._channel.unary_unary(
             MODEL_INFER_METHOD,
@@ -393,13 +394,13 @@ class TritonGrpcUser(InferenceUser):
         )
 
     @classmethod
-    def native_target(cls, pool: RequestPool[Any]) -> NativeTarget:
+    def native_target(cls, pool: RequestPool[Any], fit: ModelFit) -> NativeTarget:
         """The engine's gRPC target: the pool's serialized requests, the output shapes to check."""
         target = cls.target
         headers = request_headers(target.name, target.headers, target.headers_from_env, target.token_file, cls.scenario_dir)
         check: dict[str, Any] = {"answer": "none"}
-        if cls.fit.expected_outputs and target.response_check == "shape":
-            check = {"answer": "grpc_shapes", "shapes": {name: list(dims) for name, dims in cls.fit.expected_outputs.items()}}
+        if fit.expected_outputs and target.response_check == "shape":
+            check = {"answer": "grpc_shapes", "shapes": {name: list(dims) for name, dims in fit.expected_outputs.items()}}
         return NativeTarget(
             protocol="grpc",
             address=target.address,
@@ -407,8 +408,8 @@ class TritonGrpcUser(InferenceUser):
             check=check,
             headers=[(name.lower(), value) for name, value in headers.items()],
             tls=native_tls(target.tls, cls.scenario_dir, target.name) if target.tls is not None else None,
-            sequence=native_sequence(cls.fit.sequence_settings),
-            stream=cls.streams(),
+            sequence=native_sequence(fit.sequence_settings),
+            stream=cls.streams(fit),
         )
 
     @classmethod
@@ -441,7 +442,7 @@ class TritonGrpcUser(InferenceUser):
 
     def check_answer_shapes(self, response: Any) -> None:
         """``response_check: shape``: each output's stated shape against the model's (BadOutputShape)."""
-        if self.fit.expected_outputs and self.target.response_check == "shape":
+        if self.wiring.fit.expected_outputs and self.target.response_check == "shape":
             shapes = self.expected_outputs_now()
             for output in response.outputs:
                 expected = shapes.get(output.name)
@@ -513,12 +514,12 @@ class TritonStreamUser(TritonGrpcUser):
     decoupled: ClassVar[bool] = False
 
     @classmethod
-    def streams(cls) -> bool:
-        return cls.decoupled if cls.fit.decoupled is None else cls.fit.decoupled
+    def streams(cls, fit: ModelFit) -> bool:
+        return cls.decoupled if fit.decoupled is None else fit.decoupled
 
     def connect(self) -> None:
         super().connect()  # channel, metadata, the pre-encoded requests: as the unary user makes them
-        if not self.streams():
+        if not self.streams(self.wiring.fit):
             return
         self._final_parameter = empty_final_parameter_bytes()
         self._model_stream_infer = self._channel.stream_stream(
@@ -530,7 +531,7 @@ class TritonStreamUser(TritonGrpcUser):
         self._timing: StreamTiming | None = None
 
     def send(self) -> int:
-        if not self.streams():
+        if not self.streams(self.wiring.fit):
             return super().send()
         self._timing = None
         _, request_bytes = self.next_request()  # a pick from the pre-encoded requests, nothing encoded
@@ -595,7 +596,7 @@ class TritonStreamUser(TritonGrpcUser):
     def _answer_failure(self, answer: Any) -> Exception | None:
         """The target's response check on one response that carries outputs (as the unary user checks an answer)."""
         try:
-            if self.fit.expected_outputs and self.target.response_check == "shape":
+            if self.wiring.fit.expected_outputs and self.target.response_check == "shape":
                 shapes = self.expected_outputs_now()
                 for output in answer.outputs:
                     expected = shapes.get(output.name)
@@ -617,6 +618,6 @@ class TritonStreamUser(TritonGrpcUser):
             self._stream = None
 
     def close(self) -> None:
-        if self.streams() and getattr(self, "_stream", None) is not None:
+        if self.streams(self.wiring.fit) and getattr(self, "_stream", None) is not None:
             self._drop_stream()
         super().close()

@@ -8,7 +8,6 @@ import numpy as np
 from tritonclient.grpc import service_pb2
 
 from inferload.measure.trace_join import ClientTraceRecords
-from inferload.users.base import Wiring
 from inferload.users.triton import EMPTY_FINAL_PARAMETER, empty_final_parameter_bytes, grpc_id_field, infer_request
 from tests.unit.test_decoupled_user import N, data_response, error_response, final_response, square_target, streaming_user
 
@@ -16,7 +15,7 @@ from tests.unit.test_decoupled_user import N, data_response, error_response, fin
 def traced(user: object) -> ClientTraceRecords:
     records = ClientTraceRecords(prefix="ab12")
     records.start(0.0)
-    user.wiring = Wiring(trace_records=records)  # type: ignore[attr-defined]  # as a traced run wires it
+    user.wiring.trace_records = records  # type: ignore[attr-defined]  # as a traced run wires it
     return records
 
 
@@ -37,7 +36,7 @@ def test_a_streamed_request_carries_its_id_and_its_times_end_at_the_final_respon
     assert context is not None
     first = context["stream"].first_response_ms
     assert timing.request_id == "ab12-1" and timing.latency_ms >= first + sum(context["stream"].gaps_ms) - 1e-6
-    user.wiring = Wiring()
+    user.wiring.trace_records = None
 
 
 def test_a_failed_streamed_request_is_not_kept_and_the_next_one_gets_the_next_id() -> None:
@@ -56,4 +55,4 @@ def test_a_failed_streamed_request_is_not_kept_and_the_next_one_gets_the_next_id
         grpc_id_field("ab12-1"),
         grpc_id_field("ab12-2"),
     ]
-    user.wiring = Wiring()
+    user.wiring.trace_records = None

@@ -22,9 +22,11 @@ from inferload.run.start_checks import ModelInfos, StartContext
 from inferload.run.triton_check import check_target_against_triton, model_fit, start_check, triton_model_decoupled
 from inferload.scenario.targets import Target
 from inferload.users import user_class_for
+from inferload.users.base import ModelFit
 from inferload.users.triton import (
     EMPTY_FINAL_PARAMETER,
     FINAL_PARAMETER,
+    TritonGrpcUser,
     TritonStreamUser,
     empty_final_parameter_bytes,
     infer_request,
@@ -126,8 +128,9 @@ class BrokenStream(grpc.RpcError):
 def streaming_user(responses: list[Any], **target_changes: Any) -> tuple[TritonStreamUser, FakeStream]:
     cls = user_class_for(square_target(**target_changes), Path("."))
     assert issubclass(cls, TritonStreamUser)
-    cls.fit = model_fit(cls.target, (square_metadata(), square_config()))
-    user = cls(Environment())
+    environment = Environment()
+    cls.wiring_in(environment).fit = model_fit(cls.target, (square_metadata(), square_config()))  # as a run fits it
+    user = cls(environment)
     stream = FakeStream(responses)
     user._final_parameter = empty_final_parameter_bytes()
     user._stream = stream  # type: ignore[assignment]
@@ -214,16 +217,19 @@ def test_a_decoupled_model_makes_grpc_users_stream_and_says_so(caplog: pytest.Lo
     unary = user_class_for(square_target(), Path("."))
     assert issubclass(streamed, TritonStreamUser) and issubclass(unary, TritonStreamUser)
 
+    fits: dict[type, ModelFit] = {}
+
     def fitted(cls: type[TritonStreamUser], decoupled: bool) -> None:
         infos = ModelInfos({"square": (square_metadata(), square_config(decoupled=decoupled))}, fetch=lambda target: ({}, {}))
         found = start_check(cls, StartContext(infos, Path("."), check=False))
         assert found.fit is not None and found.fit.decoupled is decoupled
-        cls.fit = found.fit  # as the run's fitting does
+        fits[cls] = found.fit
 
     with caplog.at_level(logging.INFO):
         fitted(streamed, True)
         fitted(unary, False)
-    assert streamed.streams() and not unary.streams() and not TritonStreamUser.streams()
+    assert streamed.streams(fits[streamed]) and not unary.streams(fits[unary])
+    assert not streamed.streams(ModelFit()) and TritonGrpcUser.streams(fits[streamed]) is False  # unary: never
     assert "target 'square': model 'square_int32' is decoupled" in caplog.text
 
 

@@ -199,7 +199,7 @@ def kserve_v2_send(response_check: str, expected_outputs: dict[str, tuple[int, .
     instance = user(
         KServeV2HttpUser, target=target, _client=StubClient(answer), _path="/v2/models/m/infer", _headers={}, _expected=None
     )
-    instance.fit = ModelFit(expected_outputs=expected_outputs)
+    instance.wiring = Wiring(fit=ModelFit(expected_outputs=expected_outputs))
     instance.next_request = lambda: (0, b"{}")
     return instance.send
 
@@ -346,7 +346,7 @@ def triton_http_send(answer: StubAnswer, shapes: bool) -> Callable[[], int]:
         _sequences=None,
         wiring=Wiring(),
     )
-    instance.fit = ModelFit(expected_outputs={"OUTPUT0": (1, 4)})
+    instance.wiring = Wiring(fit=ModelFit(expected_outputs={"OUTPUT0": (1, 4)}))
     instance.next_request = lambda: (0, SimpleNamespace(body=b"{}", json_size=None))
     return instance.send
 
@@ -398,7 +398,7 @@ GRPC_ANSWERS = [
 def grpc_send(answer: bytes, shapes: bool) -> Callable[[], int]:
     target = SimpleNamespace(response_check="shape" if shapes else "status", timeout=5.0)
     instance = user(TritonGrpcUser, target=target, _expected=None, _sequences=None, wiring=Wiring(), _metadata=None)
-    instance.fit = ModelFit(expected_outputs={"OUTPUT0": (-1, 4)})
+    instance.wiring = Wiring(fit=ModelFit(expected_outputs={"OUTPUT0": (-1, 4)}))
     instance.next_request = lambda: (0, b"")
 
     def model_infer(request: bytes, timeout: float, metadata: Any) -> Any:
