@@ -46,10 +46,11 @@ declares tasks of its own runs only those (`InferenceUser.__init_subclass__`); L
 function in ``tasks``, so ``tasks = {inference_task: 3, my_task: 1}`` keeps the default one next to
 them.
 
-On a native slot (the run's `Wiring` of the class has an ``engine``: `inferload.users.engine`) the default task
-hands the slot its whole loop, and `infer()` makes its one call through `NativeEngine.call` (the
-engine sends and times it; this client reports it as above). That branch runs only once the
-native extension has an ``Engine``; until then every user takes the Python transport.
+Both are built on the user's ``transport``, made in `on_start` (`inferload.users.engine.open_transport`):
+a slot of the native engine when the run's `Wiring` of the class has one (the default task hands it
+the user's whole loop; `infer()` is one call the engine sends and times), else the Python
+transport (the protocol's own ``connect``/``send``/``close``). Neither the client nor the task
+asks which it is.
 
 `ArrivalQueue` is where an open-loop target's arrivals wait for a free sender: the run's scheduler
 (`inferload.run.traffic`) offers them, the senders take them.
@@ -57,33 +58,28 @@ native extension has an ``Engine``; until then every user takes the Python trans
 
 from __future__ import annotations
 
-import os
 import sys
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import gevent
 import numpy as np
 from gevent.queue import Queue
 from locust import User, constant
 from locust.exception import StopTest
 
-from inferload.errors import ConnectionRefused, RequestTimeout, ScenarioError, SequenceRefused
+from inferload.errors import ConnectionRefused, ScenarioError, SequenceRefused
 from inferload.measure.trace_join import ClientTraceRecords
 from inferload.scenario.inputs import InputSpec
 from inferload.scenario.kinds import SERVER_KINDS, TARGET_KINDS
 from inferload.scenario.targets import Target
 from inferload.traffic.arrivals import Arrival
-from inferload.users.failures import classify_exception
 from inferload.users.request_pool import RequestData, RequestPool, RequestSource
 from inferload.users.sequence import SequenceSettings
 
 if TYPE_CHECKING:
-    from inferload.users.engine import NativeEngine, NativeSlot, NativeTarget
+    from inferload.users.engine import NativeEngine, NativeTarget, Transport
     from inferload.users.expected import ExpectedCheck
 
 __all__ = [
@@ -100,30 +96,10 @@ __all__ = [
     "wiring_of",
 ]
 
-#: the Python transport's deadline for a whole call is the target's timeout and this (its client
-#: library's own timeouts, on each wait, say it first when they can)
-CALL_DEADLINE_GRACE_S = 1.0
 #: the exit code of a test stopped for a configuration error (inferload's rule: 2 for usage errors)
 EXIT_USAGE = 2
 #: an address every kind accepts: a target written without one is validated with it at class creation
 _PLACEHOLDER_ADDRESS = "127.0.0.1:1"
-
-
-# The test-only receive-time shift: the one place that names it (docs/calibration.md, "The test hook").
-#
-# ``INFERLOAD_TEST_RECEIVE_SHIFT_US`` (whole microseconds) makes the client wrong by a known amount:
-# every receive time the client records is that much later, in the Python transport
-# (`inferload.users.base`, read once per client) and in the native engine (`receive_shift_ns` in
-# ``native/src/engine/clock.rs``, read once per process). A calibration run with it must report
-# every latency figure that much too high: the test that shows the calibration can see an error.
-# Never set it outside tests.
-RECEIVE_SHIFT_ENV = "INFERLOAD_TEST_RECEIVE_SHIFT_US"
-
-
-def receive_shift_us(environ: Mapping[str, str] | None = None) -> int:
-    """The shift in whole µs (0 when the variable is absent, empty, negative or not a whole number)."""
-    text = (os.environ if environ is None else environ).get(RECEIVE_SHIFT_ENV, "").strip()
-    return int(text) if text.isdigit() else 0
 
 
 @dataclass(frozen=True)
@@ -225,25 +201,22 @@ class InferenceClient:
 
     def __init__(self, user: InferenceUser) -> None:
         self.user = user
-        #: test-only (`RECEIVE_SHIFT_ENV`): ms added to every receive time; 0 in real runs
-        self.receive_shift_ms = receive_shift_us() / 1000.0
 
     def infer(self, request_index: int | None = None) -> InferResult:
         """Send the target's next request (or request ``request_index``), report it, return what was measured.
 
         ``request_index``: one of the target's distinct requests, 0 to ``request_count - 1`` (the
         data-set samples or generated tensors it was encoded from: docs/scenarios.md); None takes
-        the next in the target's rotation. A failed call is returned, not raised."""
+        the next in the target's rotation. A failed call is returned, not raised. The user's
+        transport (`inferload.users.engine`) sends and times it."""
         if request_index is not None:
             self._check_index(request_index)
-        slot = self.user.native_slot
-        if slot is not None:
-            return self._infer_native(slot, request_index)
-        started = time.perf_counter()
-        exception, response_length, index = self._call(request_index)
-        latency_ms = (time.perf_counter() - started) * 1000.0 + self.receive_shift_ms
-        self._report(latency_ms, response_length, exception, None)
-        return InferResult(latency_ms, response_length, exception, index)
+        transport = self.user.transport
+        if transport is None:
+            raise RuntimeError(f"{type(self.user).__name__}: a user's calls start with its on_start (its transport)")
+        called = transport.call(request_index)
+        self.report(called.latency_ms, called.response_length, called.error, None)
+        return InferResult(called.latency_ms, called.response_length, called.error, called.request_index)
 
     @property
     def request_count(self) -> int:
@@ -260,48 +233,8 @@ class InferenceClient:
                 f"request{'s' if count != 1 else ''} (0 to {count - 1})"
             )
 
-    def _send_arrival(self, intended: float, request_index: int | None = None) -> InferResult:
-        """Open loop (the default task): latency counts from the intended send time, the lag is reported apart."""
-        sent = time.time()
-        exception, response_length, index = self._call(request_index)
-        latency_ms = (time.time() - intended) * 1000.0 + self.receive_shift_ms
-        self._report(latency_ms, response_length, exception, (sent - intended) * 1000.0)
-        return InferResult(latency_ms, response_length, exception, index)
-
-    def _infer_native(self, slot: NativeSlot, request_index: int | None) -> InferResult:
-        """One call on the user's idle native slot (`NativeEngine.call`): the engine sends and times it."""
-        index = request_index if request_index is not None else self.user.request_pool().next()[0]
-        outcome = slot.engine.call(slot.slot, index)
-        self._report(outcome.latency_ms, outcome.response_length, outcome.error, None)
-        return InferResult(outcome.latency_ms, outcome.response_length, outcome.error, index)
-
-    def _call(self, request_index: int | None) -> tuple[BaseException | None, int, int | None]:
-        """(the failure or None, the answer's length, the request index sent) of one call."""
-        user = self.user
-        user.wanted_request_index = request_index
-        user.sent_request_index = None
-        try:
-            with gevent.Timeout(user.target.timeout + CALL_DEADLINE_GRACE_S, self._overdue):
-                return None, user.send(), user.sent_request_index
-        except Exception as exc:  # every client failure becomes a classified Locust failure
-            error = classify_exception(exc, user.target.address)
-            # reported by its class and message: its frames (and the answer they read, up to
-            # max_answer_bytes) would live as long as anything keeps the error
-            error.__traceback__ = None
-            return error, 0, user.sent_request_index
-        finally:
-            user.wanted_request_index = None
-
-    @cached_property
-    def _overdue(self) -> RequestTimeout:
-        """The failure of a call past its one deadline (made once per client): a client library's
-        timeouts bound each wait on the socket, not an answer that never ends (headers, interim
-        answers, a drip); the engine has the same deadline."""
-        return RequestTimeout(f"timeout: no answer from {self.user.target.address} in time")
-
-    def _report(
-        self, latency_ms: float, response_length: int, exception: BaseException | None, send_lag_ms: float | None
-    ) -> None:
+    def report(self, latency_ms: float, response_length: int, exception: BaseException | None, send_lag_ms: float | None) -> None:
+        """One call through Locust's request event (``send_lag_ms``: an open-loop arrival's)."""
         user = self.user
         context: dict[str, Any] = {"target": user.target.name}
         if send_lag_ms is not None:
@@ -320,25 +253,15 @@ class InferenceClient:
 
 
 def inference_task(user: InferenceUser) -> None:
-    """The default task of every inferload user (a function, so that it can go in a class's ``tasks``).
-
-    Native slot: the engine runs the user's whole loop (or makes it an open-loop sender) until the
-    user stops. Open loop: the next queued arrival, sent and timed from its intended time. Closed
-    loop: one `InferenceClient.infer()`, then a pause when the connection was refused."""
-    slot = user.native_slot
-    if slot is not None:  # the engine sends, times and records every call of this user
-        slot.run_until_released(open_loop=user.wiring.arrivals is not None)
-        return
-    arrivals = user.wiring.arrivals
-    if arrivals is not None:
-        intended, arrival = arrivals.take_arrival()
-        index = None if arrival is None else user.request_pool().index_for(arrival.sample, arrival.batch)
-        user.client._send_arrival(intended, index)
-        return
-    result = user.client.infer()
-    pause_s = user.refused_backoff.after(result.error)
-    if pause_s > 0:
-        gevent.sleep(pause_s)
+    """The default task of every inferload user (a function, so that it can go in a class's ``tasks``):
+    the user's transport's turn (`Transport.run`). A native slot: the engine runs the user's whole
+    loop (or makes it an open-loop sender) until the user stops. The Python transport: the next queued
+    arrival, sent and timed from its intended time (open loop), or one `InferenceClient.infer()`,
+    then a pause when the connection was refused (closed loop)."""
+    transport = user.transport
+    if transport is None:
+        raise RuntimeError(f"{type(user).__name__}: the default task runs after on_start (the user's transport)")
+    transport.run()
 
 
 @dataclass
@@ -427,37 +350,27 @@ class InferenceUser(User):
         self.wiring = wiring_of(environment, cls)
         #: this user's client: ``self.client.infer()`` sends, times and reports one inference call
         self.client = InferenceClient(self)
-        self._slot: NativeSlot | None = None
+        #: how this user's calls are sent (`inferload.users.engine.open_transport`, in on_start)
+        self.transport: Transport | None = None
 
     @classmethod
     def wiring_in(cls, environment: Any) -> Wiring:
         """What the run of ``environment`` gives this class's users (`wiring_of`)."""
         return wiring_of(environment, cls)
 
-    @property
-    def native_slot(self) -> NativeSlot | None:
-        """This user's connection in the native engine (None: the Python transport)."""
-        return self._slot
-
     def on_start(self) -> None:
-        engine = self.wiring.engine
-        if engine is not None:
-            from inferload.users.engine import NativeSlot
+        from inferload.users.engine import open_transport
 
-            self._slot = NativeSlot(engine, type(self).native_target_id(engine, self.environment))
-            return
-        self.connect()
+        self.transport = open_transport(self)
 
     def on_stop(self) -> None:
-        if self._slot is not None:
-            self._slot.close()
-            return
-        self.close()
+        if self.transport is not None:
+            self.transport.close()
 
     def stop(self, force: bool = False) -> bool:
         stopped: bool = super().stop(force)
-        if self._slot is not None:  # a graceful stop: the native loop's task returns, then on_stop
-            self._slot.release()
+        if self.transport is not None:  # a graceful stop: a native loop's task returns, then on_stop
+            self.transport.release()
         return stopped
 
     @classmethod

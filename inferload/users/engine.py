@@ -31,7 +31,7 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import gevent
 import gevent.event
@@ -39,6 +39,7 @@ from gevent.hub import Waiter, get_hub
 from locust.stats import RequestStats, StatsEntry, StatsError
 
 from inferload import errors
+from inferload.users.failures import classify_exception
 
 if TYPE_CHECKING:
     from inferload.measure.run_record import RunRecord
@@ -55,7 +56,27 @@ DRAIN_EVERY_S = 0.25
 #: the attribute of the Locust environment that holds its engine
 _ENVIRONMENT_KEY = "_inferload_native_engine"
 
-Transport = Literal["native", "python"]
+TransportName = Literal["native", "python"]
+#: the Python transport's deadline for a whole call is the target's timeout and this (its client
+#: library's own timeouts, on each wait, say it first when they can)
+CALL_DEADLINE_GRACE_S = 1.0
+
+
+# The test-only receive-time shift: the one place that names it (docs/calibration.md, "The test hook").
+#
+# ``INFERLOAD_TEST_RECEIVE_SHIFT_US`` (whole microseconds) makes the client wrong by a known amount:
+# every receive time the client records is that much later, in the Python transport
+# (`PythonTransport`, read once per user) and in the native engine (`receive_shift_ns` in
+# ``native/src/engine/clock.rs``, read once per process). A calibration run with it must report
+# every latency figure that much too high: the test that shows the calibration can see an error.
+# Never set it outside tests.
+RECEIVE_SHIFT_ENV = "INFERLOAD_TEST_RECEIVE_SHIFT_US"
+
+
+def receive_shift_us(environ: Mapping[str, str] | None = None) -> int:
+    """The shift in whole µs (0 when the variable is absent, empty, negative or not a whole number)."""
+    text = (os.environ if environ is None else environ).get(RECEIVE_SHIFT_ENV, "").strip()
+    return int(text) if text.isdigit() else 0
 
 
 @dataclass(frozen=True)
@@ -98,7 +119,7 @@ def native_module() -> Any | None:
     return _native
 
 
-def transport_in_use() -> Transport:
+def transport_in_use() -> TransportName:
     """Which transport users get when their target can go native."""
     return "native" if native_module() is not None else "python"
 
@@ -363,18 +384,69 @@ def apply_to_locust_stats(stats: RequestStats, entry: Mapping[str, Any]) -> None
         known.last_seen = now
 
 
+@dataclass(frozen=True)
+class Called:
+    """One call as a transport made it: its latency (ms, from its send), the answer's length (0 for a
+    failed call), the failure (an `inferload.errors.RequestError`; None: a success) and the request
+    index sent (None: a protocol without pre-encoded requests)."""
+
+    latency_ms: float
+    response_length: int
+    error: BaseException | None
+    request_index: int | None
+
+
+class Transport(Protocol):
+    """How one user's calls are sent: what the user and its client ask of either transport, never
+    which one it is (`open_transport` picks it)."""
+
+    def call(self, request_index: int | None) -> Called:
+        """One call of the request ``request_index`` (None: the next in the target's rotation)."""
+        ...
+
+    def run(self) -> None:
+        """The default task's turn (`inferload.users.base.inference_task`)."""
+        ...
+
+    def release(self) -> None:
+        """The user is told to stop (a graceful stop): a loop the transport runs ends."""
+        ...
+
+    def close(self) -> None:
+        """The user stops: its connection goes."""
+        ...
+
+
+def open_transport(user: Any) -> Transport:
+    """The user's transport in this run: a slot of the engine its class's `Wiring` has, or else its
+    own protocol client (`PythonTransport`, connected now)."""
+    engine = user.wiring.engine
+    if engine is None:
+        return PythonTransport(user)
+    target_id = type(user).native_target_id(engine, user.environment)
+    return NativeSlot(engine, target_id, lambda: int(user.request_pool().next()[0]), user.wiring.arrivals is not None)
+
+
 class NativeSlot:
     """One user's connection in the engine: its closed loop or open-loop sender, or its calls."""
 
-    def __init__(self, engine: NativeEngine, target_id: int) -> None:
+    def __init__(self, engine: NativeEngine, target_id: int, pick: Callable[[], int], open_loop: bool) -> None:
         self.engine = engine
         self.slot = engine.open_slot(target_id)
+        self._pick = pick
+        self._open_loop = open_loop
         self._released = gevent.event.Event()
         self._closed = False
 
-    def run_until_released(self, open_loop: bool) -> None:
+    def call(self, request_index: int | None) -> Called:
+        """One call on the idle slot (`NativeEngine.call`): the engine sends and times it."""
+        index = request_index if request_index is not None else self._pick()
+        outcome = self.engine.call(self.slot, index)
+        return Called(outcome.latency_ms, outcome.response_length, outcome.error, index)
+
+    def run(self) -> None:
         """Hand the slot its loop (or make it a sender) and wait until the user is told to stop."""
-        if open_loop:
+        if self._open_loop:
             self.engine.engine.run_open(self.slot)
         else:
             self.engine.engine.run_closed(self.slot)
@@ -389,6 +461,67 @@ class NativeSlot:
         if not self._closed:
             self._closed = True
             self.engine.stop_slot(self.slot)
+
+
+class PythonTransport:
+    """The Python transport: the user's own protocol client (its ``connect``, ``send`` and
+    ``close``), one call per task, each within one deadline (the target's timeout and
+    `CALL_DEADLINE_GRACE_S`: a client library's timeouts bound each wait on the socket, not an
+    answer that never ends; the engine has the same deadline)."""
+
+    def __init__(self, user: Any) -> None:
+        self.user = user
+        #: test-only (`RECEIVE_SHIFT_ENV`): ms added to every receive time; 0 in real runs
+        self.receive_shift_ms = receive_shift_us() / 1000.0
+        #: the failure of a call past its deadline (made once)
+        self._overdue = errors.RequestTimeout(f"timeout: no answer from {user.target.address} in time")
+        user.connect()
+
+    def call(self, request_index: int | None) -> Called:
+        started = time.perf_counter()
+        error, length, index = self._send(request_index)
+        return Called((time.perf_counter() - started) * 1000.0 + self.receive_shift_ms, length, error, index)
+
+    def run(self) -> None:
+        """Open loop: the next queued arrival, its latency counted from its intended send time (the
+        send lag reported apart). Closed loop: one call, then a pause when the connection was refused."""
+        user = self.user
+        arrivals = user.wiring.arrivals
+        if arrivals is not None:
+            intended, arrival = arrivals.take_arrival()
+            index = None if arrival is None else user.request_pool().index_for(arrival.sample, arrival.batch)
+            sent = time.time()
+            error, length, _ = self._send(index)
+            latency_ms = (time.time() - intended) * 1000.0 + self.receive_shift_ms
+            user.client.report(latency_ms, length, error, (sent - intended) * 1000.0)
+            return
+        result = user.client.infer()
+        pause_s = user.refused_backoff.after(result.error)
+        if pause_s > 0:
+            gevent.sleep(pause_s)
+
+    def release(self) -> None:
+        """Nothing runs beyond the task: Locust ends its loop."""
+
+    def close(self) -> None:
+        self.user.close()
+
+    def _send(self, request_index: int | None) -> tuple[BaseException | None, int, int | None]:
+        """(the failure or None, the answer's length, the request index sent) of one call."""
+        user = self.user
+        user.wanted_request_index = request_index
+        user.sent_request_index = None
+        try:
+            with gevent.Timeout(user.target.timeout + CALL_DEADLINE_GRACE_S, self._overdue):
+                return None, user.send(), user.sent_request_index
+        except Exception as exc:  # every client failure becomes a classified Locust failure
+            error = classify_exception(exc, user.target.address)
+            # reported by its class and message: its frames (and the answer they read, up to
+            # max_answer_bytes) would live as long as anything keeps the error
+            error.__traceback__ = None
+            return error, 0, user.sent_request_index
+        finally:
+            user.wanted_request_index = None
 
 
 class EngineFeed:

@@ -28,7 +28,7 @@ import pytest
 from inferload.calibrate.runner import Case, RunLayout, joined_errors_us, probe_floor, run_case
 from inferload.local.reference_server import ReferenceServerProcess
 from inferload.results.calibration import Calibration, read_calibration
-from inferload.users.base import RECEIVE_SHIFT_ENV
+from inferload.users.engine import RECEIVE_SHIFT_ENV
 from tests.support.cli import inferload
 from tests.support.reference_server import reference_server
 from tests.support.scenario_factory import write_scenario

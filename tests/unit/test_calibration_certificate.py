@@ -29,7 +29,7 @@ from inferload.results.calibration import (
     peak_rate_rps,
     read_calibration,
 )
-from inferload.users.base import RECEIVE_SHIFT_ENV, receive_shift_us
+from inferload.users.engine import RECEIVE_SHIFT_ENV, receive_shift_us
 from tests.support.scenario_factory import bare_target, scenario, tiny_target
 
 
