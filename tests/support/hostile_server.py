@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 FAULTS = (
     "deep",
@@ -49,6 +49,8 @@ class HostileServer:
     requests: int = 0
     #: connections accepted
     connections: int = 0
+    #: when each was accepted (``time.monotonic()``: one clock for every process of the machine)
+    accepted_at: list[float] = field(default_factory=list)
 
 
 def _read_head(conn: socket.socket) -> bool:
@@ -166,6 +168,7 @@ def hostile_server(
             except OSError:
                 return
             server.connections += 1
+            server.accepted_at.append(time.monotonic())
             threading.Thread(target=serve, args=(conn,), daemon=True).start()
 
     acceptor = threading.Thread(target=accept, daemon=True)
