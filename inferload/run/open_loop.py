@@ -30,7 +30,7 @@ from inferload.traffic.arrivals import AdjustableTimeline, Timeline, law_for
 from inferload.traffic.ramp_hold import RATE_MESSAGE
 from inferload.users import InferenceUser
 from inferload.users.base import ArrivalQueue, wiring_of
-from inferload.users.engine import EngineFeed
+from inferload.users.engine import arrival_feed
 
 #: a run seed drawn when the shape has none (the same on every process of the run)
 SEED_BOUND = 2**32
@@ -65,9 +65,9 @@ def setup_open_loop(
         wiring = wiring_of(environment, cls)
         wiring.arrivals = queue
         queues[cls.target.name] = queue
-        engine = wiring.engine if not isinstance(runner, MasterRunner) else None
-        if engine is not None:  # the engine paces these: the scheduler feeds it ahead
-            feeds[cls.target.name] = EngineFeed(engine, cls, environment)
+        feed = arrival_feed(environment, cls)  # (a master has no engine: its workers send)
+        if feed is not None:  # the engine paces these: the scheduler feeds it ahead
+            feeds[cls.target.name] = feed
     seed = shape.seed if shape.seed is not None else random.SystemRandom().randrange(SEED_BOUND)
     if isinstance(runner, MasterRunner):
         environment.events.test_start.add_listener(lambda **_: send_shares(runner, seed, record.started_at))

@@ -46,7 +46,7 @@ from inferload.traffic.arrivals import AdjustableTimeline
 from inferload.traffic.ramp_hold import RampHoldPlan, RampHoldRule, parse_ramp_hold, ramp_problem, ramp_timeline
 from inferload.users import InferenceUser, user_class_for
 from inferload.users.base import wiring_of
-from inferload.users.engine import NativeEngine, assign_engine
+from inferload.users.engine import assign_engine, attach_engine
 from inferload.webui.live import ServerReadings
 from inferload.webui.tab import attach_inference_tab
 
@@ -174,7 +174,6 @@ class InferloadRun:
         self.server_side = ServerSideReadings(scenario)
         self.trace: TraceRun | None = None  # the trace join (targets with ``trace``)
         #: this process's native engine, when any target's calls go through it (None: the Python transport)
-        self.engine: NativeEngine | None = None
         #: set by the SIGINT/SIGTERM handler: the run was stopped early (summary.json "interrupted")
         self.interrupted: bool = False
         #: where changes to the servers (Triton's trace settings) are written before they are made
@@ -205,7 +204,8 @@ class InferloadRun:
         self.check_models(environment, check=not is_worker and not self.options.skip_start_checks)
         self.mark_replay_batches(environment)
         # the engine's listeners come before the recorder's: a worker's report carries what it just drained
-        self.engine = None if isinstance(runner, MasterRunner) else self.assign_engine(environment)
+        if not isinstance(runner, MasterRunner):  # the master sends nothing
+            assign_engine(environment, list(self.user_classes.values()), self.scenario.window)
         self.recorder = RunRecorder(
             environment, self.scenario.warmup, self.scenario.window, tuple(t.name for t in self.scenario.targets)
         )
@@ -215,8 +215,7 @@ class InferloadRun:
         elif self.options.requests_csv:
             assert self.results_dir is not None
             self.request_log = RequestLog(environment, self.results_dir / "requests.csv")
-        if self.engine is not None:
-            self.engine.attach(record, self.request_log, self.scenario.warmup)
+        attach_engine(environment, record, self.request_log, self.scenario.warmup)
         if isinstance(runner, MasterRunner):
             self.workers = WorkerWatch(runner)
             watch = self.workers
@@ -271,10 +270,6 @@ class InferloadRun:
             else 1
         )
         return calibration_at_start(self.scenario, processes, transport_in_use())
-
-    def assign_engine(self, environment: Environment) -> NativeEngine | None:
-        """The native engine for the targets that can use it (`inferload.users.engine`)."""
-        return assign_engine(environment, list(self.user_classes.values()), self.scenario.window)
 
     def ramp_hold_rule(self) -> RampHoldRule | None:
         """``--ramp-hold`` as a rule (None: not given); StartCheckError when it cannot be read or the

@@ -21,6 +21,7 @@ format becomes N samples, each of the input's item shape (no batch dimension):
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import zipfile
@@ -76,6 +77,14 @@ def sample_nbytes(sample: np.ndarray) -> int:
 def dataset_path(data: DataSpec, base_dir: Path) -> Path:
     path = Path(data.dataset or "")
     return path if path.is_absolute() else base_dir / path
+
+
+@functools.lru_cache(maxsize=64)
+def dataset_file_names(data: DataSpec, base_dir: Path) -> tuple[str, ...]:
+    """The names of a folder data set's files (its ``pattern``, hidden files left out), listed once per
+    process for each (data set, folder): the media type of a raw body is read from their suffixes."""
+    folder = dataset_path(data, base_dir)
+    return tuple(sorted(p.name for p in folder.glob(data.pattern or "*") if p.is_file() and not p.name.startswith(".")))
 
 
 def dataset_format(data: DataSpec, path: Path) -> str:

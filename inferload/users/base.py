@@ -58,6 +58,7 @@ asks which it is.
 
 from __future__ import annotations
 
+import inspect
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -322,8 +323,6 @@ class InferenceUser(User):
     scenario_dir: ClassVar[Path] = Path(".")
     #: the engine keeps this protocol's sequences itself (Triton's sequence parameters; see docs/engine.md)
     native_sequences: ClassVar[bool] = False
-    #: the host the target's address was taken from (a target written without an address)
-    _target_host: ClassVar[str | None] = None
     #: the request index the next `next_request()` picks (set by the client for one call; None: the next in turn)
     wanted_request_index: int | None = None
     #: the request index `next_request()` last picked (the client's `InferResult.request_index`)
@@ -380,30 +379,16 @@ class InferenceUser(User):
         A missing or unusable host raises ``TypeError``; with ``stop_test`` (a Locust environment) it
         sets the environment's exit code to 2 and raises Locust's ``StopTest`` instead, which stops
         the test with the message (a user that cannot be made)."""
-        keys = cls.target_keys_without_address
-        if keys is None:
-            return cls.target
-        if host and cls.__dict__.get("_target_host") == host:
+        found = inspect.getattr_static(cls, "target", None)
+        if not isinstance(found, TargetAtHost):
             return cls.target
         try:
-            if not host:
-                raise TypeError(
-                    f"{_defined_in(cls)}: {cls.__name__}.target has no address: give the target an address, "
-                    f"set host on {cls.__name__} (host = {_example_address(str(keys.get('kind', '')))!r}), "
-                    "or run Locust with --host"
-                )
-            try:
-                target = target_from_keys(cls, {**keys, "address": host}, f"{cls.__name__}.target (address: the host {host!r})")
-            except ScenarioError as error:
-                raise TypeError(str(error)) from None
+            return found.at(cls, host)
         except TypeError as error:
             if stop_test is None:
                 raise
             stop_test.process_exit_code = EXIT_USAGE
             raise StopTest(f"inferload: {error}") from None
-        cls.target = target
-        cls._target_host = host
-        return target
 
     def next_request(self) -> tuple[int, Any]:
         """(request index, encoded request) for the next call: a pick, nothing is encoded (the index
@@ -594,12 +579,44 @@ def _set_target(cls: type[InferenceUser], declared: object) -> None:
     if keys.get("address") is None:  # the user's host, when the first user is made
         keys.pop("address", None)
         target_from_keys(cls, {**keys, "address": _PLACEHOLDER_ADDRESS}, where)  # every other key checked now
-        del cls.target  # no Target until the host is known
+        cls.target = TargetAtHost(keys)  # type: ignore[assignment]  # a Target once the host is known
         cls.target_keys_without_address = keys
-        cls._target_host = None
         return
     cls.target = target_from_keys(cls, keys, where)
     cls.target_keys_without_address = None
+
+
+class TargetAtHost:
+    """A class's ``target`` written without an address: read on the class (or a user), it is the target
+    at the class's ``host`` (the class's own, or what Locust puts there at each start: ``--host``, the
+    web UI's host), made once per class and host. No host: AttributeError naming what to set."""
+
+    def __init__(self, keys: Mapping[str, Any]) -> None:
+        self.keys = dict(keys)
+        self._made: dict[tuple[type, str], Target] = {}
+
+    def __get__(self, instance: object, owner: type[InferenceUser]) -> Target:
+        try:
+            return self.at(owner, owner.host)
+        except TypeError as error:
+            raise AttributeError(str(error)) from None
+
+    def at(self, owner: type[InferenceUser], host: str | None) -> Target:
+        """The target at ``host``; TypeError when there is none, or the kind cannot use it."""
+        if not host:
+            raise TypeError(
+                f"{_defined_in(owner)}: {owner.__name__}.target has no address: give the target an address, "
+                f"set host on {owner.__name__} (host = {_example_address(str(self.keys.get('kind', '')))!r}), "
+                "or run Locust with --host"
+            )
+        made = self._made.get((owner, host))
+        if made is None:
+            where = f"{owner.__name__}.target (address: the host {host!r})"
+            try:
+                made = self._made[(owner, host)] = target_from_keys(owner, {**self.keys, "address": host}, where)
+            except ScenarioError as error:
+                raise TypeError(str(error)) from None
+        return made
 
 
 def target_from_keys(cls: type[InferenceUser], keys: Mapping[str, Any], where: str) -> Target:

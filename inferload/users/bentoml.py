@@ -17,12 +17,12 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
 from inferload.scenario.bodies import guess_media_type
-from inferload.scenario.datasets import dataset_path
+from inferload.scenario.datasets import dataset_file_names
 from inferload.scenario.headers import request_headers
 from inferload.scenario.kinds import kinds_spoken_by
 from inferload.scenario.targets import Target
@@ -106,8 +106,6 @@ class BentoMLHttpUser(InferenceUser):
     abstract = True
     target_kinds = kinds_spoken_by("BentoMLHttpUser")
     request_type = "REST"
-    #: the raw file's (name, media type) for ``content_type: raw`` (worked out once per process)
-    file_part_of_class: ClassVar[tuple[str, str] | None] = None
 
     @classmethod
     def native_target(cls, pool: RequestPool[Any], fit: ModelFit) -> NativeTarget:
@@ -144,7 +142,7 @@ class BentoMLHttpUser(InferenceUser):
     def encode_request(cls, data: RequestData) -> BentoMLBody:
         """One request's body and Content-Type (up front); a sample that cannot travel so names the target and request."""
         target = cls.target
-        file_name, media_type = cls._file_part()
+        file_name, media_type = raw_file_part(target, cls.scenario_dir)
         try:
             return encode_bentoml_body(
                 target.content_type or "json",
@@ -156,13 +154,6 @@ class BentoMLHttpUser(InferenceUser):
         except BodyError as error:
             samples = f" (samples {list(data.samples)})" if data.samples else ""
             raise BodyError(f"target {target.name!r}: request {data.index}{samples}: {error}") from None
-
-    @classmethod
-    def _file_part(cls) -> tuple[str, str]:
-        value = cls.__dict__.get("file_part_of_class")
-        if value is None:
-            value = cls.file_part_of_class = raw_file_part(cls.target, cls.scenario_dir)
-        return value
 
     def send(self) -> int:
         index, request = self.next_request()
@@ -193,8 +184,7 @@ def raw_file_part(target: Target, scenario_dir: Path) -> tuple[str, str]:
     if target.content_type != "raw" or target.inputs[0].data.dataset is None:
         return "file", "application/octet-stream"
     data = target.inputs[0].data
-    folder = dataset_path(data, scenario_dir)
-    names = [p.name for p in folder.glob(data.pattern or "*") if p.is_file() and not p.name.startswith(".")]
+    names = dataset_file_names(data, scenario_dir)
     suffixes = {PurePath(name).suffix.lower() for name in names}
     file_name = "file" + (suffixes.pop() if len(suffixes) == 1 else "")
     return file_name, guess_media_type(names)

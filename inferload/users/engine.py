@@ -550,6 +550,21 @@ class EngineFeed:
         self.engine.run_starts_at(started_at)
 
 
+def arrival_feed(environment: Any, user_class: Any) -> EngineFeed | None:
+    """How the class's users take an open-loop run's arrivals: fed ahead to the engine, which paces
+    them (an `EngineFeed`), or None: its Python users take them from the run's arrival queue."""
+    engine = user_class.wiring_in(environment).engine
+    return EngineFeed(engine, user_class, environment) if engine is not None else None
+
+
+def attach_engine(environment: Any, record: RunRecord | None, request_log: RequestLog | None, warmup_s: float) -> None:
+    """The requests the environment's engine records go into this run's record and request log too
+    (nothing to do where this process has no engine: a master, or the Python transport)."""
+    engine: NativeEngine | None = getattr(environment, _ENVIRONMENT_KEY, None)
+    if engine is not None:
+        engine.attach(record, request_log, warmup_s)
+
+
 def assign_engine(environment: Any, user_classes: list[Any], window_s: float) -> NativeEngine | None:
     """Give every user class that can go native this process's engine (its run's `Wiring`); say once
     per class why one stays on the Python transport. None when no class goes native."""

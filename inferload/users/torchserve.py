@@ -15,13 +15,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
 from inferload.errors import HttpStatusError, SequenceRefused
 from inferload.scenario.bodies import DEFAULT_MEDIA_TYPES, fill_template, guess_media_type
-from inferload.scenario.datasets import dataset_path
+from inferload.scenario.datasets import dataset_file_names
 from inferload.scenario.headers import request_headers
 from inferload.scenario.kinds import kinds_spoken_by
 from inferload.scenario.targets import Target
@@ -135,8 +135,6 @@ class TorchServeRestUser(InferenceUser):
     abstract = True
     target_kinds = kinds_spoken_by("TorchServeRestUser")
     request_type = "REST"
-    #: the Content-Type of the target's bodies (worked out once per process, by its first user)
-    content_type_of_class: ClassVar[str | None] = None
     #: a stateful model's sequence ids of this user (the target's ``sequence``; made in ``connect``)
     _sequences: UserSequences | None = None
 
@@ -165,17 +163,10 @@ class TorchServeRestUser(InferenceUser):
         self.request_pool()  # the first user of the target in this process encodes every request here
         # the target's own headers (its token, its secrets from the environment) may set Content-Type too
         self._headers = {
-            "Content-Type": self._content_type(),
+            "Content-Type": content_type_header(target, self.scenario_dir),
             **request_headers(target.name, target.headers, target.headers_from_env, target.token_file, self.scenario_dir),
         }
         self._sequences = torchserve_user_sequences(target.sequence)  # a stateful model: this user's sequence ids
-
-    def _content_type(self) -> str:
-        cls = type(self)
-        value = cls.__dict__.get("content_type_of_class")
-        if value is None:
-            value = cls.content_type_of_class = content_type_header(cls.target, cls.scenario_dir)
-        return str(value)
 
     @classmethod
     def encode_request(cls, data: RequestData) -> bytes:
@@ -249,6 +240,5 @@ def content_type_header(target: Target, scenario_dir: Path) -> str:
     names: list[str] = []
     if content_type == "raw" and target.media_type is None and target.inputs[0].data.dataset is not None:
         data = target.inputs[0].data
-        folder = dataset_path(data, scenario_dir)
-        names = [p.name for p in folder.glob(data.pattern or "*") if p.is_file() and not p.name.startswith(".")]
+        names = list(dataset_file_names(data, scenario_dir))
     return header_media_type(content_type, target.media_type, names)

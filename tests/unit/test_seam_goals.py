@@ -14,8 +14,8 @@ from tests.support import seam_goals
 #: the counts as they stand (lower them as they fall; the goal of each is in seam_goals)
 CEILINGS = {
     "kind literals outside scenario/kinds.py": 7,
-    "class variables written after a user class is made": 4,
-    "transport branches outside the transports": 2,
+    "class variables written after a user class is made": 0,
+    "transport branches outside the transports": 0,
     "native/src/engine/*.rs lines": 8_300,
     "pyjson.rs (the engine's imitation of Python's JSON errors)": 0,
 }

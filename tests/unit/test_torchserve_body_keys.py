@@ -3,6 +3,7 @@ and ``media_type``, each bad value reported at its own key as ``file: key.path: 
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -180,16 +181,19 @@ def test_a_raw_target_sends_each_file_as_is_with_the_type_of_its_suffix(folder: 
     scenario = load(folder, ts_target(name="raw", content_type="raw", inputs=folder_input()))
     (target,) = scenario.targets
     assert content_type_header(target, folder) == "image/png"
-    (folder / "digits" / "extra.bin").write_bytes(b"\x00")
-    assert content_type_header(target, folder) == "application/octet-stream"  # the suffixes disagree
+    mixed = folder / "mixed"  # a folder is listed once per process: the same files and one more, elsewhere
+    shutil.copytree(folder / "digits", mixed / "digits")
+    (mixed / "digits" / "extra.bin").write_bytes(b"\x00")
+    (mixed_target,) = load(mixed, ts_target(name="raw", content_type="raw", inputs=folder_input())).targets
+    assert content_type_header(mixed_target, mixed) == "application/octet-stream"  # the suffixes disagree
     with_type = target.model_copy(update={"media_type": "image/x-digit"})
     assert content_type_header(with_type, folder) == "image/x-digit"
 
     class RawUser(TorchServeRestUser):
         pass
 
-    RawUser.target = target
-    pool = RequestPool(RequestSource(target, folder), RawUser.encode_request)
+    RawUser.target = mixed_target
+    pool = RequestPool(RequestSource(mixed_target, mixed), RawUser.encode_request)
     bodies = {pool.next()[1] for _ in range(pool.size)}
     assert bodies == {b"\x89PNG\r\n\x1a\n0", b"\x89PNG\r\n\x1a\n1", b"\x00"}  # every file, as it is
 

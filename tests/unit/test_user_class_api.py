@@ -123,7 +123,7 @@ def test_a_target_without_an_address_takes_the_users_host_when_a_user_is_made() 
     class Tiny(inferload.TritonGrpcUser):
         target = {"name": "tiny", "model": "tiny", "inputs": INPUTS}  # type: ignore[assignment]  # noqa: RUF012
 
-    assert "target" not in Tiny.__dict__  # no address yet: no Target
+    assert not hasattr(Tiny, "target")  # no address and no host yet: no Target
     Tiny.host = "127.0.0.1:9001"  # the class attribute, or --host: Locust puts --host on every user class at start
     Tiny(Environment(user_classes=[Tiny]))
     assert Tiny.target.address == "127.0.0.1:9001"  # type: ignore[attr-defined]
