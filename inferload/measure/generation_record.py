@@ -24,8 +24,8 @@ merge exactly: the engine's drain hands them over as ``{"tpot": [[index, target,
 "counts": [[index, target, [generations, tokens, good, judged]]], "steady": {target: {"ttst", "tpot", "itl":
 "server_prefill", "server_decode", "ttft_residual", "ttft_intended": wire stats, "n": [generations, tokens, most tokens
 of one, by usage, by tokenizer, by events, good, counted by both usage and the tokenizer, of those differing,
-their tokens by the tokenizer, their tokens by usage]}}}``,
-the same form a worker's report carries.
+their tokens by the tokenizer, their tokens by usage]}}, "turns": [[target, turn, [ttft wire stats, [prompt
+tokens counted, sum, min, max]]]]}`` (conversations' turns, steady state), the same form a worker's report carries.
 """
 
 from __future__ import annotations
@@ -149,6 +149,42 @@ class GenerationTotals:
             stats.release()
 
 
+@dataclass
+class TurnTotals:
+    """One turn position of a target's conversations over the steady state: its successful
+    generations' time to the first token, and the prompt tokens the server counted for them (its
+    ``usage``: a later turn carries the history), [generations counted, sum, min, max]."""
+
+    ttft: LatencyStats = field(default_factory=LatencyStats)
+    prompt_tokens: list[int] = field(default_factory=lambda: [0, 0, 0, 0])
+
+    def add(self, ttft_ms: float | None, prompt_tokens: int | None) -> None:
+        if ttft_ms is not None:
+            self.ttft.record_success(ttft_ms)
+        if prompt_tokens is not None:
+            self._add_tokens([1, prompt_tokens, prompt_tokens, prompt_tokens])
+
+    def _add_tokens(self, added: list[int]) -> None:
+        counted, total, low, high = self.prompt_tokens
+        if not added[0]:
+            return
+        self.prompt_tokens = [
+            counted + added[0],
+            total + added[1],
+            added[2] if not counted else min(low, added[2]),
+            added[3] if not counted else max(high, added[3]),
+        ]
+
+    def to_wire(self) -> list[Any]:
+        return [self.ttft.to_wire(), list(self.prompt_tokens)]
+
+    def merge_wire(self, data: list[Any]) -> None:
+        stats = LatencyStats.from_wire(data[0])
+        self.ttft.merge(stats)
+        stats.release()
+        self._add_tokens([int(v) for v in data[1]])
+
+
 @dataclass(frozen=True)
 class GenerationWindow:
     """What a window holds of one target's generations (read-only)."""
@@ -174,6 +210,12 @@ class GenerationRecord:
     steady: dict[str, GenerationTotals] = field(default_factory=lambda: defaultdict(GenerationTotals))
     #: targets that had at least one generation (kept when the record is drained)
     targets: set[str] = field(default_factory=set)
+    #: conversations (``generation.conversation``): each turn position's figures, by (target, turn from 1)
+    turns: dict[tuple[str, int], TurnTotals] = field(default_factory=lambda: defaultdict(TurnTotals))
+
+    def record_turn(self, target: str, turn: int, ttft_ms: float | None, prompt_tokens: int | None) -> None:
+        """A steady conversation turn that succeeded: its time to the first token and prompt tokens."""
+        self.turns[(target, turn)].add(ttft_ms, prompt_tokens)
 
     def window(self, key: WindowKey) -> GenerationWindow | None:
         """The window's generation figures; None when no generation finished in it."""
@@ -201,9 +243,13 @@ class GenerationRecord:
             "itl": [[index, target, stats.to_wire()] for (index, target), stats in self.itl_windows.items()],
             "counts": [[index, target, list(counts)] for (index, target), counts in self.count_windows.items()],
             "steady": {target: totals.to_wire() for target, totals in self.steady.items()},
+            "turns": [[target, turn, totals.to_wire()] for (target, turn), totals in self.turns.items()],
         }
         for totals in self.steady.values():
             totals.release()
+        for turn_totals in self.turns.values():
+            turn_totals.ttft.release()
+        self.turns.clear()
         self.tpot_windows.clear()
         self.itl_windows.clear()
         self.count_windows.clear()
@@ -224,3 +270,5 @@ class GenerationRecord:
         for target, data in wire.get("steady", {}).items():
             self.steady[target].merge_wire(data)
             self.targets.add(target)
+        for target, turn, data in wire.get("turns", []):
+            self.turns[(target, int(turn))].merge_wire(data)

@@ -236,6 +236,26 @@ def server_side_notes(name: str, target: Any) -> list[str]:
     return notes
 
 
+#: the turns of a conversation the console and the report list (the rest are in summary.json)
+TURNS_SHOWN = 10
+
+
+def turn_notes(name: str, target: Any) -> list[str]:
+    """A target's conversations by turn (``generation.turns``): each turn's time to the first token
+    and the prompt tokens the server counted, one line each for the first `TURNS_SHOWN`."""
+    turns = value_at(target, ("generation", "turns")) or []
+    notes = []
+    for turn in turns[:TURNS_SHOWN]:
+        p50, p99 = value_at(turn, ("ttft_ms", "p50")), value_at(turn, ("ttft_ms", "p99"))
+        prompt = value_at(turn, ("prompt_tokens", "mean"))
+        times = f"TTFT p50 {p50:.2f} ms, p99 {p99:.2f} ms" if is_number(p50) and is_number(p99) else "TTFT n/a"
+        tokens = f", prompt tokens {prompt:.0f} (mean, the server's count)" if is_number(prompt) else ""
+        notes.append(f"{name}: turn {value_at(turn, ('turn',))}: {value_at(turn, ('generations',))} generations, {times}{tokens}")
+    if len(turns) > TURNS_SHOWN:
+        notes.append(f"{name}: {len(turns) - TURNS_SHOWN} more turns in summary.json (generation.turns)")
+    return notes
+
+
 def streamed(*targets: Any) -> bool:
     """Whether any of these targets has stream figures (summary.json's `decoupled`)."""
     return any(value_at(target, ("decoupled",)) is not None for target in targets)
@@ -260,8 +280,8 @@ def stream_figures_of(*targets: Any) -> tuple[Figure, ...]:
 
 
 def format_table(targets: Mapping[str, Any], shown: tuple[Figure, ...] | None = None) -> str:
-    """Side-by-side figures for the console, one column per target, and the notes on server
-    figures below it (shared by targets of one model, not reported by the server). By default the
+    """Side-by-side figures for the console, one column per target, and the notes below it: on server
+    figures (shared by targets of one model, not reported by the server) and a conversation's turns. By default the
     `TABLE` figures, and `stream_figures_of` the targets."""
     names = list(targets)
     if not names:
@@ -275,7 +295,7 @@ def format_table(targets: Mapping[str, Any], shown: tuple[Figure, ...] | None = 
         "  ".join(cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths, strict=True)))
         for row in rows
     ]
-    notes = [note for n in names for note in server_side_notes(n, targets[n])]
+    notes = [note for n in names for note in (*server_side_notes(n, targets[n]), *turn_notes(n, targets[n]))]
     return "\n".join(lines + [f"  {note}" for note in notes])
 
 

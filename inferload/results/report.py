@@ -19,7 +19,15 @@ from typing import Any
 
 from inferload.measure.trace_join import COMPONENTS
 from inferload.paths import write_atomically
-from inferload.results.figures import REPORT, REPORT_OPEN_LOOP, is_number, server_side_notes, stream_figures_of, value_at
+from inferload.results.figures import (
+    REPORT,
+    REPORT_OPEN_LOOP,
+    is_number,
+    server_side_notes,
+    stream_figures_of,
+    turn_notes,
+    value_at,
+)
 from inferload.results.files import (
     GPU_NAME,
     WINDOWS_NAME,
@@ -328,6 +336,7 @@ def target_section(
     else:
         parts.append('<p class="muted">No rows for this target in windows.csv: no plots over time.</p>')
     notes.extend(server_side_notes(name, figures))
+    notes.extend(turn_notes(name, figures))
     plot = plot_server_side(name, figures.server_side) if figures.server_side is not None else None
     if plot is not None:
         parts.append(_image(plot, f"{name}: batch sizes and queue vs compute"))

@@ -210,12 +210,23 @@ class GenerationLengthsSummary(Section):
     output_tokens_achieved_pct: Number | None
 
 
+class TurnSummary(Section):
+    """One turn position of a target's conversations (``generation.conversation``), over its steady
+    successful generations: the time to the first token (the history's prefill shows in it, and a
+    prefix cache's hits), and the prompt tokens the server counted (null: it sent no ``usage``)."""
+
+    turn: Count
+    generations: Count
+    ttft_ms: LatencyMs
+    prompt_tokens: LengthFigures | None
+
+
 class GenerationSummary(Section):
     """A generative target's token figures (the engine's, from each generation's content events),
     over the steady state, successful generations only; percentiles exact over all workers. The
     time to the first token and the gaps between events are its `decoupled` block."""
 
-    omit_when_none = frozenset({"goodput", "server", "ttft_from_intended_ms", "token_count", "lengths"})
+    omit_when_none = frozenset({"goodput", "server", "ttft_from_intended_ms", "token_count", "lengths", "turns"})
 
     generations: Count
     output_tokens: Count
@@ -237,6 +248,8 @@ class GenerationSummary(Section):
     ttft_from_intended_ms: LatencyMs | None = None
     #: present when the target sets ``generation.lengths`` or ``generation.dataset``
     lengths: GenerationLengthsSummary | None = None
+    #: present when the target holds conversations (``generation.conversation``): by turn, from 1
+    turns: list[TurnSummary] | None = None
 
 
 class BurstRecovery(Section):

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from inferload.measure.decoupled_record import StreamRecord
-from inferload.measure.generation_record import GenerationRecord
+from inferload.measure.generation_record import GenerationRecord, TurnTotals
 from inferload.measure.hdr import LatencyStats, WindowStats
 from inferload.paths import replacing
 from inferload.results.files import WINDOWS_NAME, write_summary
@@ -33,6 +33,7 @@ from inferload.results.schema import (
     StreamingStats,
     TargetSummary,
     TokenCountSummary,
+    TurnSummary,
     WorkerLoss,
 )
 from inferload.results.slo import evaluate, slo_section
@@ -234,7 +235,9 @@ def generation_figures(
                 100.0 * (checked.tokenizer_tokens - checked.usage_tokens) / checked.usage_tokens if checked.usage_tokens else None
             ),
         )
+    turns = [turn_figures(turn, totals) for (name, turn), totals in sorted(generations.turns.items()) if name == target]
     return GenerationSummary(
+        turns=turns or None,
         generations=counts.generations,
         output_tokens=counts.output_tokens,
         output_tokens_per_s=counts.output_tokens / steady_s if steady_s > 0 else 0.0,
@@ -250,6 +253,17 @@ def generation_figures(
         ttft_from_intended_ms=(
             LatencyMs.model_validate(totals.ttft_intended.latency_ms()) if totals.ttft_intended.successes else None
         ),
+    )
+
+
+def turn_figures(turn: int, totals: TurnTotals) -> TurnSummary:
+    """One turn position's figures (`TurnTotals`) as summary.json has them."""
+    counted, total, low, high = totals.prompt_tokens
+    return TurnSummary(
+        turn=turn,
+        generations=totals.ttft.successes,
+        ttft_ms=LatencyMs.model_validate(totals.ttft.latency_ms()),
+        prompt_tokens=LengthFigures(mean=total / counted, min=low, max=high) if counted else None,
     )
 
 

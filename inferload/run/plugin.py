@@ -46,7 +46,7 @@ from inferload.traffic.arrivals import AdjustableTimeline
 from inferload.traffic.ramp_hold import RampHoldPlan, RampHoldRule, parse_ramp_hold, ramp_problem, ramp_timeline
 from inferload.users import InferenceUser, user_class_for
 from inferload.users.base import wiring_of
-from inferload.users.engine import assign_engine, attach_engine
+from inferload.users.engine import assign_engine, attach_engine, engine_needed
 from inferload.webui.live import ServerReadings
 from inferload.webui.tab import attach_inference_tab
 
@@ -173,7 +173,6 @@ class InferloadRun:
         self.workers: WorkerWatch | None = None  # on a distributed run's master
         self.server_side = ServerSideReadings(scenario)
         self.trace: TraceRun | None = None  # the trace join (targets with ``trace``)
-        #: this process's native engine, when any target's calls go through it (None: the Python transport)
         #: set by the SIGINT/SIGTERM handler: the run was stopped early (summary.json "interrupted")
         self.interrupted: bool = False
         #: where changes to the servers (Triton's trace settings) are written before they are made
@@ -205,7 +204,11 @@ class InferloadRun:
         self.mark_replay_batches(environment)
         # the engine's listeners come before the recorder's: a worker's report carries what it just drained
         if not isinstance(runner, MasterRunner):  # the master sends nothing
-            assign_engine(environment, list(self.user_classes.values()), self.scenario.window)
+            classes = list(self.user_classes.values())
+            assign_engine(environment, classes, self.scenario.window)
+            problems = engine_needed(environment, classes)
+            if problems:
+                raise StartCheckError(problems, skippable=False)
         self.recorder = RunRecorder(
             environment, self.scenario.warmup, self.scenario.window, tuple(t.name for t in self.scenario.targets)
         )

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field, StrictBool, StrictStr, ValidationInfo, field_validator, model_validator
 
-from inferload.scenario.fields import FrozenModel, Number
+from inferload.scenario.fields import FrozenModel, Number, Seconds
 from inferload.scenario.generation_dataset import dataset_requests, read_dataset_lines
 from inferload.scenario.input_files import not_regular_problem, scenario_file, unreadable_problem
 from inferload.scenario.lengths import DrawnRequest, LengthsSpec, drawn_requests
@@ -60,6 +60,21 @@ class GoodputSpec(FrozenModel):
     def engine_limits(self) -> dict[str, float]:
         """The thresholds set, as the engine's ``check.goodput`` takes them."""
         return {key: float(value) for key, value in self.model_dump().items() if value is not None}
+
+
+#: the most turns one conversation may have
+MAX_TURNS = 1000
+
+
+class ConversationSpec(FrozenModel):
+    """Multi-turn sessions (``openai-chat``): each user holds one conversation at a time. Its first turn
+    is the target's next request; each later turn sends the whole conversation so far (every message
+    sent, each answer as the assistant's message) and the last message of the target's next request
+    as the new one, with that request's ``max_tokens``. After ``turns`` turns, or a turn that failed,
+    the user's next conversation starts. ``think_time``: the pause after each answer before the next turn."""
+
+    turns: Annotated[int, Field(ge=2, le=MAX_TURNS, strict=True)]
+    think_time: Annotated[Seconds, Field(ge=0, le=3600)] = 0.0
 
 
 def _engine_tokenizer_problem(path: Path) -> str | None:
@@ -96,6 +111,8 @@ class GenerationSpec(FrozenModel):
     lengths: LengthsSpec | None = None
     #: a JSONL file of requests (prompts, chat messages or ShareGPT conversations), one per line
     dataset: StrictStr | None = None
+    #: multi-turn sessions, each turn carrying the conversation so far (None: one request per call)
+    conversation: ConversationSpec | None = None
 
     @field_validator("dataset")
     @classmethod
@@ -125,6 +142,10 @@ class GenerationSpec(FrozenModel):
             raise custom_error("generation.goodput needs stream: true (a whole answer has no token times to judge); remove one")
         if self.tokenizer is not None and not self.stream:
             raise custom_error("generation.tokenizer needs stream: true (the engine counts a stream's events); remove one")
+        if self.conversation is not None and not self.stream:
+            raise custom_error(
+                "generation.conversation needs stream: true (the engine reads each answer's text from its events); remove one"
+            )
         # (a target written out carries the defaults: those are not given)
         if self.dataset is not None:
             if self.lengths is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -17,14 +18,10 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from inferload.errors import Problem, ScenarioError
-from inferload.scenario.expected import ExpectedSpec
-from inferload.scenario.inputs import DataSpec, InputSpec
 from inferload.scenario.limits import MAX_PROBLEMS
 from inferload.scenario.messages import CHECKS_ERROR, CUSTOM_ERROR, Loc, describe_value, format_key_path, scientific_text_hint
 from inferload.scenario.schema import CLOSED_LOOP_SHAPES, OPEN_LOOP_SHAPES, SHAPE_KINDS, Scenario, shape_kind
-from inferload.scenario.shapes import Stage
-from inferload.scenario.targets import OLD_SPELLINGS, SequenceSpec, Slo, Target, TraceSpec
-from inferload.scenario.tls import TlsSettings
+from inferload.scenario.targets import OLD_SPELLINGS, Slo, Target
 from inferload.scenario.yaml_file import read_scenario_yaml
 
 _DURATION_KEYS = frozenset(
@@ -207,27 +204,40 @@ def _number(value: object) -> str:
 
 
 def _model_at(loc: Loc, raw: Mapping[Any, Any]) -> type[BaseModel] | tuple[type[BaseModel], ...]:
-    """The model (or, for a shape of unknown kind, every shape model) at ``loc``."""
-    by_key: dict[str, type[BaseModel]] = {
-        "targets": Target,
-        "inputs": InputSpec,
-        "data": DataSpec,
-        "slo": Slo,
-        "stages": Stage,
-        "sequence": SequenceSpec,
-        "trace": TraceSpec,
-        "tls": TlsSettings,
-        "expected": ExpectedSpec,
-    }
+    """The model (or, for a shape of unknown kind, every shape model) at ``loc``: the scenario's
+    fields followed key by key (list indices skipped)."""
     keys = [part for part in loc if isinstance(part, str)]
-    if not keys:
-        return Scenario
-    if keys[-1] == "shape":
+    if keys == ["shape"]:
         shapes: dict[str, type[BaseModel]] = {shape_kind(model): model for model in (*CLOSED_LOOP_SHAPES, *OPEN_LOOP_SHAPES)}
         shape = raw.get("shape")
         kind = shape.get("kind") if isinstance(shape, Mapping) else None
         return shapes[kind] if isinstance(kind, str) and kind in shapes else tuple(shapes.values())
-    return by_key.get(keys[-1], Scenario)
+    found: tuple[type[BaseModel], ...] = (Scenario,)
+    if keys and keys[0] not in Scenario.model_fields and keys[0] in _PARTS_CHECKED_ALONE:
+        found = (_PARTS_CHECKED_ALONE[keys[0]],)
+        keys = keys[1:]
+    for key in keys:
+        inner = tuple(
+            model for each in found if key in each.model_fields for model in _models_in(each.model_fields[key].annotation)
+        )
+        if not inner:
+            break
+        found = inner
+    return found[0] if len(found) == 1 else found
+
+
+#: what is validated apart from a scenario, under its own first key (``attach(slo=...)``: a request name's thresholds)
+_PARTS_CHECKED_ALONE: dict[str, type[BaseModel]] = {"slo": Slo}
+
+
+def _models_in(annotation: Any) -> tuple[type[BaseModel], ...]:
+    """The pydantic models an annotation holds (``X | None``, ``tuple[X, ...]``, ``Annotated[X, ...]``)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return (annotation,)
+    models: list[type[BaseModel]] = []
+    for argument in typing.get_args(annotation):
+        models.extend(model for model in _models_in(argument) if model not in models)
+    return tuple(models)
 
 
 def _unknown_key_message(key: str, model: type[BaseModel] | tuple[type[BaseModel], ...]) -> str:

@@ -307,6 +307,22 @@ class Scenario(FrozenModel):
         return shape
 
     @model_validator(mode="after")
+    def _conversations_need_users(self) -> Scenario:
+        """A conversation is held by a user from turn to turn: only a closed-loop shape has users."""
+        if is_open_loop(self.shape):
+            checks: list[Check] = [
+                (
+                    ("targets", index, "generation", "conversation"),
+                    f"needs a closed-loop shape (users hold the conversations, one each); this scenario's shape is {self.shape.kind}",
+                )
+                for index, target in enumerate(self.targets)
+                if target.generation is not None and target.generation.conversation is not None
+            ]
+            if checks:
+                raise checks_error(checks)
+        return self
+
+    @model_validator(mode="after")
     def _replay_file_fits(self, info: ValidationInfo) -> Scenario:
         """A replay shape's file, read once against the targets (only when the scenario's folder is known)."""
         base_dir = (info.context or {}).get("base_dir")

@@ -432,8 +432,19 @@ class Target(FrozenModel):
                     f"a messages line is a chat's: only an openai-chat target sends it; this target is {self.kind}",
                 )
             )
+        if self.generation is not None and self.generation.conversation is not None and not self.record.chat:
+            checks.append(
+                (
+                    ("generation", "conversation"),
+                    f"a conversation is a chat's messages: only an openai-chat target holds one; this target is {self.kind}",
+                )
+            )
         if self.generation is not None and self.response_check != "shape":
-            read_by_event = {"goodput": self.generation.goodput, "tokenizer": self.generation.tokenizer}
+            read_by_event = {
+                "goodput": self.generation.goodput,
+                "tokenizer": self.generation.tokenizer,
+                "conversation": self.generation.conversation,
+            }
             checks.extend(
                 (
                     ("generation", key),

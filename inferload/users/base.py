@@ -485,6 +485,16 @@ class InferenceUser(User):
         """Protocol hook: one request encoded for the wire (called once per distinct request, up front)."""
         raise NotImplementedError
 
+    def conversation(self) -> Any | None:
+        """Protocol hook: this user's conversations (`inferload.users.engine.Turns`) when its target
+        holds them (each turn carries the last answer); None: one request per call."""
+        return None
+
+    @classmethod
+    def engine_only_reason(cls) -> str | None:
+        """Protocol hook: why this class's users need the native engine (None: either transport sends them)."""
+        return None
+
     def call_context(self) -> dict[str, Any] | None:
         """What the last call measured beyond its latency, for the request event's context (a
         streamed request's `StreamTiming`, see `inferload.users.triton`); None: nothing."""

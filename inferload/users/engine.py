@@ -170,6 +170,8 @@ class CallOutcome:
     received_ns: int
     response_length: int
     answer: bytes | None
+    #: a successful generation's (time to first token ms | None, prompt tokens | None, output tokens)
+    generation: tuple[float | None, int | None, int] | None = None
 
 
 class NativeEngine:
@@ -182,6 +184,8 @@ class NativeEngine:
         self.record: RunRecord | None = None
         self.request_log: RequestLog | None = None
         self.warmup_s = 0.0
+        #: when this process's warm-up ends (wall clock; None: the run has not started)
+        self.warmup_ends_at: float | None = None
         self._target_ids: dict[type, int] = {}
         self._method_of: dict[str, str] = {}
         self._waiters: dict[int, Waiter] = {}
@@ -266,9 +270,13 @@ class NativeEngine:
         body: bytes | None = None,
         headers: list[tuple[str, str]] | None = None,
         want_answer: bool = False,
+        record: bool = False,
     ) -> CallOutcome:
-        """One call on an idle slot; blocks this greenlet (not the hub) until it is answered."""
-        ticket = self.engine.call(slot, request_index, append=append, body=body, headers=headers, want_answer=want_answer)
+        """One call on an idle slot; blocks this greenlet (not the hub) until it is answered.
+        ``record``: the engine records it as its loops do (the caller reports nothing of it)."""
+        ticket = self.engine.call(
+            slot, request_index, append=append, body=body, headers=headers, want_answer=want_answer, record=record
+        )
         waiter: Waiter = Waiter()
         self._waiters[int(ticket)] = waiter
         try:
@@ -278,7 +286,18 @@ class NativeEngine:
         return outcome
 
     def _on_calls_ready(self) -> None:
-        for ticket, error, _refused, latency_ms, sent_ns, received_ns, length, answer, _status in self.engine.take_calls():
+        for (
+            ticket,
+            error,
+            _refused,
+            latency_ms,
+            sent_ns,
+            received_ns,
+            length,
+            answer,
+            _status,
+            generation,
+        ) in self.engine.take_calls():
             waiter = self._waiters.pop(int(ticket), None)
             if waiter is None:  # its greenlet was killed meanwhile
                 continue
@@ -289,6 +308,7 @@ class NativeEngine:
                 received_ns=int(received_ns),
                 response_length=int(length),
                 answer=answer,
+                generation=generation,
             )
             waiter.switch(outcome)
 
@@ -302,6 +322,14 @@ class NativeEngine:
             self.engine.end_arrivals(target_id)
 
     # -- what was measured ---------------------------------------------------------------------
+    def record_turn(self, target: str, turn: int, generation: tuple[float | None, int | None, int]) -> None:
+        """A conversation's turn that succeeded, into the run's figures by turn (steady state only;
+        the call itself the engine recorded)."""
+        ends = self.warmup_ends_at
+        if self.record is not None and ends is not None and time.time() >= ends:
+            ttft_ms, prompt_tokens, _ = generation
+            self.record.generations.record_turn(target, turn, ttft_ms, prompt_tokens)
+
     def drain(self) -> None:
         """Everything the engine recorded since the last drain, into the run's figures."""
         if self._closed:
@@ -324,14 +352,16 @@ class NativeEngine:
 
     def _on_test_start(self, **_: Any) -> None:
         self.engine.set_request_rows(self.request_log is not None and self.request_log.enabled)
-        self.engine.set_warmup_end(time.time() + self.warmup_s)
+        self.warmup_ends_at = time.time() + self.warmup_s
+        self.engine.set_warmup_end(self.warmup_ends_at)
         if self._drainer is None:
             self._drainer = gevent.spawn(self._drain_forever)
 
     def run_starts_at(self, started_at: float) -> None:
         """The run counts from this instant (a worker's open loop: the master's start): the warm-up
         ends `warmup_s` after it, as the run's record has it."""
-        self.engine.set_warmup_end(started_at + self.warmup_s)
+        self.warmup_ends_at = started_at + self.warmup_s
+        self.engine.set_warmup_end(self.warmup_ends_at)
 
     def _on_report_to_master(self, **_: Any) -> None:
         self.drain()  # registered before the run's recorder: its report carries these figures
@@ -418,13 +448,95 @@ class Transport(Protocol):
 
 
 def open_transport(user: Any) -> Transport:
-    """The user's transport in this run: a slot of the engine its class's `Wiring` has, or else its
-    own protocol client (`PythonTransport`, connected now)."""
+    """The user's transport in this run: a slot of the engine its class's `Wiring` has (a
+    `ConversationSlot` for a target that holds conversations), or else its own protocol client
+    (`PythonTransport`, connected now)."""
     engine = user.wiring.engine
+    conversation = user.conversation()
     if engine is None:
+        if conversation is not None:
+            raise RuntimeError(engine_needed_problem(type(user)))
         return PythonTransport(user)
     target_id = type(user).native_target_id(engine, user.environment)
+    if conversation is not None:
+        pick = lambda: int(user.request_pool().next()[0])  # noqa: E731
+        return ConversationSlot(engine, target_id, user.target.name, conversation, user.refused_backoff, pick)
     return NativeSlot(engine, target_id, lambda: int(user.request_pool().next()[0]), user.wiring.arrivals is not None)
+
+
+def engine_needed_problem(user_class: Any) -> str:
+    """Why the class's users cannot run on the Python transport (its `engine_only_reason`)."""
+    return (
+        f"target {user_class.target.name!r}: {user_class.engine_only_reason()}; this process sends through the Python"
+        f" transport ({TRANSPORT_ENV}=python, or the engine not built: make build)"
+    )
+
+
+def engine_needed(environment: Any, user_classes: list[Any]) -> list[str]:
+    """For each class whose users need the engine and did not get it in this run, why (`engine_needed_problem`)."""
+    return [
+        engine_needed_problem(cls)
+        for cls in user_classes
+        if cls.engine_only_reason() is not None and cls.wiring_in(environment).engine is None
+    ]
+
+
+class Turns(Protocol):
+    """One user's conversations, one at a time (`inferload.users.generation.Conversation`)."""
+
+    def next_turn(self) -> tuple[int, bytes]:
+        """(the turn's number from 1, its body)."""
+        ...
+
+    def answered(self, text: str | None) -> float:
+        """The turn's answer (None: it failed); the pause before the next turn, s."""
+        ...
+
+
+class ConversationSlot:
+    """One user's conversations on an engine slot: each turn one call the engine sends, times and
+    records as its loops do, its answer's text handed back to make the next turn; each successful
+    turn's time to the first token and prompt tokens go to the run's figures by turn."""
+
+    def __init__(
+        self, engine: NativeEngine, target_id: int, target: str, turns: Turns, backoff: Any, pick: Callable[[], int]
+    ) -> None:
+        self.engine = engine
+        self._pick = pick
+        self.slot = engine.open_slot(target_id)
+        self.target = target
+        self.turns = turns
+        self.backoff = backoff
+        self._released = gevent.event.Event()
+        self._closed = False
+
+    def call(self, request_index: int | None) -> Called:
+        """One request of the target's, outside the conversations (`InferenceClient.infer`)."""
+        index = request_index if request_index is not None else self._pick()
+        outcome = self.engine.call(self.slot, index)
+        return Called(outcome.latency_ms, outcome.response_length, outcome.error, index)
+
+    def run(self) -> None:
+        """One turn, then the pause after it (think time, or a refused connection's backoff)."""
+        turn, body = self.turns.next_turn()
+        outcome = self.engine.call(self.slot, 0, body=body, want_answer=True, record=True)
+        text = None
+        if outcome.error is None and outcome.answer is not None:
+            text = outcome.answer.decode("utf-8", "replace")
+            if outcome.generation is not None:
+                self.engine.record_turn(self.target, turn, outcome.generation)
+        pause_s = max(self.turns.answered(text), self.backoff.after(outcome.error))
+        if pause_s > 0:
+            self._released.wait(pause_s)
+
+    def release(self) -> None:
+        """The user is told to stop: the turn in flight ends, no pause after it."""
+        self._released.set()
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.engine.stop_slot(self.slot)
 
 
 class NativeSlot:

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 from urllib.parse import quote
 
 from geventhttpclient.response import HTTPConnectionClosed
 
-from inferload.scenario.generation import GenerationSpec
+from inferload.scenario.generation import ConversationSpec, GenerationSpec
 from inferload.scenario.headers import request_headers
 from inferload.scenario.kinds import SERVER_KINDS, kinds_spoken_by
 from inferload.users.base import InferenceUser, ModelFit
@@ -80,6 +80,44 @@ def prompt_of(data: RequestData, generation: GenerationSpec) -> str:
         return generation.prompt
     value = data.arrays[0][1].reshape(-1)[0]
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+class Conversation:
+    """One user's conversations, one at a time (``generation.conversation``). A conversation's first
+    turn is the target's next request as encoded; each later turn is the next request with the
+    conversation so far in place of its messages but the last (every message sent, each answer as
+    the assistant's message), so it keeps that request's ``max_tokens`` and stream settings. After
+    ``turns`` turns, or a turn that failed (no answer to carry), the next conversation starts."""
+
+    def __init__(self, spec: ConversationSpec, next_request: Callable[[], tuple[int, bytes]]) -> None:
+        self.spec = spec
+        self._next_request = next_request
+        self._messages: list[dict[str, str]] = []
+        #: the turn last sent (0: the next turn starts a conversation)
+        self.turn = 0
+
+    def next_turn(self) -> tuple[int, bytes]:
+        """(the turn's number from 1, its JSON body)."""
+        _, encoded = self._next_request()
+        body = json.loads(encoded)
+        messages = body["messages"]
+        if self.turn == 0:
+            self._messages = list(messages)
+        else:
+            self._messages.append(messages[-1])
+        self.turn += 1
+        body["messages"] = self._messages
+        return self.turn, json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
+    def answered(self, text: str | None) -> float:
+        """The turn's answer text (None: the turn failed); the pause before the next turn, s (the
+        think time; none when the conversation ended: the next one starts at once)."""
+        if text is None or self.turn >= self.spec.turns:
+            self.turn = 0
+            self._messages = []
+            return 0.0
+        self._messages.append({"role": "assistant", "content": text})
+        return float(self.spec.think_time)
 
 
 #: an OpenAI error (``{"error": {"message": ...}}``, or ``error`` as text), or another server's
@@ -150,6 +188,18 @@ class GenerativeUser(InferenceUser):
             check=check,
             headers=list(cls._headers().items()),
             tls=native_tls(target.tls, cls.scenario_dir, target.name) if target.tls is not None else None,
+        )
+
+    def conversation(self) -> Conversation | None:
+        spec = generation_of(self.target).conversation
+        return None if spec is None else Conversation(spec, self.request_pool().next)
+
+    @classmethod
+    def engine_only_reason(cls) -> str | None:
+        if generation_of(cls.target).conversation is None:
+            return None
+        return (
+            "generation.conversation carries each answer's text into the next turn, which the native engine reads from the stream"
         )
 
     def connect(self) -> None:

@@ -131,3 +131,32 @@ def test_a_whole_answer_is_not_a_stream(engine: Any) -> None:
         'bad stream: the answer is application/json, not text/event-stream (did the request ask for "stream": true?)',
     )
     assert timing is None
+
+
+def test_a_per_call_generation_gives_its_text_and_figures_and_is_recorded_when_asked(engine: Any) -> None:
+    """A conversation's turn: the answer's text (its content events joined), its time to the first token,
+    the server's prompt and output tokens; recorded by the engine, as its loops record, only when asked."""
+    with reference_server(stream_responses=EVENTS, delay={"law": "fixed", "ms": HOLD_MS}) as server:
+        target = engine.add_target(
+            "chat",
+            "POST",
+            "http",
+            server.http_url,
+            server.http_url,
+            30.0,
+            [],
+            [("/v1/chat/completions", chat_body(), [("Content-Type", "application/json")])],
+            {"answer": "openai_chat"},
+            max_answer_bytes=DEFAULT_MAX_ANSWER_BYTES,
+        )
+        slot = engine.open_slot(target)
+        recorded = engine.call(slot, 0, want_answer=True, record=True)
+        (turn,) = wait_for_calls(engine, 1)
+        engine.call(slot, 0, want_answer=True)
+        (plain,) = wait_for_calls(engine, 1)
+    assert turn[0] == recorded and turn[1] is None
+    assert turn[7] == "é".encode() * EVENTS and plain[7] == turn[7]  # the text, not the events
+    ttft_ms, prompt_tokens, output_tokens = turn[9]
+    assert HOLD_MS <= ttft_ms < HOLD_MS + LATE_MS and (prompt_tokens, output_tokens) == (1, EVENTS)  # the usage tail's
+    entries = engine.drain()["locust"]
+    assert [entry["num_requests"] for entry in entries] == [1]  # the recorded call only

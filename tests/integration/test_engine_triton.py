@@ -271,8 +271,8 @@ def test_per_call_grpc_returns_answers_that_decode_and_merges_appended_fields(en
     ticket = engine.call(slot, 1, append=grpc_id_field("engine-7"), want_answer=True)
     (done,) = wait_for_calls(engine, 1)
     after = time.monotonic_ns()
-    number, error, refused, latency_ms, sent_ns, received_ns, length, answer, status = done
-    assert (number, error, refused, length, status) == (ticket, None, False, OUTPUT_BYTES, 0)
+    number, error, refused, latency_ms, sent_ns, received_ns, length, answer, status, generation = done
+    assert (number, error, refused, length, status, generation) == (ticket, None, False, OUTPUT_BYTES, 0, None)
     assert before <= sent_ns <= received_ns <= after
     assert latency_ms == pytest.approx((received_ns - sent_ns) / 1e6)
     response = service_pb2.ModelInferResponse.FromString(answer)

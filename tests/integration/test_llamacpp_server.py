@@ -6,7 +6,8 @@ with a role-only event and ends with a usage-only tail (with its per-request ``t
 exactly the tokens the server's usage counts, request by request; its /metrics (the target's
 ``metrics_url``) gives the sequences it decoded together per call. `inferload servers up` starts it and `down` leaves nothing running.
 Prompt and answer lengths a target draws, its data set gives, or a recorded trace gives each arrival,
-are held by it: every answer as long as its request asked.
+are held by it: every answer as long as its request asked; a conversation's later turns carry its
+history, which llama.cpp's prompt token counts show.
 """
 
 from __future__ import annotations
@@ -126,6 +127,26 @@ def test_a_data_set_of_chat_messages_and_sharegpt_conversations_is_sent_and_held
     assert tokens["lengths"]["requests"] == 2 and tokens["lengths"]["input_counted_in"] == "tokens"
     assert tokens["lengths"]["output_tokens_asked"] == {"mean": (24 + answer_tokens) / 2, "min": answer_tokens, "max": 24}
     assert tokens["max_output_tokens"] == 24 and answer_tokens <= tokens["output_tokens_per_request"] <= 24
+
+
+def test_each_turn_of_a_conversation_carries_its_history_and_the_last_answer(tmp_path: Path, llama: str) -> None:
+    """Conversations of three turns, one prompt: llama.cpp's own count of each turn's prompt tokens
+    (its ``usage``) grows by the history. Without the answer, a second turn would be the first prompt
+    twice (its template included: about twice the first turn's count); the answer of 16 tokens it
+    carries makes it more than that by at least half the answer (16 generated tokens re-tokenized in
+    context: 120 to 180 more, measured), and a third turn carries one answer more."""
+    conversation = {"turns": 3, "think_time": "0.05s"}
+    generation = {"max_tokens": 16, "prompt": "the keeper of the light", "conversation": conversation}
+    figures, stdout = chat_figures(tmp_path / "conversation", llama, generation)
+    assert figures["failures"] == 0, stdout
+    turns = figures["generation"]["turns"]
+    assert [turn["turn"] for turn in turns] == [1, 2, 3]
+    assert all(turn["generations"] >= 3 for turn in turns), turns
+    first, second, third = (turn["prompt_tokens"] for turn in turns)
+    assert first["min"] == first["max"]  # the same prompt opens every conversation
+    assert second["min"] > 2 * first["max"] + 8, turns  # the first prompt twice, and the first answer
+    assert third["min"] > second["max"] + 8, turns  # and one answer more
+    assert sum(turn["generations"] for turn in turns) == figures["generation"]["generations"]
 
 
 def test_a_recorded_trace_replays_its_arrivals_and_each_requests_lengths(tmp_path: Path, llama: str) -> None:

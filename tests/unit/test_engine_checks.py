@@ -463,7 +463,7 @@ def test_a_bad_check_names_the_key_and_what_was_expected() -> None:
         native.check_answer({"answer": "shape"}, "http", 200, [], b"")
     with pytest.raises(ValueError, match=r'check: unknown key "details"'):
         native.check_answer({"answer": "none", "details": "x"}, "http", 200, [], b"")
-    with pytest.raises(ValueError, match=r"check\.detail\.json_keys: required"):
+    with pytest.raises(ValueError, match=r"check\.detail: required key 'json_keys' is missing"):
         native.check_answer({"answer": "none", "detail": {"chars": 3}}, "http", 200, [], b"")
     with pytest.raises(ValueError, match=r'check\.detail: unknown key "json_key"'):
         native.check_answer({"answer": "none", "detail": {"json_key": "error"}}, "http", 200, [], b"")
@@ -471,6 +471,8 @@ def test_a_bad_check_names_the_key_and_what_was_expected() -> None:
         native.check_answer({"answer": "json_list"}, "http", 200, [], b"")
     with pytest.raises(ValueError, match=r'check\.status: expected "200" or "2xx"'):
         native.check_answer({"answer": "none", "status": "201"}, "http", 200, [], b"")
+    with pytest.raises(ValueError, match=r"check: failed to extract field CheckArg\.status: .*'int' object"):
+        native.check_answer({"answer": "none", "status": 201}, "http", 200, [], b"")
 
 
 def test_geventhttpclient_failures_are_named_as_the_engine_names_them() -> None:

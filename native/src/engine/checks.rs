@@ -148,9 +148,12 @@ pub enum AnswerRule {
 /// `a.b`: key `b` of the object at key `a`); else the
 /// body's own text (its first `4 * chars` bytes, invalid UTF-8 replaced); its first line, at most
 /// `chars` characters.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, pyo3::FromPyObject)]
+#[pyo3(from_item_all)]
 pub struct Reason {
+    #[pyo3(item("json_keys"))]
     pub keys: Vec<String>,
+    #[pyo3(default = 120)]
     pub chars: usize,
 }
 

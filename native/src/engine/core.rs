@@ -369,6 +369,21 @@ async fn one_call(
     mut conn: Conn,
 ) {
     let outcome = call::call(&slot.target, &mut conn, &input).await;
+    if input.record {
+        let done = Completion {
+            target: slot.target.id,
+            latency_ms: ms_between(outcome.received_ns, outcome.sent_ns),
+            failure: outcome.failure.as_ref(),
+            response_length: outcome.response_length,
+            now_s: wall_s(),
+            send_lag_ms: None,
+            stream: outcome.stream.as_ref(),
+            generation: outcome.generation.as_ref(),
+        };
+        if !shared.record(&slot, generation, &done) {
+            return conn.close().await; // stopped meanwhile: recorded nothing
+        }
+    }
     let abandoned = {
         let mut state = slot.state.lock().expect("slot");
         if state.generation != generation {

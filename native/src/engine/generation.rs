@@ -60,6 +60,9 @@ pub enum EventKind {
     Content(String),
     /// the server's count of the generated tokens (an event may bring content and usage both)
     Usage(u64),
+    /// the server's count of the prompt's tokens (`usage.prompt_tokens`: a conversation's turn
+    /// shows its history in it)
+    PromptUsage(u64),
     /// `[DONE]`: the stream's end as the server says it
     Done,
     /// the server reports an error; its message
@@ -147,12 +150,18 @@ pub fn classify(format: StreamFormat, name: &str, data: &str) -> Result<Vec<Even
     if !text.is_empty() {
         kinds.push(EventKind::Content(text));
     }
-    if let Some(tokens) = value
-        .get("usage")
+    let usage = value.get("usage");
+    if let Some(tokens) = usage
         .and_then(|usage| usage.get("completion_tokens"))
         .and_then(Value::as_u64)
     {
         kinds.push(EventKind::Usage(tokens));
+    }
+    if let Some(tokens) = usage
+        .and_then(|usage| usage.get("prompt_tokens"))
+        .and_then(Value::as_u64)
+    {
+        kinds.push(EventKind::PromptUsage(tokens));
     }
     if let Some(timings) = value.get("timings").and_then(server_timings) {
         kinds.push(EventKind::Timings(timings));
@@ -264,10 +273,13 @@ pub struct GenerationFigures {
     pub ttft_residual_ms: Option<f64>,
     /// N as the target's tokenizer counted it, when it names one
     pub tokenizer_tokens: Option<u64>,
+    /// the prompt's tokens as the server counted them (its `usage`), when it sent them
+    pub prompt_tokens: Option<u64>,
 }
 
-/// A generative target's per-request thresholds, ms (None: not judged).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+/// A generative target's per-request thresholds, ms (None: not judged; read from `check.goodput`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, pyo3::FromPyObject)]
+#[pyo3(from_item_all)]
 pub struct Goodput {
     pub ttft_ms: Option<f64>,
     pub tpot_ms: Option<f64>,
@@ -384,7 +396,10 @@ mod tests {
         let finish = r#"{"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}"#;
         assert_eq!(kinds(chat, finish), vec![EventKind::Nothing]);
         let tail = r#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":16,"total_tokens":21}}"#;
-        assert_eq!(kinds(chat, tail), vec![EventKind::Usage(16)]);
+        assert_eq!(
+            kinds(chat, tail),
+            vec![EventKind::Usage(16), EventKind::PromptUsage(5)]
+        );
         assert_eq!(kinds(chat, "[DONE]"), vec![EventKind::Done]);
     }
 

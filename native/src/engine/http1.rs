@@ -169,6 +169,8 @@ struct GenerationRead {
     texts: Vec<String>,
     /// the server's count of the generated tokens, when it sent one
     usage: Option<u64>,
+    /// the server's count of the prompt's tokens, when it sent one
+    prompt_tokens: Option<u64>,
     /// the server's own times, when it sent them (the last ones sent)
     timings: Option<ServerTimings>,
     /// an error event, a stream that is not events, or one that ended before `[DONE]`
@@ -209,6 +211,7 @@ async fn read_generation(
         arrivals: Vec::new(),
         texts: Vec::new(),
         usage: None,
+        prompt_tokens: None,
         timings: None,
         failure: None,
     };
@@ -265,6 +268,7 @@ async fn read_generation(
                         }
                     }
                     EventKind::Usage(tokens) => read.usage = Some(tokens),
+                    EventKind::PromptUsage(tokens) => read.prompt_tokens = Some(tokens),
                     EventKind::Timings(timings) => read.timings = Some(timings),
                     EventKind::Done => done = true,
                     EventKind::Error(message) => {
@@ -391,7 +395,7 @@ pub async fn call(
                 .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
             let read = read_generation(
                 *format,
-                target.check.tokenizer.is_some(),
+                target.check.tokenizer.is_some() || input.want_answer,
                 content_type,
                 body,
                 target.max_answer_bytes,
@@ -469,6 +473,7 @@ pub async fn call(
                     let (mut figures, source) =
                         generation::figures(sent_ns, &read.arrivals, read.usage, read.timings);
                     figures.good = target.check.goodput.map(|limits| limits.met_by(&figures));
+                    figures.prompt_tokens = read.prompt_tokens;
                     match counted {
                         Ok(tokens) => figures.tokenizer_tokens = tokens,
                         Err(failure) => read.failure = read.failure.or(Some(failure)),
@@ -485,7 +490,7 @@ pub async fn call(
                         sent_ns,
                         received_ns: now,
                         response_length: read.bytes,
-                        answer: None,
+                        answer: input.want_answer.then(|| Bytes::from(read.texts.concat())),
                         status: i32::from(status),
                         answered: true,
                     };

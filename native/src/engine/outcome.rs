@@ -17,8 +17,11 @@ pub struct CallInput {
     pub body: Option<Bytes>,
     /// HTTP: headers that replace or extend the request's
     pub headers: Option<HeaderMap>,
-    /// hand the answer back
+    /// hand the answer back (a generation's: its text, the content events joined)
     pub want_answer: bool,
+    /// record the call as the slot's loops record theirs (its latency, stream and generation
+    /// figures, its request row): Python reports nothing of it
+    pub record: bool,
 }
 
 /// How a call ended: the failure (None: a success), its wire times (CLOCK_MONOTONIC ns), the

@@ -6,7 +6,7 @@
 use super::generation::{Goodput, StreamFormat, TokenizerFile};
 use bytes::Bytes;
 use http::HeaderMap;
-use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyKeyError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
@@ -38,31 +38,34 @@ const CHECK_KEYS: [&str; 7] = [
     "tokenizer",
 ];
 
-/// A check dict (docs/engine.md "Judging answers") as a [`Check`].
-fn parse_check(check: &Bound<'_, PyDict>) -> PyResult<Check> {
-    for key in check.keys() {
-        let key: String = key
-            .extract()
-            .map_err(|_| value_error("check: keys are strings"))?;
-        if !CHECK_KEYS.contains(&key.as_str()) {
-            return Err(value_error(format!(
-                "check: unknown key {key:?} (expected {})",
-                CHECK_KEYS.join(", ")
-            )));
-        }
-    }
-    let get = |key: &str| check.get_item(key).ok().flatten().filter(|v| !v.is_none());
-    let answer: String = get("answer")
-        .ok_or_else(|| value_error("check: 'answer' is missing"))?
-        .extract()
-        .map_err(|_| value_error("check.answer: expected a string"))?;
-    let length = || -> PyResult<usize> {
-        get("length")
-            .ok_or_else(|| value_error(format!("check.length: required for answer {answer:?}")))?
-            .extract()
-            .map_err(|_| value_error("check.length: expected a non-negative integer"))
+/// A check dict (docs/engine.md "Judging answers"), each key but `answer` optional.
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+struct CheckArg<'py> {
+    answer: String,
+    #[pyo3(default)]
+    shapes: Option<Bound<'py, PyDict>>,
+    #[pyo3(default)]
+    length: Option<usize>,
+    #[pyo3(default)]
+    status: Option<String>,
+    #[pyo3(default)]
+    detail: Option<Bound<'py, PyAny>>,
+    #[pyo3(default)]
+    goodput: Option<Bound<'py, PyAny>>,
+    #[pyo3(default)]
+    tokenizer: Option<String>,
+}
+
+/// A check dict as a [`Check`].
+fn parse_check(check: &Bound<'_, PyAny>) -> PyResult<Check> {
+    let arg: CheckArg = record(check, &CHECK_KEYS, "check")?;
+    let answer = arg.answer.as_str();
+    let length = || {
+        arg.length
+            .ok_or_else(|| value_error(format!("check.length: required for answer {answer:?}")))
     };
-    let rule = match answer.as_str() {
+    let rule = match answer {
         "none" => AnswerRule::None,
         "grpc_shapes" => AnswerRule::GrpcShapes,
         "triton_http" => AnswerRule::TritonHttp,
@@ -78,187 +81,150 @@ fn parse_check(check: &Bound<'_, PyDict>) -> PyResult<Check> {
             )))
         }
     };
-    let shapes = match get("shapes") {
-        None => None,
-        Some(shapes) => {
-            let shapes = shapes.cast::<PyDict>().map_err(|_| {
-                value_error("check.shapes: expected a dict of output name -> list of dims")
-            })?;
-            let mut ordered = Vec::new();
-            for (name, dims) in shapes.iter() {
-                let name: String = name
-                    .extract()
-                    .map_err(|_| value_error("check.shapes: output names are strings"))?;
-                let dims: Vec<i64> = dims.extract().map_err(|_| {
-                    value_error(format!(
-                        "check.shapes[{name:?}]: expected a list of integers"
-                    ))
-                })?;
-                ordered.push((name, dims));
-            }
-            // no shapes to check is no shape check (response_check is not `shape`, or the
-            // model's metadata gave none)
-            (!ordered.is_empty()).then_some(ordered)
-        }
-    };
-    let accept_2xx = match get("status")
-        .map(|v| v.extract::<String>())
-        .transpose()
-        .map_err(|_| value_error("check.status: expected \"200\" or \"2xx\""))?
-    {
-        None => false,
-        Some(status) if status == "200" => false,
-        Some(status) if status == "2xx" => true,
+    let mut shapes = Vec::new();
+    for (name, dims) in arg.shapes.iter().flat_map(|shapes| shapes.iter()) {
+        let dims: Vec<i64> = dims.extract().map_err(|_| {
+            value_error(format!("check.shapes[{name}]: expected a list of integers"))
+        })?;
+        shapes.push((name.extract::<String>()?, dims));
+    }
+    let accept_2xx = match arg.status.as_deref() {
+        None | Some("200") => false,
+        Some("2xx") => true,
         Some(other) => {
             return Err(value_error(format!(
                 "check.status: expected \"200\" or \"2xx\"; got {other:?}"
             )))
         }
     };
-    let reason = match get("detail") {
-        None => Check::default().reason,
-        Some(detail) => parse_reason(&detail)?,
-    };
-    let goodput = get("goodput").map(|g| parse_goodput(&g)).transpose()?;
-    if goodput.is_some() && !matches!(rule, AnswerRule::Generation(_)) {
+    let generation = matches!(rule, AnswerRule::Generation(_));
+    if !generation && (arg.goodput.is_some() || arg.tokenizer.is_some()) {
         return Err(value_error(
-            "check.goodput: only for a generation's stream (answer openai_chat, openai_completions or triton_generate)",
+            "check.goodput, check.tokenizer: only for a generation's stream (answer openai_chat, openai_completions or triton_generate)",
         ));
     }
-    let tokenizer = get("tokenizer")
-        .map(|path| {
-            let path: String = path
-                .extract()
-                .map_err(|_| value_error("check.tokenizer: expected a file path (str)"))?;
-            if !matches!(rule, AnswerRule::Generation(_)) {
-                return Err(value_error(
-                    "check.tokenizer: only for a generation's stream (answer openai_chat, openai_completions or triton_generate)",
-                ));
-            }
-            TokenizerFile::load(&path).map_err(|e| value_error(format!("check.tokenizer: {e}")))
-        })
-        .transpose()?;
     Ok(Check {
         answer: rule,
-        shapes,
+        // no shapes to check is no shape check (response_check is not `shape`, or the model's
+        // metadata gave none)
+        shapes: (!shapes.is_empty()).then_some(shapes),
         accept_2xx,
-        reason,
-        goodput,
-        tokenizer,
+        reason: match &arg.detail {
+            None => Check::default().reason,
+            Some(detail) => parse_reason(detail)?,
+        },
+        goodput: arg.goodput.as_ref().map(parse_goodput).transpose()?,
+        tokenizer: arg
+            .tokenizer
+            .as_deref()
+            .map(|path| {
+                TokenizerFile::load(path).map_err(|e| value_error(format!("check.tokenizer: {e}")))
+            })
+            .transpose()?,
     })
 }
 
-/// `check.goodput`: `{"ttft_ms": x, "tpot_ms": y, "e2e_ms": z}`, each optional, each > 0.
-fn parse_goodput(goodput: &Bound<'_, PyAny>) -> PyResult<Goodput> {
-    let goodput = goodput
+/// Refuses a key the engine does not read (a misspelled one would else be a default).
+fn only_keys(dict: &Bound<'_, PyAny>, keys: &[&str], what: &str) -> PyResult<()> {
+    let dict = dict
         .cast::<PyDict>()
-        .map_err(|_| value_error("check.goodput: expected a dict of ttft_ms, tpot_ms, e2e_ms"))?;
-    let mut limits = Goodput::default();
-    for (key, value) in goodput.iter() {
+        .map_err(|_| value_error(format!("{what}: expected a dict of {}", keys.join(", "))))?;
+    for key in dict.keys() {
         let key: String = key
             .extract()
-            .map_err(|_| value_error("check.goodput: keys are strings"))?;
-        let slot = match key.as_str() {
-            "ttft_ms" => &mut limits.ttft_ms,
-            "tpot_ms" => &mut limits.tpot_ms,
-            "e2e_ms" => &mut limits.e2e_ms,
-            other => {
-                return Err(value_error(format!(
-                    "check.goodput: unknown key {other:?} (expected ttft_ms, tpot_ms, e2e_ms)"
-                )))
-            }
-        };
-        if value.is_none() {
-            continue;
+            .map_err(|_| value_error(format!("{what}: keys are strings")))?;
+        if !keys.contains(&key.as_str()) {
+            return Err(value_error(format!(
+                "{what}: unknown key {key:?} (expected {})",
+                keys.join(", ")
+            )));
         }
-        let limit: f64 = value
-            .extract()
-            .ok()
-            .filter(|v: &f64| v.is_finite() && *v > 0.0)
-            .ok_or_else(|| value_error(format!("check.goodput.{key}: expected a number > 0")))?;
-        *slot = Some(limit);
+    }
+    Ok(())
+}
+
+/// A record of a dict's keys, its unknown keys refused first (`only_keys`).
+fn record<'py, T: pyo3::conversion::FromPyObjectOwned<'py>>(
+    dict: &Bound<'py, PyAny>,
+    keys: &[&str],
+    what: &str,
+) -> PyResult<T> {
+    only_keys(dict, keys, what)?;
+    dict.extract::<T>().map_err(|e| {
+        let (error, py): (PyErr, _) = (e.into(), dict.py());
+        let text = match error.is_instance_of::<PyKeyError>(py) {
+            true => format!("required key {} is missing", error.value(py)),
+            false => error.value(py).to_string(),
+        };
+        let cause = error.cause(py).map(|c| format!(": {}", c.value(py)));
+        value_error(format!("{what}: {text}{}", cause.unwrap_or_default()))
+    })
+}
+
+/// A record whose every key is optional: the dict with each of `keys` it lacks as None.
+fn all_optional<'py, T: pyo3::conversion::FromPyObjectOwned<'py>>(
+    dict: &Bound<'py, PyAny>,
+    keys: &[&str],
+    what: &str,
+) -> PyResult<T> {
+    let full = PyDict::new(dict.py());
+    for key in keys {
+        full.set_item(key, dict.py().None())?;
+    }
+    full.update(dict.cast::<PyDict>()?.as_mapping())?;
+    record(full.as_any(), keys, what)
+}
+
+/// `check.goodput`: each threshold (None: not judged), each > 0.
+fn parse_goodput(goodput: &Bound<'_, PyAny>) -> PyResult<Goodput> {
+    let limits: Goodput =
+        all_optional(goodput, &["ttft_ms", "tpot_ms", "e2e_ms"], "check.goodput")?;
+    let given = [limits.ttft_ms, limits.tpot_ms, limits.e2e_ms];
+    if given.iter().flatten().any(|v| !(v.is_finite() && *v > 0.0)) {
+        return Err(value_error("check.goodput: expected numbers > 0"));
     }
     Ok(limits)
 }
 
-/// `check.detail`: `{"json_keys": [k, ...], "chars": n}`, how an error answer's reason is read
-/// (`checks::Reason`; `users/failures.error_reason` in Python).
+/// `check.detail`: how an error answer's reason is read (`checks::Reason`;
+/// `users/failures.error_reason` in Python): the keys an error JSON may hold it in, and its length.
 fn parse_reason(detail: &Bound<'_, PyAny>) -> PyResult<Reason> {
-    let detail = detail
-        .cast::<PyDict>()
-        .map_err(|_| value_error("check.detail: expected a dict with json_keys and chars"))?;
-    for key in detail.keys() {
-        let key: String = key
-            .extract()
-            .map_err(|_| value_error("check.detail: keys are strings"))?;
-        if !["json_keys", "chars"].contains(&key.as_str()) {
-            return Err(value_error(format!(
-                "check.detail: unknown key {key:?} (expected json_keys and chars)"
-            )));
-        }
-    }
-    let get = |key: &str| detail.get_item(key).ok().flatten().filter(|v| !v.is_none());
-    let chars: usize = match get("chars") {
-        None => 120,
-        Some(chars) => chars
-            .extract()
-            .ok()
-            .filter(|n| *n > 0)
-            .ok_or_else(|| value_error("check.detail.chars: expected a positive integer"))?,
-    };
-    let keys: Vec<String> = get("json_keys")
-        .ok_or_else(|| {
-            value_error(
-                "check.detail.json_keys: required (the keys an error JSON may hold its reason in)",
-            )
-        })?
-        .extract()
-        .map_err(|_| value_error("check.detail.json_keys: expected a list of strings"))?;
-    if keys.is_empty() {
+    let reason: Reason = record(detail, &["json_keys", "chars"], "check.detail")?;
+    if reason.keys.is_empty() || reason.chars == 0 {
         return Err(value_error(
-            "check.detail.json_keys: expected at least one key",
+            "check.detail: expected json_keys and chars > 0",
         ));
     }
-    Ok(Reason { keys, chars })
+    Ok(reason)
 }
 
-/// `sequence`: `{"length": n, "concurrent": n, "string_ids": bool}` (a Triton sequence model).
-fn parse_sequence(sequence: &Bound<'_, PyDict>) -> PyResult<SequenceSpec> {
-    for key in sequence.keys() {
-        let key: String = key
-            .extract()
-            .map_err(|_| value_error("sequence: keys are strings"))?;
-        if !["length", "concurrent", "string_ids"].contains(&key.as_str()) {
-            return Err(value_error(format!(
-                "sequence: unknown key {key:?} (expected length, concurrent, string_ids)"
-            )));
-        }
+/// `sequence`: a Triton sequence model's length and concurrent sequences (each at least 1).
+fn parse_sequence(sequence: &Bound<'_, PyAny>) -> PyResult<SequenceSpec> {
+    let spec: SequenceSpec = record(
+        sequence,
+        &["length", "concurrent", "string_ids"],
+        "sequence",
+    )?;
+    if spec.length == 0 || spec.concurrent == 0 {
+        return Err(value_error(
+            "sequence: length and concurrent are at least 1",
+        ));
     }
-    let count = |key: &str| -> PyResult<u32> {
-        sequence
-            .get_item(key)?
-            .ok_or_else(|| value_error(format!("sequence.{key}: missing")))?
-            .extract::<u32>()
-            .ok()
-            .filter(|n| *n >= 1)
-            .ok_or_else(|| {
-                value_error(format!("sequence.{key}: expected an integer of at least 1"))
-            })
-    };
-    let string_ids = match sequence.get_item("string_ids")? {
-        None => false,
-        Some(flag) => flag
-            .extract()
-            .map_err(|_| value_error("sequence.string_ids: expected a bool"))?,
-    };
-    Ok(SequenceSpec {
-        length: count("length")?,
-        concurrent: count("concurrent")?,
-        string_ids,
-    })
+    Ok(spec)
 }
 
-fn parse_tls(tls: &Bound<'_, PyDict>) -> PyResult<TlsOptions> {
+/// `tls`: the PEM files' contents (bytes), the server name, and whether to skip verification.
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+struct TlsArg {
+    ca_pem: Option<Vec<u8>>,
+    cert_pem: Option<Vec<u8>>,
+    key_pem: Option<Vec<u8>>,
+    server_name: Option<String>,
+    insecure_skip_verify: Option<bool>,
+}
+
+fn parse_tls(tls: &Bound<'_, PyAny>) -> PyResult<TlsOptions> {
     const KEYS: [&str; 5] = [
         "ca_pem",
         "cert_pem",
@@ -266,44 +232,13 @@ fn parse_tls(tls: &Bound<'_, PyDict>) -> PyResult<TlsOptions> {
         "server_name",
         "insecure_skip_verify",
     ];
-    for key in tls.keys() {
-        let key: String = key
-            .extract()
-            .map_err(|_| value_error("tls: keys are strings"))?;
-        if !KEYS.contains(&key.as_str()) {
-            return Err(value_error(format!(
-                "tls: unknown key {key:?} (expected {})",
-                KEYS.join(", ")
-            )));
-        }
-    }
-    let get = |key: &str| tls.get_item(key).ok().flatten().filter(|v| !v.is_none());
-    let pem = |key: &str| -> PyResult<Option<Vec<u8>>> {
-        get(key)
-            .map(|v| {
-                v.cast::<PyBytes>()
-                    .map(|b| b.as_bytes().to_vec())
-                    .map_err(|_| {
-                        value_error(format!(
-                            "tls.{key}: expected bytes (the PEM file's contents)"
-                        ))
-                    })
-            })
-            .transpose()
-    };
+    let arg: TlsArg = all_optional(tls, &KEYS, "tls")?;
     Ok(TlsOptions {
-        ca_pem: pem("ca_pem")?,
-        cert_pem: pem("cert_pem")?,
-        key_pem: pem("key_pem")?,
-        server_name: get("server_name")
-            .map(|v| v.extract())
-            .transpose()
-            .map_err(|_| value_error("tls.server_name: expected a string"))?,
-        insecure_skip_verify: get("insecure_skip_verify")
-            .map(|v| v.extract())
-            .transpose()
-            .map_err(|_| value_error("tls.insecure_skip_verify: expected a bool"))?
-            .unwrap_or(false),
+        ca_pem: arg.ca_pem,
+        cert_pem: arg.cert_pem,
+        key_pem: arg.key_pem,
+        server_name: arg.server_name,
+        insecure_skip_verify: arg.insecure_skip_verify.unwrap_or(false),
     })
 }
 
@@ -511,13 +446,13 @@ impl PyEngine {
         timeout_s: f64,
         headers: Vec<(String, String)>,
         requests: Vec<Bound<'_, PyAny>>,
-        check: &Bound<'_, PyDict>,
+        check: &Bound<'_, PyAny>,
         rotation: &str,
         rotation_seed: u64,
         start_index: usize,
-        tls: Option<&Bound<'_, PyDict>>,
+        tls: Option<&Bound<'_, PyAny>>,
         open_loop_max_queue: Option<usize>,
-        sequence: Option<&Bound<'_, PyDict>>,
+        sequence: Option<&Bound<'_, PyAny>>,
         stream: bool,
         max_answer_bytes: usize,
     ) -> PyResult<usize> {
@@ -625,7 +560,9 @@ impl PyEngine {
     }
 
     /// One call on an idle slot; its completion comes back through `take_calls` with the ticket.
-    #[pyo3(signature = (slot, request_index, append = None, body = None, headers = None, want_answer = false))]
+    /// `record`: the engine records it as its loops do (Python reports nothing of it).
+    #[allow(clippy::too_many_arguments)] // Python's keyword arguments
+    #[pyo3(signature = (slot, request_index, append = None, body = None, headers = None, want_answer = false, record = false))]
     fn call(
         &self,
         slot: u64,
@@ -634,6 +571,7 @@ impl PyEngine {
         body: Option<&Bound<'_, PyBytes>>,
         headers: Option<Vec<(String, String)>>,
         want_answer: bool,
+        record: bool,
     ) -> PyResult<u64> {
         let input = CallInput {
             request_index,
@@ -643,6 +581,7 @@ impl PyEngine {
                 .map(|h| header_map(&h, false, "headers"))
                 .transpose()?,
             want_answer,
+            record,
         };
         self.inner
             .call(slot, input)
@@ -650,7 +589,8 @@ impl PyEngine {
     }
 
     /// The finished per-call tickets: (ticket, error, refused, latency_ms, sent_ns, received_ns,
-    /// response_length, answer, status).
+    /// response_length, answer, status, generation); `generation`: a successful generation's
+    /// (ttft_ms | None, prompt_tokens | None, output_tokens), else None.
     fn take_calls<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let done = self.inner.take_calls();
         let list = PyList::empty(py);
@@ -658,6 +598,13 @@ impl PyEngine {
             let outcome = call.outcome;
             let refused = outcome.failure.as_ref().is_some_and(|f| f.is_refused());
             let answer = outcome.answer.as_ref().map(|a| PyBytes::new(py, a));
+            let generation = outcome.generation.as_ref().map(|(figures, _)| {
+                (
+                    figures.ttft_ms,
+                    figures.prompt_tokens,
+                    figures.output_tokens,
+                )
+            });
             let item = PyTuple::new(
                 py,
                 [
@@ -672,6 +619,7 @@ impl PyEngine {
                     outcome.response_length.into_pyobject(py)?.into_any(),
                     answer.into_pyobject(py)?.into_any(),
                     outcome.status.into_pyobject(py)?.into_any(),
+                    generation.into_pyobject(py)?.into_any(),
                 ],
             )?;
             list.append(item)?;

@@ -18,11 +18,14 @@ use serde_json::{Map, Value};
 /// Correlation IDs go in gRPC's `int64_param`: 1 to 2^63 - 1 (0 means "no sequence" to Triton).
 pub const MAX_CORRELATION_ID: u64 = (1 << 63) - 1;
 
-/// A target's sequence settings (resolved by Python from the scenario and the model's config).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A target's sequence settings (resolved by Python from the scenario and the model's config; read
+/// from `add_target`'s `sequence` dict).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, pyo3::FromPyObject)]
+#[pyo3(from_item_all)]
 pub struct SequenceSpec {
     pub length: u32,
     pub concurrent: u32,
+    #[pyo3(default)]
     pub string_ids: bool,
 }
 
