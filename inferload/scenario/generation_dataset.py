@@ -9,7 +9,8 @@ A line is a JSON object with one of:
 - ``conversations``: a ShareGPT conversation (``{"from": "human" | "gpt" | "system", "value": "..."}``
   each): the request is its first human turn (a system turn before it kept), and the answer that
   follows it in the file sets the request's output tokens (counted with the target's tokenizer,
-  else in words) unless the line gives ``output_tokens``;
+  else in words) unless the line gives ``output_tokens``; its later human turns are the next turns
+  of a conversation (``generation.conversation``), each asking for the tokens of the answer after it;
 
 and optionally ``output_tokens`` (the request's ``max_tokens``; else the target's). A target that is
 not a chat (``openai-completions``, ``triton-generate``) sends the text of the line's last user turn
@@ -51,8 +52,12 @@ def _chat_messages(value: Any, where: str) -> tuple[dict[str, str], ...]:
     return tuple(messages)
 
 
-def _sharegpt_request(value: Any, where: str) -> tuple[tuple[dict[str, str], ...], str | None]:
-    """The messages up to the first human turn, and the answer after it (None: none follows)."""
+FollowUps = tuple[tuple[str, str | None], ...]
+
+
+def _sharegpt_request(value: Any, where: str) -> tuple[tuple[dict[str, str], ...], str | None, FollowUps]:
+    """The messages up to the first human turn, the answer after it (None: none follows), and each
+    later human turn with the answer after it (a conversation's next turns)."""
     if not isinstance(value, list) or not value:
         raise ValueError(f"{where}: conversations: expected a non-empty list of {{from, value}} objects")
     turns = []
@@ -69,11 +74,18 @@ def _sharegpt_request(value: Any, where: str) -> tuple[tuple[dict[str, str], ...
     if first_user is None:
         raise ValueError(f"{where}: conversations: no human turn (the request is the first one)")
     asked = tuple({"role": role, "content": text} for role, text in turns[: first_user + 1] if role != "assistant")
-    after = turns[first_user + 1] if first_user + 1 < len(turns) else None
-    return asked, after[1] if after is not None and after[0] == "assistant" else None
+
+    def answer_after(index: int) -> str | None:
+        after = turns[index + 1] if index + 1 < len(turns) else None
+        return after[1] if after is not None and after[0] == "assistant" else None
+
+    later = tuple(
+        (text, answer_after(index)) for index, (role, text) in enumerate(turns) if role == "user" and index > first_user
+    )
+    return asked, answer_after(first_user), later
 
 
-DatasetLine = tuple[tuple[dict[str, str], ...], str | None, int | None, bool]
+DatasetLine = tuple[tuple[dict[str, str], ...], str | None, int | None, bool, FollowUps]
 
 
 def _stamp(path: str) -> tuple[int, int]:
@@ -87,8 +99,9 @@ def _stamp(path: str) -> tuple[int, int]:
 
 def read_dataset_lines(path: str) -> tuple[DatasetLine, ...]:
     """Each line's request: its messages (a ``prompt`` line: one user message), the answer a
-    ShareGPT line recorded (None: none), its ``output_tokens`` (None: not given), and whether it was
-    a ``messages`` line (sent as a list: chat only). ValueError naming the file and the line."""
+    ShareGPT line recorded (None: none), its ``output_tokens`` (None: not given), whether it was
+    a ``messages`` line (sent as a list: chat only), and a ShareGPT line's later human turns with the
+    answers recorded after them. ValueError naming the file and the line."""
     return _read_dataset_lines(path, _stamp(path))
 
 
@@ -111,7 +124,8 @@ def _read_dataset_lines(path: str, stamp: tuple[int, int]) -> tuple[DatasetLine,
         output_tokens = entry.get("output_tokens")
         if output_tokens is not None and (type(output_tokens) is not int or not 1 <= output_tokens <= MAX_LENGTH):
             raise ValueError(f"{where}: output_tokens: expected an integer from 1 to {MAX_LENGTH:,}; got {output_tokens!r}")
-        answer = None
+        answer: str | None = None
+        later: FollowUps = ()
         if given == ["prompt"]:
             if not isinstance(entry["prompt"], str) or not entry["prompt"]:
                 raise ValueError(f"{where}: prompt: expected a non-empty text; got {entry['prompt']!r}")
@@ -119,8 +133,8 @@ def _read_dataset_lines(path: str, stamp: tuple[int, int]) -> tuple[DatasetLine,
         elif given == ["messages"]:
             messages = _chat_messages(entry["messages"], where)
         else:
-            messages, answer = _sharegpt_request(entry["conversations"], where)
-        lines.append((messages, answer, output_tokens, given == ["messages"]))
+            messages, answer, later = _sharegpt_request(entry["conversations"], where)
+        lines.append((messages, answer, output_tokens, given == ["messages"], later))
         if len(lines) > MAX_REQUESTS:
             raise ValueError(f"{path}: more than {MAX_REQUESTS:,} requests")
     if not lines:
@@ -130,7 +144,7 @@ def _read_dataset_lines(path: str, stamp: tuple[int, int]) -> tuple[DatasetLine,
 
 def has_message_lists(path: str) -> bool:
     """Some line of the data set is a ``messages`` list (only a chat target can send it)."""
-    return any(as_list for *_, as_list in read_dataset_lines(path))
+    return any(as_list for _, _, _, as_list, _ in read_dataset_lines(path))
 
 
 def dataset_requests(path: str, tokenizer: str | None) -> tuple[DrawnRequest, ...]:
@@ -147,11 +161,14 @@ def _dataset_requests(path: str, tokenizer: str | None, stamp: tuple[int, int]) 
         return count_tokens(texts) if count_tokens is not None else [len(text.split()) for text in texts]
 
     prompts = counted(["\n".join(message["content"] for message in messages) for messages, *_ in lines])
-    answers = iter(counted([answer for _, answer, asked, _ in lines if answer is not None and asked is None]))
+    answers = iter(counted([answer for _, answer, asked, *_ in lines if answer is not None and asked is None]))
+    later_answers = iter(counted([answer for *_, later in lines for _, answer in later if answer is not None]))
     requests = []
-    for (messages, answer, asked, as_list), held in zip(lines, prompts, strict=True):
+    for (messages, answer, asked, as_list, later), held in zip(lines, prompts, strict=True):
         output_tokens = asked if asked is not None or answer is None else max(1, next(answers))
         users = [message["content"] for message in messages if message["role"] == "user"]
         prompt = users[-1] if users else messages[-1]["content"]
-        requests.append(DrawnRequest(prompt, None, held, output_tokens, messages if as_list or len(messages) > 1 else None))
+        follow_ups = tuple((text, None if answer is None else max(1, next(later_answers))) for text, answer in later)
+        chat = messages if as_list or len(messages) > 1 else None
+        requests.append(DrawnRequest(prompt, None, held, output_tokens, chat, follow_ups))
     return tuple(requests)

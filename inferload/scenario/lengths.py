@@ -176,14 +176,16 @@ def read_length_pairs(path: str) -> tuple[tuple[int | None, int | None], ...]:
 class DrawnRequest:
     """One distinct request's lengths: its prompt (None: the target's own prompt), the tokens the
     prompt was asked to hold and holds (counted with the tokenizer, else its words), the
-    output tokens it asks for (None: the target's ``max_tokens``), and the chat messages a data set
-    gave (None: the prompt is the one user message)."""
+    output tokens it asks for (None: the target's ``max_tokens``), the chat messages a data set
+    gave (None: the prompt is the one user message), and a recorded conversation's later user turns
+    with the output tokens each asks for (None: the target's ``max_tokens``)."""
 
     prompt: str | None
     input_tokens: int | None
     counted_input_tokens: int | None
     output_tokens: int | None
     messages: tuple[dict[str, str], ...] | None = None
+    follow_ups: tuple[tuple[str, int | None], ...] = ()
 
 
 def synthetic_words(index: int, count: int, vocabulary: Sequence[str] = VOCABULARY) -> list[str]:

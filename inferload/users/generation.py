@@ -25,7 +25,7 @@ from urllib.parse import quote
 
 from geventhttpclient.response import HTTPConnectionClosed
 
-from inferload.scenario.generation import ConversationSpec, GenerationSpec
+from inferload.scenario.generation import DEFAULT_MAX_TOKENS, ConversationSpec, GenerationSpec
 from inferload.scenario.headers import request_headers
 from inferload.scenario.kinds import SERVER_KINDS, kinds_spoken_by
 from inferload.users.base import InferenceUser, ModelFit
@@ -82,29 +82,50 @@ def prompt_of(data: RequestData, generation: GenerationSpec) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
+#: a recorded conversation's later user turns, each with the output tokens it asks for (None: the target's)
+FollowUps = tuple[tuple[str, int | None], ...]
+
+
 class Conversation:
     """One user's conversations, one at a time (``generation.conversation``). A conversation's first
-    turn is the target's next request as encoded; each later turn is the next request with the
-    conversation so far in place of its messages but the last (every message sent, each answer as
-    the assistant's message), so it keeps that request's ``max_tokens`` and stream settings. After
-    ``turns`` turns, or a turn that failed (no answer to carry), the next conversation starts."""
+    turn is the target's next request as encoded. Each later turn sends the conversation so far
+    (every message sent, each answer as the assistant's message) and a new user message: the next of
+    the recorded conversation that opened it (a ShareGPT line's later human turns, asking for the
+    tokens of the answer recorded after each), else the last message of the target's next request,
+    with that request's ``max_tokens``. After ``turns`` turns, a recorded conversation's last turn,
+    or a turn that failed (no answer to carry), the next conversation starts."""
 
-    def __init__(self, spec: ConversationSpec, next_request: Callable[[], tuple[int, bytes]]) -> None:
+    def __init__(
+        self,
+        spec: ConversationSpec,
+        next_request: Callable[[], tuple[int, bytes]],
+        follow_ups: Callable[[int], FollowUps] = lambda _: (),
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+    ) -> None:
         self.spec = spec
         self._next_request = next_request
+        self._follow_ups = follow_ups
+        self._max_tokens = max_tokens
         self._messages: list[dict[str, str]] = []
+        self._opening: dict[str, Any] = {}
+        self._recorded: FollowUps = ()
         #: the turn last sent (0: the next turn starts a conversation)
         self.turn = 0
 
     def next_turn(self) -> tuple[int, bytes]:
         """(the turn's number from 1, its JSON body)."""
-        _, encoded = self._next_request()
-        body = json.loads(encoded)
-        messages = body["messages"]
         if self.turn == 0:
-            self._messages = list(messages)
+            index, encoded = self._next_request()
+            body = self._opening = json.loads(encoded)
+            self._messages = list(body["messages"])
+            self._recorded = self._follow_ups(index)
+        elif self._recorded:
+            text, max_tokens = self._recorded[self.turn - 1]
+            body = {**self._opening, "max_tokens": max_tokens if max_tokens is not None else self._max_tokens}
+            self._messages.append({"role": "user", "content": text})
         else:
-            self._messages.append(messages[-1])
+            body = json.loads(self._next_request()[1])
+            self._messages.append(body["messages"][-1])
         self.turn += 1
         body["messages"] = self._messages
         return self.turn, json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
@@ -112,7 +133,8 @@ class Conversation:
     def answered(self, text: str | None) -> float:
         """The turn's answer text (None: the turn failed); the pause before the next turn, s (the
         think time; none when the conversation ended: the next one starts at once)."""
-        if text is None or self.turn >= self.spec.turns:
+        last = self.turn >= self.spec.turns or (bool(self._recorded) and self.turn > len(self._recorded))
+        if text is None or last:
             self.turn = 0
             self._messages = []
             return 0.0
@@ -191,8 +213,15 @@ class GenerativeUser(InferenceUser):
         )
 
     def conversation(self) -> Conversation | None:
-        spec = generation_of(self.target).conversation
-        return None if spec is None else Conversation(spec, self.request_pool().next)
+        generation = generation_of(self.target)
+        if generation.conversation is None:
+            return None
+        drawn = generation.distinct_requests() or ()
+
+        def follow_ups(index: int) -> FollowUps:
+            return drawn[index % len(drawn)].follow_ups if drawn else ()
+
+        return Conversation(generation.conversation, self.request_pool().next, follow_ups, generation.max_tokens)
 
     @classmethod
     def engine_only_reason(cls) -> str | None:

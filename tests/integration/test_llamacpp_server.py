@@ -149,6 +149,38 @@ def test_each_turn_of_a_conversation_carries_its_history_and_the_last_answer(tmp
     assert sum(turn["generations"] for turn in turns) == figures["generation"]["generations"]
 
 
+def test_a_recorded_conversation_replays_its_human_turns_with_its_answers_lengths(tmp_path: Path, llama: str) -> None:
+    """A ShareGPT conversation of two human turns under ``turns: 4``: every conversation has the two
+    turns it recorded, no more; the second carries the first and its answer (llama.cpp's prompt count
+    grows), and each answer is as long as the one recorded after its turn (the built-in LLM never
+    stops early): each generation's mean output tokens is the two recorded answers' weighted by turn."""
+    from inferload import _native
+
+    tokenizer = str(tokenizer_path(llm_model_path()))
+    first, second = "the keeper lights the lamp", "every night the sea is dark and wide and cold"
+    first_tokens, second_tokens = _native.count_tokens(tokenizer, [first, second])  # as the target counts them
+    assert first_tokens < second_tokens
+    talk = [
+        {"from": "human", "value": "Who keeps the light?"},
+        {"from": "gpt", "value": first},
+        {"from": "human", "value": "And then?"},
+        {"from": "gpt", "value": second},
+    ]
+    dataset = tmp_path / "talks.jsonl"
+    dataset.write_text(json.dumps({"conversations": talk}) + "\n")
+    generation = {"dataset": str(dataset), "ignore_eos": True, "tokenizer": tokenizer, "conversation": {"turns": 4}}
+    figures, stdout = chat_figures(tmp_path / "recorded", llama, generation)
+    tokens = figures["generation"]
+    assert figures["failures"] == 0, stdout
+    assert [turn["turn"] for turn in tokens["turns"]] == [1, 2]
+    opening, follow_up = (turn["prompt_tokens"] for turn in tokens["turns"])
+    assert follow_up["min"] > opening["max"] + first_tokens // 2  # the first turn and its answer, and the new turn
+    ones, twos = (turn["generations"] for turn in tokens["turns"])
+    assert abs(ones - twos) <= 2  # each user's conversations: turn 1, then turn 2 (one may be cut by the end)
+    expected = (first_tokens * ones + second_tokens * twos) / (ones + twos)  # the steady generations' mean
+    assert tokens["output_tokens_per_request"] == pytest.approx(expected, abs=0.01)
+
+
 def test_a_recorded_trace_replays_its_arrivals_and_each_requests_lengths(tmp_path: Path, llama: str) -> None:
     """A trace in Mooncake's layout (JSON lines: `timestamp` ms, `input_length`, `output_length`):
     `trace-to-replay` writes its arrivals with each row's request (`sample`) and the distinct lengths;

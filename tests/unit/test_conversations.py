@@ -84,6 +84,58 @@ def test_a_data_sets_messages_open_the_conversation_and_later_turns_take_their_l
     assert sent(second)[0] == [("system", "be brief"), ("user", "first"), ("assistant", "ok"), ("user", "second")]
 
 
+def test_a_recorded_conversation_sends_its_later_human_turns_asking_each_recorded_answers_tokens(tmp_path) -> None:
+    """A ShareGPT line of three human turns: its first opens the conversation (the tokens of the answer
+    after it asked), the next two follow it, each asking for the words of the answer recorded after it
+    (none recorded: the target's max_tokens); the conversation ends with the recording, even where
+    ``turns`` allows more; a prompt line opens the next conversation, its later turns the next requests'."""
+    lines = [
+        {
+            "conversations": [
+                {"from": "human", "value": "hi"},
+                {"from": "gpt", "value": "one two three"},
+                {"from": "human", "value": "and then"},
+                {"from": "gpt", "value": "four five"},
+                {"from": "human", "value": "last"},
+            ]
+        },
+        {"prompt": "alone"},
+    ]
+    dataset = tmp_path / "talks.jsonl"
+    dataset.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    data = chat_scenario(dataset=str(dataset), max_tokens=7, conversation={"turns": 5})
+    (target,) = scenario_from_dict(data).targets
+    generation = target.generation
+    assert generation is not None and generation.conversation is not None
+    drawn = generation.distinct_requests()
+    assert drawn is not None and drawn[0].follow_ups == (("and then", 2), ("last", None))
+    bodies = [
+        json.dumps(
+            {"model": "m", "messages": [{"role": "user", "content": r.prompt}], "max_tokens": r.output_tokens or 7}
+        ).encode()
+        for r in drawn
+    ]
+    indices = count()
+
+    def next_request() -> tuple[int, bytes]:
+        index = next(indices) % 2
+        return index, bodies[index]
+
+    talk = Conversation(generation.conversation, next_request, lambda index: drawn[index].follow_ups, generation.max_tokens)
+    sent_turns = []
+    for answer in ("a1", "a2", "a3", "b1", "b2"):
+        turn, body = talk.next_turn()
+        sent_turns.append((turn, *sent(body)))
+        talk.answered(answer)
+    assert sent_turns == [
+        (1, [("user", "hi")], 3),
+        (2, [("user", "hi"), ("assistant", "a1"), ("user", "and then")], 2),
+        (3, [("user", "hi"), ("assistant", "a1"), ("user", "and then"), ("assistant", "a2"), ("user", "last")], 7),
+        (1, [("user", "alone")], 7),  # the recording ended: the next request opens the next conversation
+        (2, [("user", "alone"), ("assistant", "b1"), ("user", "hi")], 3),
+    ]
+
+
 def test_turn_figures_merge_over_workers_by_turn_position() -> None:
     workers = []
     for ttfts, prompts in (([4.0, 5.0], [50, 52]), ([6.0], [54])):
