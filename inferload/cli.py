@@ -21,7 +21,7 @@ from typing import Any, NoReturn
 from inferload.errors import EXIT_USAGE, InferloadError, ScenarioError, StoppedBeforeStart, UsageError
 from inferload.run import cli_values, early_signals
 from inferload.run.child_processes import ChildProcesses, locust_command
-from inferload.scenario.limits import MAX_REMOTE_WORKERS, MAX_USERS, max_local_workers
+from inferload.scenario.limits import DEMO_CAPACITY_RUNS, MAX_REMOTE_WORKERS, MAX_USERS, max_local_workers
 
 #: `inferload run --worker-wait`: how long a headless master waits for all its workers to join
 DEFAULT_WORKER_WAIT_S = 120.0
@@ -119,6 +119,13 @@ def build_parser(named: Container[str] | None = None) -> argparse.ArgumentParser
         default=100.0,
         metavar="MS",
         help="close with each server's capacity under p99 <= MS, as configured (default 100; 0 skips it)",
+    )
+    demo.add_argument(
+        "--capacity-runs",
+        type=cli_values.whole_number(1, 50),
+        default=DEMO_CAPACITY_RUNS,
+        metavar="N",
+        help=f"the most runs of each server's capacity search (default {DEMO_CAPACITY_RUNS}; fewer: a rougher answer sooner)",
     )
     demo.add_argument(
         "--servers",
@@ -414,6 +421,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             warmup_s=args.warmup,
             model=args.model,
             capacity_p99_ms=args.capacity_p99 if args.capacity_p99 > 0 else None,
+            capacity_runs=args.capacity_runs,
             servers=compared,
         )
     )

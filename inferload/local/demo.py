@@ -40,6 +40,7 @@ from inferload.results.files import SUMMARY_NAME, read_summary, write_summary
 from inferload.results.report import write_report
 from inferload.results.schema import SCHEMA_VERSION, DemoCapacity, RunSummary, SloSection
 from inferload.run.child_processes import ChildProcesses, locust_command
+from inferload.scenario.limits import DEMO_CAPACITY_RUNS
 from inferload.scenario.loader import load_scenario
 from inferload.tune.capacity import CapacitySearch
 from inferload.tune.server_config import TorchServeConfigurator, TritonConfigurator
@@ -116,7 +117,7 @@ def server_of_kind(kind: str) -> DemoServer:
 # the configuration that reached it, read back from the server.
 #
 # For each server the demo's target gets an open-loop capacity search (`inferload.tune.sweep`, short:
-# precision 20 % (±10 %), 1 s windows, at most DEMO_CAPACITY_RUNS runs, no verification runs) into
+# precision 20 % (±10 %), 1 s windows, at most DEMO_CAPACITY_RUNS runs (`--capacity-runs`), no verification runs) into
 # `<out>/capacity/<server>/`. Its line is the estimate and interval when that precision was reached;
 # otherwise only what was measured: "at least" the highest rate that met the target, and the lowest
 # that did not;
@@ -125,9 +126,8 @@ def server_of_kind(kind: str) -> DemoServer:
 # is `inferload tune`.
 #: the start rate of the search on each server (req/s): near the sample models' capacity on 2 cores
 START_RPS = {"triton": 200.0, "torchserve": 100.0}
-#: the capacity search's precision (%: (high − low) / low) and most runs per server
+#: the capacity search's precision (%: (high − low) / low); its most runs per server: DEMO_CAPACITY_RUNS
 DEMO_CAPACITY_PRECISION_PCT = 20.0
-DEMO_CAPACITY_RUNS = 7
 
 
 @dataclass(frozen=True)
@@ -206,8 +206,10 @@ def read_config(server: str, ports: ServerPorts, model: str) -> str:
         return f"settings not read: {error}"
 
 
-def capacity_pass(out: Path, target: dict[str, Any], server: str, ports: ServerPorts, p99_ms: float) -> Capacity:
-    """One server's capacity under p99 <= `p99_ms`, as configured."""
+def capacity_pass(
+    out: Path, target: dict[str, Any], server: str, ports: ServerPorts, p99_ms: float, runs: int = DEMO_CAPACITY_RUNS
+) -> Capacity:
+    """One server's capacity under p99 <= `p99_ms`, as configured, in at most `runs` runs."""
     folder = out / "capacity" / server
     folder.mkdir(parents=True, exist_ok=True)
     scenario = folder / "scenario.yaml"
@@ -226,9 +228,7 @@ def capacity_pass(out: Path, target: dict[str, Any], server: str, ports: ServerP
             out=folder,
             rule=StabilityRule(windows=2, tolerance_pct=30.0, max_windows=5),
             rules=StopRules(slo={"p99_ms": p99_ms}, max_unsent_ratio=0.05),
-            capacity=CapacitySearch(
-                START_RPS[server], precision_pct=DEMO_CAPACITY_PRECISION_PCT, max_steps=DEMO_CAPACITY_RUNS, verify=False
-            ),
+            capacity=CapacitySearch(START_RPS[server], precision_pct=DEMO_CAPACITY_PRECISION_PCT, max_steps=runs, verify=False),
             window_s=1.0,
             warmup_s=1.0,
             printer=lambda line: print("      " + line, flush=True),
@@ -253,6 +253,8 @@ class DemoSettings:
     model: str = "cnn"
     #: the closing capacity pass: each server's capacity under p99 <= this (ms); None skips it
     capacity_p99_ms: float | None = 100.0
+    #: the most runs of each server's capacity search
+    capacity_runs: int = DEMO_CAPACITY_RUNS
     #: the servers compared, one at a time, in this order (names in ``DEMO_SERVERS``)
     servers: tuple[str, ...] = DEFAULT_DEMO_SERVERS
 
@@ -444,7 +446,9 @@ def run_demo(settings: DemoSettings) -> int:
                 )
                 for server in (s for s in compared if s.name in START_RPS):  # the servers whose settings it can read
                     target = demo_target(server.kind, f"{server.kind}.capacity", settings.model, ports)
-                    capacities.append(capacity_pass(out, target, server.name, ports, settings.capacity_p99_ms))
+                    capacities.append(
+                        capacity_pass(out, target, server.name, ports, settings.capacity_p99_ms, settings.capacity_runs)
+                    )
                     if capacities[-1].signalled is not None:
                         signalled = capacities[-1].signalled
                         break

@@ -100,3 +100,7 @@ def mib(size: int) -> str:
 def max_local_workers() -> int:
     """The most local worker processes this machine takes (``MAX_LOCAL_WORKERS_PER_CORE`` per core)."""
     return MAX_LOCAL_WORKERS_PER_CORE * (os.cpu_count() or 1)
+
+
+#: the most runs of each server's capacity search in ``inferload demo`` (``--capacity-runs``)
+DEMO_CAPACITY_RUNS = 7

@@ -34,6 +34,8 @@ def demo_run(tmp_path_factory, built_models) -> tuple[subprocess.CompletedProces
         "4",
         "--burst",
         "4",
+        "--capacity-runs",  # the search's logic is test_capacity's (its truth exact): here, that it runs and is printed
+        "2",
         "--out",
         str(out),
         timeout_s=300,
