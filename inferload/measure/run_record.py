@@ -247,6 +247,9 @@ class RunRecord:
     worker_windows: WindowStore[tuple[int, str, str]] = field(default_factory=WindowStore)
     # the server's own mean request duration per window (master or local only)
     server_request_ms: dict[WindowKey, float] = field(default_factory=dict)
+    #: the server's gauges as each window closed (master or local only): requests waiting, running, the
+    #: KV cache's share in use (0 to 1; an LLM server's), each None where the server reports no such gauge
+    server_gauges: dict[WindowKey, tuple[float | None, float | None, float | None]] = field(default_factory=dict)
     # refused connections per window: how many, first and last (the run's outages)
     refused_windows: dict[WindowKey, RefusedWindow] = field(default_factory=dict)
     #: streamed requests (Triton decoupled models): time to first response, between responses, counts

@@ -351,6 +351,14 @@ WINDOW_NUMBER_COLUMNS = (
     "first_response_p99_ms",
     "inter_response_p50_ms",
     "inter_response_p99_ms",
+    # generative targets only, and the server's gauges (empty otherwise; absent from older files)
+    "tpot_p50_ms",
+    "tpot_p99_ms",
+    "output_tokens_per_s",
+    "goodput_per_s",
+    "server_waiting",
+    "server_running",
+    "server_kv_cache_used_pct",
 )
 #: the columns that count requests (a rate is divided by them)
 WINDOW_COUNT_COLUMNS = ("requests", "failures")
@@ -393,6 +401,20 @@ class TargetSeries:
     first_response_p99_ms: list[float | None] = field(default_factory=list)
     inter_response_p50_ms: list[float | None] = field(default_factory=list)
     inter_response_p99_ms: list[float | None] = field(default_factory=list)
+    # generative targets only: time per output token (p50, p99), output tokens and good generations per second
+    tpot_p50_ms: list[float | None] = field(default_factory=list)
+    tpot_p99_ms: list[float | None] = field(default_factory=list)
+    output_tokens_per_s: list[float | None] = field(default_factory=list)
+    goodput_per_s: list[float | None] = field(default_factory=list)
+    # the server's gauges as each window closed: requests waiting, running, the KV cache's share in use (%)
+    server_waiting: list[float | None] = field(default_factory=list)
+    server_running: list[float | None] = field(default_factory=list)
+    server_kv_cache_used_pct: list[float | None] = field(default_factory=list)
+
+    @property
+    def generated(self) -> bool:
+        """Whether any window has a generation figure (a generative target)."""
+        return any(v is not None for v in self.output_tokens_per_s)
 
     @property
     def streamed(self) -> bool:

@@ -362,6 +362,59 @@ def plot_stream(name: str, series: TargetSeries, warmup_s: float | None) -> str 
     return _png(figure)
 
 
+def plot_generation(name: str, series: TargetSeries, warmup_s: float | None) -> str | None:
+    """A generative target's windows: time to the first token and per output token (p50, p99), output
+    tokens and good generations per second, and the server's waiting and running requests with its
+    KV cache's use where its page gives them; None for a target that generated nothing."""
+    if not series.generated:
+        return None
+    gauged = any(v is not None for v in series.server_waiting + series.server_running + series.server_kv_cache_used_pct)
+    figure = _new_figure(10, 7.5 if gauged else 5)
+    panels = figure.subplots(3 if gauged else 2, 1, sharex=True)
+    times, tokens = panels[0], panels[1]
+    span = warmup_span(series, warmup_s)
+    changes = stage_changes(series)
+    x = series.elapsed_s
+    for key, label, colour, style in (
+        ("first_response_p50_ms", "TTFT p50", "#1f77b4", "-"),
+        ("first_response_p99_ms", "TTFT p99", "#d62728", "-"),
+        ("tpot_p50_ms", "TPOT p50", "#1f77b4", ":"),
+        ("tpot_p99_ms", "TPOT p99", "#d62728", ":"),
+    ):
+        times.plot(x, _nan(getattr(series, key)), marker=".", markersize=3, color=colour, linestyle=style, label=label)
+    times.set_ylabel("ms")
+    times.set_title(f"{name}: generations per window (successful requests)", loc="left")
+    times.legend(loc="upper left", fontsize=8)
+    tokens.plot(x, _nan(series.output_tokens_per_s), color="#2ca02c", label="output tokens/s")
+    tokens.set_ylabel("tokens/s")
+    handles, labels = tokens.get_legend_handles_labels()
+    if any(v is not None for v in series.goodput_per_s):
+        good = tokens.twinx()
+        good.plot(x, _nan(series.goodput_per_s), color="#9467bd", linestyle="--", label="goodput (req/s)")
+        good.set_ylabel("good req/s")
+        more_handles, more_labels = good.get_legend_handles_labels()
+        handles, labels = handles + more_handles, labels + more_labels
+    tokens.legend(handles, labels, loc="upper left", fontsize=8)
+    if gauged:
+        server = panels[2]
+        server.step(x, _nan(series.server_waiting), where="post", color="#d62728", label="waiting (server)")
+        server.step(x, _nan(series.server_running), where="post", color="#1f77b4", label="running (server)")
+        server.set_ylabel("requests")
+        handles, labels = server.get_legend_handles_labels()
+        if any(v is not None for v in series.server_kv_cache_used_pct):
+            kv = server.twinx()
+            kv.plot(x, _nan(series.server_kv_cache_used_pct), color="#ff7f0e", linestyle=":", label="KV cache used (%)")
+            kv.set_ylabel("KV cache (%)")
+            kv.set_ylim(0, 105)
+            more_handles, more_labels = kv.get_legend_handles_labels()
+            handles, labels = handles + more_handles, labels + more_labels
+        server.legend(handles, labels, loc="upper left", fontsize=8)
+    panels[-1].set_xlabel("seconds since the run started")
+    for axes in panels:
+        _decorate(axes, span, changes)
+    return _png(figure)
+
+
 def plot_server_side(name: str, server_side: ServerSide) -> str | None:
     """Batch sizes the server formed (bars) and queue vs compute time (bars); None if neither."""
     histogram = server_side.batch_size_histogram or {}

@@ -46,6 +46,7 @@ from inferload.results.plots import (
     _new_figure,
     _png,
     plot_curves_side_by_side,
+    plot_generation,
     plot_gpu,
     plot_server_side,
     plot_stream,
@@ -330,9 +331,15 @@ def target_section(
         notes.append(f"{name}: no successful requests in the steady state ({failures:.0f} failed): latency figures are n/a.")
     if series is not None and series.elapsed_s:
         parts.append(_image(plot_timeline(name, series, warmup_s), f"{name}: latency, throughput, users, error rate over time"))
-        stream = plot_stream(name, series, warmup_s) if figures.decoupled is not None else None
+        generated = plot_generation(name, series, warmup_s) if figures.generation is not None else None
+        stream = plot_stream(name, series, warmup_s) if figures.decoupled is not None and generated is None else None
         if stream is not None:
             parts.append(_image(stream, f"{name}: first response, between responses and responses per second over time"))
+        if generated is not None:
+            parts.append(
+                _image(generated, f"{name}: TTFT and TPOT, tokens and goodput per second, the server's requests over time")
+            )
+        notes.extend(boundary_notes(name, series, figures))
     else:
         parts.append('<p class="muted">No rows for this target in windows.csv: no plots over time.</p>')
     notes.extend(server_side_notes(name, figures))
@@ -347,6 +354,54 @@ def target_section(
         parts.append(bursts_html(figures))
     parts.append(tail_html(figures.tail))
     return "".join(parts), notes
+
+
+#: a KV cache this full (%) is named as near full
+KV_NEAR_FULL_PCT = 90.0
+
+
+def boundary_notes(name: str, series: TargetSeries, figures: Any) -> list[str]:
+    """Where the server became the limit, when its own gauges show it (windows.csv's ``server_*``
+    columns, summary.json's ``server_side.preemptions``) over the steady windows: requests kept
+    waiting (named with the p99 time to first token before and from then on: where it bends), a KV
+    cache near full, preemptions; or that no request waited. Nothing when the server gives no gauge."""
+    steady = [i for i, phase in enumerate(series.phase) if phase == "steady"]
+    notes: list[str] = []
+
+    def median(values: list[float | None]) -> float | None:
+        known = sorted(v for v in values if v is not None)
+        return known[len(known) // 2] if known else None
+
+    waiting = [i for i in steady if (series.server_waiting[i] or 0) > 0]
+    running = max((series.server_running[i] or 0.0 for i in steady), default=0.0)
+    if waiting:
+        first = waiting[0]
+        most = max(series.server_waiting[i] or 0.0 for i in waiting)
+        before = median([series.first_response_p99_ms[i] for i in steady if i < first])
+        after = median([series.first_response_p99_ms[i] for i in steady if i >= first])
+        bend = ""
+        if before is not None and after is not None:
+            bend = f"; p99 time to first token {before:.1f} ms before, {after:.1f} ms from then on (window medians)"
+        elif after is not None:
+            bend = f"; p99 time to first token {after:.1f} ms (window median)"
+        notes.append(
+            f"{name}: the server kept requests waiting from {series.elapsed_s[first]:.0f} s on (up to {most:g} waiting,"
+            f" at most {running:g} running){bend}: its slots are the limit at this load"
+        )
+    full = [i for i in steady if (series.server_kv_cache_used_pct[i] or 0.0) >= KV_NEAR_FULL_PCT]
+    if full:
+        most_used = max(series.server_kv_cache_used_pct[i] or 0.0 for i in full)
+        notes.append(
+            f"{name}: the server's KV cache was {most_used:.0f} % used from {series.elapsed_s[full[0]]:.0f} s on: near"
+            " full, new requests wait for room or running ones are preempted"
+        )
+    preempted = value_at(figures, ("server_side", "preemptions"))
+    if is_number(preempted) and preempted > 0:
+        notes.append(f"{name}: the server preempted {preempted:.0f} requests in the steady state (its KV cache full)")
+    gauged = any(series.server_waiting[i] is not None or series.server_running[i] is not None for i in steady)
+    if not notes and gauged:
+        notes.append(f"{name}: no request waited at the server in the steady state (at most {running:g} running)")
+    return notes
 
 
 def bursts_html(figures: TargetSummary) -> str:

@@ -346,6 +346,20 @@ def generation_window(generations: GenerationRecord, index: int, target: str, wi
     }
 
 
+#: windows.csv columns of the server's gauges as each window closed (the last; empty where it reports none)
+SERVER_GAUGE_COLUMNS = ["server_waiting", "server_running", "server_kv_cache_used_pct"]
+
+
+def server_gauge_window(record: RunRecord, index: int, target: str) -> dict[str, Any]:
+    """The server's gauges as the window closed: requests waiting, running, and the KV cache's share in use (%)."""
+    waiting, running, kv_used = record.server_gauges.get((index, target), (None, None, None))
+    return {
+        "server_waiting": waiting,
+        "server_running": running,
+        "server_kv_cache_used_pct": None if kv_used is None else round(100.0 * kv_used, 2),
+    }
+
+
 def _p(stats: WindowStats, key: str) -> float | None:
     value = stats.latency_ms()[key]
     return None if value is None else round(value, 3)
@@ -404,6 +418,8 @@ WINDOW_COLUMNS = [
     *STREAM_WINDOW_COLUMNS,
     # generative targets only (empty otherwise): output tokens, per second, time per output token
     *GENERATION_WINDOW_COLUMNS,
+    # the server's gauges as the window closed (empty where it reports none)
+    *SERVER_GAUGE_COLUMNS,
 ]
 
 
@@ -643,6 +659,7 @@ def window_rows(record: RunRecord) -> list[dict[str, Any]]:
                 **residual_window(record, index, target, figures["mean"]),
                 **stream_window(record.streams, index, target, record.window_s),
                 **generation_window(record.generations, index, target, record.window_s),
+                **server_gauge_window(record, index, target),
             }
         )
     return rows

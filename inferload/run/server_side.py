@@ -101,6 +101,10 @@ class ServerWindowPoller:
                 previous[target.name] = current
                 if current is not None:
                     self.latest[target.name] = current
+                    gauges = (current.pending, current.running, current.kv_cache_used)
+                    if any(gauge is not None for gauge in gauges):
+                        for member in group:
+                            self.record.server_gauges[(index, member.name)] = gauges
                 if before is None or current is None:
                     continue
                 try:

@@ -12,6 +12,7 @@ history, which llama.cpp's prompt token counts show.
 
 from __future__ import annotations
 
+import csv
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -215,6 +216,40 @@ def test_a_recorded_trace_replays_its_arrivals_and_each_requests_lengths(tmp_pat
     assert figures["failures"] == 0 and abs(tokens["generations"] - len(steady)) <= 2, (tokens["generations"], len(steady))
     assert abs(tokens["output_tokens"] - sum(steady)) <= 2 * max(steady), (tokens["output_tokens"], sum(steady))
     assert tokens["max_output_tokens"] == max(steady) and tokens["lengths"]["requests"] == len(pairs)
+
+
+def test_the_servers_requests_per_window_show_where_its_slots_are_the_limit(tmp_path: Path, llama: str) -> None:
+    """llama.cpp's 4 slots (its --parallel): 2 users never wait for one, 8 users keep about 4 waiting.
+    Its gauges as each window closes (windows.csv: waiting, running) hold that, within what the users
+    can have in flight; report.html draws them under the tokens and names where the server was the limit."""
+    from inferload.local.servers.llamacpp_local import PARALLEL
+
+    rows_by_users = {}
+    for users in (2, 2 * PARALLEL):
+        folder = tmp_path / f"users-{users}"
+        folder.mkdir()
+        target: dict[str, Any] = {"name": "chat", "kind": "openai-chat", "address": llama, "model": LLM_NAME}
+        target |= {"generation": {"max_tokens": MAX_TOKENS}, "metrics_url": f"{llama}/metrics"}
+        data = {"name": "llm", "duration": "5s", "warmup": "1s", "targets": [target], "shape": {"kind": "steady", "users": users}}
+        done = inferload("run", str(write_scenario(folder, data)), "--headless", "--out", str(folder / "out"))
+        assert done.returncode == 0, done.stdout + done.stderr
+        with open(folder / "out" / "windows.csv", newline="") as handle:
+            rows = [row for row in csv.DictReader(handle) if row["phase"] == "steady" and row["server_running"]]
+        assert len(rows) >= 2, rows  # a reading as each steady window closed
+        for row in rows:
+            waiting, running = float(row["server_waiting"]), float(row["server_running"])
+            assert 0 <= running <= min(users, PARALLEL) and waiting + running <= users, row
+            assert row["server_kv_cache_used_pct"] == ""  # llama.cpp's page has no KV gauge
+        rows_by_users[users] = rows
+        report = (folder / "out" / "report.html").read_text()
+        assert "TTFT and TPOT, tokens and goodput per second, the server&#x27;s requests over time" in report
+    assert all(float(row["server_waiting"]) == 0 for row in rows_by_users[2])  # free slots: none waits
+    assert max(float(row["server_waiting"]) for row in rows_by_users[2 * PARALLEL]) >= 1
+    assert (
+        "chat: no request waited at the server in the steady state" in (tmp_path / "users-2" / "out" / "report.html").read_text()
+    )
+    crowded = (tmp_path / f"users-{2 * PARALLEL}" / "out" / "report.html").read_text()
+    assert "chat: the server kept requests waiting from " in crowded and "its slots are the limit at this load" in crowded
 
 
 def test_a_chat_target_on_llama_cpp_counts_the_server_s_tokens_and_times_each_answer(tmp_path: Path, llama: str) -> None:
