@@ -332,6 +332,17 @@ def plot_timeline(name: str, series: TargetSeries, warmup_s: float | None) -> st
     return _png(figure)
 
 
+def _percentiles(axes: Any, series: TargetSeries, lines: Sequence[tuple[str, str, str, str]], title: str) -> None:
+    """Per-window percentile lines (column, label, colour, line style) on `axes`, in ms."""
+    for key, label, colour, style in lines:
+        axes.plot(
+            series.elapsed_s, _nan(getattr(series, key)), marker=".", markersize=3, color=colour, linestyle=style, label=label
+        )
+    axes.set_ylabel("ms")
+    axes.set_title(title, loc="left")
+    axes.legend(loc="upper left", fontsize=8)
+
+
 def plot_stream(name: str, series: TargetSeries, warmup_s: float | None) -> str | None:
     """A streamed target's windows: time to the first response and between responses (p50, p99),
     and responses per second; None when no window has a stream figure."""
@@ -348,11 +359,7 @@ def plot_stream(name: str, series: TargetSeries, warmup_s: float | None) -> str 
         ("inter_response_p50_ms", "between responses p50", "#1f77b4", ":"),
         ("inter_response_p99_ms", "between responses p99", "#d62728", ":"),
     )
-    for key, label, colour, style in lines:
-        gaps.plot(x, _nan(getattr(series, key)), marker=".", markersize=3, color=colour, linestyle=style, label=label)
-    gaps.set_ylabel("ms")
-    gaps.set_title(f"{name}: streamed responses per window (successful requests)", loc="left")
-    gaps.legend(loc="upper left", fontsize=8)
+    _percentiles(gaps, series, lines, f"{name}: streamed responses per window (successful requests)")
     rate.plot(x, _nan(series.responses_per_s), color="#2ca02c", label="responses/s")
     rate.set_ylabel("responses/s")
     rate.set_xlabel("seconds since the run started")
@@ -375,16 +382,13 @@ def plot_generation(name: str, series: TargetSeries, warmup_s: float | None) -> 
     span = warmup_span(series, warmup_s)
     changes = stage_changes(series)
     x = series.elapsed_s
-    for key, label, colour, style in (
+    lines = (
         ("first_response_p50_ms", "TTFT p50", "#1f77b4", "-"),
         ("first_response_p99_ms", "TTFT p99", "#d62728", "-"),
         ("tpot_p50_ms", "TPOT p50", "#1f77b4", ":"),
         ("tpot_p99_ms", "TPOT p99", "#d62728", ":"),
-    ):
-        times.plot(x, _nan(getattr(series, key)), marker=".", markersize=3, color=colour, linestyle=style, label=label)
-    times.set_ylabel("ms")
-    times.set_title(f"{name}: generations per window (successful requests)", loc="left")
-    times.legend(loc="upper left", fontsize=8)
+    )
+    _percentiles(times, series, lines, f"{name}: generations per window (successful requests)")
     tokens.plot(x, _nan(series.output_tokens_per_s), color="#2ca02c", label="output tokens/s")
     tokens.set_ylabel("tokens/s")
     handles, labels = tokens.get_legend_handles_labels()

@@ -493,52 +493,6 @@ class Turns(Protocol):
         ...
 
 
-class ConversationSlot:
-    """One user's conversations on an engine slot: each turn one call the engine sends, times and
-    records as its loops do, its answer's text handed back to make the next turn; each successful
-    turn's time to the first token and prompt tokens go to the run's figures by turn."""
-
-    def __init__(
-        self, engine: NativeEngine, target_id: int, target: str, turns: Turns, backoff: Any, pick: Callable[[], int]
-    ) -> None:
-        self.engine = engine
-        self._pick = pick
-        self.slot = engine.open_slot(target_id)
-        self.target = target
-        self.turns = turns
-        self.backoff = backoff
-        self._released = gevent.event.Event()
-        self._closed = False
-
-    def call(self, request_index: int | None) -> Called:
-        """One request of the target's, outside the conversations (`InferenceClient.infer`)."""
-        index = request_index if request_index is not None else self._pick()
-        outcome = self.engine.call(self.slot, index)
-        return Called(outcome.latency_ms, outcome.response_length, outcome.error, index)
-
-    def run(self) -> None:
-        """One turn, then the pause after it (think time, or a refused connection's backoff)."""
-        turn, body = self.turns.next_turn()
-        outcome = self.engine.call(self.slot, 0, body=body, want_answer=True, record=True)
-        text = None
-        if outcome.error is None and outcome.answer is not None:
-            text = outcome.answer.decode("utf-8", "replace")
-            if outcome.generation is not None:
-                self.engine.record_turn(self.target, turn, outcome.generation)
-        pause_s = max(self.turns.answered(text), self.backoff.after(outcome.error))
-        if pause_s > 0:
-            self._released.wait(pause_s)
-
-    def release(self) -> None:
-        """The user is told to stop: the turn in flight ends, no pause after it."""
-        self._released.set()
-
-    def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self.engine.stop_slot(self.slot)
-
-
 class NativeSlot:
     """One user's connection in the engine: its closed loop or open-loop sender, or its calls."""
 
@@ -573,6 +527,37 @@ class NativeSlot:
         if not self._closed:
             self._closed = True
             self.engine.stop_slot(self.slot)
+
+
+class ConversationSlot(NativeSlot):
+    """One user's conversations on an engine slot: each turn one call the engine sends, times and
+    records as its loops do, its answer's text handed back to make the next turn; each successful
+    turn's time to the first token and prompt tokens go to the run's figures by turn."""
+
+    def __init__(
+        self, engine: NativeEngine, target_id: int, target: str, turns: Turns, backoff: Any, pick: Callable[[], int]
+    ) -> None:
+        super().__init__(engine, target_id, pick, open_loop=False)
+        self.target = target
+        self.turns = turns
+        self.backoff = backoff
+
+    def run(self) -> None:
+        """One turn, then the pause after it (think time, or a refused connection's backoff)."""
+        turn, body = self.turns.next_turn()
+        outcome = self.engine.call(self.slot, 0, body=body, want_answer=True, record=True)
+        text = None
+        if outcome.error is None and outcome.answer is not None:
+            text = outcome.answer.decode("utf-8", "replace")
+            if outcome.generation is not None:
+                self.engine.record_turn(self.target, turn, outcome.generation)
+        pause_s = max(self.turns.answered(text), self.backoff.after(outcome.error))
+        if pause_s > 0:
+            self._released.wait(pause_s)
+
+    def release(self) -> None:
+        """The user is told to stop: the turn in flight ends, no pause after it."""
+        self._released.set()
 
 
 class PythonTransport:

@@ -251,6 +251,20 @@ fn after_call(sequences: Option<&mut Sequences>, outcome: &Outcome) {
     }
 }
 
+/// A call's completion as a closed loop (or a recorded per-call) records it: finished now, no send lag.
+fn completion(target: usize, outcome: &Outcome) -> Completion<'_> {
+    Completion {
+        target,
+        latency_ms: ms_between(outcome.received_ns, outcome.sent_ns),
+        failure: outcome.failure.as_ref(),
+        response_length: outcome.response_length,
+        now_s: wall_s(),
+        send_lag_ms: None,
+        stream: outcome.stream.as_ref(),
+        generation: outcome.generation.as_ref(),
+    }
+}
+
 async fn closed_loop(
     shared: Arc<Shared>,
     slot: Arc<Slot>,
@@ -265,17 +279,7 @@ async fn closed_loop(
         let input = loop_input(&target, target.next_request(), sequences.as_mut());
         let outcome = call::call(&target, &mut conn, &input).await;
         after_call(sequences.as_mut(), &outcome);
-        let done = Completion {
-            target: target.id,
-            latency_ms: ms_between(outcome.received_ns, outcome.sent_ns),
-            failure: outcome.failure.as_ref(),
-            response_length: outcome.response_length,
-            now_s: wall_s(),
-            send_lag_ms: None,
-            stream: outcome.stream.as_ref(),
-            generation: outcome.generation.as_ref(),
-        };
-        if !shared.record(&slot, generation, &done) {
+        if !shared.record(&slot, generation, &completion(target.id, &outcome)) {
             return conn.close().await;
         }
         let pause = backoff.after(outcome.failure.as_ref().is_some_and(|f| f.is_refused()));
@@ -369,20 +373,8 @@ async fn one_call(
     mut conn: Conn,
 ) {
     let outcome = call::call(&slot.target, &mut conn, &input).await;
-    if input.record {
-        let done = Completion {
-            target: slot.target.id,
-            latency_ms: ms_between(outcome.received_ns, outcome.sent_ns),
-            failure: outcome.failure.as_ref(),
-            response_length: outcome.response_length,
-            now_s: wall_s(),
-            send_lag_ms: None,
-            stream: outcome.stream.as_ref(),
-            generation: outcome.generation.as_ref(),
-        };
-        if !shared.record(&slot, generation, &done) {
-            return conn.close().await; // stopped meanwhile: recorded nothing
-        }
+    if input.record && !shared.record(&slot, generation, &completion(slot.target.id, &outcome)) {
+        return conn.close().await; // stopped meanwhile: recorded nothing
     }
     let abandoned = {
         let mut state = slot.state.lock().expect("slot");
