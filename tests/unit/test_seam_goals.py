@@ -16,7 +16,7 @@ CEILINGS = {
     "kind literals outside scenario/kinds.py": 7,
     "class variables written after a user class is made": 0,
     "transport branches outside the transports": 0,
-    "native/src/engine/*.rs lines": 8_264,
+    "native/src/engine/*.rs lines": 8_335,
     "pyjson.rs (the engine's imitation of Python's JSON errors)": 0,
 }
 

@@ -1,8 +1,10 @@
 //! Connections: TCP (no Nagle), optionally TLS, under an I/O wrapper that stamps the wire times.
 //!
 //! Where the times come from: [`StampedIo`] sits directly on the TCP socket (under TLS), so a
-//! request's send time is the return of the first socket write after the call armed the stamps
-//! (the request's headers and body leave in that write, or begin to), and its receive time is the
+//! request's send time is the start of the first socket write after the call armed the stamps
+//! (the request's headers and body leave in that write, or begin to; read before the write, so a
+//! thread preempted between the write and the clock cannot make an answer look older than its
+//! request: a preemption only ever lengthens a latency, as it would any client's), and its receive time is the
 //! return of the last socket read that brought bytes before the answer was complete. Both are
 //! CLOCK_MONOTONIC (`time.monotonic_ns()`).
 
@@ -60,9 +62,19 @@ pub struct StampedIo<T> {
 }
 
 impl<T> StampedIo<T> {
-    fn wrote(&self, n: usize) {
-        if n > 0 && self.stamps.armed.swap(false, Ordering::AcqRel) {
-            self.stamps.sent_ns.store(monotonic_ns(), Ordering::Release);
+    /// The instant a write begins, read only while a call is armed (0: not armed).
+    fn write_begins(&self) -> u64 {
+        if self.stamps.armed.load(Ordering::Acquire) {
+            monotonic_ns()
+        } else {
+            0
+        }
+    }
+
+    /// A write that began at `began_ns` put `n` bytes out: the armed call's send time.
+    fn wrote(&self, n: usize, began_ns: u64) {
+        if n > 0 && began_ns != 0 && self.stamps.armed.swap(false, Ordering::AcqRel) {
+            self.stamps.sent_ns.store(began_ns, Ordering::Release);
         }
     }
 }
@@ -94,9 +106,10 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for StampedIo<T> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
+        let began_ns = self.write_begins();
         let result = Pin::new(&mut self.inner).poll_write(cx, buf);
         if let Poll::Ready(Ok(n)) = result {
-            self.wrote(n);
+            self.wrote(n, began_ns);
         }
         result
     }
@@ -106,9 +119,10 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for StampedIo<T> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
+        let began_ns = self.write_begins();
         let result = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
         if let Poll::Ready(Ok(n)) = result {
-            self.wrote(n);
+            self.wrote(n, began_ns);
         }
         result
     }
@@ -285,5 +299,62 @@ pub fn is_refused_errno(error: &io::Error) -> bool {
             error.kind(),
             io::ErrorKind::ConnectionRefused | io::ErrorKind::ConnectionReset
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A socket whose every write takes 20 ms (a thread preempted inside or around the write).
+    struct SlowWriter;
+
+    impl AsyncWrite for SlowWriter {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            _cx: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            Poll::Ready(Ok(buf.len()))
+        }
+
+        fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    fn write(io: &mut StampedIo<SlowWriter>, bytes: &[u8]) {
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let written = Pin::new(io).poll_write(&mut cx, bytes);
+        assert!(matches!(written, Poll::Ready(Ok(n)) if n == bytes.len()));
+    }
+
+    #[test]
+    fn a_request_is_stamped_when_its_write_begins_and_only_the_armed_write_counts() {
+        let stamps = Arc::new(Stamps::default());
+        let mut io = StampedIo {
+            inner: SlowWriter,
+            stamps: stamps.clone(),
+        };
+        write(&mut io, b"before the call");
+        assert_eq!(stamps.sent_ns(), None); // not armed: no call's request
+
+        stamps.arm();
+        let before = monotonic_ns();
+        write(&mut io, b"the request");
+        let after = monotonic_ns();
+        let sent = stamps.sent_ns().expect("the armed write is the request");
+        assert!(
+            before <= sent && sent + 15_000_000 < after,
+            "{before} {sent} {after}"
+        );
+
+        write(&mut io, b"its body, later");
+        assert_eq!(stamps.sent_ns(), Some(sent)); // the first write after arming, kept
     }
 }
