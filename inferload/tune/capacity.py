@@ -412,16 +412,19 @@ KEPT_UP_SHARE = 0.9
 
 def _within_achieved(boundary: Boundary, runs: Sequence[RunEvidence]) -> Boundary:
     """A bracketed boundary with its upper end and estimate at most the highest rate the server
-    answered at, once a run showed it could not keep up (offered 1,600 req/s, it answered 1,204: a
+    answered at in a run it could not keep up with (offered 1,600 req/s, it answered 1,204: a
     capacity above that was never seen). A run the server kept up with bounds nothing: its achieved
-    rate is its offered one, give or take the measurement; an open upper end stays open. Runs the
-    generator bounded or that said nothing of the server are left out."""
+    rate is its offered one, give or take the measurement; an open upper end stays open. Nor does an
+    overloaded run that answered less than the boundary's lower end, a rate the server kept up with
+    (an LLM server offered 80 req/s answered 30 after keeping up with 40: its throughput fell under
+    the overload, or the client's in-flight cap bounded what it could send; either way that rate is
+    not the capacity). Runs the generator bounded or that said nothing of the server are left out."""
     measured = [r for r in runs if r.achieved_rps is not None and r.generator is None and r.invalid is None]
-    behind = [r for r in measured if (r.achieved_rps or 0.0) < KEPT_UP_SHARE * r.rate]
+    behind = [r.achieved_rps or 0.0 for r in measured if (r.achieved_rps or 0.0) < KEPT_UP_SHARE * r.rate]
     if not behind or not math.isfinite(boundary.high_rps):
         return boundary
-    top = max(max(r.achieved_rps or 0.0 for r in measured), boundary.low_rps)
-    if boundary.high_rps <= top:
+    top = max(behind)
+    if top <= boundary.low_rps or boundary.high_rps <= top:
         return boundary
     estimate = None if boundary.estimate_rps is None else min(boundary.estimate_rps, top)
     return replace(boundary, high_rps=top, estimate_rps=estimate)

@@ -278,6 +278,18 @@ def test_the_capacity_is_never_bounded_above_the_most_the_server_answered_at():
     assert judge([under, stalled], BOUNDS).boundary.high_rps != 420.0
 
 
+def test_an_overload_that_answered_less_than_a_rate_kept_up_with_does_not_bound_the_capacity():
+    """The LLM demo said 40.2 req/s [40.2, 40.213], "precision reached", where Triton kept up with 40.2
+    and, offered 80.4, answered 29.8: the overload's rate is not the capacity, the bracket stays."""
+    rng = np.random.default_rng(9)
+    under = dataclasses.replace(simulate_run(200.0, SLOTS, SERVICE_MS, rng, windows=4, poisson=False), achieved_rps=199.0)
+    over = simulate_run(1600.0, SLOTS, SERVICE_MS, rng, windows=4, poisson=False, step=2)
+    collapsed = dataclasses.replace(over, achieved_rps=150.0)
+    boundary = judge([under, collapsed], BOUNDS).boundary
+    assert boundary.high_rps > 420.0  # as the offered rates bound it: nothing seen says the capacity is under 1,600
+    assert boundary.low_rps <= 200.0 < boundary.high_rps
+
+
 def test_runs_the_server_kept_up_with_leave_an_open_upper_end_open():
     """A pass at 50 req/s answered at 53: no rate was over the SLO, so nothing bounds the capacity above."""
     rng = np.random.default_rng(8)
