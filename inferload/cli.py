@@ -15,6 +15,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Container
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -98,41 +99,83 @@ def build_parser(named: Container[str] | None = None) -> argparse.ArgumentParser
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    demo = sub.add_parser("demo", help="compare Triton and TorchServe on the sample model, on local servers, offline")
+    demo = sub.add_parser(
+        "demo",
+        help="compare Triton and TorchServe on the sample model (--llm: the built-in LLM on llama.cpp, Triton and KServe),"
+        " on local servers, offline",
+    )
     demo.add_argument("--out", type=Path, help="results folder (default results/demo-<UTC time>)")
     demo.add_argument(
-        "--users", type=cli_values.whole_number(1, MAX_USERS), default=8, help="concurrent users in the steady phase (default 8)"
+        "--llm",
+        action="store_true",
+        help="the generative demo: the built-in LLM served by llama.cpp, Triton (generate_stream) and KServe (OpenAI routes),"
+        " side by side, and each server's max goodput rate (docs/llm.md)",
+    )
+    demo.add_argument(
+        "--users",
+        type=cli_values.whole_number(1, MAX_USERS),
+        default=None,
+        help="concurrent users in the steady phase (default 8; --llm: 4)",
     )
     seconds = cli_values.finite_number(0.0, above=True, high=cli_values.MAX_WAIT_S)
-    demo.add_argument("--steady", type=seconds, default=20.0, help="seconds of steady load per server (default 20)")
-    demo.add_argument("--burst", type=seconds, default=20.0, help="seconds of bursty load per server (default 20)")
+    demo.add_argument("--steady", type=seconds, default=None, help="seconds of steady load per server (default 20; --llm: 15)")
+    demo.add_argument("--burst", type=seconds, default=None, help="seconds of bursty load per server (default 20; not --llm)")
     demo.add_argument(
         "--warmup",
         type=cli_values.wait_seconds,
-        default=5.0,
-        help="seconds of warm-up before each phase, excluded (default 5)",
+        default=None,
+        help="seconds of warm-up before each phase, excluded (default 5; --llm: 3)",
     )
-    demo.add_argument("--model", default="cnn", choices=["cnn", "tiny"], help="sample model (default cnn)")
+    demo.add_argument("--model", default=None, choices=["cnn", "tiny"], help="sample model (default cnn; not --llm)")
     demo.add_argument(
         "--capacity-p99",
         type=cli_values.finite_number(0.0),
-        default=100.0,
+        default=None,
         metavar="MS",
-        help="close with each server's capacity under p99 <= MS, as configured (default 100; 0 skips it)",
+        help="close with each server's capacity under p99 <= MS, as configured (default 100; 0 skips it; not --llm)",
+    )
+    demo.add_argument(
+        "--max-tokens",
+        type=cli_values.whole_number(1, 4096),
+        default=None,
+        metavar="N",
+        help="--llm: tokens an answer (default 32)",
+    )
+    demo.add_argument(
+        "--ttft",
+        type=cli_values.finite_number(0.0, above=True),
+        default=None,
+        metavar="MS",
+        help="--llm: a good request's first token within MS (default 250)",
+    )
+    demo.add_argument(
+        "--tpot",
+        type=cli_values.finite_number(0.0, above=True),
+        default=None,
+        metavar="MS",
+        help="--llm: a good request's time per output token within MS (default 25)",
+    )
+    demo.add_argument(
+        "--goodput",
+        type=cli_values.finite_number(0.0, high=100.0),
+        default=None,
+        metavar="PCT",
+        help="--llm: close with each server's highest rate with at least PCT %% good requests (default 90; 0 skips it)",
     )
     demo.add_argument(
         "--capacity-runs",
         type=cli_values.whole_number(1, 50),
-        default=DEMO_CAPACITY_RUNS,
+        default=None,
         metavar="N",
-        help=f"the most runs of each server's capacity search (default {DEMO_CAPACITY_RUNS}; fewer: a rougher answer sooner)",
+        help=f"the most runs of each server's capacity search (default {DEMO_CAPACITY_RUNS}; --llm: 5; fewer: a rougher answer"
+        " sooner)",
     )
     demo.add_argument(
         "--servers",
         default=None,
         metavar="LIST",
         help="comma list of the servers compared, one at a time: triton, torchserve, kserve, bentoml (default triton,torchserve;"
-        " see docs/comparing-servers.md)",
+        " see docs/comparing-servers.md); --llm: llamacpp, triton, kserve (default all three)",
     )
 
     run = sub.add_parser("run", help="run a scenario with Locust (web UI, or --headless)")
@@ -398,10 +441,25 @@ def run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
     parser.error(f"unknown command {args.command!r}")
 
 
+#: the demo's options that only one of its two parts takes (the other refuses them, naming them)
+TENSOR_DEMO_ONLY = {"burst": "--burst", "model": "--model", "capacity_p99": "--capacity-p99"}
+LLM_DEMO_ONLY = {"max_tokens": "--max-tokens", "ttft": "--ttft", "tpot": "--tpot", "goodput": "--goodput"}
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
+    from inferload.run.results_dir import unwritable_problem
+
+    foreign = TENSOR_DEMO_ONLY if args.llm else LLM_DEMO_ONLY
+    given = [flag for key, flag in foreign.items() if getattr(args, key) is not None]
+    if given:
+        part = "the LLM demo (--llm)" if args.llm else "the sample model's demo (without --llm)"
+        raise UsageError(f"{', '.join(given)}: not an option of {part}")
+    if args.out is not None and (problem := unwritable_problem(args.out)):
+        raise UsageError(f"--out: {problem}")
+    if args.llm:
+        return llm_demo(args)
     from inferload.local.demo import DemoSettings, demo_server, run_demo
     from inferload.local.models.build import ensure_models
-    from inferload.run.results_dir import unwritable_problem
 
     try:
         compared = parse_servers(args.servers, "--servers")
@@ -409,22 +467,57 @@ def cmd_demo(args: argparse.Namespace) -> int:
             demo_server(name)
     except ValueError as exc:
         raise UsageError(f"--servers: {exc}") from None
-    if args.out is not None and (problem := unwritable_problem(args.out)):
-        raise UsageError(f"--out: {problem}")
-    ensure_models((args.model,))  # first use: build the sample model
+    model = args.model or "cnn"
+    ensure_models((model,))  # first use: build the sample model
+    capacity_p99 = 100.0 if args.capacity_p99 is None else args.capacity_p99
     return run_demo(
         DemoSettings(
             out=args.out,
-            users=args.users,
-            steady_s=args.steady,
-            burst_s=args.burst,
-            warmup_s=args.warmup,
-            model=args.model,
-            capacity_p99_ms=args.capacity_p99 if args.capacity_p99 > 0 else None,
-            capacity_runs=args.capacity_runs,
+            users=args.users or 8,
+            steady_s=args.steady or 20.0,
+            burst_s=args.burst or 20.0,
+            warmup_s=5.0 if args.warmup is None else args.warmup,
+            model=model,
+            capacity_p99_ms=capacity_p99 if capacity_p99 > 0 else None,
+            capacity_runs=args.capacity_runs or DEMO_CAPACITY_RUNS,
             servers=compared,
         )
     )
+
+
+def llm_demo(args: argparse.Namespace) -> int:
+    """`inferload demo --llm`: its settings from the options (the defaults of `LlmDemoSettings`)."""
+    from inferload.local.demo_llm import DEFAULT_LLM_SERVERS, LlmDemoSettings, llm_server, run_llm_demo
+
+    names = (
+        DEFAULT_LLM_SERVERS
+        if args.servers is None
+        else tuple(dict.fromkeys(n.strip() for n in args.servers.split(",") if n.strip()))
+    )
+    try:
+        if not names:
+            raise ValueError("no server named")
+        for name in names:
+            llm_server(name)
+    except ValueError as exc:
+        raise UsageError(f"--servers: {exc}") from None
+    given = {
+        "capacity_runs": args.capacity_runs,
+        "users": args.users,
+        "steady_s": args.steady,
+        "warmup_s": args.warmup,
+        "max_tokens": args.max_tokens,
+        "ttft_ms": args.ttft,
+        "tpot_ms": args.tpot,
+    }
+    settings = LlmDemoSettings(
+        out=args.out,
+        servers=names,
+        **{key: value for key, value in given.items() if value is not None},
+    )
+    if args.goodput is not None:
+        settings = replace(settings, goodput_pct=args.goodput if args.goodput > 0 else None)
+    return run_llm_demo(settings)
 
 
 def cmd_validate(paths: list[Path]) -> int:

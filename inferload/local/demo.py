@@ -140,7 +140,9 @@ class Capacity:
     #: the search's answer (sweep.json's capacity): estimate, interval, binding constraint, verification, levels
     answer: dict[str, Any] = field(default_factory=dict)
 
-    def as_dict(self, p99_ms: float) -> dict[str, Any]:
+    def as_dict(self, p99_ms: float | None, bound: str | None = None) -> dict[str, Any]:
+        """summary.json's `capacity` entry (`DemoCapacity`): ``p99_ms`` the latency bound, or
+        ``bound`` the words of another one (a generative target's goodput under its thresholds)."""
         answer = self.answer
         binding = answer.get("binding") or {}
         verification = answer.get("verification") or {}
@@ -157,6 +159,7 @@ class Capacity:
         ]
         return {
             "p99_ms": p99_ms,
+            "bound": bound,
             "max_rps": self.max_rps,
             "first_failing_rps": self.first_failing_rps,
             "config": self.config,
@@ -168,19 +171,20 @@ class Capacity:
             "precision_reached": answer.get("precision_reached"),
         }
 
-    def line(self, p99_ms: float) -> str:
+    def line(self, bound: str) -> str:
         """The answer in one line: the estimate and its interval when the search reached its precision;
-        else what was measured: at least the highest rate that met the target, over it at the lowest that did not."""
+        else what was measured: at least the highest rate that met ``bound`` (its words: "p99 <= 100 ms"),
+        over it at the lowest that did not."""
         low, high = (self.answer.get("interval_rps") or [None, None])[:2]
         estimate = self.answer.get("estimate_rps")
         if estimate is not None and low is not None and high is not None and self.answer.get("precision_reached"):
-            return f"{self.server}: {estimate:g} req/s [{low:g}, {high:g}] under p99 <= {p99_ms:g} ms ({self.config})"
+            return f"{self.server}: {estimate:g} req/s [{low:g}, {high:g}] under {bound} ({self.config})"
         if self.max_rps is None:
-            return f"{self.server}: no rate met p99 <= {p99_ms:g} ms ({self.config})"
-        bound = f", over it at {self.first_failing_rps:g}" if self.first_failing_rps else ""
+            return f"{self.server}: no rate met {bound} ({self.config})"
+        over = f", over it at {self.first_failing_rps:g}" if self.first_failing_rps else ""
         ended = (self.answer.get("ended") or {}).get("words")
         why = f"; ±{DEMO_CAPACITY_PRECISION_PCT / 2:g} % not reached: {ended}" if ended else ""
-        return f"{self.server}: at least {self.max_rps:g} req/s under p99 <= {p99_ms:g} ms{bound}{why} ({self.config})"
+        return f"{self.server}: at least {self.max_rps:g} req/s under {bound}{over}{why} ({self.config})"
 
 
 def triton_config_words(applied: dict[str, Any]) -> str:
@@ -207,9 +211,11 @@ def read_config(server: str, ports: ServerPorts, model: str) -> str:
 
 
 def capacity_pass(
-    out: Path, target: dict[str, Any], server: str, ports: ServerPorts, p99_ms: float, runs: int = DEMO_CAPACITY_RUNS
-) -> Capacity:
-    """One server's capacity under p99 <= `p99_ms`, as configured, in at most `runs` runs."""
+    out: Path, target: dict[str, Any], server: str, start_rps: float, slo: dict[str, float], runs: int = DEMO_CAPACITY_RUNS
+) -> tuple[dict[str, Any], int | None]:
+    """One server's capacity under ``slo`` (a sweep's SLO: ``{"p99_ms": 100}``, ``{"min_goodput_pct":
+    90}``), as configured, in at most `runs` runs from ``start_rps``: the search's answer (sweep.json's
+    capacity) and the signal that cut it short (None)."""
     folder = out / "capacity" / server
     folder.mkdir(parents=True, exist_ok=True)
     scenario = folder / "scenario.yaml"
@@ -219,7 +225,7 @@ def capacity_pass(
         "warmup": "1s",
         "window": "1s",
         "targets": [target],
-        "shape": {"kind": "constant-rate", "rate": START_RPS[server], "max_in_flight": 64},
+        "shape": {"kind": "constant-rate", "rate": start_rps, "max_in_flight": 64},
     }
     scenario.write_text(yaml.safe_dump(data, sort_keys=False))
     sweep = Sweep(
@@ -227,17 +233,20 @@ def capacity_pass(
             scenario=scenario,
             out=folder,
             rule=StabilityRule(windows=2, tolerance_pct=30.0, max_windows=5),
-            rules=StopRules(slo={"p99_ms": p99_ms}, max_unsent_ratio=0.05),
-            capacity=CapacitySearch(START_RPS[server], precision_pct=DEMO_CAPACITY_PRECISION_PCT, max_steps=runs, verify=False),
+            rules=StopRules(slo=slo, max_unsent_ratio=0.05),
+            capacity=CapacitySearch(start_rps, precision_pct=DEMO_CAPACITY_PRECISION_PCT, max_steps=runs, verify=False),
             window_s=1.0,
             warmup_s=1.0,
             printer=lambda line: print("      " + line, flush=True),
         )
     )
     sweep.run()
-    answer = sweep.capacity or {}
-    config = read_config(server, ports, target["model"])
-    return Capacity(server, answer.get("max_rps"), answer.get("first_failing_rps"), config, sweep.signalled, answer)
+    return sweep.capacity or {}, sweep.signalled
+
+
+def measured_capacity(server: str, answer: dict[str, Any], signalled: int | None, config: str) -> Capacity:
+    """A capacity search's answer as the demo's `Capacity` line."""
+    return Capacity(server, answer.get("max_rps"), answer.get("first_failing_rps"), config, signalled, answer)
 
 
 PROGRESS_EVERY_S = 5.0
@@ -360,7 +369,9 @@ def run_phase(
     return summary
 
 
-def combine(out: Path, settings: DemoSettings, summaries: dict[str, RunSummary], cold: dict[str, float | None]) -> RunSummary:
+def combine(
+    out: Path, warmup_s: float, model: str, users: int, summaries: dict[str, RunSummary], cold: dict[str, float | None]
+) -> RunSummary:
     """The phases' summaries as one: every phase's target, every SLO check, the demo's settings."""
     first = next(iter(summaries.values()))
     checks = [c for s in summaries.values() for c in s.slo.checks]
@@ -370,11 +381,11 @@ def combine(out: Path, settings: DemoSettings, summaries: dict[str, RunSummary],
         scenario="demo",
         started_at=first.started_at,
         duration_s=round(sum(s.duration_s for s in summaries.values()), 3),
-        warmup_s=settings.warmup_s,
+        warmup_s=warmup_s,
         steady_s=round(sum(s.steady_s or 0.0 for s in summaries.values()), 3),
         workers=1,
-        model=settings.model,
-        users=settings.users,
+        model=model,
+        users=users,
         cold_start_s=cold,
         phases={name: s.run_id for name, s in summaries.items()},
         targets={name: t for s in summaries.values() for name, t in s.targets.items()},
@@ -446,9 +457,10 @@ def run_demo(settings: DemoSettings) -> int:
                 )
                 for server in (s for s in compared if s.name in START_RPS):  # the servers whose settings it can read
                     target = demo_target(server.kind, f"{server.kind}.capacity", settings.model, ports)
-                    capacities.append(
-                        capacity_pass(out, target, server.name, ports, settings.capacity_p99_ms, settings.capacity_runs)
-                    )
+                    slo = {"p99_ms": settings.capacity_p99_ms}
+                    answer, cut = capacity_pass(out, target, server.name, START_RPS[server.name], slo, settings.capacity_runs)
+                    config = read_config(server.name, ports, settings.model)
+                    capacities.append(measured_capacity(server.name, answer, cut, config))
                     if capacities[-1].signalled is not None:
                         signalled = capacities[-1].signalled
                         break
@@ -459,9 +471,10 @@ def run_demo(settings: DemoSettings) -> int:
         print("no phase was measured", file=sys.stderr)
         return 128 + children.signals[0] if children.signals else 1
     signal_number = children.signals[0] if children.signals else signalled
-    summary = combine(out, settings, summaries, cold)
+    summary = combine(out, settings.warmup_s, settings.model, settings.users, summaries, cold)
     update: dict[str, Any] = {"interrupted": True} if signal_number is not None else {}
     if capacities and settings.capacity_p99_ms is not None:
+        bound = f"p99 <= {settings.capacity_p99_ms:g} ms"
         update["capacity"] = {c.server: DemoCapacity(**c.as_dict(settings.capacity_p99_ms)) for c in capacities}
     summary = summary.model_copy(update=update)
     write_summary(out, summary)
@@ -485,7 +498,7 @@ def run_demo(settings: DemoSettings) -> int:
             " (`inferload tune` searches the settings):"
         )
         for capacity in capacities:
-            print("  " + capacity.line(settings.capacity_p99_ms))
+            print("  " + capacity.line(bound))
     if signal_number is not None:
         return 128 + signal_number
     failures = sum(t.failures or 0 for t in summary.targets.values())

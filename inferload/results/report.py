@@ -282,7 +282,8 @@ def capacity_html(summary: RunSummary) -> str:
     capacity = summary.capacity
     if not capacity:
         return ""
-    p99_ms = next(iter(capacity.values())).p99_ms
+    first = next(iter(capacity.values()))
+    p99_ms, bound = first.p99_ms, first.bound
     curves = []
     for server, answer in capacity.items():
         points = [
@@ -307,10 +308,12 @@ def capacity_html(summary: RunSummary) -> str:
     )
     chart = ""
     if any(curve.points for curve in curves):
-        png = plot_curves_side_by_side(curves, {"p99_ms": float(p99_ms)}, "offered rate (req/s), open loop")
+        slo = {} if p99_ms is None else {"p99_ms": float(p99_ms)}
+        png = plot_curves_side_by_side(curves, slo, "offered rate (req/s), open loop")
         chart = _image(png, "every server's p99 against the offered rate, the SLO and each capacity's interval")
+    under = bound if p99_ms is None else f"p99 ≤ {fmt(p99_ms, 'g')} ms"
     return (
-        f"<h2>Capacity under p99 ≤ {_esc(fmt(p99_ms, 'g'))} ms, each server as configured</h2>{chart}"
+        f"<h2>Capacity under {_esc(under or '-')}, each server as configured</h2>{chart}"
         f"<table>{head}{''.join(rows)}</table>"
         "<p class='muted'>Open loop, one capacity search per server (capacity/&lt;server&gt;/sweep.html has each"
         " search's own curve, levels and steps). The band is the capacity's 95 % interval.</p>"

@@ -387,14 +387,16 @@ class CapacityPoint(Section):
 
 
 class DemoCapacity(Section):
-    """The demo's capacity pass for one server: the highest open-loop rate that met p99 <= p99_ms, the
-    first over it, and the server's settings as read back from it; then the capacity's
+    """The demo's capacity pass for one server: the highest open-loop rate that met its bound (p99 <=
+    ``p99_ms``; for the LLM demo ``bound`` in words: goodput under TTFT and TPOT thresholds, p99_ms
+    null), the first over it, and the server's settings as read back from it; then the capacity's
     estimate and 95 % interval (high None: open), the binding constraint and the verification in words,
     and the curve (every rate measured)."""
 
-    omit_when_none = frozenset({"estimate_rps", "interval_rps", "binding", "verification", "curve", "precision_reached"})
+    omit_when_none = frozenset({"bound", "estimate_rps", "interval_rps", "binding", "verification", "curve", "precision_reached"})
 
-    p99_ms: Number
+    p99_ms: Number | None
+    bound: str | None = None
     max_rps: Number | None
     first_failing_rps: Number | None
     config: str

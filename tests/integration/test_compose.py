@@ -85,6 +85,8 @@ def test_bentoml_and_kserve_are_opt_in_profiles_on_the_same_model_files(resolved
         assert Path(mounts(service)["/models"]) == REPO / "model_repository"
         source = Path(mounts(service)[f"/opt/inferload/service/{service_file}"])
         assert source == REPO / "inferload" / "local" / "servers" / service_file and source.is_file()
+    binding = Path(mounts(resolved["services"]["kserve"])["/opt/inferload/service/kserve_bind.py"])
+    assert binding == REPO / "inferload" / "local" / "servers" / "kserve_bind.py"  # kserve_model.py imports it
     published = [p for service in resolved["services"].values() for p in service.get("ports", [])]
     hosts = [str(p.get("published") if isinstance(p, dict) else str(p).split(":")[0]) for p in published]
     assert len(hosts) == len(set(hosts)), hosts  # no host port used twice

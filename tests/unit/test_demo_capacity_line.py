@@ -17,26 +17,26 @@ def answer(**keys: Any) -> dict[str, Any]:
 
 def test_a_reached_precision_prints_the_estimate_and_its_interval() -> None:
     capacity = Capacity("triton", 330.0, 400.0, CONFIG, answer=answer())
-    assert capacity.line(100) == "triton: 365 req/s [330, 390] under p99 <= 100 ms (dynamic batching, 2 instance(s))"
+    assert capacity.line("p99 <= 100 ms") == "triton: 365 req/s [330, 390] under p99 <= 100 ms (dynamic batching, 2 instance(s))"
     assert capacity.as_dict(100)["precision_reached"] is True
 
 
 def test_an_unreached_precision_prints_only_what_was_measured() -> None:
     wide = answer(interval_rps=[250.0, 538.2], precision_reached=False, ended={"words": "the search made its 7 runs"})
     capacity = Capacity("triton", 250.0, 400.0, CONFIG, answer=wide)
-    assert capacity.line(100) == (
+    assert capacity.line("p99 <= 100 ms") == (
         "triton: at least 250 req/s under p99 <= 100 ms, over it at 400; ±10 % not reached: the search made its 7 runs "
         "(dynamic batching, 2 instance(s))"
     )
-    assert "538" not in capacity.line(100) and "365" not in capacity.line(100)
+    assert "538" not in capacity.line("p99 <= 100 ms") and "365" not in capacity.line("p99 <= 100 ms")
 
 
 def test_an_open_interval_is_never_printed_as_an_answer() -> None:
     open_above = answer(interval_rps=[800.0, None], precision_reached=False, ended={"words": "the budget ran out"})
-    line = Capacity("torchserve", 800.0, None, CONFIG, answer=open_above).line(100)
+    line = Capacity("torchserve", 800.0, None, CONFIG, answer=open_above).line("p99 <= 100 ms")
     assert line.startswith("torchserve: at least 800 req/s under p99 <= 100 ms; ±10 % not reached: the budget ran out")
 
 
 def test_no_passing_rate_says_so() -> None:
-    line = Capacity("torchserve", None, 100.0, CONFIG, answer=answer(precision_reached=False)).line(100)
+    line = Capacity("torchserve", None, 100.0, CONFIG, answer=answer(precision_reached=False)).line("p99 <= 100 ms")
     assert line == "torchserve: no rate met p99 <= 100 ms (dynamic batching, 2 instance(s))"

@@ -16,8 +16,9 @@ import os
 from pathlib import Path
 
 from inferload.errors import ServerError
+from inferload.local.models.llm import LLM_NAME, ensure_llm_model
 from inferload.local.models.specs import get_spec, torchscript_path
-from inferload.local.servers.manager import LocalServer, sample_answers, triton_infer
+from inferload.local.servers.manager import LocalServer, NotReady, probe_post, sample_answers, triton_infer
 from inferload.local.servers.ports import LOOPBACK, ServerPorts
 from inferload.local.servers.procs import ProcessRecord, spawn, stop_group
 from inferload.local.servers.server_venv import VenvSpec, ensure_venv
@@ -102,6 +103,74 @@ REQUIREMENTS: tuple[str, ...] = (
 KSERVE_VENV = VenvSpec("kserve", REQUIREMENTS)
 MODEL_SCRIPT = Path(__file__).resolve().parent / "kserve_model.py"
 
+#: kserve 0.14.1 and what it resolved to on Python 3.11 (pip freeze): the built-in LLM's KServe. Its
+#: OpenAI routes stand on their own; from 0.15 on KServe imports their request types from vLLM (not
+#: installable here). llama.cpp's engine (xllamacpp) is linked from the main environment.
+LLM_REQUIREMENTS: tuple[str, ...] = (
+    "aiohappyeyeballs==2.7.1",
+    "aiohttp==3.14.5",
+    "aiohttp-retry==2.9.1",
+    "aiosignal==1.4.0",
+    "annotated-doc==0.0.7",
+    "annotated-types==0.8.0",
+    "anyio==4.16.0",
+    "attrs==26.1.0",
+    "certifi==2026.10.19.post1",
+    "charset-normalizer==3.5.3",
+    "click==8.5.1",
+    "cloudevents==1.13.0",
+    "deprecation==2.1.0",
+    "durationpy==0.11",
+    "fastapi==0.165.0",
+    "frozenlist==1.8.0",
+    "grpcio==1.85.3",
+    "h11==0.16.0",
+    "httpcore==1.0.9",
+    "httptools==0.9.0",
+    "httpx==0.27.2",
+    "idna==3.21",
+    "kserve==0.14.1",
+    "kubernetes==37.0.1",
+    "multidict==7.2.1",
+    "numpy==1.26.4",
+    "oauthlib==4.0.1",
+    "opentelemetry-api==1.45.3",
+    "orjson==3.13.0",
+    "packaging==26.4",
+    "pandas==2.3.3",
+    "prometheus_client==0.20.0",
+    "propcache==0.5.4",
+    "protobuf==4.25.9",
+    "psutil==5.9.8",
+    "pydantic==2.14.4",
+    "pydantic_core==2.50.5",
+    "python-dateutil==2.9.0.post0",
+    "python-dotenv==1.2.4",
+    "pytz==2026.6",
+    "PyYAML==6.0.4",
+    "requests==2.34.2",
+    "requests-oauthlib==2.0.0",
+    "six==1.17.0",
+    "sniffio==1.3.1",
+    "starlette==1.10.0",
+    "tabulate==0.9.0",
+    "timing-asgi==0.3.2",
+    "typing-inspection==0.4.5",
+    "typing_extensions==4.16.0",
+    "tzdata==2026.6",
+    "urllib3==2.8.0",
+    "uvicorn==0.30.6",
+    "uvloop==0.23.0",
+    "watchfiles==1.3.0",
+    "websocket-client==1.9.2",
+    "websockets==17.4",
+    "yarl==1.25.1",
+)
+KSERVE_LLM_VENV = VenvSpec("kserve-llm", LLM_REQUIREMENTS, links=("xllamacpp",))
+LLM_SCRIPT = Path(__file__).resolve().parent / "kserve_llm_model.py"
+#: llama.cpp's slots in KServe's LLM model (as llama.cpp's own local server has: `llamacpp_local.PARALLEL`)
+LLM_PARALLEL = 4
+
 
 def models_argument(models: tuple[str, ...]) -> str:
     """The model script's ``--models`` JSON: name, TorchScript path, input and output shapes (no batch)."""
@@ -141,9 +210,41 @@ def kserve_env(base: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def llm_command(venv: Path, ports: ServerPorts, host: str = LOOPBACK) -> list[str]:
+    """KServe serving the built-in LLM behind its OpenAI routes (REST only: ``ports.kserve_http``)."""
+    return [
+        str(venv / "bin" / "python"),
+        str(LLM_SCRIPT),
+        "--name",
+        LLM_NAME,
+        "--gguf",
+        str(ensure_llm_model()),
+        "--parallel",
+        str(LLM_PARALLEL),
+        "--host",
+        host,
+        "--http_port",
+        str(ports.kserve_http),
+        "--grpc_port",
+        str(ports.kserve_grpc),
+        "--workers",
+        "1",
+        "--enable_latency_logging",
+        "false",
+    ]
+
+
 def start_kserve(state_dir: Path, ports: ServerPorts, models: tuple[str, ...], host: str = LOOPBACK) -> ProcessRecord:
-    """Start the KServe model server detached on ``host`` (its venv made first when missing)."""
-    command = kserve_command(ensure_venv(KSERVE_VENV), ports, models, host)
+    """Start the KServe model server detached on ``host`` (its venv made first when missing): the
+    sample models, or the built-in LLM alone (a KServe of its own version: `KSERVE_LLM_VENV`)."""
+    if LLM_NAME in models:
+        if len(models) > 1:
+            raise ServerError(
+                f"KServe serves the built-in LLM {LLM_NAME!r} alone (its own KServe version); asked for {list(models)}"
+            )
+        command = llm_command(ensure_venv(KSERVE_LLM_VENV), ports, host)
+    else:
+        command = kserve_command(ensure_venv(KSERVE_VENV), ports, models, host)
     work = state_dir / "kserve"
     work.mkdir(parents=True, exist_ok=True)
     return spawn(command, work / "kserve.log", kserve_env(), cwd=work)
@@ -154,12 +255,25 @@ def stop_kserve(record: ProcessRecord, timeout_s: float = 15.0) -> list[int]:
     return stop_group(record, term_timeout_s=timeout_s)
 
 
+def kserve_answers(port: int, model: str, host: str = LOOPBACK, timeout_s: float = 5.0) -> None:
+    """One real answer of ``model``: a sample model's Open Inference Protocol JSON infer (as Triton
+    answers it), or the LLM's completion of two tokens on KServe's OpenAI route, else NotReady."""
+    if model != LLM_NAME:
+        sample_answers(triton_infer)(port, model, host=host, timeout_s=timeout_s)
+        return
+    url = f"http://{host}:{port}/openai/v1/completions"
+    body = json.dumps({"model": model, "prompt": "ready?", "max_tokens": 2}).encode()
+    answer = probe_post(url, body, "application/json", timeout_s)
+    if b'"choices"' not in answer:
+        raise NotReady(f"{url} answered no choices: {answer[:300]!r}")
+
+
 #: how `inferload servers` starts, probes and stops it (its `inferload.scenario.kinds.ServerRecord` names this)
 LOCAL = LocalServer(
     "kserve",
     start_kserve,
     lambda record, _state_dir: stop_kserve(record),
-    sample_answers(triton_infer),  # KServe answers the Open Inference Protocol's JSON infer, as Triton does
+    kserve_answers,
     lambda ports: ports.kserve_http,
     lambda ports, host: {
         "http": f"http://{host}:{ports.kserve_http}",

@@ -19,9 +19,8 @@ from typing import Any
 
 import numpy as np
 import torch
-import uvicorn
-from grpc import aio
 from kserve import InferOutput, InferRequest, InferResponse, Model, ModelServer
+from kserve_bind import bind_to
 
 INPUT_NAME = "INPUT__0"
 OUTPUT_NAME = "OUTPUT__0"
@@ -64,28 +63,6 @@ class TorchScriptModel(Model):
             return InferResponse(model_name=self.name, infer_outputs=[output], response_id=payload.id or str(uuid.uuid4()))
         instances = np.asarray(payload["instances"], dtype=np.float32).reshape(-1, *self.input_shape)
         return {"predictions": self._run(instances).tolist()}
-
-
-def bind_to(host: str) -> None:
-    """Make KServe's REST (uvicorn) and gRPC servers listen on ``host`` only: KServe itself binds
-    every address (0.0.0.0 and [::]) and has no option for it."""
-    rest_config = uvicorn.Config
-
-    class HostConfig(rest_config):  # type: ignore[misc,valid-type]
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            kwargs["host"] = host
-            super().__init__(*args, **kwargs)
-
-    uvicorn.Config = HostConfig
-    make_server = aio.server
-
-    def host_server(*args: Any, **kwargs: Any) -> Any:
-        server = make_server(*args, **kwargs)
-        add_port = server.add_insecure_port
-        server.add_insecure_port = lambda address: add_port(address.replace("[::]", host, 1))
-        return server
-
-    aio.server = host_server
 
 
 def main() -> None:

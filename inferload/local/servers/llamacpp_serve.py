@@ -42,21 +42,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"no such model file: {model}")
     alias = args.alias or (LLM_NAME if args.model is None else model.stem)
 
-    import xllamacpp
+    from inferload.local.servers.llamacpp_engine import EngineSettings, start_engine
 
-    params = xllamacpp.CommonParams()
-    params.model.path = str(model)
-    params.model_alias = {alias}
-    params.n_parallel = args.parallel
-    params.n_ctx = args.context
-    params.cpuparams.n_threads = args.threads
-    params.cpuparams_batch.n_threads = args.threads
-    params.endpoint_metrics = True
-    params.hostnames = [args.host]
-    params.port = args.port
+    settings = EngineSettings(str(model), alias, args.parallel, args.threads, args.context, args.host, args.port)
     stopping = {signal.SIGTERM, signal.SIGINT}
     signal.pthread_sigmask(signal.SIG_BLOCK, stopping)  # llama.cpp's threads inherit the mask: this thread takes them
-    server = xllamacpp.Server(params)
+    server = start_engine(settings)
     print(f"{READY} {server.listening_address} (model {alias!r}, {args.parallel} slots)", flush=True)
     signal.sigwait(stopping)
     sys.stdout.flush()

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from inferload.errors import ServerError
+from inferload.local.models.llm import LLM_NAME
 from inferload.local.models.specs import MODEL_NAMES, ModelSpec, get_spec
 from inferload.local.servers.ports import LOOPBACK, ServerPorts, check_free, is_port_open
 from inferload.local.servers.procs import ProcessRecord, is_alive, log_tail
@@ -36,7 +37,8 @@ class NotReady(Exception):
     """The server did not (yet) answer this probe with a correct output."""
 
 
-def _post(url: str, body: bytes, content_type: str, timeout_s: float) -> bytes:
+def probe_post(url: str, body: bytes, content_type: str, timeout_s: float) -> bytes:
+    """The body of a readiness probe's POST (NotReady for a refusal or no answer)."""
     request = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": content_type})
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as response:
@@ -63,7 +65,7 @@ def triton_infer(
         "outputs": [{"name": spec.output_name}],
     }
     url = f"http://{host}:{http_port}/v2/models/{spec.name}/infer"
-    answer = json.loads(_post(url, json.dumps(payload).encode(), "application/json", timeout_s))
+    answer = json.loads(probe_post(url, json.dumps(payload).encode(), "application/json", timeout_s))
     try:
         output = next(o for o in answer["outputs"] if o["name"] == spec.output_name)
         result = np.asarray(output["data"], dtype=np.float32).reshape(output["shape"])
@@ -91,7 +93,7 @@ def bentoml_infer(port: int, spec: ModelSpec, data: np.ndarray, host: str = "127
 
 def _json_list_answer(url: str, body: bytes, content_type: str, timeout_s: float, batch: int, spec: ModelSpec) -> np.ndarray:
     """The outputs a server answers ``body`` with as one JSON (nested) list (TorchServe, BentoML)."""
-    answer = _post(url, body, content_type, timeout_s)
+    answer = probe_post(url, body, content_type, timeout_s)
     try:
         result = np.asarray(json.loads(answer), dtype=np.float32)
     except ValueError as exc:
@@ -200,10 +202,13 @@ class LocalServers:
     def __init__(
         self, state_dir: Path, ports: ServerPorts | None = None, models: tuple[str, ...] = MODEL_NAMES, host: str = LOOPBACK
     ) -> None:
-        """``host``: the address the servers bind (loopback by default; a test host's address in
-        a network namespace for distributed tests). TorchServe's management API stays on loopback."""
+        """``models``: sample models, or the built-in LLM (``LLM_NAME``: Triton and KServe serve it
+        behind their generate and OpenAI routes). ``host``: the address the servers bind (loopback by
+        default; a test host's address in a network namespace for distributed tests). TorchServe's
+        management API stays on loopback."""
         for model in models:
-            get_spec(model)
+            if model != LLM_NAME:
+                get_spec(model)
         self.state_dir = Path(state_dir)
         self.ports = ports if ports is not None else ServerPorts()
         self.models = tuple(models)

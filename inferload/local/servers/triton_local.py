@@ -9,6 +9,7 @@ system's libpython and finds the virtual environment's packages (torch) through 
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import sysconfig
@@ -16,8 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from inferload.errors import ServerError
+from inferload.local.models.llm import LLM_NAME, ensure_llm_model
 from inferload.local.models.specs import model_repository_dir
-from inferload.local.servers.manager import LocalServer, sample_answers, triton_infer
+from inferload.local.servers.manager import LocalServer, NotReady, probe_post, sample_answers, triton_infer
 from inferload.local.servers.ports import LOOPBACK, ServerPorts
 from inferload.local.servers.procs import ProcessRecord, spawn, stop_group
 
@@ -134,7 +136,9 @@ def start_triton(
     work = state_dir / "triton"
     backends = prepare_backend_dir(install, work / "backends")
     repository = repository or model_repository_dir()
-    for model in models:
+    if LLM_NAME in models:
+        repository = llm_repository(work / "repository", repository, models)
+    for model in (m for m in models if m != LLM_NAME):
         if not (repository / model / "1" / "model.pt").exists():
             raise ServerError(
                 f"{repository / model / '1' / 'model.pt'} is missing: build the sample models "
@@ -142,6 +146,61 @@ def start_triton(
             )
     command = triton_command(install, backends, repository, ports, models, host, trace_file=work / "trace.json")
     return spawn(command, work / "triton.log", triton_env(install), cwd=work)
+
+
+#: the built-in LLM's model in Triton: its model.py and the engine module it loads beside it
+LLM_MODEL_SOURCES = (
+    Path(__file__).resolve().parent / "triton_llm_model.py",
+    Path(__file__).resolve().parent / "llamacpp_engine.py",
+)
+#: llama.cpp's slots in Triton's LLM model (as llama.cpp's own local server has: `llamacpp_local.PARALLEL`)
+LLM_PARALLEL = 4
+
+
+def llm_config(gguf: Path, parallel: int = LLM_PARALLEL) -> str:
+    """The built-in LLM's ``config.pbtxt``: a decoupled Python-backend model with Triton's generate
+    extension's tensors (``text_input`` in, ``text_output`` out), one instance (llama.cpp's slots
+    decode its requests together)."""
+    return f"""name: "{LLM_NAME}"
+backend: "python"
+max_batch_size: 0
+model_transaction_policy {{ decoupled: true }}
+input [ {{ name: "text_input", data_type: TYPE_STRING, dims: [ 1 ] }} ]
+output [ {{ name: "text_output", data_type: TYPE_STRING, dims: [ 1 ] }} ]
+instance_group [ {{ kind: KIND_CPU, count: 1 }} ]
+parameters {{ key: "gguf" value {{ string_value: {json.dumps(str(gguf))} }} }}
+parameters {{ key: "parallel" value {{ string_value: "{parallel}" }} }}
+"""
+
+
+def llm_repository(folder: Path, samples: Path, models: tuple[str, ...]) -> Path:
+    """A model repository in ``folder`` serving the built-in LLM (written there, the GGUF written
+    first when it is not there) and the sample models asked for (links to ``samples``' folders)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for model in (m for m in models if m != LLM_NAME):
+        link = folder / model
+        if not link.is_symlink():
+            link.symlink_to((samples / model).resolve(), target_is_directory=True)
+    version = folder / LLM_NAME / "1"
+    version.mkdir(parents=True, exist_ok=True)
+    sources = dict(zip(("model.py", "llamacpp_engine.py"), LLM_MODEL_SOURCES, strict=True))
+    for name, source in sources.items():
+        (version / name).write_text(source.read_text())
+    (folder / LLM_NAME / "config.pbtxt").write_text(llm_config(ensure_llm_model()))
+    return folder
+
+
+def triton_answers(port: int, model: str, host: str = LOOPBACK, timeout_s: float = 5.0) -> None:
+    """One real answer of ``model``: a sample model's inference, or the LLM's streamed generation of
+    two tokens through the generate extension (``generate_stream``), else NotReady."""
+    if model != LLM_NAME:
+        sample_answers(triton_infer)(port, model, host=host, timeout_s=timeout_s)
+        return
+    url = f"http://{host}:{port}/v2/models/{model}/generate_stream"
+    body = json.dumps({"text_input": "ready?", "parameters": {"max_tokens": 2, "stream": True}}).encode()
+    answer = probe_post(url, body, "application/json", timeout_s)
+    if b'"text_output"' not in answer:
+        raise NotReady(f"{url} streamed no text_output: {answer[:300]!r}")
 
 
 def stop_triton(record: ProcessRecord, timeout_s: float = STOP_TIMEOUT_S) -> list[int]:
@@ -155,7 +214,7 @@ LOCAL = LocalServer(
     "triton",
     start_triton,
     lambda record, _state_dir: stop_triton(record),
-    sample_answers(triton_infer),
+    triton_answers,
     lambda ports: ports.triton_http,
     lambda ports, host: {
         "http": f"{host}:{ports.triton_http}",

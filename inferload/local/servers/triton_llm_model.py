@@ -1,0 +1,93 @@
+"""Triton Python-backend model: the built-in LLM behind Triton's generate extension, decoupled.
+
+Triton loads it as ``<repository>/random-llama/1/model.py`` (`triton_local.llm_repository` writes the
+model's folder: this file, ``llamacpp_engine.py`` beside it, and a ``config.pbtxt`` whose parameters
+name the GGUF file and llama.cpp's slots). It runs llama.cpp's engine in the backend's stub process
+(`llamacpp_engine`: the same settings as llama.cpp's own server) and answers each request on its own
+thread, so the engine's slots decode requests together:
+
+- input ``text_input`` (one string: the prompt, sent as a plain completion), request parameters
+  ``max_tokens`` (default 16) and ``stream`` (default true);
+- output ``text_output``: streamed, one response per piece of text llama.cpp produced (what
+  ``generate_stream`` sends as one event each); not streamed, one response with the whole text (what
+  ``generate`` answers). The final flag follows the last response; a request llama.cpp refuses gets
+  one error response naming llama.cpp's reason.
+"""
+
+import json
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from llamacpp_engine import EngineError, EngineSettings, start_engine, stream_completion
+
+DEFAULT_MAX_TOKENS = 16
+
+
+def _text_tensor(text):
+    return pb_utils.Tensor("text_output", np.array([text.encode("utf-8")], dtype=np.object_))
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        parameters = {key: value["string_value"] for key, value in config.get("parameters", {}).items()}
+        settings = EngineSettings(
+            gguf=parameters["gguf"],
+            alias=config["name"],
+            parallel=int(parameters.get("parallel", "4")),
+            threads=int(parameters.get("threads", "1")),
+        )
+        self.engine = start_engine(settings)
+
+    def execute(self, requests):
+        for request in requests:
+            threading.Thread(target=self._answer, args=(request,), daemon=True).start()
+        return None
+
+    def _answer(self, request):
+        sender = request.get_response_sender()
+        try:
+            prompt, max_tokens, stream = self._read(request)
+            pieces = []
+
+            def on_text(text):
+                if stream:
+                    sender.send(pb_utils.InferenceResponse(output_tensors=[_text_tensor(text)]))
+                else:
+                    pieces.append(text)
+                return False
+
+            stream_completion(self.engine, prompt, max_tokens, on_text)
+            if not stream:
+                sender.send(pb_utils.InferenceResponse(output_tensors=[_text_tensor("".join(pieces))]))
+            sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        except (EngineError, ValueError, KeyError, TypeError) as exc:
+            error = pb_utils.TritonError(f"llama.cpp: {exc}")
+            sender.send(pb_utils.InferenceResponse(error=error), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+
+    @staticmethod
+    def _read(request):
+        """The prompt, the most tokens and whether to stream (a ValueError naming what is wrong)."""
+        tensor = pb_utils.get_input_tensor_by_name(request, "text_input")
+        if tensor is None:
+            raise ValueError("the request has no text_input")
+        values = tensor.as_numpy().reshape(-1)
+        if values.size != 1:
+            raise ValueError(f"text_input holds {values.size} strings; expected one")
+        prompt = values[0].decode("utf-8") if isinstance(values[0], bytes) else str(values[0])
+        parameters = json.loads(request.parameters() or "{}")
+        max_tokens = parameters.get("max_tokens", DEFAULT_MAX_TOKENS)
+        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+            raise ValueError(f"parameter max_tokens is {max_tokens!r}; expected a whole number >= 1")
+        stream = parameters.get("stream", True)
+        if not isinstance(stream, bool):
+            raise ValueError(f"parameter stream is {stream!r}; expected true or false")
+        return prompt, max_tokens, stream
+
+    def finalize(self):
+        self.engine = None
