@@ -51,6 +51,8 @@ from inferload.results.schema import DemoCapacity, RunSummary
 from inferload.run.child_processes import ChildProcesses
 from inferload.scenario.loader import load_scenario
 
+#: the kind the OpenAI servers are sent (a plain completion: no chat template, the same tokens as Triton's)
+COMPLETIONS = "openai-completions"
 #: the most runs of each server's capacity search (the demo's three servers within about 5 minutes)
 LLM_DEMO_CAPACITY_RUNS = 5
 #: the capacity search starts at this share of the rate the steady phase's closed loop achieved
@@ -79,7 +81,7 @@ LLM_SERVERS: dict[str, LlmServer] = {
             "llamacpp",
             "llama.cpp (OpenAI)",
             lambda ports: {
-                "kind": "openai-completions",
+                "kind": COMPLETIONS,
                 "address": f"http://127.0.0.1:{ports.llamacpp_http}",
                 "metrics_url": f"http://127.0.0.1:{ports.llamacpp_http}/metrics",
             },
@@ -99,7 +101,7 @@ LLM_SERVERS: dict[str, LlmServer] = {
             "kserve",
             "KServe (OpenAI routes)",
             lambda ports: {
-                "kind": "openai-completions",
+                "kind": COMPLETIONS,
                 "address": f"http://127.0.0.1:{ports.kserve_http}",
                 "base_path": "/openai/v1",
             },

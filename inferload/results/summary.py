@@ -39,6 +39,7 @@ from inferload.results.schema import (
 from inferload.results.slo import evaluate, slo_section
 from inferload.results.tail import tail_summary
 from inferload.scenario.generation import GenerationSpec, GoodputSpec
+from inferload.scenario.kinds import SERVER_KINDS
 from inferload.scenario.lengths import token_counter
 from inferload.scenario.schema import RunOutline, Scenario, is_open_loop
 from inferload.scenario.shapes import BurstShape, RateBurstsShape, ReplayShape
@@ -464,9 +465,20 @@ def residual_basis(client_requests: int, side: ServerSide | None) -> str | None:
     return None
 
 
+#: why a streamed Triton generate target gets no client − server difference
+STREAMED_GENERATE = (
+    "Triton times a generate model's execute(), which a decoupled model answering from its own threads"
+    " leaves before its first token: no client − server difference is given"
+)
+
+
 def target_figures(target: Target, stats: LatencyStats, duration_s: float, server_side: ServerSide | None) -> dict[str, Any]:
     figures = request_figures(stats, duration_s)
-    unlike = residual_basis(stats.requests, server_side)
+    record = SERVER_KINDS[target.kind]
+    streamed_generate = (
+        record.server == "triton" and record.generative and (target.generation is None or target.generation.stream)
+    )
+    unlike = STREAMED_GENERATE if streamed_generate and server_side is not None else residual_basis(stats.requests, server_side)
     if unlike is not None and server_side is not None:
         server_side = server_side.model_copy(update={"unknown": {**(server_side.unknown or {}), "residual_ms": unlike}})
     return {

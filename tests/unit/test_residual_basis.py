@@ -54,3 +54,14 @@ def test_a_server_without_a_count_or_a_shared_models_keeps_the_plain_difference(
     assert target_figures(TARGET, client(1000, 12.0), 10.0, side(None, 10.0))["residual_ms"] == pytest.approx(2.0, abs=0.01)
     shared = side(3000, 10.0, scope="model", shared_with=["other"])
     assert target_figures(TARGET, client(1000, 12.0), 10.0, shared)["residual_ms"] == pytest.approx(2.0, abs=0.01)
+
+
+def test_a_streamed_triton_generate_target_gets_no_residual_and_says_why() -> None:
+    """The LLM demo's Triton: 62.5 ms "client − server" from a 1.12 ms execute() that hands each request
+    to llama.cpp's threads; Triton's request time never spans the stream."""
+    keys = {"name": "g", "kind": "triton-generate", "address": "127.0.0.1:8000", "model": "llm"}
+    figures = target_figures(Target.model_validate(keys), client(945, 63.6), 10.0, side(945, 1.12))
+    assert figures["residual_ms"] is None
+    assert "execute()" in figures["server_side"].unknown["residual_ms"]
+    whole = Target.model_validate({**keys, "generation": {"stream": False}})  # /generate: Triton times it whole
+    assert target_figures(whole, client(945, 63.6), 10.0, side(945, 62.0))["residual_ms"] == pytest.approx(1.6, abs=0.01)
