@@ -63,7 +63,7 @@ from inferload.errors import InferloadError
 from inferload.measure.run_record import GapStats
 from inferload.observe.sources.triton_trace_file import trace_file_names
 from inferload.scenario.input_files import not_regular_problem
-from inferload.scenario.lengths import MAX_LENGTH, MAX_REQUESTS
+from inferload.scenario.lengths import MAX_BLOCK_ID, MAX_LENGTH, MAX_REQUESTS
 from inferload.scenario.limits import MAX_NUMBER_DIGITS
 from inferload.scenario.messages import parse_duration
 
@@ -117,6 +117,11 @@ def add_trace_to_replay_parser(sub: argparse._SubParsersAction, help_text: str) 
         help="JSON lines, CSV: the key of each request's output length in tokens (Mooncake: output_length)",
     )
     parser.add_argument(
+        "--hash-ids-field",
+        help="JSON lines: the key of each request's prompt block ids (Mooncake: hash_ids, blocks of 512 tokens); with"
+        " --input-tokens-field, each request's blocks go to the lengths file, and prompts that name a block share its words",
+    )
+    parser.add_argument(
         "--length-step",
         type=int,
         default=1,
@@ -146,6 +151,7 @@ def cmd_trace_to_replay(args: argparse.Namespace) -> int:
             args.skip_bad_lines,
             args.input_tokens_field,
             args.output_tokens_field,
+            args.hash_ids_field,
         )
         if source_format == "triton-trace" and (
             args.target_field or args.time_field != "timestamp" or fields.lengths_asked or args.length_step != 1
@@ -156,6 +162,12 @@ def cmd_trace_to_replay(args: argparse.Namespace) -> int:
         if not 1 <= args.length_step <= MAX_LENGTH:
             raise InferloadError(
                 f"--length-step: expected a whole number of tokens from 1 to {MAX_LENGTH:,}; got {args.length_step}"
+            )
+        if args.hash_ids_field is not None and args.input_tokens_field is None:
+            raise InferloadError("--hash-ids-field names the blocks of each prompt: give --input-tokens-field too")
+        if args.hash_ids_field is not None and args.length_step != 1:
+            raise InferloadError(
+                "--length-step rounds the prompt lengths that --hash-ids-field's blocks must cover: leave it at 1"
             )
         if args.length_step != 1 and not fields.lengths_asked:
             raise InferloadError("--length-step rounds the lengths read: give --input-tokens-field or --output-tokens-field")
@@ -212,6 +224,8 @@ class Recording:
     #: each arrival's input and output tokens (0: not given), when the lengths are read
     inputs: array[int] = field(default_factory=lambda: array("i"))
     outputs: array[int] = field(default_factory=lambda: array("i"))
+    #: each arrival's prompt block ids (Mooncake's hash_ids), when they are read
+    blocks: list[tuple[int, ...]] = field(default_factory=list)
     names: list[str | None] = field(default_factory=lambda: [None])  # code 0: no target
     code_of: dict[str, int] = field(default_factory=dict)
     #: what was left out, by reason
@@ -231,12 +245,14 @@ class Recording:
             self.code_of[target] = code
         return code
 
-    def add(self, t: float, target: str | None, lengths: tuple[int, int] | None = None) -> None:
+    def add(self, t: float, target: str | None, lengths: Lengths | None = None) -> None:
         self.codes.append(self.code(target))
         self.times.append(t)
         if lengths is not None:
             self.inputs.append(lengths[0])
             self.outputs.append(lengths[1])
+            if lengths[2] is not None:
+                self.blocks.append(lengths[2])
 
     def extend(self, times: np.ndarray, codes: np.ndarray) -> None:
         """Arrivals at ``times`` (seconds) with target ``codes`` (from `code`), in their order."""
@@ -565,6 +581,8 @@ class LogFields:
     #: the keys of each request's prompt and output lengths in tokens (None: not read)
     input_field: str | None = None
     output_field: str | None = None
+    #: the key of each request's prompt block ids (Mooncake's hash_ids; None: not read)
+    hash_ids_field: str | None = None
 
     @property
     def lengths_asked(self) -> bool:
@@ -635,7 +653,9 @@ def _shown(value: Any) -> str:
     return "a JSON object" if isinstance(value, dict) else "a JSON array"
 
 
-LogLine = tuple[str | None, float | None, str | None, tuple[int, int] | None]
+#: a request's input and output tokens (0: not read) and its prompt's block ids (None: not read)
+Lengths = tuple[int, int, tuple[int, ...] | None]
+LogLine = tuple[str | None, float | None, str | None, Lengths | None]
 
 
 def _log_line(text: str, fields: LogFields, unit: float) -> LogLine:
@@ -687,7 +707,18 @@ def _entry_fields(entry: Mapping[str, Any], fields: LogFields, unit: float) -> L
                     None,
                 )
             read.append(0 if tokens is None else int(tokens))
-        lengths = (read[0], read[1])
+        blocks = None
+        if fields.hash_ids_field is not None:
+            found = field_at(entry, fields.hash_ids_field)
+            if not isinstance(found, list) or not found or any(type(b) is not int or not 0 <= b <= MAX_BLOCK_ID for b in found):
+                return (
+                    f"with hash_ids that are not a list of block ids: {fields.hash_ids_field} {_shown(found)}",
+                    None,
+                    None,
+                    None,
+                )
+            blocks = tuple(found)
+        lengths = (read[0], read[1], blocks)
     return None, t, value, lengths
 
 
@@ -807,30 +838,45 @@ def write_replay(
 
 @dataclass(frozen=True)
 class TraceLengths:
-    """The distinct (input, output) token pairs of a recording's requests, and each row's pair."""
+    """The distinct requests of a recording (their (input, output) tokens and, when read, their
+    prompt block ids), and each row's request."""
 
-    pairs: np.ndarray  # distinct pairs x 2 (0: that length not read)
+    pairs: np.ndarray  # distinct requests x 2 (0: that length not read)
     samples: np.ndarray  # each row's index into `pairs`, in the replay's order
     step: int
+    #: each distinct request's block ids (empty: not read)
+    blocks: tuple[tuple[int, ...], ...] = ()
 
     @classmethod
-    def of(cls, inputs: np.ndarray, outputs: np.ndarray, step: int) -> TraceLengths:
-        """Each length rounded up to a multiple of ``step`` (at most MAX_LENGTH); InferloadError when
-        more than MAX_REQUESTS distinct pairs remain (each is a request to prepare before the run)."""
+    def of(cls, inputs: np.ndarray, outputs: np.ndarray, step: int, blocks: Sequence[tuple[int, ...]] = ()) -> TraceLengths:
+        """Each length rounded up to a multiple of ``step`` (at most MAX_LENGTH); with ``blocks`` (each
+        row's, in the same order) a request is its lengths and its blocks. InferloadError when more
+        than MAX_REQUESTS distinct requests remain (each is a request to prepare before the run)."""
         rounded = np.stack([inputs, outputs], axis=1).astype(np.int64)
         rounded = np.minimum(-(-rounded // step) * step, MAX_LENGTH)
-        pairs, samples = np.unique(rounded, axis=0, return_inverse=True)
+        if blocks:
+            index: dict[tuple[int, int, tuple[int, ...]], int] = {}
+            rows = [index.setdefault((i, o, b), len(index)) for (i, o), b in zip(rounded.tolist(), blocks, strict=True)]
+            keys = list(index)
+            pairs = np.array([[i, o] for i, o, _ in keys], dtype=np.int64).reshape(-1, 2)
+            samples = np.array(rows, dtype=np.int64)
+            distinct_blocks = tuple(b for _, _, b in keys)
+        else:
+            pairs, samples = np.unique(rounded, axis=0, return_inverse=True)
+            distinct_blocks = ()
         if len(pairs) > MAX_REQUESTS:
             raise InferloadError(
-                f"{len(pairs):,} distinct (input, output) lengths, more than the {MAX_REQUESTS:,} requests a run prepares;"
-                " round them with --length-step (e.g. 16 tokens)"
+                f"{len(pairs):,} distinct requests (lengths{', blocks' if blocks else ''}), more than the {MAX_REQUESTS:,}"
+                " requests a run prepares" + ("" if blocks else "; round them with --length-step (e.g. 16 tokens)")
             )
-        return cls(pairs, samples.reshape(-1).astype(np.int64), step)
+        return cls(pairs, samples.reshape(-1).astype(np.int64), step, distinct_blocks)
 
     def lines(self) -> Iterator[str]:
         """The lengths file's lines (`inferload.scenario.lengths`): one request a line, by sample."""
-        for input_tokens, output_tokens in self.pairs.tolist():
-            entry = {key: n for key, n in (("input_tokens", input_tokens), ("output_tokens", output_tokens)) if n}
+        for number, (input_tokens, output_tokens) in enumerate(self.pairs.tolist()):
+            entry: dict[str, Any] = {key: n for key, n in (("input_tokens", input_tokens), ("output_tokens", output_tokens)) if n}
+            if self.blocks:
+                entry["hash_ids"] = list(self.blocks[number])
             yield json.dumps(entry) + "\n"
 
     def summary(self, path: Path) -> dict[str, Any]:
@@ -842,13 +888,22 @@ class TraceLengths:
                 return None
             return {"mean": round(float(per_row.mean()), 2), "min": int(per_row.min()), "max": int(per_row.max())}
 
-        return {
+        summary: dict[str, Any] = {
             "file": path.name,
             "distinct": len(self.pairs),
             "step": self.step,
             "input_tokens": figures(0),
             "output_tokens": figures(1),
         }
+        if self.blocks:  # how much of the prompts the rows share: block mentions that name a block named before
+            named = [block for sample in self.samples.tolist() for block in self.blocks[sample]]
+            distinct = len(set(named))
+            summary["blocks"] = {
+                "distinct": distinct,
+                "named": len(named),
+                "reused_pct": round(100.0 * (1 - distinct / len(named)), 2),
+            }
+        return summary
 
 
 def lengths_path(out: Path) -> Path:
@@ -913,6 +968,11 @@ def describe(summary: RecordingSummary, out: Path) -> list[str]:
             if figures is not None
         ]
         lines.append(f"lengths: {', '.join(said)}; {summary.lengths['distinct']:,} distinct requests")
+        if (blocks := summary.lengths.get("blocks")) is not None:
+            lines.append(
+                f"blocks (hash_ids): {blocks['named']:,} named, {blocks['distinct']:,} distinct: {blocks['reused_pct']:g} % of"
+                " the prompts' blocks repeat one named before (a prefix cache's chance)"
+            )
         lines.append(f"wrote {out}, {summary_path(out)} and {lengths_path(out)} (generation.lengths.file)")
     else:
         lines.append(f"wrote {out} and {summary_path(out)}")
@@ -956,7 +1016,9 @@ def record_arrivals(
     if recording.inputs:
         inputs = np.frombuffer(recording.inputs, dtype=np.int32)[order]
         outputs = np.frombuffer(recording.outputs, dtype=np.int32)[order]
-        lengths = TraceLengths.of(inputs, outputs, length_step)
+        if recording.blocks:
+            blocks = [recording.blocks[i] for i in order.tolist()]
+        lengths = TraceLengths.of(inputs, outputs, length_step, blocks if recording.blocks else ())
         summary = replace(summary, lengths=lengths.summary(lengths_path(out)))
     out.parent.mkdir(parents=True, exist_ok=True)
     # the summary and the lengths are renamed into place first, the replay file last: once it is

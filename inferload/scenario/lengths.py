@@ -14,6 +14,12 @@ prompt holds the asked tokens, then every prompt is counted whole with the token
 counts are what the summary reports (a chat server's template adds its own tokens around the
 message: its ``usage.prompt_tokens`` is that many more). ``shared_prefix`` puts the prompts in
 groups that start with the same words (`SharedPrefix`).
+
+A lengths file's line may also give ``hash_ids`` (Mooncake's trace layout): the ids of the prompt's
+blocks of ``block_tokens`` tokens (Mooncake: 512), in order. Each id's block is the same words in
+every prompt that names it (a server that caches prefixes sees the same shared blocks the recorded
+requests had); the prompt is its blocks' words in order, cut to its ``input_tokens`` (the last block
+is the part of its block that fits: ``input_tokens`` must lie within its last block).
 """
 
 from __future__ import annotations
@@ -40,6 +46,12 @@ DEFAULT_REQUESTS = 1000
 MAX_REQUESTS = 100_000
 #: the most bytes of a lengths file
 MAX_LENGTHS_FILE_BYTES = 64 * 1024 * 1024
+#: the tokens of a Mooncake trace's block (its ``hash_ids`` name blocks of this many prompt tokens)
+MOONCAKE_BLOCK_TOKENS = 512
+#: the most distinct blocks (``hash_ids``) a lengths file may name (each is made once, before the run)
+MAX_BLOCKS = 200_000
+#: the largest block id
+MAX_BLOCK_ID = 2**63 - 1
 #: the synthetic prompts' words: short, common English words (one token each in most tokenizers)
 VOCABULARY: tuple[str, ...] = tuple(
     """time year people way day man thing woman life child world school state family student group
@@ -119,12 +131,14 @@ class LengthsSpec(FrozenModel):
     seed: Annotated[int, Field(ge=0, strict=True)] = 0
     #: the prompts in groups sharing a prefix (the drawn input tokens follow it)
     shared_prefix: SharedPrefix | None = None
+    #: the tokens of each block a lengths file's ``hash_ids`` name (Mooncake's: 512)
+    block_tokens: Length = MOONCAKE_BLOCK_TOKENS
 
     @field_validator("file")
     @classmethod
     def _lengths_file(cls, value: str | None, info: ValidationInfo) -> str | None:
         """Relative to the scenario file; read (every line checked) when its folder is known."""
-        return scenario_file(value, info, "a JSONL file of lengths", lambda path: unreadable_problem(path, read_length_pairs))
+        return scenario_file(value, info, "a JSONL file of lengths", lambda path: unreadable_problem(path, read_length_lines))
 
     @model_validator(mode="after")
     def _laws_or_a_file(self) -> LengthsSpec:
@@ -137,16 +151,46 @@ class LengthsSpec(FrozenModel):
             raise custom_error("a lengths file's lines are the requests: remove requests")
         if self.shared_prefix is not None and self.file is None and self.input_tokens is None:
             raise custom_error("shared_prefix starts the prompts that input_tokens makes: give input_tokens too")
+        if self.file is not None and Path(self.file).is_file():
+            blocked = [(n, line) for n, line in enumerate(read_length_lines(self.file), start=1) if line.hash_ids]
+            if blocked and self.shared_prefix is not None:
+                raise custom_error("the file's hash_ids give the prompts' shared blocks: remove shared_prefix")
+            for n, line in blocked:
+                if (problem := line.blocks_problem(self.block_tokens)) is not None:
+                    raise custom_error(f"{self.file}: request {n}: {problem}")
         return self
 
 
+@dataclass(frozen=True)
+class LengthLine:
+    """One line of a lengths file: its prompt and output tokens (None: not given) and its blocks'
+    ids (Mooncake's ``hash_ids``; None: not given)."""
+
+    input_tokens: int | None
+    output_tokens: int | None
+    hash_ids: tuple[int, ...] | None = None
+
+    def blocks_problem(self, block_tokens: int) -> str | None:
+        """Why the blocks cannot make the prompt (None: they can): its input tokens must lie in its last block."""
+        assert self.hash_ids is not None and self.input_tokens is not None
+        blocks = -(-self.input_tokens // block_tokens)
+        if blocks == len(self.hash_ids):
+            return None
+        return (
+            f"{len(self.hash_ids)} hash_ids for input_tokens {self.input_tokens}: blocks of {block_tokens} tokens"
+            f" (block_tokens) make {blocks}"
+        )
+
+
 @functools.cache
-def read_length_pairs(path: str) -> tuple[tuple[int | None, int | None], ...]:
-    """A lengths file's (input tokens, output tokens) per line; ValueError naming the file and the
-    line when a line is not a JSON object with ``input_tokens`` and/or ``output_tokens`` (integers
-    from 1 to MAX_LENGTH), or the file holds none or more than MAX_REQUESTS."""
+def read_length_lines(path: str) -> tuple[LengthLine, ...]:
+    """A lengths file's lines; ValueError naming the file and the line when a line is not a JSON
+    object with ``input_tokens`` and/or ``output_tokens`` (integers from 1 to MAX_LENGTH) and, with
+    ``input_tokens``, optionally ``hash_ids`` (a list of block ids from 0 to MAX_BLOCK_ID), or the file
+    holds none, more than MAX_REQUESTS lines or more than MAX_BLOCKS distinct blocks."""
     text = read_limited(Path(path), MAX_LENGTHS_FILE_BYTES)
-    pairs: list[tuple[int | None, int | None]] = []
+    lines: list[LengthLine] = []
+    blocks: set[int] = set()
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
@@ -164,12 +208,27 @@ def read_length_pairs(path: str) -> tuple[tuple[int | None, int | None], ...]:
             values.append(value)
         if values == [None, None]:
             raise ValueError(f"{path}: line {number}: expected input_tokens and/or output_tokens")
-        pairs.append((values[0], values[1]))
-        if len(pairs) > MAX_REQUESTS:
+        hash_ids = entry.get("hash_ids")
+        if hash_ids is not None:
+            if values[0] is None:
+                raise ValueError(f"{path}: line {number}: hash_ids name the prompt's blocks: give its input_tokens too")
+            if (
+                not isinstance(hash_ids, list)
+                or not hash_ids
+                or any(type(block) is not int or not 0 <= block <= MAX_BLOCK_ID for block in hash_ids)
+            ):
+                raise ValueError(
+                    f"{path}: line {number}: hash_ids: expected a list of block ids (whole numbers >= 0); got {str(hash_ids)[:80]}"
+                )
+            blocks.update(hash_ids)
+            if len(blocks) > MAX_BLOCKS:
+                raise ValueError(f"{path}: more than {MAX_BLOCKS:,} distinct hash_ids (each block is made before the run)")
+        lines.append(LengthLine(values[0], values[1], None if hash_ids is None else tuple(hash_ids)))
+        if len(lines) > MAX_REQUESTS:
             raise ValueError(f"{path}: more than {MAX_REQUESTS:,} lines of lengths")
-    if not pairs:
+    if not lines:
         raise ValueError(f"{path}: no lengths (expected a JSON object per line)")
-    return tuple(pairs)
+    return tuple(lines)
 
 
 @dataclass(frozen=True)
@@ -259,21 +318,57 @@ def drawn_requests(spec: LengthsSpec, tokenizer: str | None) -> tuple[DrawnReque
     """Every distinct request's lengths and prompt (deterministic: the laws drawn with ``seed``, or
     the file's lines in order); with ``tokenizer``, prompts are sized and counted with it."""
     if spec.file is not None:
-        pairs: Sequence[tuple[int | None, int | None]] = read_length_pairs(spec.file)
+        lines: Sequence[LengthLine] = read_length_lines(spec.file)
     else:
         rng = np.random.default_rng(spec.seed)
         count = spec.requests
         inputs = spec.input_tokens.draw(rng, count).tolist() if spec.input_tokens else [None] * count
         outputs = spec.output_tokens.draw(rng, count).tolist() if spec.output_tokens else [None] * count
-        pairs = list(zip(inputs, outputs, strict=True))
+        lines = [LengthLine(i, o) for i, o in zip(inputs, outputs, strict=True)]
     count_tokens = token_counter(tokenizer)
-    prompts = _sized_prompts([i for i, _ in pairs], count_tokens, follows_text=spec.shared_prefix is not None)
+    sized = [None if line.hash_ids else line.input_tokens for line in lines]
+    prompts = _sized_prompts(sized, count_tokens, follows_text=spec.shared_prefix is not None)
     if spec.shared_prefix is not None:
         prompts = _after_prefixes(prompts, spec.shared_prefix, count_tokens)
+    if any(line.hash_ids for line in lines):
+        prompts = _blocked_prompts(lines, prompts, spec.block_tokens, count_tokens)
     return tuple(
-        DrawnRequest(None, i, None, o) if prompt is None else DrawnRequest(prompt[0], i, prompt[1], o)
-        for prompt, (i, o) in zip(prompts, pairs, strict=True)
+        DrawnRequest(None, line.input_tokens, None, line.output_tokens)
+        if prompt is None
+        else DrawnRequest(prompt[0], line.input_tokens, prompt[1], line.output_tokens)
+        for prompt, line in zip(prompts, lines, strict=True)
     )
+
+
+#: the seeds of the blocks' words start here (the requests' own from 0, the shared prefixes' from PREFIX_SEEDS)
+BLOCK_SEEDS = 1 << 41
+
+
+def _blocked_prompts(
+    lines: Sequence[LengthLine],
+    prompts: list[tuple[str, int] | None],
+    block_tokens: int,
+    count_tokens: Callable[[list[str]], list[int]] | None,
+) -> list[tuple[str, int] | None]:
+    """The prompts of the lines with ``hash_ids``: each block's words made once (the same words
+    wherever its id is named), a prompt its blocks in order with the last one cut to the prompt's
+    input tokens, counted whole; the other lines' prompts as they are."""
+    ids = sorted({block for line in lines if line.hash_ids for block in line.hash_ids})
+    made = _sized_prompts([block_tokens] * len(ids), count_tokens, BLOCK_SEEDS, follows_text=True)
+    words = {block: entry[0].split(" ") for block, entry in zip(ids, made, strict=True) if entry is not None}
+    joined = list(prompts)
+    for index, line in enumerate(lines):
+        if not line.hash_ids or line.input_tokens is None:
+            continue
+        *full, last = line.hash_ids
+        kept = line.input_tokens - len(full) * block_tokens  # the last block's share, 1 .. block_tokens
+        text = " ".join([*(" ".join(words[block]) for block in full), " ".join(words[last][:kept])])
+        joined[index] = (text, line.input_tokens)
+    if count_tokens is not None:
+        blocked = {index: entry[0] for index, entry in enumerate(joined) if entry is not None and lines[index].hash_ids}
+        for (index, text), tokens in zip(blocked.items(), count_tokens(list(blocked.values())), strict=True):
+            joined[index] = (text, tokens)
+    return joined
 
 
 #: the seeds of the shared prefixes' words start here (the requests' own from 0)

@@ -103,6 +103,48 @@ def test_prompts_that_share_a_prefix_show_as_the_server_s_prefix_cache_hits(tmp_
     assert shared >= 50.0 and own <= 30.0, (shared, own)
 
 
+def test_a_trace_s_shared_blocks_show_as_the_server_s_prefix_cache_hits(tmp_path: Path, llama: str) -> None:
+    """Mooncake's `hash_ids` through `trace-to-replay --hash-ids-field`: 3,000 requests of two blocks
+    of 48 tokens, the first one of 4 shared blocks, against 3,000 whose blocks are all their own: the
+    share of the prompt tokens llama.cpp held in its cache is high for the first and low for the
+    second, as with `shared_prefix` above."""
+
+    def hit_pct(name: str, first_block: Any) -> float:
+        rows = [
+            {"timestamp": i, "input_length": 56, "output_length": 2, "hash_ids": [first_block(i), 10_000 + i]}
+            for i in range(3000)
+        ]
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+        fields = [
+            "--input-tokens-field",
+            "input_length",
+            "--output-tokens-field",
+            "output_length",
+            "--hash-ids-field",
+            "hash_ids",
+        ]
+        out = tmp_path / f"{name}.csv"
+        done = inferload("trace-to-replay", str(tmp_path / f"{name}.jsonl"), "--time-unit", "ms", *fields, "--out", str(out))
+        assert done.returncode == 0, done.stdout + done.stderr
+        lengths = {"file": str(tmp_path / f"{name}.lengths.jsonl"), "block_tokens": 48}
+        target = {
+            "name": "chat",
+            "kind": "openai-chat",
+            "address": llama,
+            "model": LLM_NAME,
+            "generation": {"lengths": lengths, "ignore_eos": True},
+            "metrics_url": f"{llama}/metrics",
+        }
+        done = run(tmp_path / name, target)
+        assert done.returncode == 0, done.stdout + done.stderr
+        side = json.loads((tmp_path / name / "out" / "summary.json").read_text())["targets"]["chat"]["server_side"]
+        return float(side["prefix_cache_hit_pct"])
+
+    shared = hit_pct("shared", lambda i: i % 4)
+    own = hit_pct("own", lambda i: 20_000 + i)
+    assert shared >= 50.0 and own <= 30.0, (shared, own)
+
+
 def test_a_data_set_of_chat_messages_and_sharegpt_conversations_is_sent_and_held_by_the_server(
     tmp_path: Path, llama: str
 ) -> None:

@@ -173,3 +173,60 @@ def test_with_a_tokenizer_a_shared_prefix_and_its_prompts_hold_their_tokens(tmp_
         {"input_tokens": {"law": "uniform", "min": 1, "max": 80}, "requests": 100, "shared_prefix": {"groups": 4, "tokens": 30}}
     )
     assert all(d.counted_input_tokens == (d.input_tokens or 0) + 30 for d in drawn_requests(spec, tokenizer))
+
+
+def test_a_trace_s_hash_ids_give_each_block_the_same_words_wherever_it_is_named(tmp_path: Path) -> None:
+    """Mooncake's layout: blocks of `block_tokens` tokens; two requests naming blocks 7 and 8 share
+    their first two blocks' words, then differ; the last block is cut to the prompt's length."""
+    lines = [
+        {"input_tokens": 10, "output_tokens": 3, "hash_ids": [7, 8, 9]},
+        {"input_tokens": 9, "output_tokens": 3, "hash_ids": [7, 8, 5]},
+        {"input_tokens": 4, "output_tokens": 2, "hash_ids": [8]},
+        {"input_tokens": 6},
+    ]
+    (tmp_path / "trace.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    made = target({"lengths": {"file": "trace.jsonl", "block_tokens": 4}}, {"base_dir": str(tmp_path)})
+    assert made.generation is not None and made.generation.lengths is not None
+    drawn = drawn_requests(made.generation.lengths, None)
+    words = [(d.prompt or "").split() for d in drawn]
+    assert [len(w) for w in words] == [10, 9, 4, 6] and [d.counted_input_tokens for d in drawn] == [10, 9, 4, 6]
+    assert words[0][:8] == words[1][:8] and words[0][8:] != words[1][8:9]  # blocks 7 and 8 shared, then 9 against 5
+    assert words[2] == words[0][4:8]  # block 8 alone: the same words as in the others
+    assert words[3] != words[0][:6]  # a line without hash_ids: its own words
+
+
+@pytest.mark.parametrize(
+    ("line", "says"),
+    [
+        (
+            {"input_tokens": 10, "hash_ids": [1, 2]},
+            "request 1: 2 hash_ids for input_tokens 10: blocks of 4 tokens (block_tokens) make 3",
+        ),
+        ({"output_tokens": 10, "hash_ids": [1]}, "line 1: hash_ids name the prompt's blocks: give its input_tokens too"),
+        ({"input_tokens": 3, "hash_ids": [-1]}, "line 1: hash_ids: expected a list of block ids (whole numbers >= 0)"),
+        ({"input_tokens": 3, "hash_ids": []}, "line 1: hash_ids: expected a list of block ids"),
+    ],
+)
+def test_hash_ids_that_cannot_make_the_prompt_are_named_with_their_line(tmp_path: Path, line: dict[str, Any], says: str) -> None:
+    (tmp_path / "trace.jsonl").write_text(json.dumps(line) + "\n")
+    with pytest.raises(ValidationError) as caught:
+        target({"lengths": {"file": "trace.jsonl", "block_tokens": 4}}, {"base_dir": str(tmp_path)})
+    assert says in str(caught.value), caught.value
+
+
+def test_with_a_tokenizer_blocked_prompts_hold_their_tokens_and_share_their_blocks(tmp_path: Path) -> None:
+    pytest.importorskip("inferload._native", reason="the engine counts tokens (make build)")
+    from inferload.local.models.llm import write_tokenizer
+
+    tokenizer = str(write_tokenizer(tmp_path / "tokenizer.json"))
+    lines = [{"input_tokens": 60, "hash_ids": [1, 2]}, {"input_tokens": 50, "hash_ids": [1, 3]}]
+    (tmp_path / "trace.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    made = target(
+        {"lengths": {"file": "trace.jsonl", "block_tokens": 32}, "tokenizer": str(tokenizer)}, {"base_dir": str(tmp_path)}
+    )
+    assert made.generation is not None and made.generation.lengths is not None
+    drawn = drawn_requests(made.generation.lengths, tokenizer)
+    first, second = ((d.prompt or "").split() for d in drawn)
+    shared = next(i for i, (a, b) in enumerate(zip(first, second, strict=False)) if a != b)
+    assert shared >= 28  # block 1's words (about 32 tokens) in both
+    assert all(abs((d.counted_input_tokens or 0) - (d.input_tokens or 0)) <= 3 for d in drawn), drawn

@@ -127,6 +127,35 @@ def test_a_traces_lengths_become_distinct_requests_each_row_naming_its_own(
     ]
 
 
+def test_a_mooncake_trace_s_hash_ids_go_with_each_request_and_the_summary_counts_their_reuse(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Mooncake's blocks: two requests with the same lengths but other blocks are two requests; the
+    lengths file carries each one's hash_ids, and the summary says how many block mentions repeat."""
+    trace = tmp_path / "mooncake.jsonl"
+    rows = [(0, 1000, 5, [1, 2]), (10, 1000, 5, [1, 3]), (20, 1000, 5, [1, 2]), (30, 600, 2, [4, 5])]
+    trace.write_text(
+        "".join(json.dumps({"timestamp": t, "input_length": i, "output_length": o, "hash_ids": h}) + "\n" for t, i, o, h in rows)
+    )
+    code, out, err = run(
+        capsys, str(trace), "--time-unit", "ms", *LENGTHS, "--hash-ids-field", "hash_ids", "--out", str(tmp_path / "r.csv")
+    )
+    assert code == 0, err
+    lines = [json.loads(line) for line in (tmp_path / "r.lengths.jsonl").read_text().splitlines()]
+    assert lines == [
+        {"input_tokens": 1000, "output_tokens": 5, "hash_ids": [1, 2]},
+        {"input_tokens": 1000, "output_tokens": 5, "hash_ids": [1, 3]},
+        {"input_tokens": 600, "output_tokens": 2, "hash_ids": [4, 5]},
+    ]
+    assert [row.sample for _, row in replay_rows(tmp_path / "r.csv")] == [0, 1, 0, 2]
+    blocks = json.loads((tmp_path / "r.summary.json").read_text())["lengths"]["blocks"]
+    assert blocks == {"distinct": 5, "named": 8, "reused_pct": 37.5}  # 1 twice again, 2 once again
+    assert "blocks (hash_ids): 8 named, 5 distinct: 37.5 % of the prompts' blocks repeat one named before" in out
+    trace.write_text(json.dumps({"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": "7"}) + "\n")
+    code, _, err = run(capsys, str(trace), *LENGTHS, "--hash-ids-field", "hash_ids", "--out", str(tmp_path / "bad.csv"))
+    assert code == 2 and "line 1: with hash_ids that are not a list of block ids: hash_ids '7'" in err, err
+
+
 def test_an_azure_llm_trace_is_read_as_csv_with_its_iso_times_and_token_columns(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -168,6 +197,11 @@ def test_only_an_output_length_read_and_a_bad_length_named(tmp_path: Path, capsy
     [
         (["--length-step", "4"], "--length-step rounds the lengths read: give --input-tokens-field or --output-tokens-field"),
         ([*LENGTHS, "--length-step", "0"], "--length-step: expected a whole number of tokens from 1 to 1,000,000; got 0"),
+        (["--hash-ids-field", "hash_ids"], "--hash-ids-field names the blocks of each prompt: give --input-tokens-field too"),
+        (
+            [*LENGTHS, "--hash-ids-field", "h", "--length-step", "16"],
+            "--length-step rounds the prompt lengths that --hash-ids-field",
+        ),
     ],
 )
 def test_bad_length_options_exit_2_with_one_line(
