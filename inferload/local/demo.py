@@ -394,6 +394,24 @@ def combine(
     )
 
 
+def write_results(out: Path, summary: RunSummary, phases: list[str]) -> Path | None:
+    """The demo's summary.json, its phases' windows.csv merged, and report.html (None: not written, said why)."""
+    write_summary(out, summary)
+    merge_windows(out, phases)
+    try:
+        return write_report(out)
+    except (InferloadError, OSError) as exc:
+        print(f"report.html not written: {exc}", file=sys.stderr)
+        return None
+
+
+def exit_code(summary: RunSummary, signal_number: int | None) -> int:
+    """128 + the signal that cut the demo short; else 1 when a request failed, 0 when none did."""
+    if signal_number is not None:
+        return 128 + signal_number
+    return 0 if sum(t.failures or 0 for t in summary.targets.values()) == 0 else 1
+
+
 def merge_windows(out: Path, names: list[str]) -> None:
     rows: list[dict[str, str]] = []
     fields: list[str] | None = None
@@ -477,13 +495,7 @@ def run_demo(settings: DemoSettings) -> int:
         bound = f"p99 <= {settings.capacity_p99_ms:g} ms"
         update["capacity"] = {c.server: DemoCapacity(**c.as_dict(settings.capacity_p99_ms)) for c in capacities}
     summary = summary.model_copy(update=update)
-    write_summary(out, summary)
-    merge_windows(out, list(summaries))
-    try:
-        report = write_report(out)
-    except (InferloadError, OSError) as exc:
-        report = None
-        print(f"report.html not written: {exc}", file=sys.stderr)
+    report = write_results(out, summary, list(summaries))
     print(
         f"\n{' vs '.join(server.label for server in compared)}, model '{settings.model}', same payload, {settings.users} users;"
     )
@@ -499,7 +511,4 @@ def run_demo(settings: DemoSettings) -> int:
         )
         for capacity in capacities:
             print("  " + capacity.line(bound))
-    if signal_number is not None:
-        return 128 + signal_number
-    failures = sum(t.failures or 0 for t in summary.targets.values())
-    return 0 if failures == 0 else 1
+    return exit_code(summary, signal_number)

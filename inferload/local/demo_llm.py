@@ -30,23 +30,22 @@ from typing import Any
 
 import yaml
 
-from inferload.errors import InferloadError
 from inferload.local.demo import (
     DEMO_CAPACITY_PRECISION_PCT,
     Capacity,
     Phase,
     capacity_pass,
     combine,
+    exit_code,
     measured_capacity,
-    merge_windows,
     run_phase,
+    write_results,
 )
 from inferload.local.models.llm import LLM_NAME, ensure_llm_model, tokenizer_path
 from inferload.local.servers.manager import LocalServers
 from inferload.local.servers.ports import ServerPorts
 from inferload.results.figures import figures, format_table
-from inferload.results.files import read_windows, write_summary
-from inferload.results.report import write_report
+from inferload.results.files import read_windows
 from inferload.results.schema import DemoCapacity, RunSummary
 from inferload.run.child_processes import ChildProcesses
 from inferload.scenario.loader import load_scenario
@@ -266,13 +265,7 @@ def run_llm_demo(settings: LlmDemoSettings) -> int:
     if capacities:
         update["capacity"] = {c.server: DemoCapacity(**c.as_dict(None, settings.bound)) for c in capacities}
     summary = summary.model_copy(update=update)
-    write_summary(out, summary)
-    merge_windows(out, list(summaries))
-    try:
-        report = write_report(out)
-    except (InferloadError, OSError) as exc:
-        report = None
-        print(f"report.html not written: {exc}", file=sys.stderr)
+    report = write_results(out, summary, list(summaries))
     print(
         f"\n{' vs '.join(server.label for server in compared)}: the built-in LLM, the same prompt, {settings.max_tokens} tokens"
         f" an answer, {settings.users} users;"
@@ -294,7 +287,4 @@ def run_llm_demo(settings: LlmDemoSettings) -> int:
         print(f"\nmax goodput rate, open loop, each server as started (±{DEMO_CAPACITY_PRECISION_PCT / 2:g} % sought):")
         for capacity in capacities:
             print("  " + capacity.line(settings.bound))
-    if signal_number is not None:
-        return 128 + signal_number
-    failures = sum(t.failures or 0 for t in summary.targets.values())
-    return 0 if failures == 0 else 1
+    return exit_code(summary, signal_number)

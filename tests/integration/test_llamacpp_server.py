@@ -45,6 +45,23 @@ def chat_figures(folder: Path, llama: str, generation: dict[str, Any]) -> tuple[
     return figures, done.stdout
 
 
+def prefix_cache_hit_pct(folder: Path, llama: str, lengths: dict[str, Any]) -> float:
+    """A chat target with ``lengths`` run against llama.cpp: the share of the prompt tokens asked that
+    llama.cpp's prompt cache held (its /metrics, over the steady state)."""
+    target = {
+        "name": "chat",
+        "kind": "openai-chat",
+        "address": llama,
+        "model": LLM_NAME,
+        "generation": {"lengths": lengths, "ignore_eos": True},
+        "metrics_url": f"{llama}/metrics",
+    }
+    done = run(folder, target)
+    assert done.returncode == 0, done.stdout + done.stderr
+    side = json.loads((folder / "out" / "summary.json").read_text())["targets"]["chat"]["server_side"]
+    return float(side["prefix_cache_hit_pct"])
+
+
 @pytest.fixture(scope="module")
 def llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """One llama.cpp server for the module: its URL."""
@@ -81,18 +98,7 @@ def test_prompts_that_share_a_prefix_show_as_the_server_s_prefix_cache_hits(tmp_
     template's few tokens are all they share: 2.5 % measured)."""
 
     def hit_pct(name: str, lengths: dict[str, Any]) -> float:
-        target = {
-            "name": "chat",
-            "kind": "openai-chat",
-            "address": llama,
-            "model": LLM_NAME,
-            "generation": {"lengths": lengths, "ignore_eos": True},
-            "metrics_url": f"{llama}/metrics",
-        }
-        done = run(tmp_path / name, target)
-        assert done.returncode == 0, done.stdout + done.stderr
-        side = json.loads((tmp_path / name / "out" / "summary.json").read_text())["targets"]["chat"]["server_side"]
-        return float(side["prefix_cache_hit_pct"])
+        return prefix_cache_hit_pct(tmp_path / name, llama, lengths)
 
     def fixed(tokens: int) -> dict[str, Any]:
         return {"law": "fixed", "tokens": tokens}
@@ -127,18 +133,7 @@ def test_a_trace_s_shared_blocks_show_as_the_server_s_prefix_cache_hits(tmp_path
         done = inferload("trace-to-replay", str(tmp_path / f"{name}.jsonl"), "--time-unit", "ms", *fields, "--out", str(out))
         assert done.returncode == 0, done.stdout + done.stderr
         lengths = {"file": str(tmp_path / f"{name}.lengths.jsonl"), "block_tokens": 48}
-        target = {
-            "name": "chat",
-            "kind": "openai-chat",
-            "address": llama,
-            "model": LLM_NAME,
-            "generation": {"lengths": lengths, "ignore_eos": True},
-            "metrics_url": f"{llama}/metrics",
-        }
-        done = run(tmp_path / name, target)
-        assert done.returncode == 0, done.stdout + done.stderr
-        side = json.loads((tmp_path / name / "out" / "summary.json").read_text())["targets"]["chat"]["server_side"]
-        return float(side["prefix_cache_hit_pct"])
+        return prefix_cache_hit_pct(tmp_path / name, llama, lengths)
 
     shared = hit_pct("shared", lambda i: i % 4)
     own = hit_pct("own", lambda i: 20_000 + i)

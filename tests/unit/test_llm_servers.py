@@ -37,7 +37,7 @@ def test_kserve_serves_the_llm_alone_from_a_venv_of_its_own(tmp_path: Path) -> N
     venv = kserve_local.KSERVE_LLM_VENV
     assert "kserve==0.14.1" in venv.requirements and venv.links == ("xllamacpp",)
     assert venv.key() != kserve_local.KSERVE_VENV.key()
-    command = kserve_local.llm_command(tmp_path, ServerPorts(), "127.0.0.1")
+    command = kserve_local.kserve_command(tmp_path, ServerPorts(), (LLM_NAME,), "127.0.0.1")
     assert command[1].endswith("kserve_llm_model.py") and command[command.index("--name") + 1] == LLM_NAME
     LocalServers(tmp_path, models=(LLM_NAME,))  # the LLM is a model the servers can be asked for
 

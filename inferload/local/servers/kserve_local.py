@@ -185,11 +185,15 @@ def models_argument(models: tuple[str, ...]) -> str:
 
 
 def kserve_command(venv: Path, ports: ServerPorts, models: tuple[str, ...], host: str = LOOPBACK) -> list[str]:
+    """The model server's command in ``venv``: the sample models (REST and gRPC), or the built-in LLM
+    behind KServe's OpenAI routes (REST)."""
+    if LLM_NAME in models:
+        script = [str(LLM_SCRIPT), "--name", LLM_NAME, "--gguf", str(ensure_llm_model()), "--parallel", str(LLM_PARALLEL)]
+    else:
+        script = [str(MODEL_SCRIPT), "--models", models_argument(models)]
     return [
         str(venv / "bin" / "python"),
-        str(MODEL_SCRIPT),
-        "--models",
-        models_argument(models),
+        *script,
         "--host",
         host,
         "--http_port",
@@ -210,41 +214,12 @@ def kserve_env(base: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def llm_command(venv: Path, ports: ServerPorts, host: str = LOOPBACK) -> list[str]:
-    """KServe serving the built-in LLM behind its OpenAI routes (REST only: ``ports.kserve_http``)."""
-    return [
-        str(venv / "bin" / "python"),
-        str(LLM_SCRIPT),
-        "--name",
-        LLM_NAME,
-        "--gguf",
-        str(ensure_llm_model()),
-        "--parallel",
-        str(LLM_PARALLEL),
-        "--host",
-        host,
-        "--http_port",
-        str(ports.kserve_http),
-        "--grpc_port",
-        str(ports.kserve_grpc),
-        "--workers",
-        "1",
-        "--enable_latency_logging",
-        "false",
-    ]
-
-
 def start_kserve(state_dir: Path, ports: ServerPorts, models: tuple[str, ...], host: str = LOOPBACK) -> ProcessRecord:
     """Start the KServe model server detached on ``host`` (its venv made first when missing): the
     sample models, or the built-in LLM alone (a KServe of its own version: `KSERVE_LLM_VENV`)."""
-    if LLM_NAME in models:
-        if len(models) > 1:
-            raise ServerError(
-                f"KServe serves the built-in LLM {LLM_NAME!r} alone (its own KServe version); asked for {list(models)}"
-            )
-        command = llm_command(ensure_venv(KSERVE_LLM_VENV), ports, host)
-    else:
-        command = kserve_command(ensure_venv(KSERVE_VENV), ports, models, host)
+    if LLM_NAME in models and len(models) > 1:
+        raise ServerError(f"KServe serves the built-in LLM {LLM_NAME!r} alone (its own KServe version); asked for {list(models)}")
+    command = kserve_command(ensure_venv(KSERVE_LLM_VENV if LLM_NAME in models else KSERVE_VENV), ports, models, host)
     work = state_dir / "kserve"
     work.mkdir(parents=True, exist_ok=True)
     return spawn(command, work / "kserve.log", kserve_env(), cwd=work)
