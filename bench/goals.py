@@ -202,6 +202,20 @@ def stream_rows(results: dict[str, Any]) -> list[GoalRow]:
     return rows
 
 
+def join_row(results: dict[str, Any]) -> GoalRow:
+    """Issue 35's join goal from item 13: the client − server TTFT residual's p99 at 10 % load on llama.cpp."""
+    join = results.get("llm_join") or {}
+    p99 = (join.get("residual_ms") or {}).get("p99")
+    limit = join.get("goal_p99_ms", 0.5)
+    return GoalRow(
+        "TTFT client − server residual p99 at 10 % load (llama.cpp, every request joined)",
+        _num(p99, ".3f", " ms"),
+        f"≤ {limit:g} ms",
+        None if p99 is None else p99 <= limit,
+        "at " + (f"{join['rate_rps']:g} req/s of {join['capacity_rps']:g}" if join else "(not run)"),
+    )
+
+
 def goal_rows(results: dict[str, Any]) -> list[GoalRow]:
     return [
         *fidelity_rows(results),
@@ -209,6 +223,7 @@ def goal_rows(results: dict[str, Any]) -> list[GoalRow]:
         *cost_rows(results),
         scale_row(results),
         *stream_rows(results),
+        join_row(results),
         GoalRow(
             "Nothing lost: every test on the engine, the fallback subset on the Python path",
             "–",

@@ -36,6 +36,7 @@ from bench import machine
 from bench.client import MeasureSpec
 from bench.fidelity_trace import traced_residual
 from bench.grpc_engine import scale_out, send_path
+from bench.llm_join import llm_join
 from bench.open_loop import open_loop_accuracy
 from bench.peers import FIDELITY_RPS, FULL, QUICK, TritonCount, peers
 from bench.profiles import profile_variant
@@ -346,7 +347,7 @@ def data_set_cost(bench: Bench, rounds: int) -> dict[str, Any]:
     }
 
 
-ITEMS = (1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12)
+ITEMS = (1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12, 13)
 
 # ---- main -------------------------------------------------------------------------------
 
@@ -359,8 +360,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", action="store_true", help="also record py-spy profiles of the gRPC and REST users")
     parser.add_argument(
         "--items",
-        default="10,11,12",
-        help="comma-separated items to run (default 10,11,12: issue 20's and issue 34's streams; 1-9 are issue 14's; 3 and 4 need 2)",
+        default="10,11,12,13",
+        help="comma-separated items to run (default 10,11,12,13: issue 20's, issue 34's streams, issue 35's join on llama.cpp;"
+        " 1-9 are issue 14's; 3 and 4 need 2)",
     )
     parser.add_argument(
         "--soak-result", type=Path, help="a soak.json of `make soak` (bench/soak.py): goal 4's figure in the goals table"
@@ -455,6 +457,7 @@ def main(argv: list[str] | None = None) -> int:
                 ),
             )
             item(12, "stream_fidelity", lambda: stream_fidelity(bench.work_dir, args.quick, log))
+            item(13, "llm_join", lambda: llm_join(bench.work_dir, log))
             item(1, "client_cpu", lambda: client_cpu(bench, args.rounds))
             item(2, "max_throughput", lambda: max_throughput(bench))
             grpc_max = ((results.get("max_throughput") or {}).get("variants") or {}).get("grpc-inferload", {}).get("rps", 0.0)
