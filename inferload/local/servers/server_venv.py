@@ -96,6 +96,11 @@ def ensure_venv(spec: VenvSpec, root: Path | None = None) -> Path:
             return venv
         shutil.rmtree(venv, ignore_errors=True)
         log = venv.parent / f"{venv.name}-install.log"
+        print(
+            f"inferload: making {spec.name}'s own venv in {venv} (first use: about a minute; log {log}) ...",
+            file=sys.stderr,
+            flush=True,
+        )
         log.write_text("")
         _run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", str(venv)], log)
         pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps"]
