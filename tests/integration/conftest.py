@@ -19,7 +19,7 @@ from inferload.local.servers.procs import processes_mentioning
 from tests.support.torchserve_handler import BARE_NUMBER_HANDLER, serving_handler
 
 #: fixtures whose servers run in virtual environments of their own, made on first use
-OWN_VENV_FIXTURES = {"kserve": "KSERVE_VENV", "bentoml_service": "BENTOML_VENV"}
+OWN_VENV_FIXTURES = {"kserve": "KSERVE_VENV", "bentoml_service": "BENTOML_VENV", "kserve_llm_venv": "KSERVE_LLM_VENV"}
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -35,7 +35,11 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     from inferload.local.servers import bentoml_local, kserve_local
     from inferload.local.servers.server_venv import ensure_venv
 
-    specs = {"KSERVE_VENV": kserve_local.KSERVE_VENV, "BENTOML_VENV": bentoml_local.BENTOML_VENV}
+    specs = {
+        "KSERVE_VENV": kserve_local.KSERVE_VENV,
+        "BENTOML_VENV": bentoml_local.BENTOML_VENV,
+        "KSERVE_LLM_VENV": kserve_local.KSERVE_LLM_VENV,
+    }
 
     def make_venvs() -> None:
         for name in sorted(needed):
@@ -43,6 +47,16 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
                 ensure_venv(specs[OWN_VENV_FIXTURES[name]])
 
     threading.Thread(target=make_venvs, name="own-venvs", daemon=True).start()
+
+
+@pytest.fixture(scope="session")
+def kserve_llm_venv() -> Path:
+    """KServe's venv for the built-in LLM (kserve 0.14.1), made once (in the background from the
+    collection on: `pytest_collection_modifyitems`)."""
+    from inferload.local.servers import kserve_local
+    from inferload.local.servers.server_venv import ensure_venv
+
+    return ensure_venv(kserve_local.KSERVE_LLM_VENV)
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ SERVERS = ("llamacpp", "triton", "kserve")
 
 
 @pytest.fixture(scope="module")
-def llm_demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Path]:
+def llm_demo(tmp_path_factory: pytest.TempPathFactory, kserve_llm_venv: Path) -> tuple[Any, Path]:
     out = tmp_path_factory.mktemp("llm-demo")
     done = inferload(
         "demo",
@@ -86,7 +86,7 @@ def post(url: str, body: dict[str, Any]) -> tuple[int, bytes]:
         return error.code, error.read()
 
 
-def test_triton_and_kserve_answer_what_llama_cpp_refuses_with_its_reason(tmp_path: Path) -> None:
+def test_triton_and_kserve_answer_what_llama_cpp_refuses_with_its_reason(tmp_path: Path, kserve_llm_venv: Path) -> None:
     ports = ServerPorts.free()
     servers = LocalServers(tmp_path / "servers", ports, models=(LLM_NAME,))
     try:
