@@ -50,7 +50,9 @@ def declared() -> dict[str, set[str]]:
 
 
 def third_party_imports(folders: list[Path]) -> dict[str, list[str]]:
-    """Top-level module -> the files importing it, for every absolute import outside the stdlib and the project."""
+    """Top-level module -> the files importing it, for every absolute import outside the stdlib and the
+    project (and the file beside it that a script run from its own folder imports: KServe's and
+    Triton's model files in inferload/local/servers)."""
     found: dict[str, list[str]] = {}
     for path in sorted(p for folder in folders for p in folder.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
@@ -62,7 +64,8 @@ def third_party_imports(folders: list[Path]) -> dict[str, list[str]]:
                 continue
             for name in names:
                 top = name.split(".")[0]
-                if top not in sys.stdlib_module_names and top not in {"inferload", "collectors", "__future__"}:
+                beside = (path.parent / f"{top}.py").is_file()  # a script's own module beside it (run from its folder)
+                if top not in sys.stdlib_module_names and top not in {"inferload", "collectors", "__future__"} and not beside:
                     found.setdefault(top, []).append(str(path.relative_to(REPO)))
     return found
 
