@@ -491,7 +491,7 @@ def run_demo(settings: DemoSettings) -> int:
     signal_number = children.signals[0] if children.signals else signalled
     summary = combine(out, settings.warmup_s, settings.model, settings.users, summaries, cold)
     update: dict[str, Any] = {"interrupted": True} if signal_number is not None else {}
-    bound = f"p99 <= {settings.capacity_p99_ms:g} ms"
+    bound = "" if settings.capacity_p99_ms is None else f"p99 <= {settings.capacity_p99_ms:g} ms"
     if capacities and settings.capacity_p99_ms is not None:
         update["capacity"] = {c.server: DemoCapacity(**c.as_dict(settings.capacity_p99_ms)) for c in capacities}
     summary = summary.model_copy(update=update)

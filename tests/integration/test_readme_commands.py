@@ -92,6 +92,8 @@ NOT_RUN: dict[str, str] = {
     "pip install 'inferload[servers]'": "installs from a registry; tests/integration/test_wheel.py installs the built wheel",
     "inferload demo": _DEMO,
     "inferload demo [--servers LIST]": _DEMO + "; test_kserve_server.py and test_bentoml_service.py run the other servers",
+    "inferload demo --llm": "three real servers and a capacity search each (minutes); tests/integration/test_llm_demo.py"
+    " runs it short on all three",
     "inferload sweep SCENARIO (--users LEVELS \\| --rate LEVELS \\| --find-max-rps)": _PLACEHOLDER
     + "; tests/integration/test_sweep.py runs sweeps and a capacity search, test_capacity.py the search and the"
     " ramp-and-hold mode against the reference server",
