@@ -139,10 +139,6 @@ class LlmDemoSettings:
     servers: tuple[str, ...] = DEFAULT_LLM_SERVERS
 
     @property
-    def model(self) -> str:
-        return LLM_NAME
-
-    @property
     def bound(self) -> str:
         """The capacity's bound in words."""
         return f"goodput >= {self.goodput_pct:g} % (TTFT <= {self.ttft_ms:g} ms, TPOT <= {self.tpot_ms:g} ms)"
