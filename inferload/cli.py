@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from inferload.errors import EXIT_USAGE, InferloadError, ScenarioError, StoppedBeforeStart, UsageError
+from inferload.launch.child_processes import ChildProcesses, locust_command
 from inferload.run import cli_values, early_signals
-from inferload.run.child_processes import ChildProcesses, locust_command
 from inferload.scenario.limits import DEMO_CAPACITY_RUNS, MAX_REMOTE_WORKERS, MAX_USERS, max_local_workers
 
 #: `inferload run --worker-wait`: how long a headless master waits for all its workers to join
@@ -588,7 +588,7 @@ def run_once(args: argparse.Namespace, scenario: Any) -> int:
 
     from datetime import datetime, timezone
 
-    from inferload.run.distributed import DistributedRun, run_distributed
+    from inferload.launch.distributed import DistributedRun, run_distributed
 
     run_id = args.run_id or f"{scenario.name}-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
     return run_distributed(  # RunKeyError (exit 2): workers on other machines and no key to give them
@@ -612,7 +612,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     """Download the master's locustfile, run it only when it is signed with this machine's run key."""
     import tempfile
 
-    from inferload.run.distributed import fetch_verified_locustfile, worker_command
+    from inferload.launch.distributed import fetch_verified_locustfile, worker_command
     from inferload.run.run_key import require_run_key
 
     key = require_run_key("inferload worker")  # RunKeyError: exit 2

@@ -88,7 +88,7 @@ class ModelMismatchError(UsageError):
 class StartCheckError(UsageError):
     """The start checks found problems (``.problems``: one line each); no load was sent.
 
-    Raised by ``inferload.run.start_checks.fit_to_models`` (servers and models) and
+    Raised by ``inferload.startchecks.fit.fit_to_models`` (servers and models) and
     ``inferload.run.results_dir.check_results_dir`` (run id, results folder); a locustfile exits 2 on it.
     """
 

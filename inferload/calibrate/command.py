@@ -53,6 +53,7 @@ from inferload.calibrate.runner import (
     true_latencies_ns,
 )
 from inferload.errors import UsageError
+from inferload.launch.child_processes import ChildProcesses
 from inferload.local.reference_server import ReferenceServerProcess, reference_config_from_dict
 from inferload.results.calibration import (
     Bounds,
@@ -65,7 +66,6 @@ from inferload.results.calibration import (
     default_calibration_path,
     latest_calibration_place,
 )
-from inferload.run.child_processes import ChildProcesses
 from inferload.run.results_dir import unwritable_problem
 
 

@@ -29,9 +29,9 @@ import psutil
 import yaml
 
 from inferload.errors import InferloadError
+from inferload.launch.child_processes import ChildProcesses
 from inferload.local.reference_server import ReferenceServerProcess
 from inferload.results.calibration import CALIBRATION_ENV, NO_CALIBRATION, Bounds, CaseResult, PercentileError, StreamCaseResult
-from inferload.run.child_processes import ChildProcesses
 
 # The loopback floor: what one request costs on this machine outside the server's own time.
 #

@@ -24,7 +24,7 @@ from types import TracebackType
 from typing import Any
 
 from inferload.errors import ServerError
-from inferload.run.distributed import free_port
+from inferload.launch.distributed import free_port
 
 LOOPBACK = "127.0.0.1"
 INSTALL_HINT = "install it with `sudo apt-get install influxdb` (or `bash scripts/install-system-deps.sh test`)"

@@ -43,7 +43,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from inferload.errors import ConfigFileError, Problem, ServerError
-from inferload.run import die_with_parent
+from inferload.launch import die_with_parent
 from inferload.scenario.fields import DType
 from inferload.scenario.messages import describe_value, format_key_path
 

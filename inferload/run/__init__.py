@@ -1,1 +1,1 @@
-"""A run inside Locust: the plugin that wires the parts, options, start checks, signals, distributed mode."""
+"""A run inside Locust: the plugin that wires the parts, options, signals, the workers of a distributed run."""

@@ -10,7 +10,7 @@ any other command (demo too, whose servers start first) gets Python's own back o
 are read, and stops with 128 + the signal if one came meanwhile. The handlers installed later take what was
 held (`take`) and act on it: the CLI stops before it starts anything (`StoppedBeforeStart`: 128 +
 the signal's number), Locust's `RunStopper` as a signal at that moment would (the run not started:
-no results, exit 130/143). The CLI starts Locust through `inferload.run.locust_entry`, which holds
+no results, exit 130/143). The CLI starts Locust through `inferload.launch.locust_entry`, which holds
 them from its first line, before Locust's own imports (half a second). Left unheld: the
 interpreter's start and the few imports before the hold (tens of milliseconds).
 

@@ -10,7 +10,7 @@ the locustfiles written with it).
 Two locustfiles use it: `locustfiles/inferload_locustfile.py` (the scenario named by
 `--scenario`) and the self-contained locustfile `inferload run --workers` generates (the scenario
 and its payload files embedded, so workers started with `inferload worker` need nothing else:
-see `inferload.run.embedded_locustfile`). Errors in the scenario or a failed start check (a
+see `inferload.launch.embedded_locustfile`). Errors in the scenario or a failed start check (a
 server that cannot be reached, a model it does not serve, tensors that do not match, a results
 folder that cannot be written) end the process with exit code 2 and one line per problem: this is
 the edge, where exiting is right. With a run key in the environment (`INFERLOAD_RUN_KEY`, every

@@ -24,7 +24,7 @@ cut short is 128 + the signal's number (130 for SIGINT, 143 for SIGTERM), in pla
 the SLO's; a signal that arrives while nothing runs (web UI idle) leaves Locust's exit code.
 
 SIGHUP is what a process the `inferload` command started gets when the command dies (SIGKILL: see
-`inferload.run.die_with_parent`): it stops the run as SIGTERM does (exit code 129), and every later
+`inferload.launch.die_with_parent`): it stops the run as SIGTERM does (exit code 129), and every later
 SIGHUP is ignored, since the kernel sends one per thread the dying command had. It is never a second
 signal: the results are written.
 """
@@ -49,7 +49,7 @@ from inferload.run import early_signals
 logger = logging.getLogger(__name__)
 
 STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM)
-#: the signal of the parent's death (`inferload.run.child_processes.PARENT_DEATH_SIGNAL`): stops once, repeats ignored
+#: the signal of the parent's death (`inferload.launch.child_processes.PARENT_DEATH_SIGNAL`): stops once, repeats ignored
 PARENT_DEATH = signal.SIGHUP
 #: how long a stopping master waits for its workers' last reports
 WORKER_QUIT_WAIT_S = 10.0

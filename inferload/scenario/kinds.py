@@ -180,7 +180,7 @@ class ServerRecord:
     such role (its targets read no counters, it has no local launcher)."""
 
     server: Server
-    #: (the target's user class, ``run.start_checks.StartContext``) -> ``StartFindings``: fits the
+    #: (the target's user class, ``startchecks.fit.StartContext``) -> ``StartFindings``: fits the
     #: class to the model; with ``context.check``, checks that the server serves it as the target sends
     start_check: str
     #: (Target) -> its metrics page, None when none is given and none derives from its address
@@ -201,7 +201,7 @@ SERVER_RECORDS: dict[Server, ServerRecord] = {
     for record in (
         ServerRecord(
             "triton",
-            start_check="inferload.run.triton_check:start_check",
+            start_check="inferload.startchecks.triton:start_check",
             metrics_page="inferload.servermetrics.triton:metrics_page",
             counters="inferload.servermetrics.triton:open_counters",
             source_config="inferload.observe.collector:TritonSourceConfig.for_target",
@@ -209,7 +209,7 @@ SERVER_RECORDS: dict[Server, ServerRecord] = {
         ),
         ServerRecord(
             "torchserve",
-            start_check="inferload.run.torchserve_check:start_check",
+            start_check="inferload.startchecks.torchserve:start_check",
             metrics_page="inferload.servermetrics.torchserve:metrics_page",
             counters="inferload.servermetrics.torchserve:open_counters",
             source_config="inferload.observe.collector:TorchServeSourceConfig.for_target",
@@ -217,7 +217,7 @@ SERVER_RECORDS: dict[Server, ServerRecord] = {
         ),
         ServerRecord(
             "kserve",
-            start_check="inferload.run.kserve_check:start_check",
+            start_check="inferload.startchecks.kserve:start_check",
             metrics_page="inferload.servermetrics.kserve:metrics_page",
             counters="inferload.servermetrics.kserve:open_counters",
             source_config="inferload.observe.collector:KServeSourceConfig.for_target",
@@ -225,7 +225,7 @@ SERVER_RECORDS: dict[Server, ServerRecord] = {
         ),
         ServerRecord(
             "bentoml",
-            start_check="inferload.run.bentoml_check:start_check",
+            start_check="inferload.startchecks.bentoml:start_check",
             metrics_page="inferload.servermetrics.bentoml:metrics_page",
             counters="inferload.servermetrics.bentoml:open_counters",
             source_config="inferload.observe.collector:BentoMLSourceConfig.for_target",
@@ -235,7 +235,7 @@ SERVER_RECORDS: dict[Server, ServerRecord] = {
         # locally: llama.cpp's server with the built-in LLM
         ServerRecord(
             "openai",
-            start_check="inferload.run.openai_check:start_check",
+            start_check="inferload.startchecks.openai:start_check",
             metrics_page="inferload.servermetrics.openai:metrics_page",
             counters="inferload.servermetrics.openai:open_counters",
             source_config="inferload.observe.collector:OpenAISourceConfig.for_target",

@@ -65,7 +65,7 @@ from inferload.scenario.tls import TlsSettings, check_tls, tls_from_scheme, tls_
 # (START on the first, END on the last), ``concurrent`` the number of sequences each user keeps open
 # at once, its calls taking them in turn (interleaved). The start checks read the model's config: a
 # sequence model without the key is driven with these defaults (and the run says so); the key on a
-# model that is not a sequence model is a start error (``inferload.run.triton_check``).
+# model that is not a sequence model is a start error (``inferload.startchecks.triton``).
 #
 # A TorchServe model with ``sequenceBatching`` (its model-config.yaml) keeps state per sequence id,
 # the request header ``ts_request_sequence_id``; a request without one opens a sequence of its own.

@@ -23,9 +23,9 @@ import psutil
 import yaml
 
 from inferload.errors import UsageError
+from inferload.launch.child_processes import ChildProcesses, locust_command
 from inferload.measure.windows import StabilityRule, WindowFigures, first_stable_run
 from inferload.results.files import SUMMARY_NAME, WINDOWS_NAME, read_summary, read_windows
-from inferload.run.child_processes import ChildProcesses, locust_command
 from inferload.scenario.input_files import read_limited
 from inferload.scenario.limits import MAX_SMALL_FILE_BYTES
 

@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from inferload.errors import InferloadError, UsageError
+from inferload.launch.child_processes import StopSignals
 from inferload.paths import write_atomically
-from inferload.run.child_processes import StopSignals
 from inferload.run.server_changes import ServerJournal, same_host
 from inferload.tune.capacity import CapacitySearch
 from inferload.tune.server_config import Candidate, ChangesRefused, SearchSpace

@@ -129,7 +129,7 @@ def add_tune_parser(sub: argparse._SubParsersAction, help_text: str) -> None:
     tune.add_argument("--torchserve-delays-ms", default="5,20", help="batch delays to try (default 5,20)")
     tune.add_argument("--torchserve-workers", default="2", help="worker counts to try after batching (default 2)")
     add_search_arguments(tune)
-    tune.set_defaults(users=None, rate=None, find_max_rps=True, resume=False, target=None, plateau_steps=2)
+    tune.set_defaults(users=None, rate=None, find_max_rps=True, find_max_users=False, resume=False, target=None, plateau_steps=2)
 
 
 def pick(scenario: Scenario, server: str) -> Target | None:

@@ -5,7 +5,7 @@ a traced run puts on each request.
 Decoupled models: a decoupled model (``model_transaction_policy { decoupled: true }`` in its config) answers one
 request with zero or more responses, and only over the gRPC stream: Triton refuses it on the
 unary `ModelInfer` and over HTTP. Every `triton-grpc` target's user class is a `TritonStreamUser`;
-the start check (`inferload.run.start_checks`) sets `decoupled` from the model's config, and only
+the start check (`inferload.startchecks.fit`) sets `decoupled` from the model's config, and only
 then do its users stream. Otherwise every call is `TritonGrpcUser`'s unary one, unchanged.
 
 Streaming, each user opens one stream (at its first call, again after the stream broke or a

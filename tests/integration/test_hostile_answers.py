@@ -26,13 +26,13 @@ from typing import Any
 import pytest
 
 from inferload.errors import ModelMismatchError, ScrapeError, ServerError
-from inferload.run.bentoml_check import check_bentoml_target
-from inferload.run.kserve_check import read_v2_metadata_http
-from inferload.run.torchserve_check import check_torchserve_target
-from inferload.run.triton_check import fetch_triton_model_info
 from inferload.scenario import limits
 from inferload.scenario.targets import Target
 from inferload.servermetrics.http_client import HttpClient
+from inferload.startchecks.bentoml import check_bentoml_target
+from inferload.startchecks.kserve import read_v2_metadata_http
+from inferload.startchecks.torchserve import check_torchserve_target
+from inferload.startchecks.triton import fetch_triton_model_info
 from tests.support.hostile_server import hostile_server
 from tests.support.scenario_factory import bare_target, write_scenario
 from tests.support.system_tools import REPO
@@ -293,8 +293,8 @@ GRPC_CHECK = """
 import sys, time
 import locust  # gevent patches ssl first, as in every inferload process
 from inferload.errors import ServerError
-from inferload.run.kserve_check import read_v2_metadata_grpc
-from inferload.run.triton_check import fetch_triton_model_info
+from inferload.startchecks.kserve import read_v2_metadata_grpc
+from inferload.startchecks.triton import fetch_triton_model_info
 from inferload.scenario.targets import Target
 kind, address = sys.argv[1:]
 target = Target.model_validate({"name": "t", "kind": kind, "address": address, "model": "m",

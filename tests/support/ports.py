@@ -1,11 +1,11 @@
 """A free TCP port on loopback, for a server a test starts (or for an address where nothing listens).
 
-The one implementation is the package's own (`inferload.run.distributed.free_port`, which picks a
+The one implementation is the package's own (`inferload.launch.distributed.free_port`, which picks a
 master port); the InfluxDB launcher uses it too.
 """
 
 from __future__ import annotations
 
-from inferload.run.distributed import free_port
+from inferload.launch.distributed import free_port
 
 __all__ = ["free_port"]

@@ -115,7 +115,7 @@ def test_bytes_inputs_travel_as_json_strings() -> None:
 
 
 def test_the_start_check_finds_the_api_and_its_parameters(tmp_path: Path) -> None:
-    from inferload.run.bentoml_check import openapi_problems, served_apis
+    from inferload.startchecks.bentoml import openapi_problems, served_apis
 
     document = json.loads((CAPTURES / "bentoml_docs.json").read_text())
     assert sorted(served_apis(document)) == ["cnn", "identity", "tiny"]

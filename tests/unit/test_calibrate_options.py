@@ -16,8 +16,8 @@ import pytest
 from inferload.calibrate.command import stream_counts_of, usage_problem
 from inferload.calibrate.runner import CalibrationStopped, run_watched
 from inferload.cli import build_parser
+from inferload.launch.child_processes import ChildProcesses
 from inferload.results.calibration import machine_user_key
-from inferload.run.child_processes import ChildProcesses
 from tests.support.cli import inferload
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]

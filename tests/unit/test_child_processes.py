@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from inferload.errors import StoppedBeforeStart
-from inferload.run import child_processes, early_signals
-from inferload.run.child_processes import ChildProcesses, exit_code
-from inferload.run.distributed import DistributedRun, master_command
+from inferload.launch import child_processes
+from inferload.launch.child_processes import ChildProcesses, exit_code
+from inferload.launch.distributed import DistributedRun, master_command
+from inferload.run import early_signals
 from tests.support.ports import free_port
 from tests.support.scenario_factory import scenario, tiny_target, write_scenario
 from tests.support.waiting import wait_until
@@ -108,7 +109,7 @@ def test_a_child_gets_sigterm_when_the_cli_dies(tmp_path):
     cli = subprocess.Popen(  # stands for the CLI: starts a sleeper, says its pid, then waits
         [
             *(sys.executable, "-c"),
-            "import sys, time; from inferload.run.child_processes import ChildProcesses\n"
+            "import sys, time; from inferload.launch.child_processes import ChildProcesses\n"
             "with ChildProcesses() as children:\n"
             "    child = children.start([sys.executable, '-c', 'import time; time.sleep(60)'], lead=True)\n"
             f"    open({str(pid_file)!r}, 'w').write(str(child.pid)); time.sleep(60)\n",
@@ -142,7 +143,7 @@ def test_a_cli_that_has_spoken_grpc_still_starts_every_child():
     # started without it. A process of its own, as the CLI is (no gevent there).
     cli = (
         "import grpc, sys\n"
-        "from inferload.run.child_processes import ChildProcesses\n"
+        "from inferload.launch.child_processes import ChildProcesses\n"
         f"channel = grpc.insecure_channel('127.0.0.1:{free_port()}')\n"
         "try:\n"
         "    grpc.channel_ready_future(channel).result(timeout=0.3)\n"
@@ -192,8 +193,8 @@ def test_the_cli_starts_its_children_unpatched_by_gevent():
     # and a CLI that read models' metadata over gRPC then saw its child abort before exec)
     code = (
         "import json, subprocess, sys\n"
-        "import inferload.cli, inferload.run.distributed, inferload.run.embedded_locustfile\n"
-        "import inferload.run.triton_check, inferload.users.tls, inferload.users.sequence\n"
+        "import inferload.cli, inferload.launch.distributed, inferload.launch.embedded_locustfile\n"
+        "import inferload.startchecks.triton, inferload.users.tls, inferload.users.sequence\n"
         "import inferload.tune.sweep, inferload.tune.tune, inferload.local.demo\n"
         "print(json.dumps(['locust' in sys.modules, 'gevent.monkey' in sys.modules, subprocess.Popen.__module__]))\n"
     )

@@ -18,9 +18,9 @@ from tritonclient.grpc import service_pb2
 from tritonclient.utils import InferenceServerException
 
 from inferload.errors import BadOutputShape, RequestError, RequestTimeout
-from inferload.run.start_checks import ModelInfos, StartContext
-from inferload.run.triton_check import check_target_against_triton, model_fit, start_check, triton_model_decoupled
 from inferload.scenario.targets import Target
+from inferload.startchecks.fit import ModelInfos, StartContext
+from inferload.startchecks.triton import check_target_against_triton, model_fit, start_check, triton_model_decoupled
 from inferload.users import user_class_for
 from inferload.users.base import ModelFit
 from inferload.users.triton import (

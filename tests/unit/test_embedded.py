@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from inferload.run.embedded_locustfile import embedded_locustfile, load_embedded
+from inferload.launch.embedded_locustfile import embedded_locustfile, load_embedded
 from inferload.scenario.loader import load_scenario
 from tests.support.scenario_factory import tiny_target, write_scenario
 
@@ -47,7 +47,7 @@ def test_the_unpacked_payloads_go_when_the_worker_process_ends(tmp_path):
         compile(embedded_locustfile(scenario, {}).replace("install(globals()", "_ = (globals()"), "locustfile", "exec"), namespace
     )
     program = (
-        "import sys; from inferload.run.embedded_locustfile import load_embedded; "
+        "import sys; from inferload.launch.embedded_locustfile import load_embedded; "
         "scenario = load_embedded(sys.argv[1], sys.argv[2]); print(scenario.base_dir); "
         "assert (scenario.base_dir / scenario.targets[0].inputs[0].data.path).is_file()"
     )

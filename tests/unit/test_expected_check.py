@@ -178,7 +178,7 @@ def test_grpc_outputs_are_decoded_by_datatype() -> None:
 
 
 def test_the_start_check_names_expected_outputs_the_model_does_not_have(tmp_path: Path) -> None:
-    from inferload.run.triton_check import check_target_against_triton
+    from inferload.startchecks.triton import check_target_against_triton
 
     loaded = load_scenario(write(tmp_path, target(expected="out.npz"))).targets[0]
     metadata = {

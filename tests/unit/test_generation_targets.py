@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from inferload.run.openai_check import served_models
 from inferload.scenario.generation import DEFAULT_PROMPT, GenerationSpec
 from inferload.scenario.inputs import InputSpec
 from inferload.scenario.targets import Target
+from inferload.startchecks.openai import served_models
 from inferload.users.generation import OPENAI_REASON, TritonGenerateUser, prompt_of, request_body
 from inferload.users.request_pool import RequestData
 

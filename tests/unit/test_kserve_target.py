@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 from inferload.errors import BadOutputShape, ScrapeError
-from inferload.run.kserve_check import check_target_against_v2, v2_model_batches, v2_output_shapes
 from inferload.scenario.loader import load_scenario
 from inferload.scenario.schema import Scenario
 from inferload.servermetrics.figures import server_figures
 from inferload.servermetrics.kserve import kserve_metrics_url, parse_kserve_metrics
+from inferload.startchecks.kserve import check_target_against_v2, v2_model_batches, v2_output_shapes
 from inferload.users.kserve import (
     response_size,
     v1_predict_path,

@@ -13,8 +13,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from inferload.errors import ModelMismatchError
-from inferload.run.kserve_check import read_v1_model
 from inferload.scenario.targets import Target
+from inferload.startchecks.kserve import read_v1_model
 from tests.support.scenario_factory import bare_target
 
 

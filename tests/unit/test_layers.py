@@ -28,7 +28,9 @@ LAYERS: list[set[str]] = [
     {"results"},
     {"observe"},
     {"webui"},  # the web UI's Inference tab: imported by run/plugin.py only (test below)
+    {"startchecks"},  # each target fitted to what its server serves, before any load
     {"run"},
+    {"launch"},  # the command's processes: Locust as a child, the workers' locustfile
     {"tune"},
     {"local"},
     {"calibrate"},  # `inferload calibrate`: runs `inferload run` against the reference server (local/)

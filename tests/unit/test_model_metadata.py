@@ -3,7 +3,7 @@ Triton's and KServe's real forms (HTTP JSON, gRPC's JSON with int64 as strings) 
 
 from __future__ import annotations
 
-from inferload.run.model_metadata import metadata_problem, triton_config_problem
+from inferload.startchecks.model_metadata import metadata_problem, triton_config_problem
 from tests.unit.test_triton_check import cnn_config, cnn_metadata
 
 GRPC_CONFIG = {  # tritonclient.grpc's get_model_config(as_json=True)["config"]: int64 dims as strings

@@ -1,4 +1,4 @@
-"""Sequence models found at start from the model config (inferload.run.triton_check), and the
+"""Sequence models found at start from the model config (inferload.startchecks.triton), and the
 start check's and the users' view of them.
 
 The configs are what the real Triton 2.51 answered for the vendored ``sequence_py`` model
@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 
-from inferload.run.triton_check import (
+from inferload.scenario.loader import scenario_from_dict
+from inferload.scenario.targets import DEFAULT_SEQUENCE_LENGTH, Target
+from inferload.startchecks.triton import (
     check_target_against_triton,
     default_sequence_note,
     model_fit,
@@ -22,8 +24,6 @@ from inferload.run.triton_check import (
     triton_sequence_batching,
     triton_string_correlation_ids,
 )
-from inferload.scenario.loader import scenario_from_dict
-from inferload.scenario.targets import DEFAULT_SEQUENCE_LENGTH, Target
 from inferload.users import user_class_for
 from inferload.users.sequence import SequenceSettings
 
@@ -130,7 +130,7 @@ def test_the_run_says_when_it_uses_the_default_sequence_settings() -> None:
 @pytest.mark.parametrize("kind", ["triton-grpc", "triton-http"])
 def test_a_sequence_models_fit_has_its_sequence_settings(kind: str, tmp_path: Any, caplog: pytest.LogCaptureFixture) -> None:
     assert user_class_for(target(kind), tmp_path).fit.sequence_settings is None  # nothing read yet
-    with caplog.at_level(logging.INFO, logger="inferload.run.triton_check"):
+    with caplog.at_level(logging.INFO, logger="inferload.startchecks.triton"):
         fit = model_fit(target(kind), (METADATA, GRPC_CONFIG))
     assert fit.sequence_settings == SequenceSettings(DEFAULT_SEQUENCE_LENGTH, 1)
     assert "is a sequence model" in caplog.text

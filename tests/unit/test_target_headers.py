@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from inferload.run.embedded_locustfile import embedded_locustfile
+from inferload.launch.embedded_locustfile import embedded_locustfile
 from inferload.scenario.headers import HeadersError, read_inference_key, request_headers
 from inferload.scenario.loader import load_scenario, scenario_to_dict
 from tests.support.scenario_factory import bare_target, load_problems, steady_one_user

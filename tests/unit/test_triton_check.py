@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 
 from inferload.errors import ServerError
-from inferload.run.triton_check import (
+from inferload.scenario.targets import Target
+from inferload.startchecks.triton import (
     check_target_against_triton,
     fetch_triton_model_info,
     triton_model_batches,
 )
-from inferload.scenario.targets import Target
 
 
 def cnn_metadata() -> dict[str, Any]:

@@ -144,7 +144,7 @@ class TritonSource(ServerSource):
         if self.statistics is None:
             return metrics
         reading = self.statistics.read(self.model, None, now)
-        return dataclasses.replace(reading, pending=metrics.pending)
+        return dataclasses.replace(reading, pending=metrics.pending, running=metrics.running, kv_cache_used=metrics.kv_cache_used)
 
     def close(self) -> None:
         if self.statistics is not None:

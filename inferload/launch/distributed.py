@@ -1,7 +1,7 @@
 """`inferload run --workers N`: Locust's own master/worker mode, started for you.
 
 The master gets a self-contained locustfile (scenario and payload files embedded, see
-`inferload.run.embedded_locustfile`) written into the results folder and signed with the run key;
+`inferload.launch.embedded_locustfile`) written into the results folder and signed with the run key;
 local workers run that file, workers on other machines run `inferload worker --master-host HOST`,
 which downloads it from the master and runs it only when its signature checks out. Workers merge
 into the master's results through Locust's reports (exact histograms), signed with the run key:
@@ -32,8 +32,8 @@ import msgpack
 import zmq
 
 from inferload.errors import InferloadError
-from inferload.run.child_processes import LOCUST_ENTRY, ChildProcesses
-from inferload.run.embedded_locustfile import write_embedded_locustfile
+from inferload.launch.child_processes import LOCUST_ENTRY, ChildProcesses
+from inferload.launch.embedded_locustfile import write_embedded_locustfile
 from inferload.run.run_key import RUN_KEY_ENV, LocustfileNotTrusted, run_key_for_distributed_run, verify_locustfile
 from inferload.run.secure_port import client_options, derive_keys
 from inferload.scenario.schema import Scenario

@@ -25,12 +25,12 @@ from urllib.parse import quote
 import requests
 
 from inferload.errors import ModelMismatchError, ServerError
-from inferload.run.start_checks import StartContext, StartFindings
 from inferload.scenario import limits
 from inferload.scenario.headers import HeadersError, read_management_key, request_headers
 from inferload.scenario.targets import Target, static_sequence_id_note
 from inferload.scenario.tls import describe_tls, requests_tls, tls_hint
 from inferload.servermetrics.http_client import AnswerTooLarge, AnswerTooSlow, BoundedSession, connection_problem, not_http_answer
+from inferload.startchecks.fit import StartContext, StartFindings
 
 DEFAULT_TIMEOUT_S = 5.0
 #: TorchServe's answer (the JSON "type" of a 404) when it does not serve the model or version asked for

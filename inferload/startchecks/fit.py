@@ -1,15 +1,15 @@
 """Fit each target's user class to the model its server serves, and check at start that every
 target's server can be reached and serves its model as the scenario sends it: each server's
 `start_check` (named by its `inferload.scenario.kinds.ServerRecord`, beside the server's own
-checks in ``run/<server>_check.py``) returns `StartFindings`.
+checks in ``startchecks/<server>.py``) returns `StartFindings`.
 
 A Triton model's metadata and config come shipped with the locustfile (distributed runs: the master
 read them once, `ModelInfos`) or are read from the server now. With the start checks (`fit_to_models(...,
 check=True)`, the default; `--skip-start-checks` turns them off) every problem, one line per
 target, ends in one `StartCheckError` before any load: a server that cannot be reached or does not
 answer over the target's protocol, a model or version it does not serve (with the models it
-serves), tensors that do not match (`triton_check`). TorchServe targets are checked by
-`torchserve_check`. Without the checks (a distributed run's workers, `--skip-start-checks`), a
+serves), tensors that do not match (`startchecks.triton`). TorchServe targets are checked by
+`startchecks.torchserve`. Without the checks (a distributed run's workers, `--skip-start-checks`), a
 Triton model that cannot be read is only a warning: the run goes on and counts its failures.
 """
 
@@ -38,7 +38,7 @@ ModelInfo = tuple[dict[str, Any], dict[str, Any]]  # Triton model metadata and c
 
 class ModelInfos:
     """Triton targets' (metadata, config) by target name: the shipped ones, then those read once with
-    ``fetch`` (`triton_check.fetch_triton_model_info`)."""
+    ``fetch`` (`startchecks.triton.fetch_triton_model_info`)."""
 
     def __init__(
         self,

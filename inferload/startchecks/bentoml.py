@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any
 import requests
 
 from inferload.errors import ModelMismatchError, ServerError
-from inferload.run.model_metadata import api_operation_problem
-from inferload.run.start_checks import StartContext, StartFindings
 from inferload.scenario import limits
 from inferload.scenario.headers import HeadersError, request_headers
 from inferload.scenario.targets import Target
 from inferload.scenario.tls import requests_tls, tls_hint
 from inferload.servermetrics.http_client import AnswerTooLarge, AnswerTooSlow, BoundedSession, connection_problem
+from inferload.startchecks.fit import StartContext, StartFindings
+from inferload.startchecks.model_metadata import api_operation_problem
 
 DEFAULT_TIMEOUT_S = 5.0
 #: the media type each content_type of a bentoml-http target needs the API to take

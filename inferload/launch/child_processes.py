@@ -5,7 +5,7 @@ process group) reaches only the CLI, which forwards it once to the *lead* proces
 process of a local run, or the master of a distributed one (the master stops its workers itself, see
 `inferload.run.signals`). SIGTERM is forwarded the same way and SIGHUP as SIGTERM; a second signal is
 forwarded too, and the lead then exits at once. On Linux a child also gets SIGHUP when the CLI dies
-(PR_SET_PDEATHSIG, set by `inferload.run.die_with_parent` before it execs the command), so even
+(PR_SET_PDEATHSIG, set by `inferload.launch.die_with_parent` before it execs the command), so even
 a killed CLI leaves no load running: the child stops on it as on SIGTERM (its results written) and
 ignores the repeats the kernel may send (one per thread the dying CLI had). A CLI started by another
 CLI (a distributed sweep step) forwards the first SIGHUP only, for the same reason.
@@ -40,7 +40,7 @@ from inferload.run import early_signals
 # The command line of a Locust run on inferload's own locustfile (used by `inferload run` and
 # the demo).
 #: how the CLI starts Locust: `python -m locust` with stop signals held from the first line (see the module)
-LOCUST_ENTRY = "inferload.run.locust_entry"
+LOCUST_ENTRY = "inferload.launch.locust_entry"
 
 
 def locust_command(scenario: Path, headless: bool, out: Path | None, run_id: str | None, extra: list[str]) -> list[str]:
@@ -59,7 +59,7 @@ FORWARDED: dict[signal.Signals, signal.Signals] = {
     signal.SIGTERM: signal.SIGTERM,
     signal.SIGHUP: signal.SIGTERM,
 }
-#: what a child gets when the CLI dies (see `inferload.run.die_with_parent`: repeats come, and are ignored)
+#: what a child gets when the CLI dies (see `inferload.launch.die_with_parent`: repeats come, and are ignored)
 PARENT_DEATH_SIGNAL = signal.SIGHUP
 #: how long workers get to exit after their master did (they quit when it tells them to)
 HELPER_EXIT_WAIT_S = 15.0
@@ -68,7 +68,7 @@ LEAD_EXIT_WAIT_S = 30.0
 
 
 def _with_parent_death_signal(command: Sequence[str]) -> list[str]:
-    """`command`, started through `inferload.run.die_with_parent` on Linux (it gets SIGTERM when the
+    """`command`, started through `inferload.launch.die_with_parent` on Linux (it gets SIGTERM when the
     CLI dies), unchanged elsewhere."""
     if not sys.platform.startswith("linux"):
         return list(command)

@@ -1,4 +1,4 @@
-"""`python -m inferload.run.locust_entry ARGS` is `locust ARGS`, with SIGINT and SIGTERM held from its
+"""`python -m inferload.launch.locust_entry ARGS` is `locust ARGS`, with SIGINT and SIGTERM held from its
 first line (`inferload.run.early_signals`) until inferload's `RunStopper` takes them.
 
 The CLI starts every Locust process this way (a local run, a master, its workers): Locust's own

@@ -28,13 +28,13 @@ import requests
 from tritonclient.grpc import service_pb2
 
 from inferload.errors import InferloadError, ModelMismatchError, ServerError
-from inferload.run.model_metadata import metadata_problem
-from inferload.run.start_checks import StartContext, StartFindings
 from inferload.scenario import limits
 from inferload.scenario.headers import HeadersError, request_headers
 from inferload.scenario.targets import Target
 from inferload.scenario.tls import requests_tls
 from inferload.servermetrics.http_client import AnswerTooLarge, AnswerTooSlow, BoundedSession, connection_problem
+from inferload.startchecks.fit import StartContext, StartFindings
+from inferload.startchecks.model_metadata import metadata_problem
 from inferload.users.base import InferenceUser, batched_output_names
 from inferload.users.triton import open_channel
 

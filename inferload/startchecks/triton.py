@@ -7,7 +7,7 @@ wrapped in ``{"config": ...}``, are accepted too) and returns one message per mi
 ``fetch_triton_model_info`` gets those two dicts from a running server; when it cannot, its error
 says why in one line: the server cannot be reached, it does not answer as Triton over the
 target's protocol, or it does not serve the model (and then which models it serves). TorchServe
-targets are checked in ``inferload.run.torchserve_check``.
+targets are checked in ``inferload.startchecks.torchserve``.
 """
 
 from __future__ import annotations
@@ -21,8 +21,6 @@ from urllib.parse import quote
 import requests
 
 from inferload.errors import ModelMismatchError, ServerError
-from inferload.run.model_metadata import metadata_problem, triton_config_problem
-from inferload.run.start_checks import ModelInfo, StartContext, StartFindings
 from inferload.scenario import limits
 from inferload.scenario.expected import read_expected
 from inferload.scenario.headers import HeadersError, request_headers
@@ -37,6 +35,8 @@ from inferload.servermetrics.http_client import (
     not_http_answer,
     use_server_name,
 )
+from inferload.startchecks.fit import ModelInfo, StartContext, StartFindings
+from inferload.startchecks.model_metadata import metadata_problem, triton_config_problem
 from inferload.users.sequence import SequenceSettings
 from inferload.users.tls import grpc_credentials
 

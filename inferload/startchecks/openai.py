@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any
 import requests
 
 from inferload.errors import ModelMismatchError, ServerError
-from inferload.run.start_checks import StartContext, StartFindings
 from inferload.scenario import limits
 from inferload.scenario.generation import GenerationSpec
 from inferload.scenario.headers import HeadersError, request_headers
 from inferload.scenario.targets import Target
 from inferload.scenario.tls import requests_tls, tls_hint
 from inferload.servermetrics.http_client import AnswerTooLarge, AnswerTooSlow, BoundedSession, connection_problem
+from inferload.startchecks.fit import StartContext, StartFindings
 
 if TYPE_CHECKING:
     from inferload.users.base import InferenceUser

@@ -1,6 +1,6 @@
 """Run a command that gets SIGTERM when the process that started it dies (Linux).
 
-    python -I -S .../inferload/run/die_with_parent.py [--signal=NAME] PARENT_PID COMMAND [ARG ...]
+    python -I -S .../inferload/launch/die_with_parent.py [--signal=NAME] PARENT_PID COMMAND [ARG ...]
 
 sets PR_SET_PDEATHSIG (SIGTERM, or the signal NAME: HUP, TERM, ...), checks that PARENT_PID is still
 its parent (it may have died before the flag was set), then replaces itself with COMMAND (the flag
