@@ -7,7 +7,11 @@ slots. First its capacity at this request: a closed loop of 4 users (every slot 
 Each streamed answer's `usage` tail carries llama.cpp's `timings` (its prefill, `prompt_ms`):
 inferload joins them to the client's TTFT request by request (`generation.server`), and the residual
 (client TTFT − the server's prefill, floored at 0) is what the client, the loopback and llama.cpp's
-own HTTP and tokenizing add. Both runs are real `inferload run --headless` processes.
+own HTTP, tokenizing and scheduling add. A third run, one user in a closed loop (never two requests in
+llama.cpp at once), splits it: what is left there is the client's, the loopback's and llama.cpp's
+work around a request; what the light load adds beyond it is the new request's wait for the decode
+step already running for another (llama.cpp's main loop runs one `llama_decode()` at a time, and
+its `timings` start at the prefill). All runs are real `inferload run --headless` processes.
 """
 
 from __future__ import annotations
@@ -80,10 +84,12 @@ def llm_join(work_dir: Path, log: Callable[[str], None]) -> dict[str, Any]:
         capacity_rps = float(saturated["throughput_rps"])
         rate = round(LOAD_SHARE * capacity_rps, 2)
         light = _run(work_dir / "llm-light", address, {"kind": "constant-rate", "rate": rate, "max_in_flight": 16}, STEADY_S)
+        alone = _run(work_dir / "llm-alone", address, {"kind": "steady", "users": 1}, STEADY_S)
     finally:
         servers.down()
     server = (light.get("generation") or {}).get("server") or {}
     residual = server.get("ttft_residual_ms") or {}
+    alone_residual = (((alone.get("generation") or {}).get("server") or {}).get("ttft_residual_ms")) or {}
     result = {
         "max_tokens": MAX_TOKENS,
         "capacity_rps": round(capacity_rps, 2),
@@ -95,10 +101,17 @@ def llm_join(work_dir: Path, log: Callable[[str], None]) -> dict[str, Any]:
         "prefill_ms": {k: (server.get("prefill_ms") or {}).get(k) for k in ("p50", "p99")},
         "residual_ms": {k: residual.get(k) for k in ("p50", "p90", "p99", "max")},
         "goal_p99_ms": GOAL_P99_MS,
+        # one request at a time: the residual with no decode step of another request to wait for
+        "one_at_a_time": {
+            "rate_rps": round(float(alone["throughput_rps"]), 2),
+            "requests": alone["requests"],
+            "residual_ms": {k: alone_residual.get(k) for k in ("p50", "p90", "p99", "max")},
+        },
     }
     log(
         f"llm join: capacity {result['capacity_rps']} req/s, at {rate} req/s {result['joined']} of {result['requests']} joined,"
-        f" TTFT p50 {result['ttft_ms']['p50']} ms, residual p50 {result['residual_ms']['p50']} p99 {result['residual_ms']['p99']} ms"
+        f" TTFT p50 {result['ttft_ms']['p50']} ms, residual p50 {result['residual_ms']['p50']} p99 {result['residual_ms']['p99']} ms;"
+        f" one request at a time: residual p50 {alone_residual.get('p50')} p99 {alone_residual.get('p99')} ms"
     )
     return result
 

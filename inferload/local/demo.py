@@ -9,7 +9,7 @@ scenario, so the demo measures exactly what a user's run would. Cold start, serv
 sizes and queue/compute time come from the servers themselves.
 
 Ctrl-C or SIGTERM goes once to the phase that is running (each phase runs in its own session, as
-`inferload run` starts Locust: `inferload.run.child_processes`); that phase ends early and writes
+`inferload run` starts Locust: `inferload.launch.child_processes`); that phase ends early and writes
 its results, no later phase starts, the servers are stopped, and the summary, windows.csv and report
 cover the phases measured so far (`interrupted: true`). The exit code is then 128 + the signal.
 """
@@ -30,6 +30,7 @@ from typing import Any
 import yaml
 
 from inferload.errors import InferloadError
+from inferload.launch.child_processes import ChildProcesses, locust_command
 from inferload.local.models.specs import SPECS as MODEL_SPECS
 from inferload.local.models.specs import ModelSpec
 from inferload.local.servers.manager import LocalServers
@@ -39,7 +40,6 @@ from inferload.results.figures import format_table
 from inferload.results.files import SUMMARY_NAME, read_summary, write_summary
 from inferload.results.report import write_report
 from inferload.results.schema import SCHEMA_VERSION, DemoCapacity, RunSummary, SloSection
-from inferload.run.child_processes import ChildProcesses, locust_command
 from inferload.scenario.limits import DEMO_CAPACITY_RUNS
 from inferload.scenario.loader import load_scenario
 from inferload.tune.capacity import CapacitySearch

@@ -30,6 +30,7 @@ from typing import Any
 
 import yaml
 
+from inferload.launch.child_processes import ChildProcesses
 from inferload.local.demo import (
     DEMO_CAPACITY_PRECISION_PCT,
     Capacity,
@@ -47,7 +48,6 @@ from inferload.local.servers.ports import ServerPorts
 from inferload.results.figures import figures, format_table
 from inferload.results.files import read_windows
 from inferload.results.schema import DemoCapacity, RunSummary
-from inferload.run.child_processes import ChildProcesses
 from inferload.scenario.loader import load_scenario
 
 #: the kind the OpenAI servers are sent (a plain completion: no chat template, the same tokens as Triton's)

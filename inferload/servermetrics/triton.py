@@ -12,15 +12,32 @@ gRPC gives int64 fields as strings and leaves out zero fields; HTTP gives number
     inferences            inference_count                 executions        execution_count
     failures              fail.count                      batches           batch_stats[].compute_infer.count
 
-Metrics port (``/metrics``, microsecond counters): for ``pending``
-(``nv_inference_pending_request_count``) and for a collector given no statistics address. It
-has no queue or compute counts: ``queued`` is the successful requests (Triton counts every
-successful request's queue time, cache hits included) and ``computed`` is those less
-``nv_cache_num_hits_per_model`` (the response cache's hits are not computed); no batch sizes.
+Metrics port (``/metrics``, microsecond counters): for the gauges (`triton_gauges`), read beside
+the statistics whenever the target names the page (``metrics_url``), and for a collector given no
+statistics address. It has no queue or compute counts: ``queued`` is the successful requests
+(Triton counts every successful request's queue time, cache hits included) and ``computed`` is
+those less ``nv_cache_num_hits_per_model`` (the response cache's hits are not computed); no batch
+sizes.
+
+The gauges: ``pending`` is the requests waiting in Triton's scheduler
+(``nv_inference_pending_request_count``) plus, for a generate model, those waiting in its backend;
+a decoupled LLM model takes every request at once, so its queue is the backend's. The backend
+reports its scheduler on Triton's page under its own names, labelled with the model:
+
+- Triton's vLLM backend: ``vllm:num_requests_waiting``, ``vllm:num_requests_running``,
+  ``vllm:gpu_cache_usage_perc`` (``kv_cache_used``);
+- the TensorRT-LLM backend's batch manager: ``nv_trt_llm_request_metrics`` with ``request_type``
+  ``waiting`` and ``scheduled``, ``nv_trt_llm_kv_cache_block_metrics`` with ``kv_cache_block_type``
+  ``fraction``; labelled with the ``tensorrt_llm`` model itself, so a target that calls an ensemble
+  around it reads none;
+- inferload's built-in LLM model (`inferload/local/servers/triton_llm_model.py`, Python backend
+  custom metrics): llama.cpp's ``llamacpp:requests_deferred``, ``llamacpp:requests_processing``.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import time
 import urllib.parse
 from typing import Any, Literal, Protocol
@@ -30,7 +47,7 @@ from inferload.scenario import limits
 from inferload.scenario.kinds import SERVER_KINDS
 from inferload.scenario.targets import Target
 from inferload.scenario.tls import TlsSettings, requests_tls
-from inferload.servermetrics.http_client import HttpClient, parse_families, total
+from inferload.servermetrics.http_client import Families, HttpClient, parse_families, total
 from inferload.servermetrics.snapshot import ModelCounters, ServerSnapshot
 
 _COMPUTE_PARTS = ("compute_input", "compute_infer", "compute_output")
@@ -76,6 +93,56 @@ def parse_triton_statistics(
     return ServerSnapshot("triton", model, time.time() if taken_at is None else taken_at, counters, batches)
 
 
+#: a generate model's backend gauges on Triton's page, by the figure they give (the first one present):
+#: a family's name, and the one other label its sample must have (TensorRT-LLM's request and KV-cache
+#: families hold several figures apart by a label)
+BACKEND_WAITING = (
+    ("llamacpp:requests_deferred", None),
+    ("vllm:num_requests_waiting", None),
+    ("nv_trt_llm_request_metrics", ("request_type", "waiting")),
+)
+BACKEND_RUNNING = (
+    ("llamacpp:requests_processing", None),
+    ("vllm:num_requests_running", None),
+    ("nv_trt_llm_request_metrics", ("request_type", "scheduled")),
+)
+BACKEND_KV_CACHE = (
+    ("vllm:kv_cache_usage_perc", None),
+    ("vllm:gpu_cache_usage_perc", None),
+    ("nv_trt_llm_kv_cache_block_metrics", ("kv_cache_block_type", "fraction")),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class TritonGauges:
+    """What a model's requests are doing now, from Triton's page (None: the page does not say)."""
+
+    pending: float | None
+    running: float | None
+    kv_cache_used: float | None
+
+
+def triton_gauges(families: Families, model: str) -> TritonGauges:
+    """The model's gauges: Triton's pending requests plus those waiting in its backend, the backend's
+    running requests and KV-cache share (module docstring)."""
+
+    def gauge(name: str, where: tuple[str, str] | None) -> float | None:
+        samples = [
+            sample.value
+            for sample in families.get(name, ())
+            if sample.labels.get("model") == model and (where is None or sample.labels.get(where[0]) == where[1])
+        ]
+        return sum(samples) if samples else None
+
+    def first(sources: tuple[tuple[str, tuple[str, str] | None], ...]) -> float | None:
+        return next((value for name, where in sources if (value := gauge(name, where)) is not None), None)
+
+    in_triton = total(families, "nv_inference_pending_request_count", "model", model)
+    in_backend = first(BACKEND_WAITING)
+    pending = None if in_triton is None and in_backend is None else (in_triton or 0.0) + (in_backend or 0.0)
+    return TritonGauges(pending, first(BACKEND_RUNNING), first(BACKEND_KV_CACHE))
+
+
 def parse_triton_metrics(text: str, model: str, taken_at: float | None = None) -> ServerSnapshot:
     """A reading from Triton's metrics page (all versions summed; no batch sizes)."""
     families = parse_families(text)
@@ -98,14 +165,22 @@ def parse_triton_metrics(text: str, model: str, taken_at: float | None = None) -
         "executions": count("nv_inference_exec_count") or 0.0,
         "failures": count("nv_inference_request_failure") or 0.0,
     }
+    gauges = triton_gauges(families, model)
     return ServerSnapshot(
         "triton",
         model,
         time.time() if taken_at is None else taken_at,
         counters,
         has_batch_stats=False,
-        pending=count("nv_inference_pending_request_count"),
+        pending=gauges.pending,
+        running=gauges.running,
+        kv_cache_used=gauges.kv_cache_used,
     )
+
+
+def with_gauges(reading: ServerSnapshot, gauges: TritonGauges) -> ServerSnapshot:
+    """A statistics reading with the page's gauges."""
+    return dataclasses.replace(reading, pending=gauges.pending, running=gauges.running, kv_cache_used=gauges.kv_cache_used)
 
 
 class StatisticsReader(Protocol):
@@ -206,6 +281,30 @@ def metrics_page(target: Target) -> str | None:
 def open_counters(
     kind: str, address: str, model: str, version: str | None, metrics_url: str | None, timeout_s: float, tls: TlsSettings | None
 ) -> ModelCounters:
-    """The model's counters through the statistics API on the target's own address and protocol."""
+    """The model's counters through the statistics API on the target's own address and protocol, with
+    the gauges of its metrics page when the target names one (a page that cannot be read leaves the
+    gauges out, said once in the log; the counters still count)."""
     reader = TritonStatisticsReader(address, SERVER_KINDS[kind].protocol, timeout_s, tls=tls)
-    return ModelCounters(lambda taken_at: reader.read(model, version, taken_at), reader.close)
+    if metrics_url is None:
+        return ModelCounters(lambda taken_at: reader.read(model, version, taken_at), reader.close)
+    page = HttpClient(timeout_s)
+    said: list[str] = []
+
+    def read(taken_at: float | None) -> ServerSnapshot:
+        reading = reader.read(model, version, taken_at)
+        try:
+            return with_gauges(reading, triton_gauges(parse_families(page.text(metrics_url)), model))
+        except ScrapeError as error:
+            if not said:
+                said.append(str(error))
+                logger.warning("Triton's metrics page %s: no gauges (requests waiting, running): %s", metrics_url, error)
+            return reading
+
+    def close() -> None:
+        reader.close()
+        page.close()
+
+    return ModelCounters(read, close)
+
+
+logger = logging.getLogger(__name__)

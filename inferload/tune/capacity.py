@@ -1,6 +1,11 @@
-"""Capacity under an SLO: the highest open-loop rate whose latency, errors and queue meet it, with its
-interval, the constraint that binds it, and the runs that verify it (pure: the runs come from a
-`measure` callback; `inferload.tune.sweep` runs them as steps).
+"""Capacity under an SLO: the highest open-loop rate (or, closed loop, the most users) whose latency,
+errors and queue meet it, with its interval, the constraint that binds it, and the runs that verify it
+(pure: the runs come from a `measure` callback; `inferload.tune.sweep` runs them as steps).
+
+**Levels.** What the search steps is a `LevelUnit`: an offered rate (`RATE`, req/s, any positive
+number) or a number of closed-loop users (`USERS`, whole numbers from 1): the same rule judges both;
+with users a probe is rounded to a whole number never measured yet, the boundary lies between two user
+counts, and its estimate is the highest whole count under the fitted crossing.
 
 **Evidence.** Every run of the search is a `RunEvidence`: its offered rate, its steady windows' HDR
 histograms, and the constraints it broke outright (`saturated`: arrivals unsent; `queue`: the queue
@@ -47,7 +52,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from inferload.scenario.limits import MAX_RATE
+from inferload.scenario.limits import MAX_RATE, MAX_USERS
 from inferload.tune.capacity_stats import (
     REPLICATES,
     WindowHistogram,
@@ -79,9 +84,28 @@ MAX_INVALID_RUNS = 3
 
 
 @dataclass(frozen=True)
-class CapacitySearch:
-    """`--find-max-rps`: where to start, when to stop, how hard to look."""
+class LevelUnit:
+    """What a capacity search steps: its name for people, its key in sweep.json, whether it is whole."""
 
+    name: str  # "req/s" | "users"
+    key: str  # "rps" | "users": sweep.json's capacity keys end in it (interval_rps, interval_users)
+    whole: bool
+    most: float  # the most a scenario may ask
+
+    def probe(self, value: float) -> float:
+        """A level to measure: a rate to the millisecond of req/s, users as a whole number from 1."""
+        return float(max(1, round(value))) if self.whole else round(value, 3)
+
+
+RATE = LevelUnit("req/s", "rps", whole=False, most=MAX_RATE)
+USERS = LevelUnit("users", "users", whole=True, most=float(MAX_USERS))
+
+
+@dataclass(frozen=True)
+class CapacitySearch:
+    """`--find-max-rps` (or `--find-max-users`): where to start, when to stop, how hard to look."""
+
+    #: the first level tried (req/s, or users)
     start_rps: float
     #: stop when the boundary's interval is within this (%): (high - low) / low
     precision_pct: float = 5.0
@@ -99,6 +123,8 @@ class CapacitySearch:
     ceiling_rps: float | None = None
     #: below this rate a run cannot hold the requests its highest percentile needs (set by the sweep)
     lowest_decidable_rps: float = 0.0
+    #: what the search steps: open-loop rates or closed-loop users
+    unit: LevelUnit = RATE
 
 
 #: the goodput bound's key: the share of requests that were not good (failed, or missed a threshold)
@@ -128,9 +154,9 @@ class Bounds:
 
 @dataclass(frozen=True)
 class RunEvidence:
-    """One run at one offered rate, as the search sees it."""
+    """One run at one offered rate (or number of users), as the search sees it."""
 
-    rate: float
+    rate: float  # the level run: req/s offered, or users (the search's `LevelUnit`)
     windows: tuple[WindowHistogram, ...]
     #: hard constraints this run broke: (name in HARD_NAMES, why in words)
     broken: tuple[tuple[str, str], ...] = ()
@@ -176,9 +202,9 @@ class MetricInterval:
 
 @dataclass(frozen=True)
 class Level:
-    """Everything measured at one rate, judged."""
+    """Everything measured at one rate (or number of users), judged."""
 
-    rate: float
+    rate: float  # req/s, or users
     steps: tuple[int, ...]
     windows: int
     requests: int
@@ -204,7 +230,8 @@ class Level:
 
 @dataclass(frozen=True)
 class Boundary:
-    """Where the SLO stops being met, with its interval (req/s)."""
+    """Where the SLO stops being met, with its interval (req/s, or users: the search's `LevelUnit`;
+    the `_rps` names are the rate search's, kept)."""
 
     low_rps: float  # 0.0: no rate was under every bound
     high_rps: float  # math.inf: no rate was over one
@@ -259,9 +286,14 @@ def _first_over(over: Sequence[bool]) -> int | None:
 
 
 def judge(
-    runs: Sequence[RunEvidence], bounds: Bounds, cliff_factor: float = 3.0, replicates: int = REPLICATES, seed: int = 0
+    runs: Sequence[RunEvidence],
+    bounds: Bounds,
+    cliff_factor: float = 3.0,
+    replicates: int = REPLICATES,
+    seed: int = 0,
+    unit: LevelUnit = RATE,
 ) -> Judgement:
-    """Every rate's verdict, the fitted curve, and the boundary with its interval."""
+    """Every level's verdict, the fitted curve, and the boundary with its interval."""
     rng = np.random.default_rng(seed)
     groups = _group([r for r in runs if r.generator is None and r.invalid is None])
     rates = [group[0].rate for group in groups]
@@ -342,7 +374,9 @@ def judge(
     low, high = _bootstrap_bracket(
         rates, keys, reps, (error_reps, missed_reps), weights, request_weights, partial, bounds, rng, replicates
     )
-    boundary = _within_achieved(_boundary(levels, over_full, bounds, low, high, cliff_factor), runs)
+    boundary = _boundary(levels, over_full, bounds, low, high, cliff_factor, unit)
+    if not unit.whole:  # users have no offered rate to fall behind
+        boundary = _within_achieved(boundary, runs)
     return Judgement(
         tuple(levels),
         boundary,
@@ -388,7 +422,9 @@ def _bootstrap_bracket(
     return float(np.quantile(lows, tail, method="lower")), float(np.quantile(highs, 1 - tail, method="higher"))
 
 
-def _boundary(levels: list[Level], over: list[bool], bounds: Bounds, low: float, high: float, cliff_factor: float) -> Boundary:
+def _boundary(
+    levels: list[Level], over: list[bool], bounds: Bounds, low: float, high: float, cliff_factor: float, unit: LevelUnit
+) -> Boundary:
     if not levels:
         return Boundary(0.0, math.inf, None, None, None, None, None, None, None)
     first = _first_over(over)
@@ -396,13 +432,15 @@ def _boundary(levels: list[Level], over: list[bool], bounds: Bounds, low: float,
     passing = [level.rate for level in below if level.verdict == PASS]
     highest_pass = max(passing) if passing else None
     if first is None or first == 0:
-        binding, words = (None, None) if first is None else _binding(levels[0], None, bounds)[1:]
+        binding, words = (None, None) if first is None else _binding(levels[0], None, bounds, unit)[1:]
         top = levels[-1].rate if first is None else None
         return Boundary(low, high, None, highest_pass, levels[0].rate if first == 0 else None, top, binding, words, None)
     a, b = levels[first - 1], levels[first]
-    crossing, binding, words = _binding(b, a, bounds)
-    cliff = _cliff(a, b, cliff_factor)
+    crossing, binding, words = _binding(b, a, bounds, unit)
+    cliff = _cliff(a, b, cliff_factor, unit)
     estimate = (a.rate + b.rate) / 2.0 if cliff else crossing
+    if unit.whole:  # the most users under the crossing, never fewer than the last count under every bound
+        estimate = max(a.rate, float(math.floor(estimate + 1e-9)))
     return Boundary(low, high, estimate, highest_pass, b.rate, a.rate, binding, words, cliff)
 
 
@@ -430,7 +468,7 @@ def _within_achieved(boundary: Boundary, runs: Sequence[RunEvidence]) -> Boundar
     return replace(boundary, high_rps=top, estimate_rps=estimate)
 
 
-def _binding(over: Level, under: Level | None, bounds: Bounds) -> tuple[float, str | None, str | None]:
+def _binding(over: Level, under: Level | None, bounds: Bounds, unit: LevelUnit) -> tuple[float, str | None, str | None]:
     """(the lowest crossing between `under` and `over`, the constraint that gives it, in words)."""
     found: list[tuple[float, str, str]] = []
     midpoint = (under.rate + over.rate) / 2.0 if under is not None else over.rate
@@ -443,7 +481,7 @@ def _binding(over: Level, under: Level | None, bounds: Bounds) -> tuple[float, s
             )
             metric = over.metric(key)
             measured = metric.words() if metric else ""
-            found.append((crossing, key, f"{key.removesuffix('_ms')} ≤ {bound:g} ms: {measured} at {over.rate:g} req/s"))
+            found.append((crossing, key, f"{key.removesuffix('_ms')} ≤ {bound:g} ms: {measured} at {over.rate:g} {unit.name}"))
     shares = [("error_rate", bounds.error_rate, f"errors ≤ {bounds.error_rate:.2%}")]
     if bounds.min_goodput_pct is not None:
         shares.append((GOODPUT, bounds.missed_goodput, f"goodput ≥ {bounds.min_goodput_pct:g} %"))
@@ -457,20 +495,24 @@ def _binding(over: Level, under: Level | None, bounds: Bounds) -> tuple[float, s
             crossing = under.rate + share * (over.rate - under.rate)
         else:
             crossing = midpoint
-        found.append((crossing, key, f"{named}: {measured_share.words()} at {over.rate:g} req/s"))
+        found.append((crossing, key, f"{named}: {measured_share.words()} at {over.rate:g} {unit.name}"))
     for name, (share, why) in over.broken.items():
         if share >= 0.5:
             found.append((midpoint, name, why))
     if not found and not bounds.latency_ms:  # over only in the fit's pooling, and no latency bound
-        return midpoint, GOODPUT if bounds.min_goodput_pct is not None else "error_rate", f"(fitted) at {over.rate:g} req/s"
+        return midpoint, GOODPUT if bounds.min_goodput_pct is not None else "error_rate", f"(fitted) at {over.rate:g} {unit.name}"
     if not found:  # over only in the fit's pooling: the latency named by its fitted value
         key = max(bounds.latency_ms, key=lambda k: over.fitted_ms[k] / bounds.latency_ms[k])
-        return midpoint, key, f"{key.removesuffix('_ms')} ≤ {bounds.latency_ms[key]:g} ms (fitted) at {over.rate:g} req/s"
+        return (
+            midpoint,
+            key,
+            f"{key.removesuffix('_ms')} ≤ {bounds.latency_ms[key]:g} ms (fitted) at {over.rate:g} {unit.name}",
+        )
     crossing, key, words = min(found, key=lambda item: item[0])
     return crossing, key, words
 
 
-def _cliff(under: Level, over: Level, factor: float) -> str | None:
+def _cliff(under: Level, over: Level, factor: float, unit: LevelUnit) -> str | None:
     jumps = [(over.fitted_ms[key] / under.fitted_ms[key], key) for key in under.fitted_ms if under.fitted_ms[key] > 0]
     if not jumps:
         return None
@@ -480,7 +522,7 @@ def _cliff(under: Level, over: Level, factor: float) -> str | None:
     name = key.removesuffix("_ms")
     return (
         f"a cliff: {name} jumps {jump:.1f}x ({_ms(under.fitted_ms[key])} → {_ms(over.fitted_ms[key])} ms) between"
-        f" {under.rate:g} and {over.rate:g} req/s"
+        f" {under.rate:g} and {over.rate:g} {unit.name}"
     )
 
 
@@ -508,15 +550,27 @@ def _far_from(rate: float, rates: Sequence[float], share: float) -> bool:
     return all(abs(rate - other) > share * other for other in rates)
 
 
+def _fresh(probe: float, rates: Sequence[float], gap: float, unit: LevelUnit) -> float | None:
+    """`probe` as a level to measure (`unit.probe`), None when it is within `gap` of a level measured
+    already (for users: it rounds to one)."""
+    level = unit.probe(probe)
+    if unit.whole:
+        return None if level in rates else level
+    return level if _far_from(level, rates, gap) else None
+
+
 def next_run(judgement: Judgement, search: CapacitySearch, steps_done: int) -> NextRun | SearchEnd:
-    """The next rate to measure, or why the search is over."""
+    """The next level (rate or users) to measure, or why the search is over."""
+    unit = search.unit
+    name = unit.name
+    word = "user count" if unit.whole else "rate"
     if judgement.generator_runs:
         run = judgement.generator_runs[-1]
-        return SearchEnd("generator", f"the load generator is the limit at {run.rate:g} req/s: {run.generator}")
+        return SearchEnd("generator", f"the load generator is the limit at {run.rate:g} {name}: {run.generator}")
     levels = judgement.levels
     precision = search.precision_pct / 100.0
     # the generator's calibrated roofline, and never above what a scenario may ask (a step there is refused)
-    ceiling = min(search.ceiling_rps if search.ceiling_rps is not None else math.inf, MAX_RATE)
+    ceiling = min(search.ceiling_rps if search.ceiling_rps is not None else math.inf, unit.most)
     if steps_done >= search.max_steps:
         return SearchEnd("steps", f"the search made its {search.max_steps} runs")
     lagged = judgement.last_invalid
@@ -525,16 +579,16 @@ def next_run(judgement: Judgement, search: CapacitySearch, steps_done: int) -> N
         if len(tries) >= MAX_INVALID_RUNS:
             return SearchEnd(
                 "generator",
-                f"the load generator is the limit at {lagged.rate:g} req/s: {len(tries)} runs in a row, {lagged.invalid}",
+                f"the load generator is the limit at {lagged.rate:g} {name}: {len(tries)} runs in a row, {lagged.invalid}",
             )
         return NextRun(lagged.rate, f"the generator lagged ({lagged.invalid}): measured again")
     if not levels:
-        return NextRun(min(search.start_rps, ceiling), "the start rate")
+        return NextRun(unit.probe(min(search.start_rps, ceiling)), f"the start {word}")
     again = search.runs_per_rate
     for level in levels:  # a fail below a pass: measure the fail again (two trials must agree)
         higher_pass = [other for other in levels if other.rate > level.rate and other.verdict == PASS]
         if level.verdict == FAIL and higher_pass and level.runs < again:
-            return NextRun(level.rate, f"failed below {higher_pass[0].rate:g} req/s, which passed: measured again")
+            return NextRun(level.rate, f"failed below {higher_pass[0].rate:g} {name}, which passed: measured again")
     boundary = judgement.boundary
     rates = [level.rate for level in levels]
     step_out = 1.0 + max(2.0 * precision, 0.2)
@@ -543,15 +597,21 @@ def next_run(judgement: Judgement, search: CapacitySearch, steps_done: int) -> N
         if top.verdict == UNSURE and top.runs < again:
             return NextRun(top.rate, "unsure: measured again")
         if top.rate >= ceiling:
-            why = "the most a scenario may ask" if ceiling >= MAX_RATE else "the generator's calibrated roofline"
-            return SearchEnd("ceiling", f"no rate above {ceiling:g} req/s is offered ({why})")
+            why = "the most a scenario may ask" if ceiling >= unit.most else "the generator's calibrated roofline"
+            return SearchEnd("ceiling", f"no {word} above {ceiling:g} {name} is offered ({why})")
         factor = 2.0 if top.verdict == PASS else step_out
-        return NextRun(min(top.rate * factor, ceiling), "bracketing: above every rate so far")
+        up = min(top.rate * factor, ceiling)
+        up = min(max(unit.probe(up), top.rate + 1.0), ceiling) if unit.whole else up
+        return NextRun(up, f"bracketing: above every {word} so far")
     if boundary.low_rps <= 0:  # nothing is surely under: go down
         bottom = levels[0]
         if bottom.verdict == UNSURE and bottom.runs < again:
             return NextRun(bottom.rate, "unsure: measured again")
         rate = bottom.rate / (2.0 if bottom.verdict == FAIL else step_out)
+        if unit.whole:
+            if bottom.rate <= 1.0:
+                return SearchEnd("no-pass", f"no {word} down to {bottom.rate:g} {name} met the SLO")
+            return NextRun(min(unit.probe(rate), bottom.rate - 1.0), f"bracketing: below every {word} so far")
         if rate < search.start_rps * search.min_share:
             return SearchEnd("no-pass", f"no rate down to {bottom.rate:g} req/s met the SLO")
         floor = search.lowest_decidable_rps
@@ -567,16 +627,21 @@ def next_run(judgement: Judgement, search: CapacitySearch, steps_done: int) -> N
     low, high = boundary.low_rps, boundary.high_rps
     under = boundary.under_rps or low
     over = boundary.first_over_rps or high
-    if high / low - 1.0 <= precision + 1e-9 and over / under - 1.0 <= precision + 1e-9:
-        # one run per rate shows no run-to-run variation: the pair around the boundary is measured again,
+
+    def narrow(a: float, b: float) -> bool:  # no level between a and b is worth measuring
+        return b / a - 1.0 <= precision + 1e-9 or (unit.whole and b - a <= 1.0 + 1e-9)
+
+    if narrow(low, high) and narrow(under, over):
+        # one run per level shows no run-to-run variation: the pair around the boundary is measured again,
         # each a run of its own later in time, before the interval may say it is within the precision
         beside = [each for each in levels if each.rate in (boundary.under_rps, boundary.first_over_rps)]
         for each in beside:
             if each.runs < min(again, BRACKET_RUNS):
-                return NextRun(each.rate, "a run-to-run check: the rate beside the boundary measured again")
-        return SearchEnd(
-            "precision", f"the boundary's interval [{low:.4g}, {high:.4g}] req/s is within {search.precision_pct:g} %"
+                return NextRun(each.rate, f"a run-to-run check: the {word} beside the boundary measured again")
+        within = (
+            "lies between two user counts" if unit.whole and high - low <= 1.0 + 1e-9 else f"is within {search.precision_pct:g} %"
         )
+        return SearchEnd("precision", f"the boundary's interval [{low:.4g}, {high:.4g}] {name} {within}")
     estimate = boundary.estimate_rps or math.sqrt(low * high)
     inside = [level for level in levels if min(low, under) <= level.rate <= max(high, over)]
     unsure = [level for level in inside if level.verdict == UNSURE and level.runs < again]
@@ -584,25 +649,28 @@ def next_run(judgement: Judgement, search: CapacitySearch, steps_done: int) -> N
         nearest = min(unsure, key=lambda level: abs(level.rate - estimate))
         return NextRun(nearest.rate, "unsure: measured again")
     gap = max(precision / 4.0, 0.01)
-    if over / under - 1.0 > 2.0 * precision:  # a wide bracket: the estimate steers, within its middle half
+    if over / under - 1.0 > 2.0 * precision and not (unit.whole and over - under <= 2.0):
+        # a wide bracket: the estimate steers, within its middle half
         quarter = (over - under) / 4.0
-        probe = min(max(estimate / (1.0 + 0.4 * precision), under + quarter), over - quarter)
-        if _far_from(probe, rates, gap):
-            return NextRun(round(probe, 3), f"just under the estimate {estimate:.4g} req/s, inside the bracket")
-    for probe, why in ((estimate / (1.0 + 0.4 * precision), "just under"), (estimate * (1.0 + 0.4 * precision), "just over")):
-        if max(low, under / (1.0 + precision)) < probe < min(high, over * (1.0 + precision)) and _far_from(probe, rates, gap):
-            return NextRun(round(probe, 3), f"{why} the estimate {estimate:.4g} req/s")
+        probe = _fresh(min(max(estimate / (1.0 + 0.4 * precision), under + quarter), over - quarter), rates, gap, unit)
+        if probe is not None and under < probe < over:
+            return NextRun(probe, f"just under the estimate {estimate:.4g} {name}, inside the bracket")
+    for near, why in ((estimate / (1.0 + 0.4 * precision), "just under"), (estimate * (1.0 + 0.4 * precision), "just over")):
+        probe = _fresh(near, rates, gap, unit)
+        if probe is not None and max(low, under / (1.0 + precision)) < probe < min(high, over * (1.0 + precision)):
+            return NextRun(probe, f"{why} the estimate {estimate:.4g} {name}")
     span = [r for r in rates if low <= r <= high]
-    gaps = [(b / a, a, b) for a, b in itertools.pairwise(span) if b / a - 1.0 > precision]
-    if over / under - 1.0 > precision:
+    gaps = [(b / a, a, b) for a, b in itertools.pairwise(span) if not narrow(a, b)]
+    if not narrow(under, over):
         gaps.append((over / under, under, over))
-    if gaps:
-        _, a, b = max(gaps)
-        return NextRun(round((a + b) / 2.0, 3), "bisecting the widest gap in the interval")
+    for _, a, b in sorted(gaps, reverse=True):
+        middle = _fresh((a + b) / 2.0, rates, 0.0, unit)
+        if middle is not None and a < middle < b:
+            return NextRun(middle, "bisecting the widest gap in the interval")
     return SearchEnd(
         "noise",
-        f"the boundary's interval [{low:.4g}, {high:.4g}] req/s is wider than {search.precision_pct:g} % although the"
-        " rates measured in it are closer than that: it is as sharp as this machine's noise allows at this step length",
+        f"the boundary's interval [{low:.4g}, {high:.4g}] {name} is wider than {search.precision_pct:g} % although the"
+        f" {word}s measured in it are closer than that: it is as sharp as this machine's noise allows at this step length",
     )
 
 
@@ -612,8 +680,9 @@ class VerifyRun:
     """An independent run below or above the boundary, judged on its own."""
 
     side: str  # "below" | "above"
-    factor: float  # its rate / the estimate
+    factor: float  # its level / the estimate
     level: Level
+    unit: LevelUnit = RATE
 
     @property
     def as_expected(self) -> bool:
@@ -624,7 +693,7 @@ class VerifyRun:
         verdict = {PASS: "meets the SLO", FAIL: "does not", UNSURE: "is within the noise of it"}[self.level.verdict]
         if self.side == "above" and self.level.verdict == PASS:
             verdict = "meets it too"
-        return f"{self.factor:.2g}x ({rate:g} req/s) {verdict} ({self.level.words()})"
+        return f"{self.factor:.2g}x ({rate:g} {self.unit.name}) {verdict} ({self.level.words()})"
 
 
 @dataclass(frozen=True)
@@ -647,17 +716,26 @@ class Verification:
         return f"{lead}: " + ", ".join(run.words() for run in self.runs)
 
 
-def verification_rates(boundary: Boundary) -> list[tuple[str, float]]:
+def verification_rates(boundary: Boundary, unit: LevelUnit = RATE) -> list[tuple[str, float]]:
     """The independent runs: 0.9x the estimate (or the interval's low end, if lower) and 1.1x (or its
-    high end, if higher); below only when the boundary has no upper end."""
+    high end, if higher); below only when the boundary has no upper end. Users: the whole counts
+    outside those (never the estimate itself)."""
     if boundary.estimate_rps is None:
         base = boundary.low_rps if boundary.low_rps > 0 else None
-        return [] if base is None else [("below", round(base * 0.9, 3))]
+        if base is None or (unit.whole and base <= 1.0):
+            return []
+        return [("below", float(math.floor(base * 0.9)) if unit.whole else round(base * 0.9, 3))]
     estimate = boundary.estimate_rps
     below = min(estimate * 0.9, boundary.low_rps) if boundary.low_rps > 0 else estimate * 0.9
-    out = [("below", round(below, 3))]
-    if math.isfinite(boundary.high_rps):
-        out.append(("above", round(max(estimate * 1.1, boundary.high_rps), 3)))
+    above = max(estimate * 1.1, boundary.high_rps) if math.isfinite(boundary.high_rps) else None
+    if unit.whole:
+        below = float(min(math.floor(below), estimate - 1.0))
+        above = None if above is None else float(max(math.ceil(above), estimate + 1.0))
+        out = [("below", below)] if below >= 1.0 else []
+    else:
+        out = [("below", round(below, 3))]
+    if above is not None:
+        out.append(("above", above if unit.whole else round(above, 3)))
     return out
 
 
@@ -688,7 +766,7 @@ def search_capacity(
     precision or a budget ends it, then verify it. `runs` and `verified` resume an earlier search."""
     evidence = list(runs)
     while True:
-        judgement = judge(evidence, bounds, search.cliff_factor)
+        judgement = judge(evidence, bounds, search.cliff_factor, unit=search.unit)
         step = next_run(judgement, search, len(evidence))
         if isinstance(step, SearchEnd):
             end = step
@@ -706,7 +784,7 @@ def search_capacity(
         return answer
     checks = list(verified)
     valid = [run for run in checks if run.invalid is None and run.generator is None]
-    for _side, rate in verification_rates(judgement.boundary)[len(valid) :]:
+    for _side, rate in verification_rates(judgement.boundary, search.unit)[len(valid) :]:
         for _attempt in range(MAX_INVALID_RUNS):  # a run the generator stalled is measured again
             if not may_continue():
                 break
@@ -714,17 +792,17 @@ def search_capacity(
             if isinstance(outcome, SearchEnd):
                 if outcome.reason in ("broken", "interrupted"):
                     answer.end = outcome
-                answer.verification = verify_runs(checks, judgement.boundary, bounds)
+                answer.verification = verify_runs(checks, judgement.boundary, bounds, search.unit)
                 return answer
             checks.append(outcome)
             if outcome.invalid is None:
                 break
-    answer.verification = verify_runs(checks, judgement.boundary, bounds)
+    answer.verification = verify_runs(checks, judgement.boundary, bounds, search.unit)
     if answer.verification.verified is False:
         # a run went the other way: the machine's noise moved between the search and its check. The
         # answer takes every run into its fit (its interval widens to what they say together)
         answer.searched = judgement.boundary
-        answer.judgement = judge([*evidence, *checks], bounds, search.cliff_factor)
+        answer.judgement = judge([*evidence, *checks], bounds, search.cliff_factor, unit=search.unit)
         answer.refit = True
         # the search's reason for its answer (an interval within the precision, or as sharp as the noise
         # allows) no longer holds once the answer moved: the verification is why it ended. A budget's or
@@ -738,14 +816,14 @@ def search_capacity(
     return answer
 
 
-def verify_runs(checks: Sequence[RunEvidence], boundary: Boundary, bounds: Bounds) -> Verification:
+def verify_runs(checks: Sequence[RunEvidence], boundary: Boundary, bounds: Bounds, unit: LevelUnit = RATE) -> Verification:
     """Each verification run judged on its own, with its side and factor."""
     out = []
     base = boundary.estimate_rps or boundary.low_rps or 1.0
-    sides = [side for side, _ in verification_rates(boundary)]
+    sides = [side for side, _ in verification_rates(boundary, unit)]
     valid = [run for run in checks if run.invalid is None and run.generator is None]
     for side, run in zip(sides, valid, strict=False):
-        level = judge([run], bounds, replicates=REPLICATES).levels
+        level = judge([run], bounds, replicates=REPLICATES, unit=unit).levels
         if level:
-            out.append(VerifyRun(side, run.rate / base, level[0]))
+            out.append(VerifyRun(side, run.rate / base, level[0], unit))
     return Verification(tuple(out))

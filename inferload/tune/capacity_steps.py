@@ -21,9 +21,12 @@ from inferload.tune.capacity import (
     GOODPUT,
     HARD_NAMES,
     PERCENTILE_OF,
+    RATE,
+    USERS,
     Bounds,
     CapacityAnswer,
     Level,
+    LevelUnit,
     RunEvidence,
     judge,
 )
@@ -201,9 +204,14 @@ def _metric_figures(level: Level) -> dict[str, float | None]:
     return figures
 
 
-def _level_record(level: Level) -> dict[str, Any]:
+def level_key(unit: LevelUnit) -> str:
+    """A capacity level's key in sweep.json: "rate" (req/s) or "users"."""
+    return "users" if unit.whole else "rate"
+
+
+def _level_record(level: Level, unit: LevelUnit) -> dict[str, Any]:
     record: dict[str, Any] = {
-        "rate": level.rate,
+        level_key(unit): level.rate,
         "steps": list(level.steps),
         "windows": level.windows,
         "requests": level.requests,
@@ -216,9 +224,12 @@ def _level_record(level: Level) -> dict[str, Any]:
     return record
 
 
-def capacity_record(answer: CapacityAnswer, rules: StopRules, precision_pct: float) -> dict[str, Any]:
+def capacity_record(answer: CapacityAnswer, rules: StopRules, precision_pct: float, unit: LevelUnit = RATE) -> dict[str, Any]:
     """sweep.json's `capacity`: the keys it always had (max_rps, first_failing_rps, precision_pct, slo,
-    limited_by_generator) and the interval, binding constraint, cliff, levels and verification."""
+    limited_by_generator) and the interval, binding constraint, cliff, levels and verification. A search
+    over users names its levels in `unit` ("users") and its keys with `_users` for `_rps`
+    (max_users, first_failing_users, estimate_users, interval_users; each level's `users` for `rate`)."""
+    k = unit.key
     judgement = answer.judgement
     boundary = judgement.boundary
     passing, failing = boundary.highest_pass_rps, boundary.first_over_rps
@@ -232,13 +243,14 @@ def capacity_record(answer: CapacityAnswer, rules: StopRules, precision_pct: flo
         binding = {"constraint": boundary.binding, "words": boundary.binding_words}
     verification = answer.verification
     return {
-        "max_rps": passing,
-        "first_failing_rps": failing,
+        "unit": unit.name,
+        f"max_{k}": passing,
+        f"first_failing_{k}": failing,
         "precision_pct": None if passing is None or failing is None else round((failing - passing) / passing * 100.0, 2),
         "slo": rules.slo,
         "limited_by_generator": generator,
-        "estimate_rps": _finite(boundary.estimate_rps),
-        "interval_rps": [_finite(boundary.low_rps), high],
+        f"estimate_{k}": _finite(boundary.estimate_rps),
+        f"interval_{k}": [_finite(boundary.low_rps), high],
         "interval_pct": None if width is None else round(width, 2),
         # never "reached" beside a verification that says the answer is elsewhere
         "precision_reached": width is not None
@@ -248,7 +260,7 @@ def capacity_record(answer: CapacityAnswer, rules: StopRules, precision_pct: flo
         "bounds": bounds_of(rules).words(),
         "binding": binding,
         "cliff": boundary.cliff,
-        "levels": [_level_record(level) for level in judgement.levels],
+        "levels": [_level_record(level, unit) for level in judgement.levels],
         "verification": None
         if verification is None
         else {
@@ -258,7 +270,7 @@ def capacity_record(answer: CapacityAnswer, rules: StopRules, precision_pct: flo
                 {
                     "side": run.side,
                     "factor": round(run.factor, 3),
-                    "rate": run.level.rate,
+                    level_key(unit): run.level.rate,
                     "step": run.level.steps[0] if run.level.steps else None,
                     "verdict": run.level.verdict,
                     **_metric_figures(run.level),
@@ -274,8 +286,8 @@ def capacity_record(answer: CapacityAnswer, rules: StopRules, precision_pct: flo
         "searched": None
         if answer.searched is None
         else {
-            "estimate_rps": _finite(answer.searched.estimate_rps),
-            "interval_rps": [_finite(answer.searched.low_rps), _finite(answer.searched.high_rps)],
+            f"estimate_{k}": _finite(answer.searched.estimate_rps),
+            f"interval_{k}": [_finite(answer.searched.low_rps), _finite(answer.searched.high_rps)],
         },
     }
 
@@ -335,28 +347,36 @@ def constraint_words(binding: dict[str, Any] | None) -> str:
     return f"latency ({str(key).removesuffix('_ms')})"
 
 
+def record_unit(capacity: dict[str, Any]) -> LevelUnit:
+    """What a sweep.json `capacity` searched over (one written before its `unit` key: rates)."""
+    return USERS if capacity.get("unit") == USERS.name else RATE
+
+
 def answer_lines(capacity: dict[str, Any]) -> list[str]:
     """The console's lines for a capacity search's answer."""
-    low, high = (capacity.get("interval_rps") or [None, None])[:2]
-    estimate = capacity.get("estimate_rps")
+    unit = record_unit(capacity)
+    name, k = unit.name, unit.key
+    word = "user count" if unit.whole else "rate"
+    low, high = (capacity.get(f"interval_{k}") or [None, None])[:2]
+    estimate = capacity.get(f"estimate_{k}")
     lines = []
     if estimate is not None:
         span = f"[{low:g}, {'∞' if high is None else f'{high:g}'}]" if low is not None else ""
-        lines.append(f"capacity under the SLO: {estimate:g} req/s, 95 % interval {span} req/s")
-    elif capacity.get("max_rps") is not None:
-        lines.append(f"capacity under the SLO: at least {capacity['max_rps']:g} req/s (no upper end found)")
+        lines.append(f"capacity under the SLO: {estimate:g} {name}, 95 % interval {span} {name}")
+    elif capacity.get(f"max_{k}") is not None:
+        lines.append(f"capacity under the SLO: at least {capacity[f'max_{k}']:g} {name} (no upper end found)")
     else:
-        unsure = sorted(level["rate"] for level in capacity.get("levels") or [] if level.get("verdict") == "unsure")
+        unsure = sorted(level[level_key(unit)] for level in capacity.get("levels") or [] if level.get("verdict") == "unsure")
         if unsure:
             rates = ", ".join(f"{rate:g}" for rate in unsure)
-            lines.append(f"capacity under the SLO: not found: no rate passed, and {rates} req/s were within the noise of it")
+            lines.append(f"capacity under the SLO: not found: no {word} passed, and {rates} {name} were within the noise of it")
         else:
-            lines.append("capacity under the SLO: no rate met it")
-    passing, failing = capacity.get("max_rps"), capacity.get("first_failing_rps")
+            lines.append(f"capacity under the SLO: no {word} met it")
+    passing, failing = capacity.get(f"max_{k}"), capacity.get(f"first_failing_{k}")
     if passing is not None or failing is not None:
         lines.append(
-            f"  measured: {'-' if passing is None else f'{passing:g}'} req/s passed,"
-            f" {'-' if failing is None else f'{failing:g}'} req/s is over the SLO"
+            f"  measured: {'-' if passing is None else f'{passing:g}'} {name} passed,"
+            f" {'-' if failing is None else f'{failing:g}'} {name} is over the SLO"
         )
     binding = capacity.get("binding")
     if binding:
@@ -373,9 +393,9 @@ def answer_lines(capacity: dict[str, Any]) -> list[str]:
         lines.append(f"  {verification['words']}")
     searched = capacity.get("searched")
     if capacity.get("refit") and searched:
-        low, high = searched["interval_rps"]
+        low, high = searched[f"interval_{k}"]
         lines.append(
-            f"  the answer above takes the verification runs into its fit (the search alone said {searched['estimate_rps']}"
-            f" req/s, [{low}, {'∞' if high is None else high}]): the machine's noise moved between them"
+            f"  the answer above takes the verification runs into its fit (the search alone said {searched[f'estimate_{k}']}"
+            f" {name}, [{low}, {'∞' if high is None else high}]): the machine's noise moved between them"
         )
     return lines

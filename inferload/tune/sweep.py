@@ -1,6 +1,7 @@
 """`inferload sweep`: step the load up until the SLO breaks, errors start, throughput plateaus or
 the load generator itself is the limit, and say which; or (`--find-max-rps`) search the highest
-open-loop rate whose stable p99 and error rate meet the SLO.
+open-loop rate whose stable p99 and error rate meet the SLO; or (`--find-max-users`) the most
+closed-loop users that do.
 
 Each step is its own headless run (`inferload.tune.step`), stability-gated by `--stop-when-stable`.
 Every finished step is written to sweep.json/sweep.csv at once (`write_sweep`), so
@@ -22,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from inferload.errors import UsageError
+from inferload.launch.child_processes import ChildProcesses
 from inferload.measure.windows import StabilityRule
 from inferload.paths import replacing, write_atomically
-from inferload.run.child_processes import ChildProcesses
 from inferload.scenario.limits import max_local_workers
 from inferload.scenario.loader import load_scenario, scenario_to_dict
 from inferload.scenario.schema import Scenario, is_open_loop
@@ -40,6 +41,7 @@ from inferload.tune.capacity_steps import (
     ramp_answer,
     ramp_lines,
     ramp_plan,
+    record_unit,
 )
 from inferload.tune.step import GpuSource, StepPlan, StepResult, run_step, server_pid_from_state
 from inferload.tune.stop_rules import StopRules, cpu_bound, memory_limit, queue_growth, saturation, slo_breach, stop_reason
@@ -137,13 +139,13 @@ class SweepSettings:
         return {
             "scenario": str(self.scenario.resolve()),
             "target": target,
-            "mode": "find-max-rps"
+            "mode": ("find-max-users" if self.capacity.unit.whole else "find-max-rps")
             if self.capacity
             else "ramp-hold"
             if self.ramp_hold
             else ("rate" if self.open_loop else "users"),
             "levels": list(self.levels),
-            "capacity": asdict(self.capacity) if self.capacity else None,
+            "capacity": search_record(self.capacity) if self.capacity else None,
             **({"ramp_hold": asdict(self.ramp_hold), "start_rps": self.start_rps} if self.ramp_hold else {}),
             "stability": asdict(self.rule),
             "stop_rules": asdict(self.rules),
@@ -151,6 +153,16 @@ class SweepSettings:
             "warmup_s": self.warmup_s,
             "workers": self.workers,
         }
+
+
+def search_record(search: CapacitySearch) -> dict[str, Any]:
+    """A capacity search's settings in sweep.json's plan: a search over users names its unit ("users");
+    one over rates is written as before the unit existed, so its earlier sweeps still resume."""
+    record = asdict(search)
+    unit = record.pop("unit")
+    if search.unit.whole:
+        record["unit"] = unit["name"]
+    return record
 
 
 def pick_target(scenario: Scenario, name: str | None) -> str:
@@ -179,7 +191,8 @@ class Sweep:
                 f"--slo min_goodput_pct: target {self.target!r} sets no goodput thresholds;"
                 " give it generation.goodput (ttft_ms, tpot_ms, e2e_ms: what a good request meets)"
             )
-        open_loop = settings.open_loop or settings.capacity is not None or settings.ramp_hold is not None
+        rate_search = settings.capacity is not None and not settings.capacity.unit.whole
+        open_loop = settings.open_loop or rate_search or settings.ramp_hold is not None
         shape = scenario.shape
         server_pid = settings.server_pid
         if server_pid is None and settings.server_state is not None:
@@ -296,11 +309,19 @@ class Sweep:
         self.settings.printer("      " + describe(step, self.best(), self.plan.open_loop))
         return step
 
-    def capacity_plan(self, rate: float) -> StepPlan:
-        """A capacity step at `rate` is not stable before its windows hold enough requests to decide its
-        highest percentile (5 / (1 - p): 500 for a p99), within the maximum windows."""
+    def capacity_plan(self, level: float) -> StepPlan:
+        """A capacity step at `level` is not stable before its windows hold enough requests to decide its
+        highest percentile (5 / (1 - p): 500 for a p99), within the maximum windows. Its rate: the level
+        offered, or (users) the level times the throughput per user of the last step that had any (none
+        yet: the stability rule's windows)."""
         rule = self.plan.rule
         needed = min_requests(bounds_of(self.settings.rules))
+        rate = level
+        if not self.plan.open_loop:
+            answered = [s for s in self.steps if s.achieved_rps and s.level > 0]
+            if not answered:
+                return self.plan
+            rate = level * (answered[-1].achieved_rps or 0.0) / answered[-1].level
         windows = max(rule.windows, min(rule.max_windows, math.ceil(needed / max(rate * self.plan.window_s, 1e-9))))
         return replace(self.plan, rule=replace(rule, windows=windows))
 
@@ -377,11 +398,12 @@ class Sweep:
                 return SearchEnd("interrupted", f"stopped by signal {children.signals[0]}")
             return self.evidence(step)
 
-        # below this rate a step cannot hold enough requests to decide the SLO's highest percentile
-        decidable = min_requests(bounds_of(rules)) / (self.plan.rule.max_windows * self.plan.window_s)
-        search = replace(search, lowest_decidable_rps=decidable)
+        if not search.unit.whole:
+            # below this rate a step cannot hold enough requests to decide the SLO's highest percentile
+            decidable = min_requests(bounds_of(rules)) / (self.plan.rule.max_windows * self.plan.window_s)
+            search = replace(search, lowest_decidable_rps=decidable)
         answer = search_capacity(measure, search, bounds_of(rules), runs, self._within_budget, verified)
-        self.capacity = capacity_record(answer, rules, search.precision_pct)
+        self.capacity = capacity_record(answer, rules, search.precision_pct, search.unit)
         self._name_goodput_misses(self.capacity, rules)
         end = answer.end
         if end.reason == "broken":
@@ -397,7 +419,7 @@ class Sweep:
         """A search bound by goodput: the thresholds the first rate over it broke (`goodput_misses`,
         from that rate's last run), as the binding's `over` and at the end of its words."""
         binding = capacity.get("binding")
-        failing = capacity.get("first_failing_rps")
+        failing = capacity.get(f"first_failing_{record_unit(capacity).key}")
         if binding is None or binding.get("constraint") != GOODPUT or failing is None or self.goodput_limits is None:
             return
         runs = [step for step in self.steps if abs(step.level - failing) < 1e-6 and step.role == "search"]

@@ -21,7 +21,8 @@ from inferload.scenario.limits import MAX_RATE, MAX_USERS, MIN_WINDOW_S, max_loc
 from inferload.scenario.loader import load_scenario
 from inferload.scenario.messages import parse_duration
 from inferload.traffic.ramp_hold import RampHoldRule
-from inferload.tune.capacity import CapacitySearch
+from inferload.tune.capacity import USERS, CapacitySearch
+from inferload.tune.capacity_steps import record_unit
 from inferload.tune.stop_rules import SLO_KEYS, StopRules
 from inferload.tune.sweep import Sweep, SweepSettings
 
@@ -134,6 +135,9 @@ def add_sweep_parser(sub: argparse._SubParsersAction, help_text: str) -> None:
     load.add_argument("--rate", metavar="LEVELS", help="open loop: req/s per step, e.g. 50:400:+50 or 25:800:x2")
     load.add_argument("--find-max-rps", action="store_true", help="search the highest open-loop rate meeting --slo")
     load.add_argument(
+        "--find-max-users", action="store_true", help="search the most closed-loop users (concurrency) meeting --slo"
+    )
+    load.add_argument(
         "--ramp-hold",
         action="store_true",
         help="one run: raise the rate from --start-rate a step per window while it meets --slo, step back at the first"
@@ -146,6 +150,17 @@ def add_sweep_parser(sub: argparse._SubParsersAction, help_text: str) -> None:
         "--min-rps",
         type=cli_values.finite_number(0.0, above=True),
         help="--find-max-rps as a CI gate: exit 1 unless the capacity's 95 %% interval lies at or above this req/s",
+    )
+    sweep.add_argument(
+        "--min-users",
+        type=cli_values.whole_number(1, MAX_USERS),
+        help="--find-max-users as a CI gate: exit 1 unless the capacity's 95 %% interval lies at or above this many users",
+    )
+    sweep.add_argument(
+        "--start-users",
+        type=cli_values.whole_number(1, MAX_USERS),
+        default=4,
+        help="--find-max-users: first user count tried (default 4)",
     )
     sweep.add_argument("--ramp-step", type=float, default=10.0, help="--ramp-hold: rate step per window, %% (default 10)")
     sweep.add_argument("--sustain", default="30s", help="--ramp-hold: how long the rate is held (default 30s)")
@@ -300,8 +315,10 @@ def settings_from_args(args: argparse.Namespace, out: Path | None = None) -> Swe
     except ValueError as error:
         raise UsageError(f"--stable-windows/--tolerance/--max-windows: {error}") from None
     slo = parse_slo(args.slo)
-    if args.find_max_rps and not {"p99_ms", "p95_ms", "p999_ms", "min_goodput_pct"} & set(slo):
-        raise UsageError("--find-max-rps needs a latency or goodput bound, e.g. --slo p99_ms=50 or --slo min_goodput_pct=90")
+    find_max_users = getattr(args, "find_max_users", False)
+    if (args.find_max_rps or find_max_users) and not {"p99_ms", "p95_ms", "p999_ms", "min_goodput_pct"} & set(slo):
+        option = "--find-max-users" if find_max_users else "--find-max-rps"
+        raise UsageError(f"{option} needs a latency or goodput bound, e.g. --slo p99_ms=50 or --slo min_goodput_pct=90")
     ramp = ramp_rule(args, slo) if getattr(args, "ramp_hold", False) else None
     for name, value in (
         ("--plateau-steps", args.plateau_steps),
@@ -318,6 +335,8 @@ def settings_from_args(args: argparse.Namespace, out: Path | None = None) -> Swe
             raise UsageError(f"{name}: expected a number above 0; got {value:g}")
     if not args.cliff_factor > 1:
         raise UsageError(f"--cliff-factor: expected a factor above 1; got {args.cliff_factor:g}")
+    if find_max_users and args.calibration is not None:
+        raise UsageError("--calibration: its roofline bounds the rates --find-max-rps offers; closed-loop users offer no rate")
     ceiling = generator_ceiling_rps(args.calibration, args.workers, args.scenario, getattr(args, "target", None))
     if args.window is not None and args.window < MIN_WINDOW_S:
         raise UsageError(f"--window: expected at least {MIN_WINDOW_S:g} s; got {args.window:g} s")
@@ -354,7 +373,7 @@ def settings_from_args(args: argparse.Namespace, out: Path | None = None) -> Swe
         rules=rules,
         levels=tuple(levels),
         open_loop=bool(args.rate),
-        capacity=capacity_search(args, ceiling) if args.find_max_rps else None,
+        capacity=capacity_search(args, ceiling) if args.find_max_rps or find_max_users else None,
         ramp_hold=ramp,
         start_rps=args.start_rate,
         target=args.target,
@@ -384,8 +403,9 @@ def ramp_rule(args: argparse.Namespace, slo: dict[str, float]) -> RampHoldRule:
 
 
 def capacity_search(args: argparse.Namespace, ceiling_rps: float | None) -> CapacitySearch:
-    """The capacity search's settings from the options (checked by `settings_from_args`)."""
-    return CapacitySearch(
+    """The capacity search's settings from the options (checked by `settings_from_args`): over rates, or
+    (`--find-max-users`) over closed-loop users, where a calibrated ceiling of rates bounds nothing."""
+    search = CapacitySearch(
         args.start_rate,
         args.precision,
         max_steps=args.max_steps,
@@ -394,6 +414,9 @@ def capacity_search(args: argparse.Namespace, ceiling_rps: float | None) -> Capa
         verify=not args.no_verify,
         ceiling_rps=ceiling_rps,
     )
+    if getattr(args, "find_max_users", False):
+        return replace(search, start_rps=float(args.start_users), ceiling_rps=None, unit=USERS)
+    return search
 
 
 def with_gpu(settings: SweepSettings, args: argparse.Namespace) -> SweepSettings:
@@ -412,37 +435,42 @@ EXIT_BELOW_FLOOR = 1
 
 
 def capacity_gate(capacity: dict[str, Any] | None, floor: float) -> tuple[int, str]:
-    """`--min-rps`: (exit code, the line that says why) for a capacity search's answer. It passes only
-    when the lower end of the capacity's 95 % interval is at or above the floor: a capacity whose interval
-    reaches below the floor may be below it, and a gate must not pass on noise."""
+    """`--min-rps` (`--min-users`): (exit code, the line that says why) for a capacity search's answer.
+    It passes only when the lower end of the capacity's 95 % interval is at or above the floor: a
+    capacity whose interval reaches below the floor may be below it, and a gate must not pass on noise."""
     capacity = capacity or {}
-    interval = capacity.get("interval_rps")
+    unit = record_unit(capacity)
+    name = unit.name
+    interval = capacity.get(f"interval_{unit.key}")
     if interval and interval[0]:
         low, high = interval[0], interval[1]
-        span = f"[{low:g}, {'∞' if high is None else f'{high:g}'}] req/s"
+        span = f"[{low:g}, {'∞' if high is None else f'{high:g}'}] {name}"
         if low >= floor:
-            return 0, f"capacity gate: pass: the capacity's interval {span} lies at or above {floor:g} req/s"
+            return 0, f"capacity gate: pass: the capacity's interval {span} lies at or above {floor:g} {name}"
         if high is not None and high < floor:
             return (
                 EXIT_BELOW_FLOOR,
-                f"capacity gate: FAIL: the capacity's interval {span} lies below the floor of {floor:g} req/s",
+                f"capacity gate: FAIL: the capacity's interval {span} lies below the floor of {floor:g} {name}",
             )
         return EXIT_BELOW_FLOOR, (
-            f"capacity gate: FAIL: the capacity's interval {span} reaches below the floor of {floor:g} req/s"
+            f"capacity gate: FAIL: the capacity's interval {span} reaches below the floor of {floor:g} {name}"
             " (it may be below it: more or longer steps narrow the interval)"
         )
-    found = capacity.get("max_rps")  # no interval: a search whose lowest rate was over (or a sweep.json from before)
+    found = capacity.get(f"max_{unit.key}")  # no interval: a search whose lowest level was over (or a sweep.json from before)
     if found is None:
-        return EXIT_BELOW_FLOOR, f"capacity gate: FAIL: no rate met the SLO (floor {floor:g} req/s)"
+        what = "user count" if unit.whole else "rate"
+        return EXIT_BELOW_FLOOR, f"capacity gate: FAIL: no {what} met the SLO (floor {floor:g} {name})"
     if found < floor:
-        return EXIT_BELOW_FLOOR, f"capacity gate: FAIL: {found:g} req/s is below the floor of {floor:g} req/s"
-    return 0, f"capacity gate: pass: {found:g} req/s >= {floor:g} req/s"
+        return EXIT_BELOW_FLOOR, f"capacity gate: FAIL: {found:g} {name} is below the floor of {floor:g} {name}"
+    return 0, f"capacity gate: pass: {found:g} {name} >= {floor:g} {name}"
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     """The sweep; a bad option or scenario raises a UsageError (exit 2, `inferload.cli.main`)."""
     if args.min_rps is not None and not args.find_max_rps:
         raise UsageError(f"--min-rps: expected req/s above 0, with --find-max-rps; got {args.min_rps:g}")
+    if args.min_users is not None and not args.find_max_users:
+        raise UsageError(f"--min-users: a floor of users for --find-max-users; got {args.min_users} without it")
     sweep = Sweep(settings_from_args(args))  # UsageError: the scenario's target, or a sweep.json in --out
     budget_s = sweep.settings.budget_s
     if budget_s is not None and budget_s < sweep.step_s:
@@ -452,8 +480,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         )
     sweep.settings = with_gpu(sweep.settings, args)
     code = sweep.run()
-    if code != 0 or args.min_rps is None:
+    floor = args.min_users if args.find_max_users else args.min_rps
+    if code != 0 or floor is None:
         return code
-    gate, line = capacity_gate(sweep.capacity, args.min_rps)
+    gate, line = capacity_gate(sweep.capacity, floor)
     print(line)
     return gate

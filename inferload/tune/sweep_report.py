@@ -16,7 +16,7 @@ from inferload.results.plots import (
     plot_ramp_hold,
     plot_sweep_curve,
 )
-from inferload.tune.capacity_steps import answer_lines, ramp_lines
+from inferload.tune.capacity_steps import answer_lines, level_key, ramp_lines, record_unit
 
 SWEEP_HTML = "sweep.html"
 COLUMNS = (
@@ -36,8 +36,8 @@ COLUMNS = (
     ("client_cpu_per_worker", "client cores"),
     ("stable", "stable"),
 )
+#: a capacity search's levels (after the level's own column: the rate, or the users)
 LEVEL_COLUMNS = (
-    ("rate", "rate (req/s)"),
     ("runs", "runs"),
     ("requests", "requests"),
     ("interval", "p99 [95 % interval] ms"),
@@ -77,6 +77,8 @@ def capacity_curve(document: dict[str, Any], label: str = "") -> Curve | None:
     levels = capacity.get("levels")
     if not levels:
         return None
+    unit = record_unit(capacity)
+    key = level_key(unit)
     p50_by_step = {s["step"]: s.get("p50_ms") for s in document.get("steps", [])}
     points = []
     for level in levels:
@@ -84,7 +86,7 @@ def capacity_curve(document: dict[str, Any], label: str = "") -> Curve | None:
         present = [v for v in p50s if v is not None]
         points.append(
             CurvePoint(
-                load=float(level["rate"]),
+                load=float(level[key]),
                 p99_ms=level.get("p99_ms"),
                 p50_ms=sum(present) / len(present) if present else None,
                 p99_low_ms=level.get("p99_ms_low"),
@@ -96,7 +98,7 @@ def capacity_curve(document: dict[str, Any], label: str = "") -> Curve | None:
     for run in (capacity.get("verification") or {}).get("runs") or []:
         points.append(
             CurvePoint(
-                float(run["rate"]),
+                float(run[key]),
                 run.get("p99_ms"),
                 p99_low_ms=run.get("p99_ms_low"),
                 p99_high_ms=run.get("p99_ms_high"),
@@ -104,9 +106,9 @@ def capacity_curve(document: dict[str, Any], label: str = "") -> Curve | None:
                 verify=True,
             )
         )
-    low, high = (capacity.get("interval_rps") or [None, None])[:2]
+    low, high = (capacity.get(f"interval_{unit.key}") or [None, None])[:2]
     band = (float(low), high) if low is not None and (low > 0 or high is not None) else None
-    return Curve(label, points, band, capacity.get("estimate_rps"))
+    return Curve(label, points, band, capacity.get(f"estimate_{unit.key}"))
 
 
 def _answer_html(capacity: dict[str, Any]) -> list[str]:
@@ -117,12 +119,13 @@ def _answer_html(capacity: dict[str, Any]) -> list[str]:
     return out
 
 
-def _levels_table(levels: list[dict[str, Any]]) -> list[str]:
-    columns: tuple[tuple[str, str], ...] = LEVEL_COLUMNS
+def _levels_table(levels: list[dict[str, Any]], users: bool) -> list[str]:
+    columns: tuple[tuple[str, str], ...] = ((("users", "users"),) if users else (("rate", "rate (req/s)"),)) + LEVEL_COLUMNS
     if any(level.get("goodput_pct") is not None for level in levels):  # a goodput bound: its share, with its interval
-        columns = (*LEVEL_COLUMNS[:-1], ("goodput", "goodput % of requests [95 % interval]"), LEVEL_COLUMNS[-1])
-    out = ["<h2>Each rate, all its runs pooled</h2><table><tr>" + "".join(f"<th>{t}</th>" for _, t in columns) + "</tr>"]
-    for level in sorted(levels, key=lambda item: item["rate"]):
+        columns = (*columns[:-1], ("goodput", "goodput % of requests [95 % interval]"), columns[-1])
+    key, each = ("users", "user count") if users else ("rate", "rate")
+    out = [f"<h2>Each {each}, all its runs pooled</h2><table><tr>" + "".join(f"<th>{t}</th>" for _, t in columns) + "</tr>"]
+    for level in sorted(levels, key=lambda item: item[key]):
         row = dict(level, runs=len(level.get("steps", [])))
         high = level.get("p99_ms_high")
         row["interval"] = (
@@ -172,7 +175,7 @@ def write_sweep_report(out: Path, document: dict[str, Any]) -> Path:
     plan = document["plan"]
     slo = (plan.get("stop_rules") or {}).get("slo") or {}
     capacity = document.get("capacity")
-    if plan["mode"] in ("find-max-rps", "ramp-hold"):
+    if plan["mode"] in ("find-max-rps", "find-max-users", "ramp-hold"):
         how = "ramp and hold, one run" if plan["mode"] == "ramp-hold" else "capacity search"
         title = f"Capacity of {plan['target']} under {slo_words(slo)} ({how})"
     else:
@@ -195,14 +198,17 @@ def write_sweep_report(out: Path, document: dict[str, Any]) -> Path:
         parts.append(f"<p><b>stopped:</b> {html.escape(stopped['rule'])}: {html.escape(stopped['reason'])}</p>")
     curve = capacity_curve(document) if capacity else None
     if curve is not None:
-        png = plot_capacity_curve(curve, latency_bounds(slo), "offered rate (req/s), open loop")
-        parts.append(f"<img alt='p99 against the offered rate, the SLO and the boundary' src='data:image/png;base64,{png}'>")
+        users = record_unit(capacity or {}).whole
+        axis, each = ("users (closed loop)", "user count") if users else ("offered rate (req/s), open loop", "rate")
+        png = plot_capacity_curve(curve, latency_bounds(slo), axis)
+        against = "the users" if users else "the offered rate"
+        parts.append(f"<img alt='p99 against {against}, the SLO and the boundary' src='data:image/png;base64,{png}'>")
         parts.append(
-            "<p>Each rate's p99 with its 95 % interval (all its runs pooled; a bar reaching the top is open: too few"
-            " requests to bound it), the p99 fitted nondecreasing in the rate, the SLO as a dashed line, the boundary's"
+            f"<p>Each {each}'s p99 with its 95 % interval (all its runs pooled; a bar reaching the top is open: too few"
+            f" requests to bound it), the p99 fitted nondecreasing in the {each}, the SLO as a dashed line, the boundary's"
             " interval as the green band and the capacity as the green line; stars are the verification runs.</p>"
         )
-        parts += _levels_table((capacity or {}).get("levels") or [])
+        parts += _levels_table((capacity or {}).get("levels") or [], users)
     elif not ramp:
         measured = [s for s in steps if s.get("achieved_rps") is not None]
         if measured:

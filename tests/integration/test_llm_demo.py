@@ -9,7 +9,9 @@ refuses comes back as the client's error with llama.cpp's reason, streamed or no
 
 from __future__ import annotations
 
+import csv
 import json
+import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -20,7 +22,9 @@ import pytest
 from inferload.local.models.llm import LLM_NAME
 from inferload.local.servers.manager import LocalServers
 from inferload.local.servers.ports import ServerPorts
+from inferload.servermetrics.readers import snapshot
 from tests.support.cli import inferload
+from tests.support.waiting import wait_until
 
 MAX_TOKENS = 12
 SERVERS = ("llamacpp", "triton", "kserve")
@@ -56,7 +60,8 @@ def test_the_llm_demo_serves_one_model_three_ways_and_prints_them_side_by_side(l
     assert "triton.steady" in header
     for row in ("first response p99 (ms)", "time per output token p99 (ms)", "inter-token p99 (ms)", "goodput (req/s)"):
         assert row in done.stdout
-    assert "requests waiting in the server (mean over the steady windows): llamacpp " in done.stdout
+    waiting = next(line for line in done.stdout.splitlines() if "requests waiting in the server" in line)
+    assert "llamacpp " in waiting and "triton n/a" not in waiting, waiting  # Triton's page carries its engine's gauges
     assert (out / "report.html").is_file() and (out / "windows.csv").is_file()
 
     summary = json.loads((out / "summary.json").read_text())
@@ -74,6 +79,10 @@ def test_the_llm_demo_serves_one_model_three_ways_and_prints_them_side_by_side(l
         line = next(line for line in done.stdout.splitlines() if line.startswith(f"  {server}: "))
         assert "goodput >= 90 %" in line, line
     assert summary["targets"]["triton.steady"]["server"] == "triton"
+    # two users stream on Triton's model: its engine had a request in a slot in every steady window
+    rows = [row for row in csv.DictReader((out / "windows.csv").open()) if row["target"] == "triton.steady"]
+    running = [float(row["server_running"]) for row in rows if row["phase"] == "steady" and row["server_running"]]
+    assert running and max(running) >= 1, rows
     assert summary["targets"]["kserve.steady"]["server"] == "openai"  # KServe's OpenAI routes: an OpenAI target
 
 
@@ -84,6 +93,28 @@ def post(url: str, body: dict[str, Any]) -> tuple[int, bytes]:
             return answer.status, answer.read()
     except urllib.error.HTTPError as error:
         return error.code, error.read()
+
+
+def assert_triton_shows_its_engines_slots_and_queue(ports: ServerPorts) -> None:
+    """Eight long streams at once on the model's 4 slots: while they run, Triton's page (read by
+    inferload's reader, as each window is) says 4 running and 4 waiting; once they end, none."""
+    url = f"http://127.0.0.1:{ports.triton_http}/v2/models/{LLM_NAME}/generate_stream"
+    body = {"text_input": "a", "parameters": {"max_tokens": 600}}
+    streams = [threading.Thread(target=post, args=(url, body)) for _ in range(8)]
+    for stream in streams:
+        stream.start()
+    metrics = f"http://127.0.0.1:{ports.triton_metrics}/metrics"
+
+    def gauges() -> tuple[float | None, float | None]:
+        reading = snapshot("triton-generate", f"127.0.0.1:{ports.triton_http}", LLM_NAME, metrics_url=metrics)
+        return reading.running, reading.pending
+
+    try:
+        wait_until(lambda: gauges() == (4.0, 4.0) or None, 10, "4 running and 4 waiting on Triton's page", interval_s=0.05)
+    finally:
+        for stream in streams:
+            stream.join(timeout=60)
+    wait_until(lambda: gauges() == (0.0, 0.0) or None, 10, "none running or waiting once the streams ended")
 
 
 def test_triton_and_kserve_answer_what_llama_cpp_refuses_with_its_reason(tmp_path: Path, kserve_llm_venv: Path) -> None:
@@ -98,6 +129,7 @@ def test_triton_and_kserve_answer_what_llama_cpp_refuses_with_its_reason(tmp_pat
         assert status == 200 and len(json.loads(whole)["text_output"].split()) == 3, whole
         status, refused = post(f"{triton}/generate_stream", {"text_input": "a", "parameters": {"max_tokens": 0}})
         assert status == 400 and b"parameter max_tokens is 0; expected a whole number >= 1" in refused, refused
+        assert_triton_shows_its_engines_slots_and_queue(ports)
 
         kserve = f"http://127.0.0.1:{ports.kserve_http}/openai/v1"
         too_long = " ".join(["storm"] * 5000)

@@ -6,12 +6,15 @@ Poisson arrivals, D/D/N with evenly spaced ones), as the reference server script
 per rate (bisection), for tests that assert an answer's interval contains the truth;
 `short_step_boundary` the highest rate a step of a few seconds can still pass at (near saturation a
 queue that starts empty takes longer than a short step to reach its steady p99, so a short step
-passes above the steady boundary now and then). Pure numpy and Python: no server, no clock.
+passes above the steady boundary now and then). `simulate_closed_run` and `true_users_boundary` are
+the same server under closed-loop users (each sends its next request when its last one is answered).
+Pure numpy and Python: no server, no clock.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import math
 from functools import lru_cache
 
@@ -138,3 +141,48 @@ def short_step_boundary(
         else:
             high = middle
     return (low + high) / 2.0
+
+
+def closed_loop_latencies_ms(
+    users: int, slots: int, service_ms: float, seconds: float, rng: np.random.Generator, jitter: float = 0.2
+) -> tuple[np.ndarray, np.ndarray]:
+    """(send times s, latencies ms) of `users` closed-loop users for `seconds`: each sends again when its
+    last request is answered; FIFO over `slots`, each hold `service_ms` x (1 + up to `jitter`)."""
+    ready = [(0.0, user) for user in range(users)]  # (send time, user), served in the order sent
+    heapq.heapify(ready)
+    free = [0.0] * slots  # when each slot is next free
+    sent: list[float] = []
+    took: list[float] = []
+    while ready:
+        at, user = heapq.heappop(ready)
+        if at >= seconds:
+            continue
+        slot = min(range(slots), key=free.__getitem__)
+        done = max(at, free[slot]) + service_ms / 1000.0 * (1.0 + jitter * rng.random())
+        free[slot] = done
+        sent.append(at)
+        took.append((done - at) * 1000.0)
+        heapq.heappush(ready, (done, user))
+    return np.asarray(sent), np.asarray(took)
+
+
+def simulate_closed_run(
+    users: float, slots: int, service_ms: float, rng: np.random.Generator, windows: int = 4, step: int = 0
+) -> RunEvidence:
+    """One closed-loop run at `users`: `windows` steady windows of 1 s after a 1 s warm-up."""
+    times, latency = closed_loop_latencies_ms(int(users), slots, service_ms, 1.0 + windows, rng)
+    kept = tuple(histogram_of(latency[(times >= 1.0 + index) & (times < 2.0 + index)]) for index in range(windows))
+    return RunEvidence(rate=float(users), windows=kept, step=step)
+
+
+@lru_cache(maxsize=16)
+def true_users_boundary(slots: int, service_ms: float, bound_ms: float, percentile: float = 99.0) -> int:
+    """The most users whose `percentile` stays under `bound_ms`, from one long run per count (the
+    latency grows with the users: by Little's law, about users x hold / slots once every slot is busy)."""
+    rng = np.random.default_rng(5)
+    users = 1
+    while True:
+        times, latency = closed_loop_latencies_ms(users + 1, slots, service_ms, 120.0, rng)
+        if float(np.percentile(latency[times >= 5.0], percentile)) > bound_ms:
+            return users
+        users += 1

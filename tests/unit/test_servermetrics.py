@@ -102,6 +102,55 @@ def test_triton_metrics_are_read_by_family_name() -> None:
     assert not snap.has_batch_stats
 
 
+def test_a_triton_generate_models_engine_gauges_are_its_running_and_waiting_requests() -> None:
+    """A real page (tests/captures/triton_llm_metrics.txt: the built-in LLM model on Triton, 8 streams
+    on its 4 slots): llama.cpp's gauges, which the model puts on Triton's page, are the running
+    requests and, with Triton's own pending ones, the waiting."""
+    snap = parse_triton_metrics(capture("triton_llm_metrics.txt"), "random-llama", 10.0)
+    assert (snap.running, snap.pending, snap.kv_cache_used) == (4.0, 4.0, None)
+    assert snap.counters["requests"] == 9
+
+
+def test_triton_s_vllm_backend_gauges_are_read_by_model_label() -> None:
+    """Triton's vLLM backend puts vLLM's scheduler on Triton's page under vLLM's names, labelled with
+    the model and version (vllm_backend's src/utils/metrics.py); only the model's own are taken."""
+    page = "\n".join(
+        [
+            'nv_inference_request_success{model="vllm_model",version="1"} 12',
+            'nv_inference_pending_request_count{model="vllm_model",version="1"} 1',
+            'vllm:num_requests_running{model="vllm_model",version="1"} 6',
+            'vllm:num_requests_waiting{model="vllm_model",version="1"} 3',
+            'vllm:gpu_cache_usage_perc{model="vllm_model",version="1"} 0.75',
+            'vllm:num_requests_waiting{model="other",version="1"} 50',
+        ]
+    )
+    snap = parse_triton_metrics(page, "vllm_model", 10.0)
+    assert (snap.running, snap.pending, snap.kv_cache_used) == (6.0, 4.0, 0.75)
+    plain = parse_triton_metrics(capture("triton_metrics.txt"), "cnn", 10.0)  # a tensor model: Triton's queue alone
+    assert (plain.running, plain.pending, plain.kv_cache_used) == (None, 0.0, None)
+
+
+def test_triton_s_tensorrt_llm_backend_gauges_are_read_by_their_request_and_block_types() -> None:
+    """The TensorRT-LLM backend's batch manager on Triton's page (the tensorrtllm_backend README's
+    sample): one family per kind of figure, the figure in a label: waiting and scheduled requests,
+    the KV cache's used fraction; its request maximum and totals are not a queue."""
+    page = "\n".join(
+        [
+            'nv_inference_request_success{model="tensorrt_llm",version="1"} 40',
+            'nv_inference_pending_request_count{model="tensorrt_llm",version="1"} 0',
+            'nv_trt_llm_request_metrics{model="tensorrt_llm",request_type="waiting",version="1"} 3',
+            'nv_trt_llm_request_metrics{model="tensorrt_llm",request_type="context",version="1"} 1',
+            'nv_trt_llm_request_metrics{model="tensorrt_llm",request_type="scheduled",version="1"} 4',
+            'nv_trt_llm_request_metrics{model="tensorrt_llm",request_type="max",version="1"} 512',
+            'nv_trt_llm_request_metrics{model="tensorrt_llm",request_type="active",version="1"} 7',
+            'nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="fraction",model="tensorrt_llm",version="1"} 0.25',
+            'nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="max",model="tensorrt_llm",version="1"} 11147',
+        ]
+    )
+    snap = parse_triton_metrics(page, "tensorrt_llm", 10.0)
+    assert (snap.running, snap.pending, snap.kv_cache_used) == (4.0, 3.0, 0.25)
+
+
 def test_a_model_triton_does_not_serve_is_a_scrape_error() -> None:
     with pytest.raises(ScrapeError, match="nothing for model 'resnet'"):
         parse_triton_metrics(capture("triton_metrics.txt"), "resnet", 0.0)

@@ -12,6 +12,12 @@ thread, so the engine's slots decode requests together:
   ``generate_stream`` sends as one event each); not streamed, one response with the whole text (what
   ``generate`` answers). The final flag follows the last response; a request llama.cpp refuses gets
   one error response naming llama.cpp's reason.
+
+Its engine's scheduler is on Triton's metrics page, as Triton's vLLM backend puts vLLM's there:
+custom gauges (``pb_utils.MetricFamily``) under llama.cpp's own names, labelled with the model and
+version, ``llamacpp:requests_processing`` (requests in a slot) and ``llamacpp:requests_deferred``
+(requests waiting for one), read from the engine's metrics every ``metrics_interval_ms`` (parameter,
+default 100) by a thread of the model.
 """
 
 import json
@@ -26,6 +32,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from llamacpp_engine import EngineError, EngineSettings, start_engine, stream_completion
 
 DEFAULT_MAX_TOKENS = 16
+#: the engine's gauges this model puts on Triton's page (llama.cpp's names, and what they count)
+ENGINE_GAUGES = {
+    "llamacpp:requests_processing": "Requests llama.cpp is generating now (in a slot)",
+    "llamacpp:requests_deferred": "Requests waiting in llama.cpp for a free slot",
+}
+
+
+def engine_gauges(page):
+    """The values of `ENGINE_GAUGES` on llama.cpp's metrics page (text), by name."""
+    values = {}
+    for line in page.splitlines():
+        name, _, value = line.partition(" ")
+        if name in ENGINE_GAUGES:
+            values[name] = float(value)
+    return values
 
 
 def _text_tensor(text):
@@ -43,6 +64,23 @@ class TritonPythonModel:
             threads=int(parameters.get("threads", "1")),
         )
         self.engine = start_engine(settings)
+        labels = {"model": args["model_name"], "version": args["model_version"]}
+        # each family outlives its metric (Triton refuses a metric whose family is gone)
+        self.families = {
+            name: pb_utils.MetricFamily(name=name, description=words, kind=pb_utils.MetricFamily.GAUGE)
+            for name, words in ENGINE_GAUGES.items()
+        }
+        self.gauges = {name: family.Metric(labels=labels) for name, family in self.families.items()}
+        self.stopping = threading.Event()
+        interval_s = int(parameters.get("metrics_interval_ms", "100")) / 1000.0
+        self.reporter = threading.Thread(target=self._report_gauges, args=(interval_s,), daemon=True)
+        self.reporter.start()
+
+    def _report_gauges(self, interval_s):
+        """The engine's gauges onto Triton's page, every `interval_s` until the model is unloaded."""
+        while not self.stopping.wait(interval_s):
+            for name, value in engine_gauges(self.engine.handle_metrics()).items():
+                self.gauges[name].set(value)
 
     def execute(self, requests):
         for request in requests:
@@ -90,4 +128,7 @@ class TritonPythonModel:
         return prompt, max_tokens, stream
 
     def finalize(self):
+        self.stopping.set()
+        self.reporter.join(timeout=5)
+        self.gauges = self.families = None
         self.engine = None
