@@ -84,7 +84,7 @@ def fidelity_rows(results: dict[str, Any]) -> list[GoalRow]:
     p99 = (traced.get("residual_ms") or {}).get("p99") if traced.get("measured") else None
     rows.append(
         GoalRow(
-            "Fidelity: traced per-request residual p99 (Python transport: traced requests carry ids; gRPC, Triton, 200 req/s)",
+            "Fidelity: traced per-request residual p99 (the engine: every request carries an id; gRPC, Triton, 200 req/s, open loop)",
             _num(p99, ".3f", " ms"),
             f"≤ {TRACED_P99_MAX_MS:g} ms",
             None if p99 is None else p99 <= TRACED_P99_MAX_MS,

@@ -343,7 +343,7 @@ def render_markdown(results: dict[str, Any]) -> str:
         if t.get("measured"):
             r = t["residual_ms"]
             lines += [
-                f"## 11. Traced per-request residual (Python transport: traced requests carry ids; gRPC, Triton, {t['rate_rps']:g} req/s)",
+                f"## 11. Traced per-request residual (the engine: every request carries an id; gRPC, Triton, open loop, {t['rate_rps']:g} req/s)",
                 "",
                 f"p50 {r['p50']} / p90 {r['p90']} / p99 {r['p99']} / max {r['max']} ms over {r['n']} joined requests.",
                 "",

@@ -25,12 +25,10 @@ is left out. Percentiles are exact over all workers (merged histograms). A gener
 `itl_{mean,p50,p90,p99,max}_ms` (their inter-token latencies, token-weighted)
 and, when the target sets goodput thresholds, `good` and `goodput_per_s`.
 
-Hook-in (InferloadRun):
-    add_influx_arguments(parser)                                   # in add_arguments
-    settings = sink_settings_from_options(environment.parsed_options) # in on_init
-    if settings is not None:
-        self.streaming = InfluxExport(environment, self.recorder.record, self.scenario, settings)
-    RunFacts(..., streaming=self.streaming.close())                    # in write_results
+Made by the run's core (`run.attached_run.MeasuredRun`) when it is given sink settings (a scenario
+run's from its options, `add_influx_arguments` and `sink_settings_from_options`; `attach`'s from its
+``influx_url`` and the ``INFLUX_*`` variables); the core puts `close()`'s summary into summary.json's
+``streaming``.
 """
 
 from __future__ import annotations

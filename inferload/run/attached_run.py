@@ -1,4 +1,6 @@
-"""`inferload.attach`: inferload's measurement on any locustfile's own users.
+"""The measuring core of every inferload run (`MeasuredRun`), and `inferload.attach`: that core on
+any locustfile's own users (`AttachedRun`). The scenario run (`run.plugin.InferloadRun`) composes
+the same core with its users, shape, start checks and web tab.
 
 A locustfile that keeps its own users (plain Locust users, inferload users with tasks of their
 own, or both) and Locust's own flags (``-u``, ``-t``, ``--processes``, ``--master``/``--worker``)
@@ -34,8 +36,9 @@ import math
 import sys
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gevent.hub import get_hub
 from locust.env import Environment
@@ -66,8 +69,130 @@ EXIT_USAGE = 2
 DEFAULT_NAME = "locust"
 
 
-class AttachedRun:
-    """inferload's recorder, results, SLO exit code and streaming on a Locust environment's requests.
+class RunAdditions(Protocol):
+    """What a run adds to the core's results: the scenario run (`run.plugin.InferloadRun`) gives its
+    workers' losses, cold starts, signal, calibration and trace tails, its request log's fallback,
+    and writes a web UI run's results when that run ends."""
+
+    def facts(self) -> dict[str, Any]:
+        """`RunFacts` fields beside (or over) the core's, read as the results are written."""
+        ...
+
+    def fallback_dir(self) -> Path | None:
+        """Where the results go when their folder cannot be written (`finish.write_with_fallback`)."""
+        ...
+
+    def written_at_end(self) -> RunSummary | None:
+        """At quit: the results already written when the run ended (None: the quit writes them)."""
+        ...
+
+
+class MeasuredRun:
+    """The measuring core of every inferload run, on a Locust environment's requests: the recorder
+    (every process; a worker's figures go to the master with its reports), and on a master or a
+    local run the servers' readings at the warm-up's end and at the stop, the per-window InfluxDB
+    stream (``sink``), the results (`write`: summary.json, windows.csv, report.html, the console)
+    and, when Locust quits, the exit code from them (a code someone else set, a signal's or a
+    configuration error's, stands). ``outline``: the scenario, or what the figures know of a run no
+    scenario shaped (`RunOutline`). The scenario run composes it (`run.plugin.InferloadRun`, with
+    ``additions``); `attach` is it for any locustfile's users (`AttachedRun`)."""
+
+    def __init__(
+        self,
+        environment: Environment,
+        outline: Scenario | RunOutline,
+        *,
+        run_id: str | None,
+        results_dir: Path | None,
+        sink: SinkSettings | None,
+        report: bool = True,
+        additions: RunAdditions | None = None,
+    ) -> None:
+        self.environment = environment
+        self.outline = outline
+        self.recorder = RunRecorder(environment, outline.warmup, outline.window, tuple(t.name for t in outline.targets))
+        self.run_id = run_id
+        self.results_dir = results_dir
+        self.report = report
+        self.additions = additions
+        #: the latest results written (None: none yet)
+        self.summary: RunSummary | None = None
+        self.influx_export: InfluxExport | None = None
+        self.server_side: ServerSideReadings | None = None
+        self._workers_seen: set[str] = set()
+        if self.is_worker:
+            return  # a worker only records: its figures go to the master with its reports
+        from inferload.observe.influx_export import InfluxExport
+        from inferload.run.server_side import ServerSideReadings
+
+        if sink is not None:
+            self.influx_export = InfluxExport(environment, self.recorder.record, outline, sink, run_id=self.current_run_id)
+        events = environment.events
+        self.server_side = ServerSideReadings(outline)
+        if outline.targets:
+            events.test_start.add_listener(self.server_side.on_test_start)
+            events.test_stop.add_listener(self.server_side.on_test_stop)
+        if isinstance(environment.runner, MasterRunner):
+            events.worker_report.add_listener(self._on_worker_report)
+        events.quitting.add_listener(self._on_quitting)
+
+    @property
+    def is_worker(self) -> bool:
+        return isinstance(self.environment.runner, WorkerRunner)
+
+    def current_run_id(self) -> str:
+        """The run id given, else ``<name>-<UTC start>`` of the run as it stands."""
+        return self.run_id or default_run_id(self.outline.name, self.recorder.record.started_at or time.time())
+
+    def _on_worker_report(self, client_id: str, **_: Any) -> None:
+        self._workers_seen.add(client_id)
+
+    def _on_quitting(self, environment: Environment, **_: Any) -> None:
+        summary = self.additions.written_at_end() if self.additions is not None else self.summary
+        if summary is None:
+            summary = self.write()
+        if summary is None or environment.process_exit_code is not None:
+            return  # a code set by someone else (a configuration error, a signal) stands
+        from inferload.run import finish
+
+        environment.process_exit_code = finish.exit_code(summary)  # the run's own figures decide
+
+    def write(self, final: bool = True) -> RunSummary | None:
+        """Write the results and return their summary (None: a worker, or a run that never started).
+        ``final`` (at quit) closes the InfluxDB stream for its last figures; else (a web UI run's
+        end) they are read as they stand and the stream stays open for another run."""
+        if self.is_worker:
+            return None
+        from inferload.results.summary import RunFacts
+        from inferload.run import finish
+
+        record = self.recorder.record
+        if record.started_at is None:
+            logger.warning("inferload: the run never started: no results written")
+            return None
+        if record.stopped_at is None:
+            record.stopped_at = time.time()
+        run_id = self.current_run_id()
+        export = self.influx_export
+        facts = RunFacts(
+            run_id=run_id,
+            workers=max(1, len(self._workers_seen)) if isinstance(self.environment.runner, MasterRunner) else 1,
+            server_side=self.server_side.figures if self.server_side is not None else {},
+            streaming=None if export is None else export.close() if final else export.summary(),
+            request_types=finish.request_types_by_name(self.environment.stats),
+        )
+        fallback = None
+        if self.additions is not None:
+            facts = replace(facts, **self.additions.facts())
+            fallback = self.additions.fallback_dir()
+        results_dir = self.results_dir or Path("results") / run_id
+        self.summary = finish.finish_run(self.outline, record, facts, results_dir, report=self.report, fallback=fallback)
+        return self.summary
+
+
+class AttachedRun(MeasuredRun):
+    """`attach`'s run: the measuring core on the requests of any locustfile's users, its outline from
+    the arguments (a scenario, thresholds, warm-up, window) and the locustfile's inferload classes.
 
     Raises ``ScenarioError`` (a scenario file or ``slo`` that is not valid), ``StartCheckError``
     (a bad ``run_id``, ``warmup_s``, ``window_s`` or ``influx_url``) and ``RunKeyError`` (a
@@ -86,85 +211,28 @@ class AttachedRun:
         influx_url: str | None = None,
         report: bool = True,
     ) -> None:
-        self.environment = environment
         self.scenario = _load(scenario)
-        runner = environment.runner
-        self.outline = run_outline(environment, self.scenario, slo, warmup_s, window_s, isinstance(runner, WorkerRunner))
-        self.recorder = RunRecorder(
-            environment, self.outline.warmup, self.outline.window, tuple(t.name for t in self.outline.targets)
-        )
-        self.report = report
-        self.summary: RunSummary | None = None
-        self.run_id = run_id or default_run_id(self.outline.name, time.time())
-        self.results_dir = Path(results_dir) if results_dir is not None else Path("results") / self.run_id
-        self.influx_export: InfluxExport | None = None
-        self.server_side: ServerSideReadings | None = None
-        self._workers_seen: set[str] = set()
+        on_worker = isinstance(environment.runner, WorkerRunner)
+        outline = run_outline(environment, self.scenario, slo, warmup_s, window_s, on_worker)
+        run_id = run_id or default_run_id(outline.name, time.time())
         # attach is called in Locust's init, often importing inferload's run modules there (seconds on a
         # busy machine) while the hub's loop does not run: its cached clock is then that far behind, and
         # every timer armed next (Locust's --run-time among them) would fire that much early
         get_hub().loop.update_now()
-        if isinstance(runner, WorkerRunner):
-            return  # a worker only records: its figures go to the master with its reports
-        from inferload.observe.influx_export import InfluxExport
-        from inferload.run.server_side import ServerSideReadings
-
-        problem = run_id_problem(self.run_id)
-        if problem is not None:
-            raise StartCheckError([f"attach(run_id=...): {problem}"], skippable=False)
-        settings = _sink_settings(influx_url)
-        if settings is not None:
-            self.influx_export = InfluxExport(
-                environment, self.recorder.record, self.outline, settings, run_id=lambda: self.run_id
-            )
-        events = environment.events
-        if self.outline.targets:
-            self.server_side = ServerSideReadings(self.outline)
-            events.test_start.add_listener(self.server_side.on_test_start)
-            events.test_stop.add_listener(self.server_side.on_test_stop)
-        if isinstance(runner, MasterRunner):
-            events.worker_report.add_listener(self._on_worker_report)
-        events.quitting.add_listener(self._on_quitting)
-        get_hub().loop.update_now()  # after the imports above, as after those of the worker's path
-
-    @property
-    def is_worker(self) -> bool:
-        return isinstance(self.environment.runner, WorkerRunner)
-
-    def _on_worker_report(self, client_id: str, **_: Any) -> None:
-        self._workers_seen.add(client_id)
-
-    def _on_quitting(self, environment: Environment, **_: Any) -> None:
-        summary = self.finish()
-        if summary is None or environment.process_exit_code is not None:
-            return  # a code set by someone else (a configuration error, a signal) stands
-        from inferload.run import finish
-
-        environment.process_exit_code = finish.exit_code(summary)  # the run's own figures decide
+        sink = None
+        if not on_worker:
+            problem = run_id_problem(run_id)
+            if problem is not None:
+                raise StartCheckError([f"attach(run_id=...): {problem}"], skippable=False)
+            sink = _sink_settings(influx_url)
+        results = Path(results_dir) if results_dir is not None else Path("results") / run_id
+        super().__init__(environment, outline, run_id=run_id, results_dir=results, sink=sink, report=report)
+        get_hub().loop.update_now()  # after the imports of the master's path, as after those of the worker's
 
     def finish(self) -> RunSummary | None:
         """Write the results (once; Locust's ``quitting`` does it) and return the summary (None: a
         worker, or a run that never started)."""
-        if self.summary is not None or self.is_worker:
-            return self.summary
-        from inferload.results.summary import RunFacts
-        from inferload.run import finish
-
-        record = self.recorder.record
-        if record.started_at is None:
-            logger.warning("inferload: the run never started: no results written")
-            return None
-        if record.stopped_at is None:
-            record.stopped_at = time.time()
-        facts = RunFacts(
-            run_id=self.run_id,
-            workers=max(1, len(self._workers_seen)) if isinstance(self.environment.runner, MasterRunner) else 1,
-            server_side=self.server_side.figures if self.server_side is not None else {},
-            streaming=self.influx_export.close() if self.influx_export is not None else None,
-            request_types=finish.request_types_by_name(self.environment.stats),
-        )
-        self.summary = finish.finish_run(self.outline, record, facts, self.results_dir, report=self.report)
-        return self.summary
+        return self.summary if self.summary is not None else self.write()
 
 
 def attach(

@@ -1,9 +1,11 @@
 """One scenario run inside Locust: the parts, wired to Locust's events.
 
 A locustfile builds an `InferloadRun` for its scenario (user and shape classes) and hands
-Locust's `init` event to `InferloadRun.on_init` (see `inferload.run.install`). Each part does
+Locust's `init` event to `InferloadRun.on_init` (see `inferload.run.install`). The measuring core
+(recorder, the servers' readings, InfluxDB, results, exit code) is `run.attached_run.MeasuredRun`,
+the same as `inferload.attach`'s; the run adds its facts to it (`RunAdditions`). Each other part does
 one job in a module of its own: options (`run.options`), fitting users to the served model
-(`run.start_checks`), open-loop arrivals (`run.open_loop`), the workers of a distributed run
+(`inferload.startchecks.fit`), open-loop arrivals (`run.open_loop`), the workers of a distributed run
 (`run.workers`), the servers' own figures (`run.server_side`), results, console and exit code
 (`run.finish`). All state lives on the `InferloadRun` object and the Locust environment.
 """
@@ -22,26 +24,26 @@ from locust.runners import STATE_MISSING, STATE_RUNNING, STATE_SPAWNING, MasterR
 
 from inferload.errors import StartCheckError
 from inferload.measure.windows import StabilityRule
-from inferload.observe.influx_export import InfluxExport, sink_settings_from_options
+from inferload.observe.influx_export import sink_settings_from_options
 from inferload.results.files import default_run_id
 from inferload.results.schema import RunSummary
-from inferload.results.summary import RunFacts
 from inferload.run import finish
+from inferload.run.attached_run import MeasuredRun
 from inferload.run.open_loop import setup_open_loop
 from inferload.run.options import RunOptions, add_arguments, read_cold_starts, scenario_path_from_argv
 from inferload.run.ramp_hold import RampHold
-from inferload.run.recorder import RequestLog, RunRecorder
+from inferload.run.recorder import RequestLog
 from inferload.run.results_dir import check_results_dir
 from inferload.run.server_changes import ServerJournal, same_host
-from inferload.run.server_side import ServerSideReadings, ServerWindowPoller
-from inferload.run.start_checks import ModelInfo, ModelInfos, fit_to_models
+from inferload.run.server_side import ServerWindowPoller
 from inferload.run.trace_run import TraceRun
 from inferload.run.traffic import ScenarioShape, StableStop, parse_stop_when_stable, shape_class_for
-from inferload.run.triton_check import fetch_triton_model_info
 from inferload.run.workers import WorkerWatch
 from inferload.scenario.replay_file import ReplayFileError
 from inferload.scenario.schema import Scenario, is_open_loop, targets_given_batches
 from inferload.scenario.shapes import ReplayShape
+from inferload.startchecks.fit import ModelInfo, ModelInfos, fit_to_models
+from inferload.startchecks.triton import fetch_triton_model_info
 from inferload.traffic.arrivals import AdjustableTimeline
 from inferload.traffic.ramp_hold import RampHoldPlan, RampHoldRule, parse_ramp_hold, ramp_problem, ramp_timeline
 from inferload.users import InferenceUser, user_class_for
@@ -165,13 +167,12 @@ class InferloadRun:
             self.user_classes[cls.__name__] = cls
         self.shape_class: type[ScenarioShape] = shape_class_for(scenario)
         self.options = RunOptions()
-        self.recorder: RunRecorder | None = None
-        self.influx_export: InfluxExport | None = None
+        #: the measuring core (recorder, server readings, InfluxDB, results, exit code): made at init
+        self.measured: MeasuredRun | None = None
         self.request_log: RequestLog | None = None
         self.run_id: str | None = None
         self.results_dir: Path | None = None
         self.workers: WorkerWatch | None = None  # on a distributed run's master
-        self.server_side = ServerSideReadings(scenario)
         self.trace: TraceRun | None = None  # the trace join (targets with ``trace``)
         #: set by the SIGINT/SIGTERM handler: the run was stopped early (summary.json "interrupted")
         self.interrupted: bool = False
@@ -209,10 +210,17 @@ class InferloadRun:
             problems = engine_needed(environment, classes)
             if problems:
                 raise StartCheckError(problems, skippable=False)
-        self.recorder = RunRecorder(
-            environment, self.scenario.warmup, self.scenario.window, tuple(t.name for t in self.scenario.targets)
+        settings = sink_settings_from_options(environment.parsed_options)
+        self.measured = MeasuredRun(
+            environment,
+            self.scenario,
+            run_id=self.run_id,
+            results_dir=self.results_dir,
+            sink=settings,
+            report=not self.options.no_report,
+            additions=self,
         )
-        record = self.recorder.record
+        record = self.measured.recorder.record
         if is_worker:
             self.request_log = RequestLog(environment, None)
         elif self.options.requests_csv:
@@ -223,10 +231,7 @@ class InferloadRun:
             self.workers = WorkerWatch(runner)
             watch = self.workers
             environment.events.test_start.add_listener(lambda **_: watch.start())
-        settings = sink_settings_from_options(environment.parsed_options)
         self.trace = TraceRun(environment, self.scenario, self.user_classes, settings, self.run_id, self.journal)
-        if settings is not None:
-            self.influx_export = InfluxExport(environment, record, self.scenario, settings)
         ramp = self.ramp_hold_rule()  # a bad --ramp-hold ends the run before any load
         timeline = ramp_timeline(self.scenario) if ramp is not None else None
         if is_open_loop(self.scenario.shape):
@@ -236,10 +241,8 @@ class InferloadRun:
             events = environment.events
             events.test_start.add_listener(lambda **_: poller.start())
             events.test_stop.add_listener(lambda **_: poller.stop())
-            events.test_start.add_listener(self.server_side.on_test_start)
-            events.test_stop.add_listener(self.server_side.on_test_stop)
-            events.quitting.add_listener(self._on_quitting)
-            side = self.server_side
+            side = self.measured.server_side
+            assert side is not None  # a master's or a local run's
             attach_inference_tab(  # the web UI's Inference tab (docs/web-ui.md); nothing without a web UI
                 environment,
                 self.scenario,
@@ -252,15 +255,13 @@ class InferloadRun:
                 self.watch_ramp_hold(environment, record, ramp, timeline)
             rule = self.stable_stop_rule()
             if rule is not None:
-                assert self.recorder is not None
-                stop = StableStop(environment, self.recorder.record, rule, tuple(t.name for t in self.scenario.targets))
+                stop = StableStop(environment, record, rule, tuple(t.name for t in self.scenario.targets))
                 watcher: list[gevent.Greenlet] = []
                 events.test_start.add_listener(lambda **_: watcher.append(gevent.spawn(stop.watch)))
                 events.test_stop.add_listener(lambda **_: [g.kill(block=False) for g in watcher])
             # last: its test_stop writes a web UI run's results after every other part's test_stop
-            self.run_end = ResultsAtRunEnd(
-                environment, lambda: self.write_results(environment, final=False), lambda: self.interrupted
-            )
+            measured = self.measured
+            self.run_end = ResultsAtRunEnd(environment, lambda: measured.write(final=False), lambda: self.interrupted)
 
     def calibration_at_start(self, environment: Environment) -> dict[str, Any] | None:
         """The latest calibration certificate, with a warning when the load exceeds its roofline."""
@@ -326,7 +327,7 @@ class InferloadRun:
 
     def check_models(self, environment: Environment, check: bool = True) -> None:
         """Fit every Triton target's users to its model (batch dimension, output shapes) and, with
-        `check`, run the start checks (`run.start_checks`): StartCheckError, one line per problem, when
+        `check`, run the start checks (`inferload.startchecks.fit`): StartCheckError, one line per problem, when
         a server cannot be reached, does not serve the model, or the tensors differ from the model's.
         Without `check`, an unreadable model is only a warning: the run goes on and counts its failures."""
         fit_to_models(environment, self.scenario, self.user_classes.values(), self.models, check)
@@ -354,52 +355,33 @@ class InferloadRun:
         if problems:
             raise StartCheckError(problems, skippable=False)
 
-    def _on_quitting(self, environment: Environment, **_: Any) -> None:
-        summary = self.run_end.written() if self.run_end is not None else None  # a web UI run: written at its end
-        if summary is None:
-            summary = self.write_results(environment)
-        if summary is not None:  # the run's own figures decide, never Locust's statistics
-            environment.process_exit_code = self.exit_code(summary)
-
-    # -- results --------------------------------------------------------------------------
-    def write_results(self, environment: Environment, final: bool = True) -> RunSummary | None:
-        """summary.json, windows.csv and report.html of the run, and the console table; ``final``
-        (at quit) closes the InfluxDB stream for its last figures, else (a web UI run's end) they are
-        read as they stand and the stream stays open for another run."""
-        record = self.recorder.record if self.recorder is not None else None
-        if record is None or record.started_at is None:
-            logger.warning("the run never started: no results written")
-            return None
-        if record.stopped_at is None:
-            record.stopped_at = time.time()
-        run_id = self.run_id or default_run_id(self.scenario.name, record.started_at)
+    # -- what the run adds to the core's results (`MeasuredRun`'s additions) ---------------------
+    def facts(self) -> dict[str, Any]:
+        """Its workers (count, losses, refused reports), cold starts, signal, calibration and trace tails;
+        the request log closed first (its rows are whole when the results are written)."""
         if self.request_log is not None:
             self.request_log.close()
-        facts = RunFacts(
-            run_id=run_id,
-            workers=self.workers.count() if self.workers is not None else 1,
-            server_side=self.server_side.figures,
-            cold_starts=read_cold_starts(self.options.cold_starts),
-            workers_lost=sorted(self.workers.lost) if self.workers is not None else None,
-            worker_losses=self.workers.loss_records() if self.workers is not None else None,
-            rejected_reports=self._rejected_reports() if self.workers is not None else None,
-            streaming=None
-            if self.influx_export is None
-            else self.influx_export.close()
-            if final
-            else self.influx_export.summary(),
-            interrupted=self.interrupted,
-            calibration=self.calibration,
-            tails=self.trace.tails() if self.trace is not None else {},
-            request_types=finish.request_types_by_name(environment.stats),
-        )
-        results_dir = self.results_dir or Path("results") / run_id
-        fallback = self.request_log.fallback_dir if self.request_log is not None else None
-        return finish.finish_run(self.scenario, record, facts, results_dir, report=not self.options.no_report, fallback=fallback)
+        workers = self.workers
+        return {
+            "workers": workers.count() if workers is not None else 1,
+            "cold_starts": read_cold_starts(self.options.cold_starts),
+            "workers_lost": sorted(workers.lost) if workers is not None else None,
+            "worker_losses": workers.loss_records() if workers is not None else None,
+            "rejected_reports": self._rejected_reports() if workers is not None else None,
+            "interrupted": self.interrupted,
+            "calibration": self.calibration,
+            "tails": self.trace.tails() if self.trace is not None else {},
+        }
+
+    def fallback_dir(self) -> Path | None:
+        return self.request_log.fallback_dir if self.request_log is not None else None
+
+    def written_at_end(self) -> RunSummary | None:
+        return self.run_end.written() if self.run_end is not None else None
 
     def _rejected_reports(self) -> int:
         """Worker reports refused on a master (unsigned, wrong key, replayed): figures and rows."""
-        refused = self.recorder.rejected_reports if self.recorder is not None else 0
+        refused = self.measured.recorder.rejected_reports if self.measured is not None else 0
         return refused + (self.request_log.rejected_reports if self.request_log is not None else 0)
 
     def exit_code(self, summary: RunSummary | Mapping[str, Any]) -> int:

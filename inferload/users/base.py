@@ -321,7 +321,8 @@ class InferenceUser(User):
     fit: ClassVar[ModelFit] = ModelFit()
     #: folder that relative payload paths (.npy files) are resolved against
     scenario_dir: ClassVar[Path] = Path(".")
-    #: the engine keeps this protocol's sequences itself (Triton's sequence parameters; see docs/engine.md)
+    #: the engine keeps this protocol's sequences itself (Triton's sequence parameters, TorchServe's sequence
+    #: headers; see docs/engine.md)
     native_sequences: ClassVar[bool] = False
     #: the request index the next `next_request()` picks (set by the client for one call; None: the next in turn)
     wanted_request_index: int | None = None
@@ -450,8 +451,6 @@ class InferenceUser(User):
             return "its answers are compared with expected values in Python"
         if (target.sequence is not None or fit.sequence_settings is not None) and not cls.native_sequences:
             return "a sequence model's requests carry per-request correlation IDs"
-        if target.trace is not None or (wiring is not None and wiring.trace_records is not None):
-            return "traced requests carry per-request ids"
         if wiring is not None and wiring.replay_batches:
             return "its replay's batch column gives requests batch sizes of their own, made when first asked for"
         if cls.native_target.__func__ is InferenceUser.native_target.__func__:  # type: ignore[attr-defined]
@@ -478,7 +477,7 @@ class InferenceUser(User):
 
         arrivals = wiring.arrivals
         max_queue = arrivals.max_queue if arrivals is not None else None
-        return engine.target_id(cls, make, max_queue, pool.start_cursor)
+        return engine.target_id(cls, make, max_queue, pool.start_cursor, wiring.trace_records)
 
     @classmethod
     def encode_request(cls, data: RequestData) -> Any:

@@ -17,8 +17,8 @@ never knows which one it has beyond asking ``native_target()`` once:
   `close` of its class: tritonclient, geventhttpclient), one call per task, each reported
   through Locust's request event. Used when the extension cannot load (say once, at the first
   user), when ``INFERLOAD_TRANSPORT=python``, and for targets whose calls need Python per request
-  (an ``expected`` answer check, traced requests, TorchServe's sequence ids). Triton's sequence
-  models and decoupled streams run natively (the engine keeps the sequences and reads the streams).
+  (an ``expected`` answer check, traced requests). Triton's and TorchServe's sequence models and
+  decoupled streams run natively (the engine keeps the sequences and reads the streams).
 
 No module-level state: the engine hangs off the Locust environment (`NativeEngine.of`).
 """
@@ -43,6 +43,7 @@ from inferload.users.failures import classify_exception
 
 if TYPE_CHECKING:
     from inferload.measure.run_record import RunRecord
+    from inferload.measure.trace_join import ClientTraceRecords
     from inferload.run.recorder import RequestLog
 
 logger = logging.getLogger(__name__)
@@ -89,7 +90,8 @@ class NativeTarget:
     check: dict[str, Any]
     headers: list[tuple[str, str]] = field(default_factory=list)
     tls: dict[str, Any] | None = None
-    #: a Triton sequence model: {"length", "concurrent", "string_ids"} (the engine keeps the sequences)
+    #: a sequence model: {"length", "concurrent", "string_ids"}, and "headers" for TorchServe's (the
+    #: engine keeps the sequences: `users.sequence.native_sequence`)
     sequence: dict[str, Any] | None = None
     #: a decoupled model: every call on the slot's ModelStreamInfer stream
     stream: bool = False
@@ -152,6 +154,8 @@ def request_error(class_name: str, message: str) -> errors.RequestError:
     """The exception the Python path would have raised for this failure (same class, same message)."""
     if class_name == "HttpStatusError":
         error: errors.RequestError = errors.HttpStatusError(0)
+    elif class_name == "SequenceRefused":
+        error = errors.SequenceRefused(0)
     elif class_name == "GrpcStatusError":
         error = errors.GrpcStatusError("")
     else:
@@ -188,6 +192,8 @@ class NativeEngine:
         self.warmup_ends_at: float | None = None
         self._target_ids: dict[type, int] = {}
         self._method_of: dict[str, str] = {}
+        #: traced targets' records by target name: the engine puts an id on each of their calls
+        self._traced: dict[str, ClientTraceRecords] = {}
         self._waiters: dict[int, Waiter] = {}
         self._drainer: gevent.Greenlet | None = None
         self._closed = False
@@ -221,9 +227,16 @@ class NativeEngine:
 
     # -- targets and slots ---------------------------------------------------------------------
     def target_id(
-        self, user_class: type, make: Callable[[], NativeTarget], open_loop_max_queue: int | None, start_index: int
+        self,
+        user_class: type,
+        make: Callable[[], NativeTarget],
+        open_loop_max_queue: int | None,
+        start_index: int,
+        trace_records: ClientTraceRecords | None = None,
     ) -> int:
-        """The engine's id of a user class's target (registered by its first user, or the open-loop feed)."""
+        """The engine's id of a user class's target (registered by its first user, or the open-loop feed);
+        ``trace_records``: a traced target's (the engine puts an id with their prefix on each call of
+        its loops and senders, and hands back what the successful ones took: `drain`)."""
         found = self._target_ids.get(user_class)
         if found is not None:
             return found
@@ -249,7 +262,10 @@ class NativeEngine:
             open_loop_max_queue=open_loop_max_queue,
             sequence=spec.sequence,
             stream=spec.stream,
+            trace=trace_records.prefix if trace_records is not None else None,
         )
+        if trace_records is not None:
+            self._traced[target.name] = trace_records
         self._target_ids[user_class] = made
         self._method_of[target.name] = user_class.request_type  # type: ignore[attr-defined]
         return int(made)
@@ -344,6 +360,10 @@ class NativeEngine:
         rows = wire.get("rows")
         if rows and self.request_log is not None:
             self.request_log.add_rows(rows)
+        for name, number, sent_ns, received_ns in wire.get("traced", ()):  # the trace join's client times
+            self._traced[name].add(number, sent_ns, received_ns)
+        for name, dropped in wire.get("traced_dropped", {}).items():
+            self._traced[name].dropped += dropped
 
     def _drain_forever(self) -> None:
         while True:

@@ -80,11 +80,14 @@ class SequenceSettings:
         return cls(spec.length, spec.concurrent, string_ids)
 
 
-def native_sequence(settings: SequenceSettings | None) -> dict[str, Any] | None:
-    """A sequence model's settings as the native engine takes them (None: not a sequence model)."""
+def native_sequence(settings: SequenceSettings | None, headers: bool = False) -> dict[str, Any] | None:
+    """A sequence model's settings as the native engine takes them (None: not a sequence model);
+    ``headers``: TorchServe's, whose ID and end flag go in its sequence headers
+    (`torchserve_sequence_headers`), a refused opening tried again (`UserSequences.open_again`)."""
     if settings is None:
         return None
-    return {"length": settings.length, "concurrent": settings.concurrent, "string_ids": settings.string_ids}
+    native = {"length": settings.length, "concurrent": settings.concurrent, "string_ids": settings.string_ids}
+    return {**native, "headers": True} if headers else native
 
 
 @dataclass(frozen=True)
@@ -229,9 +232,15 @@ def torchserve_sequence_headers(step: SequenceStep) -> dict[str, str]:
     return headers
 
 
+def torchserve_sequence_settings(spec: SequenceSpec | None) -> SequenceSettings | None:
+    """A TorchServe target's sequence settings, as its ``sequence`` key says (None without one)."""
+    return None if spec is None else SequenceSettings.from_spec(spec, string_ids=True)
+
+
 def torchserve_user_sequences(spec: SequenceSpec | None) -> UserSequences | None:
-    """A TorchServe user's sequences, as the target's ``sequence`` key says (None without one)."""
-    return None if spec is None else UserSequences(SequenceSettings.from_spec(spec, string_ids=True))
+    """A TorchServe user's sequences (the Python transport's), as the target's ``sequence`` key says."""
+    settings = torchserve_sequence_settings(spec)
+    return None if settings is None else UserSequences(settings)
 
 
 def user_sequences(fitted: SequenceSettings | None, spec: SequenceSpec | None) -> UserSequences | None:

@@ -38,7 +38,13 @@ from inferload.users.http_answer import (
 )
 from inferload.users.payload import encode_json, encode_npy, encode_octet_stream
 from inferload.users.request_pool import RequestData, RequestPool
-from inferload.users.sequence import UserSequences, torchserve_sequence_headers, torchserve_user_sequences
+from inferload.users.sequence import (
+    UserSequences,
+    native_sequence,
+    torchserve_sequence_headers,
+    torchserve_sequence_settings,
+    torchserve_user_sequences,
+)
 from inferload.users.tls import native_tls
 
 
@@ -135,6 +141,7 @@ class TorchServeRestUser(InferenceUser):
     abstract = True
     target_kinds = kinds_spoken_by("TorchServeRestUser")
     request_type = "REST"
+    native_sequences = True
     #: a stateful model's sequence ids of this user (the target's ``sequence``; made in ``connect``)
     _sequences: UserSequences | None = None
 
@@ -153,6 +160,7 @@ class TorchServeRestUser(InferenceUser):
             check=native_list_check(target, TORCHSERVE_REASON),
             headers=list(headers.items()),
             tls=native_tls(target.tls, cls.scenario_dir, target.name) if target.tls is not None else None,
+            sequence=native_sequence(torchserve_sequence_settings(target.sequence), headers=True),
         )
 
     def connect(self) -> None:

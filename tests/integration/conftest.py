@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +18,46 @@ from inferload.local.models.specs import MODEL_NAMES
 from inferload.local.servers.manager import LocalServers
 from inferload.local.servers.ports import ServerPorts
 from inferload.local.servers.procs import processes_mentioning
+from tests.support.example_triton import ExampleTriton, example_triton
 from tests.support.torchserve_handler import BARE_NUMBER_HANDLER, serving_handler
+
+#: the tests that kept the machine busiest, printed as the session ends (beside pytest's --durations)
+CPU_LEDGER_LINES = 30
+#: each test's (nodeid, CPU-seconds of the whole machine, wall seconds), set-up and teardown included
+_cpu_ledger: list[tuple[str, float, float]] = []
+
+
+def machine_busy_s() -> float:
+    """CPU-seconds the machine has spent busy since boot, all cores together (/proc/stat: user,
+    nice, system, irq, softirq and steal; not idle or iowait): the measure docs/testing.md's phase
+    table and issue 37's CPU goal use."""
+    with open("/proc/stat") as stat:
+        fields = [int(value) for value in stat.readline().split()[1:9]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Each test's share of the machine's CPU: what the servers, Locust processes and pytest it made
+    busy spent (a session fixture's start counts to the first test that asks for it, as its set-up
+    time does in --durations; anything else running on the machine counts too)."""
+    busy, wall = machine_busy_s(), time.monotonic()
+    yield
+    _cpu_ledger.append((item.nodeid, machine_busy_s() - busy, time.monotonic() - wall))
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if not _cpu_ledger:
+        return
+    busy = sum(cpu for _, cpu, _ in _cpu_ledger)
+    wall = sum(seconds for _, _, seconds in _cpu_ledger)
+    write = terminalreporter.write_line
+    terminalreporter.section(f"machine CPU busy per test, the {CPU_LEDGER_LINES} busiest")
+    write(f"{busy:,.0f} CPU-seconds busy over {wall:,.0f} s of tests ({len(_cpu_ledger)} tests, {os.cpu_count()} cores)")
+    for nodeid, cpu, seconds in sorted(_cpu_ledger, key=lambda entry: -entry[1])[:CPU_LEDGER_LINES]:
+        write(f"{cpu:7.1f} CPU-s {seconds:7.1f} s  {nodeid}")
+
 
 #: fixtures whose servers run in virtual environments of their own, made on first use
 OWN_VENV_FIXTURES = {"kserve": "KSERVE_VENV", "bentoml_service": "BENTOML_VENV", "kserve_llm_venv": "KSERVE_LLM_VENV"}
@@ -96,3 +137,27 @@ def bare_number_server(built_models: tuple[str, ...], tmp_path_factory: pytest.T
     with serving_handler(tmp_path_factory.mktemp("bare-number"), "bare_number", BARE_NUMBER_HANDLER) as (ports, answer):
         assert answer.strip().isdigit(), answer  # a bare number, not a JSON list
         yield ports
+
+
+#: the vendored example models the shared Triton serves (served name -> tests/examples/triton folder);
+#: the two sequence modules get a pair each, as each unloads its pair to read what the model kept
+EXAMPLE_MODELS = {
+    "add_sub": "add_sub",
+    "add_sub_ensemble": "add_sub_ensemble",
+    "bls_sync": "bls_sync",
+    "stream_sync": "stream_sync",
+    "seq_grpc": "sequence_py",
+    "seq_http": "sequence_py",
+    "engine_seq_grpc": "sequence_py",
+    "engine_seq_http": "sequence_py",
+}
+
+
+@pytest.fixture(scope="session")
+def example_models_triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ExampleTriton]:
+    """One real Triton serving every vendored example model that a test does not restart, trace or
+    crash (EXAMPLE_MODELS), shared by the modules that send to them. Triton 2.51 never unloads
+    bls_sync once its BLS calls have failed (it waits out any exit timeout), so this Triton's exit
+    timeout is 2 s: its stop is forced and leaves its /tmp/python_env_* folder."""
+    with example_triton(tmp_path_factory.mktemp("example-models-triton"), EXAMPLE_MODELS, "--exit-timeout-secs=2") as server:
+        yield server

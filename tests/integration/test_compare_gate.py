@@ -5,20 +5,11 @@ the gate judges them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from tests.support.cli import inferload
-from tests.support.example_triton import ExampleTriton, example_triton
+from tests.support.example_triton import ExampleTriton
 from tests.support.scenario_factory import write_scenario
-
-
-@pytest.fixture(scope="module")
-def add_sub_triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ExampleTriton]:
-    with example_triton(tmp_path_factory.mktemp("triton-gate"), {"add_sub": "add_sub"}) as server:
-        yield server
 
 
 def one_run(folder: Path, name: str, address: str) -> Path:
@@ -37,9 +28,9 @@ def one_run(folder: Path, name: str, address: str) -> Path:
     return out
 
 
-def test_a_gate_over_a_renamed_target_exits_2_and_rename_pairs_them(add_sub_triton: ExampleTriton, tmp_path: Path) -> None:
-    before = one_run(tmp_path / "before", "grpc", add_sub_triton.grpc)
-    after = one_run(tmp_path / "after", "add-sub-grpc", add_sub_triton.grpc)
+def test_a_gate_over_a_renamed_target_exits_2_and_rename_pairs_them(example_models_triton: ExampleTriton, tmp_path: Path) -> None:
+    before = one_run(tmp_path / "before", "grpc", example_models_triton.grpc)
+    after = one_run(tmp_path / "after", "add-sub-grpc", example_models_triton.grpc)
 
     unpaired = inferload("compare", str(before), str(after), "--fail-on", "p99:+1000%")
     assert unpaired.returncode == 2, unpaired.stdout + unpaired.stderr  # was 0: an empty gate passed

@@ -19,17 +19,11 @@ import pytest
 from inferload.measure.run_record import RunRecord
 from inferload.scenario.limits import DEFAULT_MAX_ANSWER_BYTES
 from tests.support.engine_triton import grpc_request, wait_for_calls
-from tests.support.example_triton import ExampleTriton, example_triton
+from tests.support.example_triton import ExampleTriton
 
 native = pytest.importorskip("inferload._native", reason="the native engine is not built (make build)")
 
 RESPONSES = 3
-
-
-@pytest.fixture(scope="module")
-def stream_triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ExampleTriton]:
-    with example_triton(tmp_path_factory.mktemp("engine-stream"), {"stream_sync": "stream_sync"}) as server:
-        yield server
 
 
 @pytest.fixture
@@ -58,8 +52,8 @@ def add_stream(engine: Any, address: str, values: tuple[int, ...], check: dict[s
     )
 
 
-def test_closed_loop_streams_record_exact_stream_figures(engine: Any, stream_triton: ExampleTriton) -> None:
-    target = add_stream(engine, stream_triton.grpc, (RESPONSES,))
+def test_closed_loop_streams_record_exact_stream_figures(engine: Any, example_models_triton: ExampleTriton) -> None:
+    target = add_stream(engine, example_models_triton.grpc, (RESPONSES,))
     slots = [engine.open_slot(target) for _ in range(2)]
     for slot in slots:
         engine.run_closed(slot)
@@ -94,8 +88,10 @@ def test_closed_loop_streams_record_exact_stream_figures(engine: Any, stream_tri
     assert sum(counts.requests for counts in windows.values()) == requests
 
 
-def test_a_per_call_stream_request_gives_its_timing_and_checks_every_response(engine: Any, stream_triton: ExampleTriton) -> None:
-    target = add_stream(engine, stream_triton.grpc, (RESPONSES, 0), {"answer": "grpc_shapes", "shapes": {"OUT": [1]}})
+def test_a_per_call_stream_request_gives_its_timing_and_checks_every_response(
+    engine: Any, example_models_triton: ExampleTriton
+) -> None:
+    target = add_stream(engine, example_models_triton.grpc, (RESPONSES, 0), {"answer": "grpc_shapes", "shapes": {"OUT": [1]}})
     slot = engine.open_slot(target)
     ticket = engine.call(slot, 0, want_answer=True)
     (done,) = wait_for_calls(engine, 1)
@@ -110,7 +106,7 @@ def test_a_per_call_stream_request_gives_its_timing_and_checks_every_response(en
     assert done[1] is None and done[6] == 0
     assert engine.stream_timing(ticket) == (0, None, [])
 
-    strict = add_stream(engine, stream_triton.grpc, (RESPONSES,), {"answer": "grpc_shapes", "shapes": {"OUT": [2]}})
+    strict = add_stream(engine, example_models_triton.grpc, (RESPONSES,), {"answer": "grpc_shapes", "shapes": {"OUT": [2]}})
     strict_slot = engine.open_slot(strict)
     for _ in range(2):  # every response is read up to the final one: the stream serves the next request too
         engine.call(strict_slot, 0)

@@ -14,12 +14,13 @@ chosen request (a replay file's `sample`) shows as the batch of the request chos
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 import pytest
 
 from inferload.scenario.limits import DEFAULT_MAX_ANSWER_BYTES
-from tests.support.engine_triton import grpc_request
+from tests.support.engine_triton import grpc_request, http_request
 from tests.support.reference_server import reference_server
 
 native = pytest.importorskip("inferload._native", reason="the native engine is not built (make build)")
@@ -107,3 +108,42 @@ def test_a_fed_arrival_sends_the_request_it_names_and_one_naming_none_the_next_o
     # the named ones exactly; those naming none from the target's cursor (requests 0 and 1 here)
     assert [batches[i] for i in (0, 1, 3, 4)] == [3, 1, 2, 3], batches
     assert batches[2] in (1, 2, 3) and batches[5] in (1, 2, 3), batches
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_a_traced_targets_calls_carry_ids_the_server_received_and_their_times_enclose_the_servers(protocol: str) -> None:
+    """The trace join's ids on the engine: every call of a traced target's loops carries
+    `<prefix>-<number>`, and each successful call's (number, sent, received) comes back in `drain()`;
+    the server's records hold each id once, received after the client's send and answered before
+    the client's receive (one clock, CLOCK_MONOTONIC)."""
+    with reference_server(delay={"law": "fixed", "ms": 2}, concurrency=SLOTS) as server:
+        engine = native.Engine()
+        try:
+            array = np.zeros((1, 16), np.float32)
+            requests: list[Any]
+            if protocol == "grpc":
+                address, requests = server.grpc_address, [grpc_request("identity", "INPUT0", array)]
+            else:
+                address, requests = f"http://{server.http_address}", [http_request("identity", "INPUT0", "OUTPUT0", array)]
+            target = engine.add_target(
+                "ref", protocol, protocol, address, address, 30.0, [], requests, {"answer": "none"},
+                max_answer_bytes=DEFAULT_MAX_ANSWER_BYTES, trace="ab12",
+            )  # fmt: skip
+            slots = [engine.open_slot(target) for _ in range(SLOTS)]
+            for slot in slots:
+                engine.run_closed(slot)
+            time.sleep(0.5)
+            for slot in slots:
+                engine.stop_slot(slot)
+            traced = engine.drain()["traced"]
+        finally:
+            engine.close()
+        records = server.records()
+    assert len(traced) >= 50, len(traced)
+    numbers = [number for _, number, _, _ in traced]
+    assert len(set(numbers)) == len(numbers) and min(numbers) >= 1 and all(name == "ref" for name, *_ in traced)
+    by_id = {request_id: i for i, request_id in enumerate(records.ids)}
+    assert len(by_id) == len(records)  # every request the server saw had an id of its own
+    for _, number, sent_ns, received_ns in traced:
+        i = by_id[f"ab12-{number}"]
+        assert sent_ns <= records.received_ns[i] and records.answered_ns[i] <= received_ns, (number, sent_ns, received_ns)

@@ -11,9 +11,7 @@ up to the requests the engine recorded (plus at most one abandoned call per slot
 
 from __future__ import annotations
 
-import ast
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -21,43 +19,21 @@ import pytest
 
 from inferload.scenario.limits import DEFAULT_MAX_ANSWER_BYTES
 from tests.support.engine_triton import grpc_request, http_request
-from tests.support.example_triton import ExampleTriton, example_triton
-from tests.support.waiting import wait_until
+from tests.support.example_triton import ExampleTriton
 
 native = pytest.importorskip("inferload._native", reason="the native engine is not built (make build)")
 
 LENGTH, CONCURRENT, SLOTS = 4, 2, 2
-FINAL_LINE = "Final sequences stored: "
-
-
-@pytest.fixture(scope="module")
-def sequence_triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ExampleTriton]:
-    work = tmp_path_factory.mktemp("engine-sequences")
-    with example_triton(work, {"seq_grpc": "sequence_py", "seq_http": "sequence_py"}) as server:
-        yield server
-
-
-def answers_kept(server: ExampleTriton, model: str) -> dict[int, list[int]]:
-    """Unload ``model`` and read the answers it kept per correlation ID (its finalize line)."""
-    seen = server.log.read_text().count(FINAL_LINE)
-    server.unload(model)
-
-    def final_lines() -> list[str] | None:
-        lines = [line for line in server.log.read_text().splitlines() if FINAL_LINE in line]
-        return lines if len(lines) > seen else None
-
-    lines = wait_until(final_lines, 30, f"{model}'s finalize line")
-    return dict(ast.literal_eval(lines[seen].split(FINAL_LINE, 1)[1]))
 
 
 @pytest.mark.parametrize("protocol", ["grpc", "http"])
-def test_native_sequences_keep_the_models_state(sequence_triton: ExampleTriton, protocol: str) -> None:
+def test_native_sequences_keep_the_models_state(example_models_triton: ExampleTriton, protocol: str) -> None:
     engine = native.Engine()
-    model = f"seq_{protocol}"
+    model = f"engine_seq_{protocol}"  # the shared Triton's pair for this module (test_triton_sequences.py unloads seq_*)
     array = np.ones((1, 1), dtype=np.int32)
     sequence: dict[str, Any] = {"length": LENGTH, "concurrent": CONCURRENT, "string_ids": False}
     if protocol == "grpc":
-        address = sequence_triton.grpc
+        address = example_models_triton.grpc
         requests_: list[Any] = [grpc_request(model, "INPUT0", array, "INT32")]
         target = engine.add_target(
             "seq",
@@ -73,7 +49,7 @@ def test_native_sequences_keep_the_models_state(sequence_triton: ExampleTriton, 
             max_answer_bytes=DEFAULT_MAX_ANSWER_BYTES,
         )
     else:
-        address = sequence_triton.http
+        address = example_models_triton.http
         requests_ = [http_request(model, "INPUT0", "OUTPUT0", array, "INT32")]
         target = engine.add_target(
             "seq",
@@ -105,7 +81,7 @@ def test_native_sequences_keep_the_models_state(sequence_triton: ExampleTriton, 
     engine.close()
 
     assert failures == 0
-    answers = answers_kept(sequence_triton, model)
+    answers = example_models_triton.sequences_kept(model)
     for correlation_id, kept in answers.items():
         assert 0 < correlation_id < 2**63
         assert kept == list(range(1, len(kept) + 1)), f"sequence {correlation_id}: {kept}"

@@ -35,7 +35,12 @@ import requests
 
 from inferload.local.servers.triton_local import trace_arguments
 from tests.support.cli import inferload
-from tests.support.example_triton import ExampleTriton, on_triton_surviving_its_crash
+from tests.support.example_triton import (
+    TRACED_INPUT_LOST_MAX,
+    ExampleTriton,
+    on_triton_surviving_its_crash,
+    traced_input_lost,
+)
 from tests.support.locust_runner import run_locust
 from tests.support.scenario_factory import write_scenario
 
@@ -75,6 +80,7 @@ def _scenario(folder: Path, kind: str, address: str, model: str, users: int, blo
             }
         ],
         "trace": {"rate": 1},
+        "slo": {"error_rate": TRACED_INPUT_LOST_MAX},  # Triton's race tracing every request (TRACED_INPUT_LOST)
     }
     targets = [target]
     if blocker:  # the same model, untraced, a slow request now and then: the traced ones queue behind it
@@ -94,6 +100,7 @@ def _scenario(folder: Path, kind: str, address: str, model: str, users: int, blo
 def _tail(folder: Path, kind: str, address: str, model: str, users: int, blocker: bool = False) -> dict[str, Any]:
     run = run_locust(_scenario(folder, kind, address, model, users, blocker), folder)
     assert run.returncode == 0, run.output
+    assert all(traced_input_lost(row["Error"]) for row in run.failures_csv), run.failures_csv
     tail = run.summary["targets"]["t"]["tail"]
     report = (run.results_dir / "report.html").read_text()
     assert f"the p99 is {tail['verdict']}" in report and "Per-request residual" in report
@@ -139,7 +146,7 @@ def test_the_master_joins_every_workers_requests(tmp_path: Path) -> None:
     def body(server: ExampleTriton, folder: Path) -> None:
         out = folder / "results"
         # over HTTP: a CLI that spoke gRPC before starting its workers has seen a rare gRPC abort at fork
-        # (inferload/run/die_with_parent.py)
+        # (inferload/launch/die_with_parent.py)
         scenario = _scenario(folder, "triton-http", server.http, "tail_queue", users=3, blocker=True, duration="3s")
         done = inferload("run", str(scenario), "--headless", "--workers", "2", "--out", str(out), timeout_s=180)
         assert done.returncode == 0, done.stdout + done.stderr

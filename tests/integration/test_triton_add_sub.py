@@ -10,24 +10,17 @@ request fails, and summary.json agrees with Locust's own counts and names the mo
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from tests.support.example_triton import ExampleTriton, example_triton
+from tests.support.example_triton import ExampleTriton
 from tests.support.locust_runner import run_locust
 from tests.support.scenario_factory import write_scenario
 
 USERS_PER_TARGET = 2
-
-
-@pytest.fixture(scope="module")
-def add_sub_triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ExampleTriton]:
-    with example_triton(tmp_path_factory.mktemp("triton-add-sub"), {"add_sub": "add_sub"}) as server:
-        yield server
 
 
 def _target(name: str, kind: str, address: str) -> dict[str, Any]:
@@ -47,14 +40,17 @@ def _target(name: str, kind: str, address: str) -> dict[str, Any]:
     }
 
 
-def test_add_sub_runs_over_grpc_and_http_with_correct_answers(add_sub_triton: ExampleTriton, tmp_path: Path) -> None:
+def test_add_sub_runs_over_grpc_and_http_with_correct_answers(example_models_triton: ExampleTriton, tmp_path: Path) -> None:
     rng = np.random.default_rng(7)
     input0, input1 = rng.random(4, dtype=np.float32), rng.random(4, dtype=np.float32)
     np.save(tmp_path / "input0.npy", input0)
     np.save(tmp_path / "input1.npy", input1)
     expected = {"OUTPUT0": (input0 + input1).tolist(), "OUTPUT1": (input0 - input1).tolist()}
     (tmp_path / "expected.json").write_text(json.dumps(expected))
-    targets = [_target("grpc", "triton-grpc", add_sub_triton.grpc), _target("http", "triton-http", add_sub_triton.http)]
+    targets = [
+        _target("grpc", "triton-grpc", example_models_triton.grpc),
+        _target("http", "triton-http", example_models_triton.http),
+    ]
     data = {"name": "add-sub", "duration": "3s", "targets": targets, "shape": {"kind": "steady", "users": 2 * USERS_PER_TARGET}}
 
     run = run_locust(write_scenario(tmp_path, data), tmp_path)
@@ -76,7 +72,7 @@ def test_add_sub_runs_over_grpc_and_http_with_correct_answers(add_sub_triton: Ex
     assert set(server_side["batch_size_histogram"]) == {"1"}
 
 
-def test_kserve_v2_kinds_send_an_unbatched_model_its_own_shape(add_sub_triton: ExampleTriton, tmp_path: Path) -> None:
+def test_kserve_v2_kinds_send_an_unbatched_model_its_own_shape(example_models_triton: ExampleTriton, tmp_path: Path) -> None:
     """The Open Inference Protocol kinds on Triton (docs/comparing-servers.md), on a model whose metadata
     has no batch dimension (add_sub: input [4]): each request carries [4], not [1, 4], every answer is
     checked against INPUT0 ± INPUT1, and nothing fails (before: every call failed with Triton's
@@ -89,8 +85,8 @@ def test_kserve_v2_kinds_send_an_unbatched_model_its_own_shape(add_sub_triton: E
         json.dumps({"OUTPUT0": (input0 + input1).tolist(), "OUTPUT1": (input0 - input1).tolist()})
     )
     targets = [
-        _target("v2-grpc", "kserve-v2-grpc", add_sub_triton.grpc),
-        _target("v2-http", "kserve-v2-http", f"http://{add_sub_triton.http}"),
+        _target("v2-grpc", "kserve-v2-grpc", example_models_triton.grpc),
+        _target("v2-http", "kserve-v2-http", f"http://{example_models_triton.http}"),
     ]
     data = {"name": "add-sub-v2", "duration": "3s", "targets": targets, "shape": {"kind": "steady", "users": 2}}
 
@@ -103,8 +99,10 @@ def test_kserve_v2_kinds_send_an_unbatched_model_its_own_shape(add_sub_triton: E
         assert figures["requests"] > 0 and figures["failures"] == 0, (name, figures)
 
 
-def test_kserve_v2_batch_size_on_an_unbatched_model_is_a_start_error(add_sub_triton: ExampleTriton, tmp_path: Path) -> None:
-    target = {**_target("v2-http", "kserve-v2-http", f"http://{add_sub_triton.http}"), "batch_size": 2}
+def test_kserve_v2_batch_size_on_an_unbatched_model_is_a_start_error(
+    example_models_triton: ExampleTriton, tmp_path: Path
+) -> None:
+    target = {**_target("v2-http", "kserve-v2-http", f"http://{example_models_triton.http}"), "batch_size": 2}
     target.pop("expected")
     target["response_check"] = "shape"
     for spec in target["inputs"]:
@@ -118,13 +116,13 @@ def test_kserve_v2_batch_size_on_an_unbatched_model_is_a_start_error(add_sub_tri
 
 
 def test_an_unversioned_and_a_version_1_target_on_one_model_share_its_figures(
-    add_sub_triton: ExampleTriton, tmp_path: Path
+    example_models_triton: ExampleTriton, tmp_path: Path
 ) -> None:
     """Triton's unversioned statistics sum every version, so the gRPC target (no version) reads the
     HTTP target's (version 1) requests too: the figures are the model's, marked shared (before: each
     target reported them as its own, no shared_with)."""
-    grpc = {**_target("grpc", "triton-grpc", add_sub_triton.grpc), "response_check": "shape"}
-    http = {**_target("http", "triton-http", add_sub_triton.http), "response_check": "shape", "version": "1"}
+    grpc = {**_target("grpc", "triton-grpc", example_models_triton.grpc), "response_check": "shape"}
+    http = {**_target("http", "triton-http", example_models_triton.http), "response_check": "shape", "version": "1"}
     for target in (grpc, http):
         target.pop("expected")
         for spec in target["inputs"]:

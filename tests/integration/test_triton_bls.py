@@ -11,26 +11,15 @@ batch figures must stay the truth (batches of one) rather than inference_count /
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pytest
 
 from tests.support.cli import inferload
-from tests.support.example_triton import ExampleTriton, example_triton
+from tests.support.example_triton import ExampleTriton
 from tests.support.locust_runner import run_locust
 from tests.support.scenario_factory import write_scenario
-
-
-@pytest.fixture(scope="module")
-def bls_triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ExampleTriton]:
-    # Triton 2.51 never unloads bls_sync once its BLS calls have failed (it waits out any exit timeout),
-    # so this Triton gets the old 2 s one: its stop is forced and leaves its /tmp/python_env_* folder
-    models = {"bls_sync": "bls_sync", "add_sub": "add_sub"}
-    with example_triton(tmp_path_factory.mktemp("triton-bls"), models, "--exit-timeout-secs=2") as server:
-        yield server
 
 
 def _bls_target(name: str, kind: str, address: str, models_file: str, **extra: Any) -> dict[str, Any]:
@@ -49,13 +38,13 @@ def _bls_target(name: str, kind: str, address: str, models_file: str, **extra: A
     }
 
 
-def test_a_1d_string_npy_feeds_a_bytes_input_of_shape_1(bls_triton: ExampleTriton, tmp_path: Path) -> None:
+def test_a_1d_string_npy_feeds_a_bytes_input_of_shape_1(example_models_triton: ExampleTriton, tmp_path: Path) -> None:
     np.save(tmp_path / "models.npy", np.array([b"add_sub", b"add_sub", b"add_sub"]))  # dtype S7, shape (3,)
     answers = {"OUTPUT0": [[3.0] * 4] * 3, "OUTPUT1": [[-1.0] * 4] * 3}  # one row per sample
     (tmp_path / "expected.json").write_text(json.dumps(answers))
     targets = [
-        _bls_target("grpc", "triton-grpc", bls_triton.grpc, "models.npy", expected="expected.json"),
-        _bls_target("http", "triton-http", bls_triton.http, "models.npy", expected="expected.json"),
+        _bls_target("grpc", "triton-grpc", example_models_triton.grpc, "models.npy", expected="expected.json"),
+        _bls_target("http", "triton-http", example_models_triton.http, "models.npy", expected="expected.json"),
     ]
     path = write_scenario(
         tmp_path, {"name": "bls", "duration": "3s", "targets": targets, "shape": {"kind": "steady", "users": 2}}
@@ -85,12 +74,14 @@ def test_an_object_npy_is_refused_with_how_to_save_it(tmp_path: Path) -> None:
     assert "np.array(values, dtype=np.bytes_)" in checked.stderr
 
 
-def test_a_bls_model_whose_calls_half_fail_reports_its_batches_of_one(bls_triton: ExampleTriton, tmp_path: Path) -> None:
+def test_a_bls_model_whose_calls_half_fail_reports_its_batches_of_one(
+    example_models_triton: ExampleTriton, tmp_path: Path
+) -> None:
     """Every second request names a model Triton does not serve: Triton counts 2 executions for each
     inference (it counts successful inferences only), but every batch it ran had one request."""
     np.save(tmp_path / "models.npy", np.array([b"add_sub", b"pytorch"]))
     slo = {"min_avg_batch_size": 0.9, "error_rate": 0.6}
-    target = _bls_target("grpc", "triton-grpc", bls_triton.grpc, "models.npy", response_check="status", slo=slo)
+    target = _bls_target("grpc", "triton-grpc", example_models_triton.grpc, "models.npy", response_check="status", slo=slo)
     path = write_scenario(
         tmp_path, {"name": "bls", "duration": "4s", "targets": [target], "shape": {"kind": "steady", "users": 2}}
     )

@@ -36,6 +36,7 @@ from inferload.local.servers.triton_local import (
     triton_command,
     triton_env,
 )
+from tests.support.example_triton import TRACED_INPUT_LOST_MAX, traced_input_lost
 from tests.support.grafana import DASHBOARDS, query_panels, selected_fields, substitute
 from tests.support.influx_fixture import InfluxServer
 from tests.support.locust_runner import python_env, run_locust
@@ -226,11 +227,14 @@ def test_a_traced_streamed_request_joins_triton_s_trace_of_it(decoupled_triton: 
     `stream_sync`: Triton 2.51 crashed (SIGSEGV) tracing `square_int32`, whose responses come from a
     thread after `execute` returned (docs/observability.md; CI once with one user)."""
     target = {**_target("triton-grpc", decoupled_triton.grpc), "model": TRACED_MODEL, "trace": {"rate": 1}}
+    target["slo"] = {"error_rate": TRACED_INPUT_LOST_MAX}  # Triton's race tracing every request (TRACED_INPUT_LOST)
     scenario = _scenario(tmp_path, target, users=2, duration="3s")
     run = run_locust(scenario, tmp_path)
     assert run.returncode == 0, run.output[-4000:]
+    assert all(traced_input_lost(row["Error"]) for row in run.failures_csv), run.failures_csv
     target = run.summary["targets"]["square"]
-    assert target["failures"] == 0 and target["decoupled"]["responses"] == RESPONSES * target["requests"], target
+    served = target["requests"] - target["failures"]
+    assert RESPONSES * served <= target["decoupled"]["responses"] <= RESPONSES * target["requests"], target
     tail = target["tail"]
     assert tail["available"] is True, tail
     assert 0 < tail["joined"] <= tail["client_requests"] <= target["requests"], tail

@@ -14,30 +14,16 @@ shorter, and the answers add up to the requests sent.
 
 from __future__ import annotations
 
-import ast
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from inferload.scenario.targets import DEFAULT_SEQUENCE_LENGTH
-from tests.support.example_triton import ExampleTriton, example_triton
+from tests.support.example_triton import ExampleTriton
 from tests.support.locust_runner import run_locust
 from tests.support.scenario_factory import write_scenario
-from tests.support.waiting import wait_until
 
 USERS_PER_TARGET = 2
 GRPC_LENGTH, GRPC_CONCURRENT = 4, 2
-#: what sequence_py prints in its finalize: its list of answers per correlation ID
-FINAL_LINE = "Final sequences stored: "
-
-
-@pytest.fixture(scope="module")
-def sequence_triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ExampleTriton]:
-    work = tmp_path_factory.mktemp("triton-sequences")
-    with example_triton(work, {"seq_grpc": "sequence_py", "seq_http": "sequence_py"}) as server:
-        yield server
 
 
 def _target(name: str, kind: str, address: str, model: str, **extra: Any) -> dict[str, Any]:
@@ -53,17 +39,6 @@ def _target(name: str, kind: str, address: str, model: str, **extra: Any) -> dic
         "timeout": "10s",
         **extra,
     }
-
-
-def _answers(server: ExampleTriton, model: str, seen_lines: int) -> dict[int, list[int]]:
-    """Unload ``model`` and read the answers it kept per correlation ID from its finalize line."""
-    server.unload(model)
-
-    def final_lines() -> list[str]:
-        return [line for line in server.log.read_text().splitlines() if FINAL_LINE in line]
-
-    lines = wait_until(lambda: final_lines() if len(final_lines()) > seen_lines else None, 30, f"{model}'s finalize line")
-    return ast.literal_eval(lines[seen_lines].split(FINAL_LINE, 1)[1])
 
 
 def _check_sequences(answers: dict[int, list[int]], length: int, open_at_stop: int, requests: int, name: str) -> None:
@@ -82,16 +57,16 @@ def _check_sequences(answers: dict[int, list[int]], length: int, open_at_stop: i
     assert requests <= answered <= requests + USERS_PER_TARGET, (name, requests, answered)
 
 
-def test_a_sequence_model_keeps_its_state_over_grpc_and_http(sequence_triton: ExampleTriton, tmp_path: Path) -> None:
+def test_a_sequence_model_keeps_its_state_over_grpc_and_http(example_models_triton: ExampleTriton, tmp_path: Path) -> None:
     targets = [
         _target(
             "grpc",
             "triton-grpc",
-            sequence_triton.grpc,
+            example_models_triton.grpc,
             "seq_grpc",
             sequence={"length": GRPC_LENGTH, "concurrent": GRPC_CONCURRENT},
         ),
-        _target("http", "triton-http", sequence_triton.http, "seq_http"),  # no key: the model's config says it is one
+        _target("http", "triton-http", example_models_triton.http, "seq_http"),  # no key: the model's config says it is one
     ]
     data = {
         "name": "triton-sequences",
@@ -111,8 +86,8 @@ def test_a_sequence_model_keeps_its_state_over_grpc_and_http(sequence_triton: Ex
         assert summary[name]["failures"] == 0 and rows[name]["num_failures"] == 0, run.output
         assert summary[name]["requests"] == rows[name]["num_requests"] > 0
 
-    grpc_answers = _answers(sequence_triton, "seq_grpc", 0)
-    http_answers = _answers(sequence_triton, "seq_http", 1)
+    grpc_answers = example_models_triton.sequences_kept("seq_grpc")
+    http_answers = example_models_triton.sequences_kept("seq_http")
     _check_sequences(grpc_answers, GRPC_LENGTH, USERS_PER_TARGET * GRPC_CONCURRENT, summary["grpc"]["requests"], "grpc")
     _check_sequences(http_answers, DEFAULT_SEQUENCE_LENGTH, USERS_PER_TARGET, summary["http"]["requests"], "http")
     assert not set(grpc_answers) & set(http_answers)  # every user drew its own IDs

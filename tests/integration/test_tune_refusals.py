@@ -24,7 +24,7 @@ from inferload.local.servers.ports import ServerPorts
 from inferload.local.servers.procs import processes_mentioning
 from inferload.local.servers.torchserve_local import TorchServeModelConfig, start_torchserve, stop_torchserve
 from tests.support.cli import inferload
-from tests.support.example_triton import ExampleTriton, example_triton
+from tests.support.example_triton import ExampleTriton
 from tests.support.scenario_factory import tiny_target, write_scenario
 from tests.support.torchserve_handler import BARE_NUMBER_HANDLER, archive
 from tests.support.waiting import wait_until
@@ -123,21 +123,14 @@ def test_tune_on_a_torchserve_with_token_auth_and_no_key_says_where_the_key_is(
     assert not (tmp_path / "out").exists()  # nothing measured, nothing written
 
 
-@pytest.fixture(scope="module")
-def ensemble_triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ExampleTriton]:
-    models = {"add_sub": "add_sub", "add_sub_ensemble": "add_sub_ensemble"}
-    with example_triton(tmp_path_factory.mktemp("triton-ensemble"), models) as server:
-        yield server
-
-
-def test_tune_on_an_ensemble_says_to_tune_its_steps(ensemble_triton: ExampleTriton, tmp_path: Path) -> None:
-    config_url = f"http://{ensemble_triton.http}/v2/models/add_sub_ensemble/config"
+def test_tune_on_an_ensemble_says_to_tune_its_steps(example_models_triton: ExampleTriton, tmp_path: Path) -> None:
+    config_url = f"http://{example_models_triton.http}/v2/models/add_sub_ensemble/config"
     with urllib.request.urlopen(config_url, timeout=5) as response:
         before = json.loads(response.read())
     target = {
         "name": "ensemble",
         "kind": "triton-http",
-        "address": ensemble_triton.http,
+        "address": example_models_triton.http,
         "model": "add_sub_ensemble",
         "inputs": [{"name": name, "shape": [4], "dtype": "FP32"} for name in ("A", "B")],
     }
@@ -148,6 +141,6 @@ def test_tune_on_an_ensemble_says_to_tune_its_steps(ensemble_triton: ExampleTrit
     assert "putting the original settings back" not in done.stdout  # nothing was changed: nothing to put back
     assert "Tune its steps instead: add_sub" in done.stdout
     assert "failed to poll from model repository" not in done.stdout
-    assert ensemble_triton.ready("add_sub_ensemble")
+    assert example_models_triton.ready("add_sub_ensemble")
     with urllib.request.urlopen(config_url, timeout=5) as response:
         assert json.loads(response.read()) == before  # nothing was loaded

@@ -16,7 +16,9 @@ CEILINGS = {
     "kind literals outside scenario/kinds.py": 9,
     "class variables written after a user class is made": 0,
     "transport branches outside the transports": 0,
-    "native/src/engine/*.rs lines": 8_335,
+    # raised from 8,335 by item 3 of the same issue, which moves work from Python into the engine: TorchServe's
+    # sequences and the trace join's request ids (sequence.rs, trace_id.rs and their tests)
+    "native/src/engine/*.rs lines": 8_690,
     "pyjson.rs (the engine's imitation of Python's JSON errors)": 0,
 }
 

@@ -104,3 +104,22 @@ def test_torchserve_sequence_steps_carry_the_id_header_and_the_end_on_the_last()
     assert note is not None and "carries the one ts_request_sequence_id 'seq_0'" in note
     assert static_sequence_id_note("ts", "torchserve-rest", {"x": "y"}, None) is None
     assert static_sequence_id_note("ts", "torchserve-rest", {"ts_request_sequence_id": "a"}, SequenceSpec()) is None
+
+
+def test_a_torchserve_sequence_target_is_sent_by_the_engine_its_ids_in_torchserves_headers(tmp_path: Path) -> None:
+    from locust.env import Environment
+
+    from inferload.errors import SequenceRefused
+    from inferload.users import user_class_for
+    from inferload.users.engine import request_error
+
+    data = scenario(torchserve_sequence={"length": 5, "concurrent": 2})
+    target = scenario_from_dict(data).targets[1]
+    cls = user_class_for(target, tmp_path)
+    environment = Environment()
+    wiring = cls.wiring_in(environment)
+    assert cls.python_only_reason(wiring) is None  # no longer the Python transport's alone
+    native = cls.native_target(cls.pool_for(environment), wiring.fit)
+    assert native is not None and native.sequence == {"length": 5, "concurrent": 2, "string_ids": True, "headers": True}
+    refused = request_error("SequenceRefused", "HTTP 503: no more sequences")
+    assert isinstance(refused, SequenceRefused) and str(refused) == "HTTP 503: no more sequences"

@@ -32,6 +32,8 @@ pub const REQUEST_ERROR: &str = "RequestError";
 pub const HTTP_STATUS_ERROR: &str = "HttpStatusError";
 pub const GRPC_STATUS_ERROR: &str = "GrpcStatusError";
 pub const BAD_OUTPUT_SHAPE: &str = "BadOutputShape";
+/// a TorchServe sequence's opening refused (HTTP 503): the closed loop backs off, the place opens it again
+pub const SEQUENCE_REFUSED: &str = "SequenceRefused";
 
 /// The characters a reason is stripped of (ASCII whitespace, as Python's `str.strip(WHITESPACE)`
 /// in `users/failures.py`).
@@ -89,6 +91,11 @@ impl Failure {
     /// `refused_windows` and a closed loop's back-off).
     pub fn is_refused(&self) -> bool {
         self.class == CONNECTION_REFUSED
+    }
+
+    /// Whether a closed loop pauses after it: a refused connection, or a refused sequence.
+    pub fn backs_off(&self) -> bool {
+        self.is_refused() || self.class == SEQUENCE_REFUSED
     }
 }
 

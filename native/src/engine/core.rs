@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http::HeaderMap;
 use tokio::sync::{mpsc, Notify};
 
@@ -28,6 +28,7 @@ use super::record::{Completion, RecordSettings, Recorder};
 use super::sequence::{http_body_with_step, SequenceSpec, Sequences};
 use super::target::{header_pair, Cursor, HttpRequest, Protocol, Requests, Target};
 use super::tls::{tls_setup, TlsOptions};
+use super::trace_id::{grpc_id_field, http_body_with_id, TraceIds};
 
 /// One HTTP request as Python gives it: (path, body, the request's own headers).
 pub type HttpRequestSpec = (String, Bytes, Vec<(String, String)>);
@@ -58,6 +59,8 @@ pub struct TargetSpec {
     pub sequence: Option<SequenceSpec>,
     /// a decoupled model's calls go on a `ModelStreamInfer` stream per slot
     pub stream: bool,
+    /// a traced target: its calls' ids start with this prefix (`trace_id`)
+    pub trace: Option<String>,
 }
 
 /// A per-call ticket's completion, as `take_calls` hands it to Python.
@@ -210,7 +213,8 @@ impl Shared {
 }
 
 /// A loop's or a sender's call: the request, with the slot's next sequence step when the target
-/// is a sequence model (gRPC: its parameters appended; HTTP: spliced into the JSON header).
+/// is a sequence model (gRPC: its parameters appended; HTTP: spliced into the JSON header, or
+/// TorchServe's sequence headers), and its trace id when the target is traced (`trace_id`).
 fn loop_input(
     target: &Target,
     request_index: usize,
@@ -220,41 +224,79 @@ fn loop_input(
         request_index,
         ..CallInput::default()
     };
-    if let Some(sequences) = sequences {
-        let step = sequences.next_step();
-        match &target.requests {
-            Requests::Grpc(_) => input.append = Some(step.grpc.clone()),
-            Requests::Http(all) => {
-                let request = &all[request_index];
-                let (body, json_size) = http_body_with_step(&request.body, request.json_size, step);
-                input.body = Some(body);
+    let step = sequences.map(|sequences| sequences.next_step().clone());
+    let trace = target.trace.as_ref().map(TraceIds::next);
+    if step.is_none() && trace.is_none() {
+        return input;
+    }
+    match &target.requests {
+        Requests::Grpc(_) => {
+            let mut append = BytesMut::new();
+            if let Some(step) = &step {
+                append.extend_from_slice(&step.grpc);
+            }
+            if let Some((_, id)) = &trace {
+                append.extend_from_slice(&grpc_id_field(id));
+            }
+            input.append = Some(append.freeze());
+        }
+        Requests::Http(all) => {
+            let request = &all[request_index];
+            let mut changed: Option<(Bytes, Option<usize>)> = None;
+            let mut headers = HeaderMap::new();
+            match &step {
+                Some(step) if !step.headers.is_empty() => headers = step.headers.clone(),
+                Some(step) => {
+                    changed = Some(http_body_with_step(&request.body, request.json_size, step))
+                }
+                None => {}
+            }
+            if let Some((_, id)) = &trace {
+                let (body, json_size) = changed
+                    .as_ref()
+                    .map_or((&request.body, request.json_size), |(b, s)| (b, *s));
+                changed = Some(http_body_with_id(body, json_size, id));
+            }
+            if let Some((body, json_size)) = changed {
                 if let Some(size) = json_size {
-                    let mut headers = HeaderMap::new();
                     headers.insert(
                         "inference-header-content-length",
                         http::HeaderValue::from(size),
                     );
-                    input.headers = Some(headers);
                 }
+                input.body = Some(body);
+            }
+            if !headers.is_empty() {
+                input.headers = Some(headers);
             }
         }
     }
+    input.trace_number = trace.map(|(number, _)| number);
     input
 }
 
-/// A call that failed before its answer was judged abandons its sequence (`UserSequences.abandon`).
-fn after_call(sequences: Option<&mut Sequences>, outcome: &Outcome) {
+/// A call's sequence after it (`Sequences::after_call`): a failure before its answer was judged
+/// abandons the sequence; a TorchServe sequence's refused opening is tried again.
+fn after_call(sequences: Option<&mut Sequences>, outcome: &mut Outcome) {
     if let Some(sequences) = sequences {
-        if outcome.failure.is_some() && !outcome.answered {
-            sequences.abandon();
-        }
+        sequences.after_call(outcome);
     }
 }
 
+/// A traced call that succeeded: (its id's number, sent, received), for the trace join.
+fn traced(input: &CallInput, outcome: &Outcome) -> Option<(u64, u64, u64)> {
+    let number = input.trace_number?;
+    outcome
+        .failure
+        .is_none()
+        .then_some((number, outcome.sent_ns, outcome.received_ns))
+}
+
 /// A call's completion as a closed loop (or a recorded per-call) records it: finished now, no send lag.
-fn completion(target: usize, outcome: &Outcome) -> Completion<'_> {
+fn completion<'a>(target: usize, outcome: &'a Outcome, input: &CallInput) -> Completion<'a> {
     Completion {
         target,
+        traced: traced(input, outcome),
         latency_ms: ms_between(outcome.received_ns, outcome.sent_ns),
         failure: outcome.failure.as_ref(),
         response_length: outcome.response_length,
@@ -277,12 +319,12 @@ async fn closed_loop(
     let mut sequences = target.sequence.map(|spec| Sequences::new(spec, None));
     loop {
         let input = loop_input(&target, target.next_request(), sequences.as_mut());
-        let outcome = call::call(&target, &mut conn, &input).await;
-        after_call(sequences.as_mut(), &outcome);
-        if !shared.record(&slot, generation, &completion(target.id, &outcome)) {
+        let mut outcome = call::call(&target, &mut conn, &input).await;
+        after_call(sequences.as_mut(), &mut outcome);
+        if !shared.record(&slot, generation, &completion(target.id, &outcome, &input)) {
             return conn.close().await;
         }
-        let pause = backoff.after(outcome.failure.as_ref().is_some_and(|f| f.is_refused()));
+        let pause = backoff.after(outcome.failure.as_ref().is_some_and(|f| f.backs_off()));
         if !pause.is_zero() {
             tokio::select! {
                 _ = stop.notified() => return conn.close().await,
@@ -324,12 +366,13 @@ async fn sender(
         wait_until(arrival.intended_ns).await;
         let called_ns = monotonic_ns();
         let input = loop_input(&target, request_index, sequences.as_mut());
-        let outcome = call::call(&target, &mut conn, &input).await;
+        let mut outcome = call::call(&target, &mut conn, &input).await;
         debug::lag_profile(&arrival, taken_ns, called_ns, outcome.sent_ns);
-        after_call(sequences.as_mut(), &outcome);
+        after_call(sequences.as_mut(), &mut outcome);
         // coordinated omission: latency from the intended send time, the send lag kept apart
         let done = Completion {
             target: target.id,
+            traced: traced(&input, &outcome),
             latency_ms: ms_between(outcome.received_ns, arrival.intended_ns),
             failure: outcome.failure.as_ref(),
             response_length: outcome.response_length,
@@ -373,7 +416,13 @@ async fn one_call(
     mut conn: Conn,
 ) {
     let outcome = call::call(&slot.target, &mut conn, &input).await;
-    if input.record && !shared.record(&slot, generation, &completion(slot.target.id, &outcome)) {
+    if input.record
+        && !shared.record(
+            &slot,
+            generation,
+            &completion(slot.target.id, &outcome, &input),
+        )
+    {
         return conn.close().await; // stopped meanwhile: recorded nothing
     }
     let abandoned = {
@@ -701,6 +750,7 @@ impl Engine {
             )),
             open_loop: spec.open_loop_max_queue.map(OpenLoop::new),
             sequence: spec.sequence,
+            trace: spec.trace.map(TraceIds::new),
         }));
         Ok(id)
     }

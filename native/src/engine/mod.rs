@@ -8,7 +8,7 @@
 //! what it sends and how it ended: `outcome`),
 //! `net` (connections, wire timestamps), `sse` (server-sent events framed and stamped), `generation`
 //! (a streamed generation's content events and figures), `tls`, `pacer` (open loop), `record` (the wire format of
-//! `RunRecord.merge_wire` and Locust's statistics), `checks` (answers judged, failures
+//! `RunRecord.merge_wire` and Locust's statistics), `trace_id` (the trace join's request ids), `checks` (answers judged, failures
 //! in inferload's own words; `outline`: a JSON answer read as far as a check needs it), `clock`, `target`, `python` (the API).
 
 pub mod call;
@@ -30,6 +30,7 @@ pub mod sse;
 pub mod stream;
 pub mod target;
 pub mod tls;
+pub mod trace_id;
 
 use pyo3::prelude::*;
 

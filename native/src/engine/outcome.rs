@@ -22,6 +22,8 @@ pub struct CallInput {
     /// record the call as the slot's loops record theirs (its latency, stream and generation
     /// figures, its request row): Python reports nothing of it
     pub record: bool,
+    /// a traced call: the number of its id (`trace_id`)
+    pub trace_number: Option<u64>,
 }
 
 /// How a call ended: the failure (None: a success), its wire times (CLOCK_MONOTONIC ns), the

@@ -198,11 +198,12 @@ fn parse_reason(detail: &Bound<'_, PyAny>) -> PyResult<Reason> {
     Ok(reason)
 }
 
-/// `sequence`: a Triton sequence model's length and concurrent sequences (each at least 1).
+/// `sequence`: a sequence model's length and concurrent sequences (each at least 1), string IDs,
+/// and `headers` for TorchServe's (the ID in its headers).
 fn parse_sequence(sequence: &Bound<'_, PyAny>) -> PyResult<SequenceSpec> {
     let spec: SequenceSpec = record(
         sequence,
-        &["length", "concurrent", "string_ids"],
+        &["length", "concurrent", "string_ids", "headers"],
         "sequence",
     )?;
     if spec.length == 0 || spec.concurrent == 0 {
@@ -434,7 +435,7 @@ impl PyEngine {
 
     #[pyo3(signature = (name, request_type, protocol, address, display_address, timeout_s, headers, requests, check,
                         rotation = "round-robin", rotation_seed = 0, start_index = 0, tls = None, open_loop_max_queue = None, sequence = None, stream = false,
-                        *, max_answer_bytes))]
+                        *, max_answer_bytes, trace = None))]
     #[allow(clippy::too_many_arguments)]
     fn add_target(
         &self,
@@ -455,6 +456,7 @@ impl PyEngine {
         sequence: Option<&Bound<'_, PyAny>>,
         stream: bool,
         max_answer_bytes: usize,
+        trace: Option<String>,
     ) -> PyResult<usize> {
         let fail = |message: String| value_error(format!("add_target({name:?}): {message}"));
         let protocol = match protocol {
@@ -529,6 +531,7 @@ impl PyEngine {
                 .transpose()
                 .map_err(|e| fail(e.to_string().trim_start_matches("ValueError: ").to_owned()))?,
             stream,
+            trace,
         };
         self.inner.add_target(spec).map_err(fail)
     }
@@ -582,6 +585,7 @@ impl PyEngine {
                 .transpose()?,
             want_answer,
             record,
+            trace_number: None,
         };
         self.inner
             .call(slot, input)
@@ -809,6 +813,18 @@ impl PyEngine {
                 )?)?;
             }
             wire.set_item("rows", rows)?;
+        }
+        if !recorder.traced.is_empty() || !recorder.traced_dropped.is_empty() {
+            let traced = PyList::empty(py);
+            for (target, number, sent_ns, received_ns) in &recorder.traced {
+                traced.append(row(py, (name(*target), *number, *sent_ns, *received_ns))?)?;
+            }
+            wire.set_item("traced", traced)?;
+            let dropped = PyDict::new(py);
+            for (target, count) in &recorder.traced_dropped {
+                dropped.set_item(name(*target), *count)?;
+            }
+            wire.set_item("traced_dropped", dropped)?;
         }
         Ok(wire)
     }

@@ -225,6 +225,8 @@ pub struct RefusedWindow {
 #[derive(Clone, Debug)]
 pub struct Completion<'a> {
     pub target: usize,
+    /// a traced call that succeeded: (its id's number, sent ns, received ns) for the trace join
+    pub traced: Option<(u64, u64, u64)>,
     pub latency_ms: f64,
     pub failure: Option<&'a Failure>,
     pub response_length: u64,
@@ -332,6 +334,10 @@ pub struct Recorder {
     pub locust: HashMap<usize, LocustEntry>,
     /// one row per request (`--requests-csv`): (wall clock s, target, latency ms, ok)
     pub rows: Vec<(f64, usize, f64, bool)>,
+    /// traced calls that succeeded (`trace_id`): (target, number, sent ns, received ns), at most
+    /// `MAX_TRACED` between drains; the rest counted
+    pub traced: Vec<(usize, u64, u64, u64)>,
+    pub traced_dropped: HashMap<usize, u64>,
     /// streamed requests (`measure/decoupled_record.py`): per window, and the steady totals
     pub stream_first: HashMap<(i64, usize), LatencyStats>,
     pub stream_gaps: HashMap<(i64, usize), LatencyStats>,
@@ -348,6 +354,9 @@ pub struct Recorder {
     /// sent (`RunRecord.record_send`, `measure/run_record.py`)
     pub send_times: HashMap<(i64, usize), Vec<f64>>,
 }
+
+/// The most traced calls kept between two drains (`ClientTraceRecords`' own bound, MAX_RECORDS).
+pub const MAX_TRACED: usize = 2_000_000;
 
 /// The settings recording follows (kept beside the recorder, not drained).
 #[derive(Clone, Copy, Debug)]
@@ -433,6 +442,14 @@ impl Recorder {
         if settings.rows {
             self.rows
                 .push((now, done.target, done.latency_ms, done.failure.is_none()));
+        }
+        if let Some((number, sent_ns, received_ns)) = done.traced {
+            if self.traced.len() < MAX_TRACED {
+                self.traced
+                    .push((done.target, number, sent_ns, received_ns));
+            } else {
+                *self.traced_dropped.entry(done.target).or_default() += 1;
+            }
         }
         if let (Some(timing), None) = (done.stream, done.failure) {
             self.record_stream(key, timing, settings.in_steady(now));
@@ -627,6 +644,7 @@ mod tests {
         };
         let by_events = (slow, TokenSource::Events);
         let done = |generation, failure, now_s| Completion {
+            traced: None,
             target: 0,
             latency_ms: 30.0,
             failure,
@@ -686,6 +704,7 @@ mod tests {
             recorder.record(
                 &settings,
                 &Completion {
+                    traced: None,
                     target: 0,
                     latency_ms: 30.0,
                     failure: None,
@@ -711,6 +730,7 @@ mod tests {
         let mut recorder = Recorder::default();
         let refused = Failure::refused("h:1");
         let done = |latency_ms, failure, now_s| Completion {
+            traced: None,
             target: 0,
             latency_ms,
             failure,
@@ -785,6 +805,7 @@ mod tests {
         recorder.record(
             &settings,
             &Completion {
+                traced: None,
                 target: 1,
                 latency_ms: 60.0,
                 failure: None,

@@ -8,10 +8,19 @@
 //! On the wire, as the Python users send it: gRPC, the request's bytes with the step's
 //! `parameters` map entries appended (a protobuf merge); HTTP, the step's members spliced into the
 //! JSON header's `parameters` (`_header_with_sequence`), `Inference-Header-Content-Length` updated.
+//!
+//! TorchServe's stateful models (`headers`): the ID goes in the `ts_request_sequence_id` header
+//! (`inferload-<id>`, so the server's log shows whose it is) and `ts_request_sequence_end: true`
+//! on a sequence's last call (`torchserve_sequence_headers`). TorchServe refuses to open a sequence
+//! (HTTP 503) while it holds as many as it may: that call is a `SequenceRefused`, the closed loop
+//! backs off as from a refused connection, and the place opens the same sequence again.
 
 use bytes::{Bytes, BytesMut};
+use http::{HeaderMap, HeaderValue};
 use prost::Message;
 
+use super::checks::{HTTP_STATUS_ERROR, SEQUENCE_REFUSED};
+use super::outcome::Outcome;
 use crate::proto::{InferParameter, ModelInferRequest, ParameterChoice};
 use serde_json::{Map, Value};
 
@@ -27,7 +36,16 @@ pub struct SequenceSpec {
     pub concurrent: u32,
     #[pyo3(default)]
     pub string_ids: bool,
+    /// TorchServe: the ID and end flag go in its sequence headers, not in the request
+    #[pyo3(default)]
+    pub headers: bool,
 }
+
+/// TorchServe's sequence headers (`inferload/scenario/kinds.py`, `targets.py`) and the ID's prefix
+/// (`users/sequence.py`).
+pub const TS_SEQUENCE_ID_HEADER: &str = "ts_request_sequence_id";
+pub const TS_SEQUENCE_END_HEADER: &str = "ts_request_sequence_end";
+pub const TS_SEQUENCE_ID_PREFIX: &str = "inferload-";
 
 /// What one call carries: its sequence's ID and flags, encoded for each protocol.
 #[derive(Clone, Debug, PartialEq)]
@@ -36,6 +54,25 @@ pub struct Step {
     pub grpc: Bytes,
     /// the members of the HTTP JSON header's `parameters`, without braces (`json.dumps` spacing)
     pub http: Bytes,
+    /// TorchServe: the call's sequence headers (empty for Triton)
+    pub headers: HeaderMap,
+}
+
+fn torchserve_step(correlation_id: u64, end: bool) -> Step {
+    let mut headers = HeaderMap::new();
+    let id = format!("{TS_SEQUENCE_ID_PREFIX}{correlation_id}");
+    headers.insert(
+        TS_SEQUENCE_ID_HEADER,
+        HeaderValue::from_str(&id).expect("ASCII digits"),
+    );
+    if end {
+        headers.insert(TS_SEQUENCE_END_HEADER, HeaderValue::from_static("true"));
+    }
+    Step {
+        grpc: Bytes::new(),
+        http: Bytes::new(),
+        headers,
+    }
 }
 
 fn step(correlation_id: u64, string_ids: bool, start: bool, end: bool) -> Step {
@@ -71,6 +108,7 @@ fn step(correlation_id: u64, string_ids: bool, start: bool, end: bool) -> Step {
     Step {
         grpc: request.encode_to_vec().into(),
         http: http.into(),
+        headers: HeaderMap::new(),
     }
 }
 
@@ -78,6 +116,8 @@ fn step(correlation_id: u64, string_ids: bool, start: bool, end: bool) -> Step {
 struct Place {
     position: u32,
     steps: Option<[Step; 3]>,
+    /// the next call opens the same sequence again (its opening was refused)
+    reopen: bool,
 }
 
 /// One slot's open sequences.
@@ -116,18 +156,24 @@ impl Sequences {
         let index = self.turn;
         self.turn = (self.turn + 1) % self.places.len();
         let length = self.spec.length.max(1);
-        if self.places[index].position == 0 || self.places[index].steps.is_none() {
+        let place = &mut self.places[index];
+        if place.reopen && place.steps.is_some() {
+            place.reopen = false;
+        } else if place.position == 0 || place.steps.is_none() {
             let id = self.take_id();
-            let string_ids = self.spec.string_ids;
+            let (string_ids, headers) = (self.spec.string_ids, self.spec.headers);
+            let make = |start: bool, end: bool| {
+                if headers {
+                    torchserve_step(id, end)
+                } else {
+                    step(id, string_ids, start, end)
+                }
+            };
             let steps = if length == 1 {
-                let only = step(id, string_ids, true, true);
+                let only = make(true, true);
                 [only.clone(), only.clone(), only]
             } else {
-                [
-                    step(id, string_ids, true, false),
-                    step(id, string_ids, false, false),
-                    step(id, string_ids, false, true),
-                ]
+                [make(true, false), make(false, false), make(false, true)]
             };
             let place = &mut self.places[index];
             place.steps = Some(steps);
@@ -151,6 +197,43 @@ impl Sequences {
     pub fn abandon(&mut self) {
         if let Some(index) = self.last {
             self.places[index].position = 0;
+        }
+    }
+
+    /// Whether the last step given opened its sequence (its first call).
+    pub fn opened(&self) -> bool {
+        let length = self.spec.length.max(1);
+        self.last
+            .is_some_and(|index| self.places[index].position == 1 % length)
+    }
+
+    /// The server refused the last call, which opened its sequence: the place's next call opens
+    /// the same sequence again (no new ID while the server still holds its old ones).
+    pub fn open_again(&mut self) {
+        if let Some(index) = self.last {
+            let place = &mut self.places[index];
+            if place.steps.is_some() {
+                place.position = 0;
+                place.reopen = true;
+            }
+        }
+    }
+
+    /// After a call: a refused opening of a TorchServe sequence (HTTP 503) is a `SequenceRefused`
+    /// and opens it again later; any other failure before the answer was judged abandons it.
+    pub fn after_call(&mut self, outcome: &mut Outcome) {
+        let Some(failure) = outcome.failure.as_mut() else {
+            return;
+        };
+        if self.spec.headers
+            && outcome.status == 503
+            && failure.class == HTTP_STATUS_ERROR
+            && self.opened()
+        {
+            failure.class = SEQUENCE_REFUSED;
+            self.open_again();
+        } else if !outcome.answered {
+            self.abandon();
         }
     }
 }
@@ -216,6 +299,9 @@ pub fn http_body_with_step(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::checks::Failure;
+
+    const BAD_OUTPUT: &str = "RequestError";
 
     fn ids_and_flags(sequences: &mut Sequences, calls: usize) -> Vec<(String, bool, bool)> {
         (0..calls)
@@ -243,6 +329,7 @@ mod tests {
             length: 3,
             concurrent: 2,
             string_ids: false,
+            headers: false,
         };
         let mut sequences = Sequences::new(spec, Some(10));
         let steps = ids_and_flags(&mut sequences, 8);
@@ -268,6 +355,7 @@ mod tests {
             length: 4,
             concurrent: 1,
             string_ids: true,
+            headers: false,
         };
         let mut sequences = Sequences::new(spec, Some(MAX_CORRELATION_ID));
         sequences.next_step();
@@ -278,11 +366,72 @@ mod tests {
             length: 1,
             concurrent: 1,
             string_ids: false,
+            headers: false,
         };
         assert_eq!(
             ids_and_flags(&mut Sequences::new(one, Some(5)), 2),
             vec![("5".into(), true, true), ("6".into(), true, true)]
         );
+    }
+
+    fn torchserve_headers(sequences: &mut Sequences) -> (String, bool) {
+        let step = sequences.next_step();
+        let id = step.headers[TS_SEQUENCE_ID_HEADER]
+            .to_str()
+            .unwrap()
+            .to_string();
+        (id, step.headers.get(TS_SEQUENCE_END_HEADER).is_some())
+    }
+
+    fn failed(class: &'static str, status: i32, answered: bool) -> Outcome {
+        Outcome {
+            failure: Some(Failure::new(class, format!("HTTP {status}"))),
+            status,
+            answered,
+            ..Outcome::default()
+        }
+    }
+
+    #[test]
+    fn torchserve_sequences_go_in_its_headers_and_a_refused_opening_opens_the_same_one_again() {
+        let spec = SequenceSpec {
+            length: 2,
+            concurrent: 1,
+            string_ids: true,
+            headers: true,
+        };
+        let mut sequences = Sequences::new(spec, Some(40));
+        assert_eq!(
+            torchserve_headers(&mut sequences),
+            ("inferload-40".into(), false)
+        );
+        let mut refused = failed(HTTP_STATUS_ERROR, 503, false);
+        sequences.after_call(&mut refused); // TorchServe holds as many as it may: not opened
+        assert_eq!(refused.failure.as_ref().unwrap().class, SEQUENCE_REFUSED);
+        assert!(refused.failure.as_ref().unwrap().backs_off());
+        assert!(!refused.failure.as_ref().unwrap().is_refused()); // no refused connection
+        assert_eq!(
+            torchserve_headers(&mut sequences),
+            ("inferload-40".into(), false)
+        );
+        assert_eq!(
+            torchserve_headers(&mut sequences),
+            ("inferload-40".into(), true)
+        );
+        let mut late = failed(HTTP_STATUS_ERROR, 503, false); // a 503 inside a sequence abandons it
+        sequences.after_call(&mut late);
+        assert_eq!(late.failure.as_ref().unwrap().class, HTTP_STATUS_ERROR);
+        assert_eq!(
+            torchserve_headers(&mut sequences),
+            ("inferload-41".into(), false)
+        );
+        let mut bad = failed(BAD_OUTPUT, 200, true); // an answer the check refused: the sequence goes on
+        sequences.after_call(&mut bad);
+        assert_eq!(
+            torchserve_headers(&mut sequences),
+            ("inferload-41".into(), true)
+        );
+        assert!(sequences.next_step().grpc.is_empty() && sequences.next_step().http.is_empty());
     }
 
     #[test]

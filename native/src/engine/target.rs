@@ -14,6 +14,7 @@ use super::checks::Check;
 use super::net::Peer;
 use super::pacer::OpenLoop;
 use super::sequence::SequenceSpec;
+use super::trace_id::TraceIds;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Protocol {
@@ -116,8 +117,10 @@ pub struct Target {
     pub cursor: Mutex<Cursor>,
     /// an open-loop target's arrivals waiting for senders (None: closed loop)
     pub open_loop: Option<OpenLoop>,
-    /// a Triton sequence model's settings: loops and senders carry each slot's sequences
+    /// a sequence model's settings: loops and senders carry each slot's sequences
     pub sequence: Option<SequenceSpec>,
+    /// a traced target's request ids: loops and senders put one on each call (`trace_id`)
+    pub trace: Option<TraceIds>,
 }
 
 impl Target {
