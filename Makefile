@@ -66,8 +66,8 @@ integration-shards: build
 	$(PY) -m tests.support.shards $(addprefix --python-transport ,$(FALLBACK_TESTS)) -- --durations=10
 
 # the Python transport (the fallback where the native module cannot load) on a representative subset:
-# every target kind, open loop, distributed, TorchServe's refused sequences (the full suite above runs on the
-# engine when it is built)
+# every target kind, open loop, distributed, TorchServe's refused sequences, expected answers (the full suite
+# above runs on the engine when it is built)
 FALLBACK_TESTS := \
 	tests/integration/test_locust_runs.py::test_each_user_class_sends_real_inferences_and_the_run_ends_on_time \
 	tests/integration/test_kserve_server.py \
@@ -76,7 +76,9 @@ FALLBACK_TESTS := \
 	tests/integration/test_distributed.py::test_two_workers_on_other_hosts_give_exact_percentiles_and_summed_totals \
 	tests/integration/test_tls.py \
 	tests/integration/test_replay.py::test_a_distributed_replay_keeps_the_global_schedule \
-	tests/integration/test_torchserve_sequences.py::test_users_as_many_as_the_models_sequences_reopen_a_refused_sequence_after_a_pause
+	tests/integration/test_torchserve_sequences.py::test_users_as_many_as_the_models_sequences_reopen_a_refused_sequence_after_a_pause \
+	tests/integration/test_expected_outputs.py::test_the_right_expected_values_pass_every_request \
+	tests/integration/test_expected_outputs.py::test_a_wrong_expected_value_fails_every_request_with_one_message_saying_what_came
 fallback: build
 	INFERLOAD_TRANSPORT=python $(PY) -m pytest $(FALLBACK_TESTS)
 

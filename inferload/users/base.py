@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import inspect
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -448,7 +448,9 @@ class InferenceUser(User):
         target = cls.target
         fit = wiring.fit if wiring is not None else cls.fit
         if target.response_check == "expected":
-            return "its answers are compared with expected values in Python"
+            reason = cls.expected_python_only_reason(wiring, fit)
+            if reason is not None:
+                return reason
         if (target.sequence is not None or fit.sequence_settings is not None) and not cls.native_sequences:
             return "a sequence model's requests carry per-request correlation IDs"
         if wiring is not None and wiring.replay_batches:
@@ -456,6 +458,26 @@ class InferenceUser(User):
         if cls.native_target.__func__ is InferenceUser.native_target.__func__:  # type: ignore[attr-defined]
             return f"the {target.kind} kind has no native path yet"
         return None
+
+    @classmethod
+    def expected_python_only_reason(cls, wiring: Wiring | None, fit: ModelFit) -> str | None:
+        """Why this class's ``response_check: expected`` calls need the protocol's own client (None:
+        the engine sends and times them and `check_expected` judges each answer it hands back)."""
+        if cls.check_expected.__func__ is InferenceUser.check_expected.__func__:  # type: ignore[attr-defined]
+            return f"the {cls.target.kind} kind compares answers with expected values only in its own client"
+        if cls.target.sequence is not None or fit.sequence_settings is not None:
+            return "a sequence model's expected answers are compared per call of its sequence, in Python"
+        if cls.target.trace is not None or (wiring is not None and wiring.trace_records is not None):
+            return "a traced target's expected answers are compared in Python"
+        return None
+
+    @classmethod
+    def check_expected(cls, check: ExpectedCheck, answer: bytes, samples: Sequence[int]) -> None:
+        """Protocol hook: ``response_check: expected`` on an answer as the wire carried it (the HTTP
+        body, or the gRPC response message) for a request of ``samples``: `UnexpectedOutput` unless
+        it is the expected one. The engine's calls of the class are checked with it, off their
+        timed path; a class without it keeps those calls on its own client."""
+        raise NotImplementedError
 
     @classmethod
     def native_target(cls, pool: RequestPool[Any], fit: ModelFit) -> NativeTarget | None:

@@ -28,7 +28,7 @@ from inferload.scenario.kinds import kinds_spoken_by
 from inferload.scenario.targets import Target
 from inferload.users.base import InferenceUser, ModelFit
 from inferload.users.engine import NativeTarget
-from inferload.users.expected import expected_check_of
+from inferload.users.expected import ExpectedCheck, expected_check_of
 from inferload.users.failures import Reason
 from inferload.users.http_answer import DETAIL_CHARS, check_list_answer, close_client, open_client, post_for_answer
 from inferload.users.request_pool import RequestData, RequestPool
@@ -169,6 +169,10 @@ class BentoMLHttpUser(InferenceUser):
         )
         check_list_answer(body, self.target, self._expected, self.request_pool(), index, self.request_batch())
         return len(body)
+
+    @classmethod
+    def check_expected(cls, check: ExpectedCheck, answer: bytes, samples: Sequence[int]) -> None:
+        check.body(answer, samples)
 
     def close(self) -> None:
         close_client(self)

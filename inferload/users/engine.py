@@ -16,9 +16,15 @@ never knows which one it has beyond asking ``native_target()`` once:
 - the **Python** transport (the fallback): each user's own protocol client (`connect`/`send`/
   `close` of its class: tritonclient, geventhttpclient), one call per task, each reported
   through Locust's request event. Used when the extension cannot load (say once, at the first
-  user), when ``INFERLOAD_TRANSPORT=python``, and for targets whose calls need Python per request
-  (an ``expected`` answer check, traced requests). Triton's and TorchServe's sequence models and
-  decoupled streams run natively (the engine keeps the sequences and reads the streams).
+  user), when ``INFERLOAD_TRANSPORT=python``, and for the few targets whose calls need their own
+  client (`InferenceUser.python_only_reason` says which, and the run logs why). Triton's and
+  TorchServe's sequence models, decoupled streams and traced requests run natively (the engine
+  keeps the sequences, reads the streams and puts the trace ids on).
+
+A target with ``response_check: expected`` takes a third way (`CheckedSlot`): the engine sends and
+times each call and hands its answer back; Python compares it with the expected values after the
+call is timed (`InferenceUser.check_expected`, the same rule the class's own client applies) and
+reports the call as the Python transport does, pacing an open loop's arrivals itself.
 
 No module-level state: the engine hangs off the Locust environment (`NativeEngine.of`).
 """
@@ -39,6 +45,7 @@ from gevent.hub import Waiter, get_hub
 from locust.stats import RequestStats, StatsEntry, StatsError
 
 from inferload import errors
+from inferload.users.expected import expected_check_of
 from inferload.users.failures import classify_exception
 
 if TYPE_CHECKING:
@@ -478,10 +485,18 @@ def open_transport(user: Any) -> Transport:
             raise RuntimeError(engine_needed_problem(type(user)))
         return PythonTransport(user)
     target_id = type(user).native_target_id(engine, user.environment)
+    pick = lambda: int(user.request_pool().next()[0])  # noqa: E731
     if conversation is not None:
-        pick = lambda: int(user.request_pool().next()[0])  # noqa: E731
         return ConversationSlot(engine, target_id, user.target.name, conversation, user.refused_backoff, pick)
-    return NativeSlot(engine, target_id, lambda: int(user.request_pool().next()[0]), user.wiring.arrivals is not None)
+    if answers_checked_in_python(type(user)):
+        return CheckedSlot(engine, target_id, user, pick)
+    return NativeSlot(engine, target_id, pick, user.wiring.arrivals is not None)
+
+
+def answers_checked_in_python(user_class: Any) -> bool:
+    """Whether the class's calls on the engine hand their answers back to be checked (``response_check:
+    expected``): Python then paces them (`CheckedSlot`), the engine sends and times each."""
+    return bool(user_class.target.response_check == "expected")
 
 
 def engine_needed_problem(user_class: Any) -> str:
@@ -580,7 +595,66 @@ class ConversationSlot(NativeSlot):
         self._released.set()
 
 
-class PythonTransport:
+class PacedInPython:
+    """A transport whose calls Python paces, one per task (its ``call`` sends one): the next queued
+    arrival of an open loop, its latency counted from its intended send time (the send lag reported
+    apart), or one `InferenceClient.infer()` of a closed loop, then a pause when the connection was
+    refused."""
+
+    user: Any
+
+    def call(self, request_index: int | None) -> Called:
+        raise NotImplementedError
+
+    def run(self) -> None:
+        user = self.user
+        arrivals = user.wiring.arrivals
+        if arrivals is not None:
+            intended, arrival = arrivals.take_arrival()
+            index = None if arrival is None else user.request_pool().index_for(arrival.sample, arrival.batch)
+            lag_ms = (time.time() - intended) * 1000.0
+            called = self.call(index)
+            user.client.report(lag_ms + called.latency_ms, called.response_length, called.error, lag_ms)
+            return
+        result = user.client.infer()
+        pause_s = user.refused_backoff.after(result.error)
+        if pause_s > 0:
+            gevent.sleep(pause_s)
+
+
+class CheckedSlot(PacedInPython, NativeSlot):
+    """One user's calls on an engine slot whose answers Python checks (``response_check: expected``):
+    the engine sends and times each call and hands its answer back; `InferenceUser.check_expected`
+    then judges it, off the timed path, and the call is reported as the Python transport's are."""
+
+    def __init__(self, engine: NativeEngine, target_id: int, user: Any, pick: Callable[[], int]) -> None:
+        super().__init__(engine, target_id, pick, open_loop=False)
+        self.user = user
+
+    def call(self, request_index: int | None) -> Called:
+        index = request_index if request_index is not None else self._pick()
+        outcome = self.engine.call(self.slot, index, want_answer=True)
+        error: BaseException | None = outcome.error
+        if error is None and outcome.answer is not None:
+            error = self._checked(outcome.answer, index)
+        return Called(outcome.latency_ms, outcome.response_length, error, index)
+
+    def _checked(self, answer: bytes, index: int) -> BaseException | None:
+        """The failure of an answer that is not the expected one (None: it is)."""
+        user = self.user
+        check = expected_check_of(user)
+        if check is None:
+            return None
+        try:
+            type(user).check_expected(check, answer, user.request_pool().samples(index))
+        except Exception as exc:  # an answer that cannot be decoded fails as the client's would
+            error = classify_exception(exc, user.target.address)
+            error.__traceback__ = None
+            return error
+        return None
+
+
+class PythonTransport(PacedInPython):
     """The Python transport: the user's own protocol client (its ``connect``, ``send`` and
     ``close``), one call per task, each within one deadline (the target's timeout and
     `CALL_DEADLINE_GRACE_S`: a client library's timeouts bound each wait on the socket, not an
@@ -598,24 +672,6 @@ class PythonTransport:
         started = time.perf_counter()
         error, length, index = self._send(request_index)
         return Called((time.perf_counter() - started) * 1000.0 + self.receive_shift_ms, length, error, index)
-
-    def run(self) -> None:
-        """Open loop: the next queued arrival, its latency counted from its intended send time (the
-        send lag reported apart). Closed loop: one call, then a pause when the connection was refused."""
-        user = self.user
-        arrivals = user.wiring.arrivals
-        if arrivals is not None:
-            intended, arrival = arrivals.take_arrival()
-            index = None if arrival is None else user.request_pool().index_for(arrival.sample, arrival.batch)
-            sent = time.time()
-            error, length, _ = self._send(index)
-            latency_ms = (time.time() - intended) * 1000.0 + self.receive_shift_ms
-            user.client.report(latency_ms, length, error, (sent - intended) * 1000.0)
-            return
-        result = user.client.infer()
-        pause_s = user.refused_backoff.after(result.error)
-        if pause_s > 0:
-            gevent.sleep(pause_s)
 
     def release(self) -> None:
         """Nothing runs beyond the task: Locust ends its loop."""
@@ -669,9 +725,12 @@ class EngineFeed:
 
 def arrival_feed(environment: Any, user_class: Any) -> EngineFeed | None:
     """How the class's users take an open-loop run's arrivals: fed ahead to the engine, which paces
-    them (an `EngineFeed`), or None: its Python users take them from the run's arrival queue."""
+    them (an `EngineFeed`), or None: its users take them from the run's arrival queue (the Python
+    transport, or the engine's calls whose answers Python checks: `CheckedSlot`)."""
     engine = user_class.wiring_in(environment).engine
-    return EngineFeed(engine, user_class, environment) if engine is not None else None
+    if engine is None or answers_checked_in_python(user_class):  # those Python paces (`CheckedSlot`)
+        return None
+    return EngineFeed(engine, user_class, environment)
 
 
 def attach_engine(environment: Any, record: RunRecord | None, request_log: RequestLog | None, warmup_s: float) -> None:
@@ -695,6 +754,10 @@ def assign_engine(environment: Any, user_classes: list[Any], window_s: float) ->
         if reason is None:
             wiring.engine = engine
             native += 1
+            if answers_checked_in_python(cls):
+                logger.info(
+                    "target %r: sent by the engine, its answers compared with the expected ones in Python", cls.target.name
+                )
         else:
             wiring.engine = None
             logger.info("target %r: sent through the Python transport: %s", cls.target.name, reason)

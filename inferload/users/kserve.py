@@ -34,7 +34,7 @@ from inferload.scenario.inputs import InputSpec
 from inferload.scenario.kinds import kinds_spoken_by
 from inferload.users.base import InferenceUser, ModelFit
 from inferload.users.engine import NativeTarget
-from inferload.users.expected import UnexpectedOutput, expected_check_of, grpc_outputs
+from inferload.users.expected import ExpectedCheck, UnexpectedOutput, expected_check_of, grpc_outputs
 from inferload.users.failures import Reason, check_output_shape, describe_answer, read_json
 from inferload.users.http_answer import DETAIL_CHARS, close_client, open_client, post_for_answer
 from inferload.users.request_pool import RequestData, RequestPool
@@ -267,10 +267,13 @@ class KServeV1HttpUser(KServeHttpUser):
         if check == "shape":
             v1_predictions(body, self.request_batch())
         elif check == "expected" and self._expected is not None:
-            predictions = v1_predictions(body, None)
-            answer = predictions[0] if len(predictions) == 1 else predictions
-            self._expected.body(json.dumps(answer).encode(), self.request_pool().samples(index))
+            self.check_expected(self._expected, body, self.request_pool().samples(index))
         return len(body)
+
+    @classmethod
+    def check_expected(cls, check: ExpectedCheck, answer: bytes, samples: Sequence[int]) -> None:
+        predictions = v1_predictions(answer, None)
+        check.body(json.dumps(predictions[0] if len(predictions) == 1 else predictions).encode(), samples)
 
 
 # The Open Inference Protocol (KServe v2) over REST: ``POST /v2/models/<m>[/versions/<v>]/infer``.
@@ -317,6 +320,10 @@ class KServeV2HttpUser(KServeHttpUser):
                 self._expected.arrays(v2_output_arrays(answer), self.request_pool().samples(index))
         return len(body)
 
+    @classmethod
+    def check_expected(cls, check: ExpectedCheck, answer: bytes, samples: Sequence[int]) -> None:
+        check.arrays(v2_output_arrays(v2_answer(answer)), samples)
+
 
 # The Open Inference Protocol (v2) over gRPC (the module's docstring says how).
 def response_size(response: service_pb2.ModelInferResponse) -> int:
@@ -348,3 +355,7 @@ class KServeV2GrpcUser(TritonGrpcUser):
         if self._expected is not None:
             self._expected.arrays(output_arrays(response), self.request_pool().samples(index))
         return response_size(response)
+
+    @classmethod
+    def check_expected(cls, check: ExpectedCheck, answer: bytes, samples: Sequence[int]) -> None:
+        check.arrays(output_arrays(service_pb2.ModelInferResponse.FromString(answer)), samples)

@@ -27,7 +27,7 @@ from inferload.scenario.kinds import kinds_spoken_by
 from inferload.scenario.targets import Target
 from inferload.users.base import InferenceUser, ModelFit
 from inferload.users.engine import NativeTarget
-from inferload.users.expected import expected_check_of
+from inferload.users.expected import ExpectedCheck, expected_check_of
 from inferload.users.failures import Reason
 from inferload.users.http_answer import (
     DETAIL_CHARS,
@@ -215,6 +215,10 @@ class TorchServeRestUser(InferenceUser):
             raise
         check_list_answer(body, self.target, self._expected, self.request_pool(), index, self.request_batch())
         return len(body)
+
+    @classmethod
+    def check_expected(cls, check: ExpectedCheck, answer: bytes, samples: Sequence[int]) -> None:
+        check.body(answer, samples)
 
     def close(self) -> None:
         close_client(self)

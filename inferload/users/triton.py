@@ -63,9 +63,9 @@ from inferload.scenario.inputs import InputSpec
 from inferload.scenario.kinds import kinds_spoken_by
 from inferload.scenario.targets import Target
 from inferload.scenario.tls import TlsSettings
-from inferload.users.base import InferenceUser, ModelFit
+from inferload.users.base import InferenceUser, ModelFit, Wiring
 from inferload.users.engine import NativeTarget
-from inferload.users.expected import expected_check_of, grpc_outputs, http_outputs
+from inferload.users.expected import ExpectedCheck, UnexpectedOutput, expected_check_of, grpc_outputs, http_outputs
 from inferload.users.failures import (
     GRPC_REASON_CHARS,
     NOT_A_TRITON_RESPONSE,
@@ -157,6 +157,17 @@ def triton_answer_size(body: bytes, header_length: str | None, shapes: Mapping[s
     return size
 
 
+def http_answer_outputs(body: bytes) -> dict[str, np.ndarray]:
+    """A Triton HTTP answer's outputs: its JSON header, then the binary outputs the header names (the
+    header's length found by parsing it, so the body alone is enough)."""
+    try:  # latin-1: one character per byte, so where the header ends is its length in bytes
+        _, header_length = json.JSONDecoder().raw_decode(body.decode("latin-1"))
+    except ValueError:
+        raise UnexpectedOutput(f"unexpected answer: no JSON header in its {len(body)} bytes") from None
+    result = httpclient.InferResult.from_response_body(body, False, header_length if header_length < len(body) else None)
+    return http_outputs(result)
+
+
 class TritonHttpUser(InferenceUser):
     abstract = True
     target_kinds = kinds_spoken_by("TritonHttpUser")
@@ -228,10 +239,12 @@ class TritonHttpUser(InferenceUser):
         shapes = self.expected_outputs_now() if self.target.response_check == "shape" else None
         size = triton_answer_size(body, header_length, shapes)
         if self._expected is not None:  # only this check decodes the answer
-            result = httpclient.InferResult.from_response_body(body, False, int(header_length) if header_length else None)
-            samples = self.request_pool().samples(self._request_index)
-            self._expected.arrays(http_outputs(result), samples)
+            self.check_expected(self._expected, body, self.request_pool().samples(self._request_index))
         return size
+
+    @classmethod
+    def check_expected(cls, check: ExpectedCheck, answer: bytes, samples: Sequence[int]) -> None:
+        check.arrays(http_answer_outputs(answer), samples)
 
     def _post_next(self) -> tuple[bytes, str | None]:
         """Post the next pre-built body as it is (a pick; nothing is encoded): the answer's body and
@@ -439,6 +452,16 @@ class TritonGrpcUser(InferenceUser):
         if self._expected is not None:  # only this check decodes the answer
             self._expected.arrays(grpc_outputs(response), self.request_pool().samples(index))
         return sum(len(raw) for raw in response.raw_output_contents)
+
+    @classmethod
+    def check_expected(cls, check: ExpectedCheck, answer: bytes, samples: Sequence[int]) -> None:
+        check.arrays(grpc_outputs(service_pb2.ModelInferResponse.FromString(answer)), samples)
+
+    @classmethod
+    def expected_python_only_reason(cls, wiring: Wiring | None, fit: ModelFit) -> str | None:
+        if cls.streams(fit):
+            return "a decoupled model's expected answers are compared per response of its stream, in Python"
+        return super().expected_python_only_reason(wiring, fit)
 
     def check_answer_shapes(self, response: Any) -> None:
         """``response_check: shape``: each output's stated shape against the model's (BadOutputShape)."""

@@ -1,6 +1,8 @@
 """``response_check: expected`` against the real servers' ``identity`` model, in one run: the right
 expected file passes every request over Triton gRPC, Triton HTTP and TorchServe; a file with one
-value changed fails every request with one message per target saying what came instead."""
+value changed fails every request with one message per target saying what came instead. The engine
+sends and times every call; Python compares each answer it hands back (`make fallback` runs the
+module on the Python transport's own clients too)."""
 
 from __future__ import annotations
 
@@ -63,6 +65,13 @@ def test_the_right_expected_values_pass_every_request(expected_run: LocustRun) -
         assert target["requests"] > 0 and target["failures"] == 0, (name, target, expected_run.failures_csv)
 
 
+def test_the_engine_sends_and_times_them_and_python_compares_each_answer(expected_run: LocustRun) -> None:
+    for name in ("grpc", "http", "ts", "grpc-wrong", "http-wrong", "ts-wrong"):
+        said = f"target {name!r}: sent by the engine, its answers compared with the expected ones in Python"
+        assert said in expected_run.output, name
+    assert "sent through the Python transport" not in expected_run.output
+
+
 def test_a_wrong_expected_value_fails_every_request_with_one_message_saying_what_came(expected_run: LocustRun) -> None:
     assert expected_run.returncode == 1, expected_run.output
     for name in ("grpc-wrong", "http-wrong", "ts-wrong"):
@@ -76,3 +85,26 @@ def test_a_wrong_expected_value_fails_every_request_with_one_message_saying_what
             in errors[name]
         )
     assert "unexpected answer: at $[1][3] got 0.75, expected 1.75" in errors["ts-wrong"], errors
+
+
+def test_an_open_loop_of_expected_answers_sends_every_arrival_and_checks_each(
+    local_servers: RunningServers, tmp_path: Path
+) -> None:
+    """Open loop: Python paces the arrivals (the engine hands each answer back to be compared), every
+    arrival is sent and answered right, its send lag measured; the wrong file's target fails each."""
+    np.save(tmp_path / "item.npy", ITEM)
+    targets = [t for t in _targets(tmp_path, local_servers, "", RIGHT) if t["name"] == "grpc"]
+    targets += [t for t in _targets(tmp_path, local_servers, "-wrong", WRONG) if t["name"] == "http-wrong"]
+    shape = {"kind": "constant-rate", "rate": 80, "max_in_flight": 8}  # split by weight: 40/s each
+    scenario = {"name": "expected-open", "duration": "3s", "targets": targets, "shape": shape}
+    run = run_locust(write_scenario(tmp_path, scenario), tmp_path)
+
+    assert run.returncode == 1, run.output  # the wrong file's failures
+    right, wrong = run.summary["targets"]["grpc"], run.summary["targets"]["http-wrong"]
+    for figures in (right, wrong):
+        open_loop = figures["open_loop"]
+        assert open_loop["unsent"] == 0 and open_loop["arrivals"] >= 100, open_loop  # 40/s each for 3 s: about 120
+        assert figures["requests"] == pytest.approx(open_loop["arrivals"], abs=8), figures  # all sent, all answered
+        assert open_loop["send_lag_ms"]["p99"] is not None
+    assert right["failures"] == 0 and wrong["failures"] == wrong["requests"], run.failures_csv
+    assert "target 'grpc': sent by the engine, its answers compared with the expected ones in Python" in run.output

@@ -191,3 +191,93 @@ def test_the_start_check_names_expected_outputs_the_model_does_not_have(tmp_path
     assert problems == [
         "target 't': expected: out.npz has output 'OUTPUT__0', which is not an output of the model 'm' (it has: SCORES)"
     ]
+
+
+def test_a_triton_http_answer_is_compared_from_its_body_alone_as_the_engine_hands_it_back() -> None:
+    """The engine gives back the body without its Inference-Header-Content-Length: the JSON header's
+    end is found by parsing it, then the binary outputs it names are read and compared."""
+    import tritonclient.http as httpclient
+
+    from inferload.users.triton import TritonHttpUser, http_answer_outputs
+
+    values = np.array([[0.5, 1.5, -2.0, 4.0]], np.float32)
+    header = {"outputs": [{"name": "OUT", "datatype": "FP32", "shape": [1, 4], "parameters": {"binary_data_size": 16}}]}
+    body = json.dumps(header).encode() + values.tobytes()
+    assert http_answer_outputs(body)["OUT"].tolist() == values.tolist()
+    as_json = json.dumps({"outputs": [{"name": "OUT", "datatype": "FP32", "shape": [1, 4], "data": values.ravel().tolist()}]})
+    assert http_answer_outputs(as_json.encode())["OUT"].tolist() == values.tolist()  # no binary part
+    result = httpclient.InferResult.from_response_body(body, False, len(json.dumps(header)))
+    assert result.as_numpy("OUT").tolist() == http_answer_outputs(body)["OUT"].tolist()  # as tritonclient reads it
+
+    check = ExpectedCheck(ExpectedValues("arrays", Path("e.npz"), arrays={"OUT": values}), atol=0, rtol=0)
+    TritonHttpUser.check_expected(check, body, ())
+    wrong = values.copy()
+    wrong[0, 2] = 3.0
+    with pytest.raises(UnexpectedOutput, match=r"at \[0, 2\] got -2, expected 3"):
+        TritonHttpUser.check_expected(
+            ExpectedCheck(ExpectedValues("arrays", Path("e.npz"), arrays={"OUT": wrong}), atol=0, rtol=0), body, ()
+        )
+    with pytest.raises(UnexpectedOutput, match="no JSON header in its 6 bytes"):
+        http_answer_outputs(b"<html>")
+
+
+def test_expected_answers_go_through_the_engine_except_where_only_python_can_compare_them(tmp_path: Path) -> None:
+    """The engine sends and times a target with expected answers (Python checks each answer it hands
+    back); a decoupled stream's, a sequence model's and a traced target's stay on their own client."""
+    from locust.env import Environment
+
+    from inferload.users import user_class_for
+    from inferload.users.base import ModelFit
+    from inferload.users.engine import answers_checked_in_python
+    from inferload.users.sequence import SequenceSettings
+
+    scenario = load_scenario(
+        write(
+            tmp_path,
+            target("triton-grpc", name="grpc", expected="out.npz"),
+            target("triton-http", name="http", address="127.0.0.1:8000", expected="out.npz"),
+            target("torchserve-rest", name="ts", response_check="expected", expected="answer.bin"),
+            target("triton-grpc", name="traced", expected="out.npz", trace={"rate": 1}),
+        )
+    )
+    grpc, http, ts, traced = (user_class_for(t, tmp_path) for t in scenario.targets)
+    for cls in (grpc, http, ts):
+        assert cls.python_only_reason(cls.wiring_in(Environment())) is None, cls.target.name
+        assert answers_checked_in_python(cls)
+    assert "traced" in (traced.python_only_reason(traced.wiring_in(Environment())) or "")
+    decoupled = ModelFit(decoupled=True)
+    assert "decoupled" in (grpc.expected_python_only_reason(None, decoupled) or "")
+    sequenced = ModelFit(sequence_settings=SequenceSettings(length=3, concurrent=1, string_ids=False))
+    assert "sequence" in (grpc.expected_python_only_reason(None, sequenced) or "")
+
+
+def test_kserve_and_bentoml_answers_are_compared_from_the_bytes_the_engine_hands_back() -> None:
+    """Each kind's `check_expected` reads the answer as its wire carried it: KServe v1's predictions,
+    v2's JSON tensors, v2 gRPC's response message, BentoML's body."""
+    from inferload.users.bentoml import BentoMLHttpUser
+    from inferload.users.kserve import KServeV1HttpUser, KServeV2GrpcUser, KServeV2HttpUser
+
+    values = np.array([[1.0, 2.0]], np.float32)
+    arrays = ExpectedCheck(ExpectedValues("arrays", Path("e.npz"), arrays={"OUT": values}), atol=0, rtol=0)
+    v2 = {"outputs": [{"name": "OUT", "datatype": "FP32", "shape": [1, 2], "data": [1.0, 2.0]}]}
+    KServeV2HttpUser.check_expected(arrays, json.dumps(v2).encode(), ())
+    v2["outputs"][0]["data"] = [1.0, 2.5]
+    with pytest.raises(UnexpectedOutput, match=r"at \[0, 1\] got 2.5, expected 2"):
+        KServeV2HttpUser.check_expected(arrays, json.dumps(v2).encode(), ())
+
+    response = service_pb2.ModelInferResponse()
+    output = response.outputs.add(name="OUT", datatype="FP32")
+    output.shape.extend([1, 2])
+    response.raw_output_contents.append(values.tobytes())
+    KServeV2GrpcUser.check_expected(arrays, response.SerializeToString(), ())
+    response.raw_output_contents[0] = np.array([[7.0, 2.0]], np.float32).tobytes()
+    with pytest.raises(UnexpectedOutput, match=r"at \[0, 0\] got 7, expected 1"):
+        KServeV2GrpcUser.check_expected(arrays, response.SerializeToString(), ())
+
+    answers = ExpectedCheck(ExpectedValues("jsonl", Path("a.jsonl"), answers=({"label": 1}, {"label": 2})), 0, 0)
+    KServeV1HttpUser.check_expected(answers, b'{"predictions": [{"label": 2}]}', (1,))
+    with pytest.raises(UnexpectedOutput, match=r"^unexpected answer for sample 0: at \$.label got 2, expected 1$"):
+        KServeV1HttpUser.check_expected(answers, b'{"predictions": [{"label": 2}]}', (0,))
+    BentoMLHttpUser.check_expected(answers, b'[{"label": 1}, {"label": 2}]', (0, 1))
+    with pytest.raises(UnexpectedOutput, match="got a body that is not JSON"):
+        BentoMLHttpUser.check_expected(answers, b"<html>", (0,))
