@@ -29,6 +29,10 @@ from inferload.local.servers.procs import ProcessRecord, spawn, stop_group
 #: the same clock, for its HTTP clients' open connections to close (a collector polling its
 #: statistics): such a stop takes the whole timeout and is forced (docs/servers.md)
 EXIT_TIMEOUT_S = 10
+#: how long Triton waits for a Python-backend stub to connect (its default is 30 s): each stub imports
+#: torch, and on a busy 2-core machine two Tritons loading at once took 31-33 s per stub; past the
+#: timeout Triton dies at start-up (`boost::interprocess::lock_exception`). Triton's own CI uses 120 s
+STUB_TIMEOUT_S = 120
 #: SIGTERM, then SIGKILL what is left after this long: past Triton's own exit timeout
 STOP_TIMEOUT_S = EXIT_TIMEOUT_S + 10
 
@@ -103,6 +107,7 @@ def triton_command(
         "--allow-metrics=true",
         "--allow-cpu-metrics=true",
         f"--exit-timeout-secs={EXIT_TIMEOUT_S}",
+        f"--backend-config=python,stub-timeout-seconds={STUB_TIMEOUT_S}",
         "--model-control-mode=explicit",
     ]
     command += [f"--load-model={m}" for m in models]
