@@ -1,4 +1,5 @@
-"""No result lost on the ways a run can end badly, against the real Triton: a results folder that
+"""No result lost on the ways a run can end badly, against the reference server (each call held
+`HOLD_MS`; its count of answered calls tells when a run is under way): a results folder that
 turns read-only mid-run (a real tmpfs remounted read-only) loses no request of --requests-csv and
 the results follow it to the fallback folder; a disk that fills up leaves no 0-byte or partial
 summary.json (files are written whole or not at all); a SIGKILLed CLI still gets its results
@@ -15,29 +16,42 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import psutil
+import pytest
 
+from inferload.local.reference_server import ReferenceServerProcess
 from inferload.results.files import read_summary
 from tests.support.locust_runner import python_env
 from tests.support.mounts import fill_up, remount_read_only, tmpfs
-from tests.support.scenario_factory import tiny_target, write_scenario
+from tests.support.reference_server import answered, reference_server, reference_target
+from tests.support.scenario_factory import write_scenario
 from tests.support.system_tools import REPO
 from tests.support.waiting import wait_until
 
 FALLBACK = re.compile(r"writing (?:them|the results) to (\S+?)(?: instead| with requests\.csv)")
+#: the reference server's hold per call and its slots (more than the users: no call waits)
+HOLD_MS, SLOTS = 2.0, 8
 
 
-def scenario(folder: Path, local_servers: Any, duration: str = "6s", users: int = 1) -> Path:
-    target = tiny_target("t", "triton-grpc", f"127.0.0.1:{local_servers.ports.triton_grpc}")
+@pytest.fixture(scope="module")
+def server() -> Iterator[ReferenceServerProcess]:
+    with reference_server(delay={"law": "fixed", "ms": HOLD_MS}, concurrency=SLOTS) as running:
+        yield running
+
+
+def target(server: ReferenceServerProcess) -> dict[str, object]:
+    return reference_target("t", "triton-grpc", server.grpc_address, timeout="5s")
+
+
+def scenario(folder: Path, server: ReferenceServerProcess, duration: str = "6s", users: int = 1) -> Path:
     data = {
         "name": "kept",
         "duration": duration,
         "warmup": "0s",
-        "targets": [target],
+        "targets": [target(server)],
         "shape": {"kind": "steady", "users": users},
     }
     return write_scenario(folder, data)
@@ -69,11 +83,11 @@ def fallback_folder(output: str) -> Path:
     return Path(found[-1])
 
 
-def test_a_results_folder_that_turns_read_only_mid_run_loses_no_request(local_servers, tmp_path):
+def test_a_results_folder_that_turns_read_only_mid_run_loses_no_request(server, tmp_path):
     with tmpfs(tmp_path / "mnt", "8m") as mounted:
         results = mounted / "results"
         run = start(
-            ["run", str(scenario(tmp_path, local_servers)), "--headless", "--requests-csv", "--out", str(results)],
+            ["run", str(scenario(tmp_path, server)), "--headless", "--requests-csv", "--out", str(results)],
             tmp_path / "log",
         )
         try:
@@ -95,11 +109,11 @@ def test_a_results_folder_that_turns_read_only_mid_run_loses_no_request(local_se
     assert (fallback / "windows.csv").is_file() and (fallback / "report.html").is_file()
 
 
-def test_a_full_disk_leaves_no_partial_summary_and_the_results_go_to_the_fallback(local_servers, tmp_path):
+def test_a_full_disk_leaves_no_partial_summary_and_the_results_go_to_the_fallback(server, tmp_path):
     with tmpfs(tmp_path / "mnt", "256k") as mounted:
         results = mounted / "results"
         results.mkdir()
-        run = start(["run", str(scenario(tmp_path, local_servers)), "--headless", "--out", str(results)], tmp_path / "log")
+        run = start(["run", str(scenario(tmp_path, server)), "--headless", "--out", str(results)], tmp_path / "log")
         try:
             wait_until(lambda: "All users spawned" in (tmp_path / "log").read_text(), 90, "the run to start")
             fill_up(mounted)
@@ -122,7 +136,7 @@ def test_a_full_disk_leaves_no_partial_summary_and_the_results_go_to_the_fallbac
     assert compared.returncode == 0, compared.stderr
 
 
-def test_a_disk_full_before_the_start_sends_requests_csv_and_the_results_to_the_fallback(local_servers, tmp_path):
+def test_a_disk_full_before_the_start_sends_requests_csv_and_the_results_to_the_fallback(server, tmp_path):
     """The probe's case: `--requests-csv` on a disk already full crashed at start with a traceback
     and left a 0-byte requests.csv."""
     with tmpfs(tmp_path / "mnt", "256k") as mounted:
@@ -130,7 +144,7 @@ def test_a_disk_full_before_the_start_sends_requests_csv_and_the_results_to_the_
         results.mkdir()
         fill_up(mounted)
         done = subprocess.run(
-            [sys.executable, "-m", "inferload.cli", "run", str(scenario(tmp_path, local_servers, duration="3s")),
+            [sys.executable, "-m", "inferload.cli", "run", str(scenario(tmp_path, server, duration="3s")),
              "--headless", "--requests-csv", "--out", str(results)],
             cwd=REPO, env=python_env(), capture_output=True, text=True, timeout=180,
         )  # fmt: skip
@@ -147,17 +161,17 @@ def test_a_disk_full_before_the_start_sends_requests_csv_and_the_results_to_the_
     assert data_rows(fallback / "requests.csv") >= summary.targets["t"].requests  # warm-up 0 s: every request
 
 
-def test_a_sigkilled_cli_still_has_its_results_written(local_servers, tmp_path):
+def test_a_sigkilled_cli_still_has_its_results_written(server, tmp_path):
     for attempt in range(2):  # the kernel's repeated signal came in 3 of 4 runs before: twice makes it plain
         folder = tmp_path / f"attempt-{attempt}"
         folder.mkdir()
         log = folder / "log"
-        served = inferences(local_servers)
-        run = start(["run", str(scenario(folder, local_servers, "60s")), "--headless", "--out", str(folder / "results")], log)
+        served = answered(server)
+        run = start(["run", str(scenario(folder, server, "60s")), "--headless", "--out", str(folder / "results")], log)
         wait_until(lambda log=log: "All users spawned" in log.read_text(), 90, "the run to start")
-        # killed once Triton has answered some of the run's requests (the native engine's first call
+        # killed once the server has answered some of the run's requests (the native engine's first call
         # may still be connecting when the users are spawned)
-        wait_until(lambda served=served: inferences(local_servers) >= served + 20 or None, 30, "the run's first answers")
+        wait_until(lambda served=served: answered(server) >= served + 20 or None, 30, "the run's first answers")
         threads = psutil.Process(run.pid).num_threads()
         locust = psutil.Process(run.pid).children()
         run.send_signal(signal.SIGKILL)
@@ -170,16 +184,9 @@ def test_a_sigkilled_cli_still_has_its_results_written(local_servers, tmp_path):
         assert summary["interrupted"] is True and summary["targets"]["t"]["requests"] > 0
 
 
-def inferences(local_servers: Any) -> int:
-    """Triton's count of the tiny model's inferences (its statistics API)."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{local_servers.ports.triton_http}/v2/models/tiny/stats", timeout=10) as answer:
-        return int(json.loads(answer.read())["model_stats"][0]["inference_count"])
-
-
-def test_sweep_resume_after_ctrl_c_runs_the_cut_step_again_and_a_cut_step_is_never_best(local_servers, tmp_path):
-    target = tiny_target("t", "triton-grpc", f"127.0.0.1:{local_servers.ports.triton_grpc}")
+def test_sweep_resume_after_ctrl_c_runs_the_cut_step_again_and_a_cut_step_is_never_best(server, tmp_path):
     path = write_scenario(
-        tmp_path, {"name": "swept", "duration": "30s", "targets": [target], "shape": {"kind": "steady", "users": 1}}
+        tmp_path, {"name": "swept", "duration": "30s", "targets": [target(server)], "shape": {"kind": "steady", "users": 1}}
     )
     out = tmp_path / "out"
     options = ["--users", "1,4", "--window", "1s", "--warmup", "1s", "--max-windows", "8", "--stable-windows", "8"]
@@ -187,12 +194,12 @@ def test_sweep_resume_after_ctrl_c_runs_the_cut_step_again_and_a_cut_step_is_nev
     sweep = start(["sweep", str(path), *options], tmp_path / "log")
     try:
         wait_until(lambda: (out / "steps" / "02-4" / "run.log").is_file(), 120, "step 2 to start")
-        served = inferences(local_servers)  # step 1 is over: from here on, step 2's requests
+        served = answered(server)  # step 1 is over: from here on, step 2's requests
         begun = time.monotonic()
         # well past its 1 s warm-up: 900 answers (the native engine sends them within the warm-up alone)
         # and a whole steady window after it
         wait_until(
-            lambda: (inferences(local_servers) > served + 900 and time.monotonic() - begun > 3.0) or None,
+            lambda: (answered(server) > served + 900 and time.monotonic() - begun > 3.0) or None,
             60,
             "step 2's load well past its warm-up",
             interval_s=0.2,

@@ -1,10 +1,12 @@
 """A run stopped by SIGINT or SIGTERM keeps its results: `inferload run` (one process and
-`--workers 2`) and plain `locust -f ... --headless`, against the real Triton, with real signals.
+`--workers 2`) and plain `locust -f ... --headless`, with real signals, against the reference server
+(each call held `HOLD_MS` in one of `SLOTS` slots): what is tested is inferload's and Locust's
+handling of signals, and the server's own count of the calls it answered is the truth.
 
 Each process under test starts in its own session (as a service manager or `docker stop` would
 signal it, and so that a SIGINT ignored by a background shell is not inherited). "Mid-run" is when
-Triton has answered requests of this run; Triton's own request count is also the check that the
-master gathered its workers' last reports.
+the server has answered requests of this run; its count is also the check that the master gathered
+its workers' last reports.
 """
 
 from __future__ import annotations
@@ -15,16 +17,19 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from inferload.local.reference_server import ReferenceServerProcess
 from inferload.local.servers.procs import processes_mentioning
 from tests.support.locust_runner import locust_command, python_env
 from tests.support.ports import free_port
-from tests.support.scenario_factory import tiny_target, write_scenario
+from tests.support.reference_server import answered, reference_server, reference_target
+from tests.support.scenario_factory import write_scenario
 from tests.support.system_tools import REPO
 from tests.support.waiting import wait_until
 
@@ -32,15 +37,20 @@ from tests.support.waiting import wait_until
 STOP_DEADLINE_S = 30.0
 #: after the second signal the process ends at once
 SECOND_SIGNAL_DEADLINE_S = 3.0
-#: requests in flight when users are killed: Triton counts them, the client does not
+#: requests in flight when users are killed: the server counts them, the client does not
 IN_FLIGHT_SLACK = 20
+#: the reference server's hold per call and its slots (more than the users: no call waits)
+HOLD_MS, SLOTS = 5.0, 8
 
 
-def triton_successes(http_port: int) -> int:
-    """Triton's count of successful inferences of the `tiny` model (this session's servers only serve these tests)."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/v2/models/tiny/stats", timeout=5) as response:
-        stats = json.loads(response.read())
-    return int(stats["model_stats"][0]["inference_stats"]["success"]["count"])
+@pytest.fixture(scope="module")
+def server() -> Iterator[ReferenceServerProcess]:
+    with reference_server(delay={"law": "fixed", "ms": HOLD_MS}, concurrency=SLOTS) as running:
+        yield running
+
+
+def target(server: ReferenceServerProcess) -> dict[str, Any]:
+    return reference_target("t", "triton-grpc", server.grpc_address, timeout="5s")
 
 
 @dataclass
@@ -48,29 +58,28 @@ class Started:
     process: subprocess.Popen[bytes]
     log: Path
     results: Path
-    triton_before: int
+    answered_before: int
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
 
 
 @pytest.fixture
-def scenario(local_servers, tmp_path) -> Path:
-    target = tiny_target("t", "triton-grpc", f"127.0.0.1:{local_servers.ports.triton_grpc}")
-    data = {"name": "signals", "duration": "120s", "targets": [target], "shape": {"kind": "steady", "users": 2}}
+def scenario(server, tmp_path) -> Path:
+    data = {"name": "signals", "duration": "120s", "targets": [target(server)], "shape": {"kind": "steady", "users": 2}}
     return write_scenario(tmp_path, data)
 
 
-def start(command: list[str], tmp_path: Path, http_port: int) -> Started:
+def start(command: list[str], tmp_path: Path, server: ReferenceServerProcess) -> Started:
     log = tmp_path / "output.log"
-    before = triton_successes(http_port)
+    before = answered(server)
     with log.open("wb") as sink:
         process = subprocess.Popen(
             command, cwd=REPO, env=python_env(), stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
         )
     started = Started(process, log, tmp_path / "results", before)
     wait_until(
-        lambda: process.poll() is not None or triton_successes(http_port) - before > 200,
+        lambda: process.poll() is not None or answered(server) - before > 200,
         60,
         "the run to be sending requests",
     )
@@ -102,7 +111,7 @@ def inferload_run(scenario: Path, tmp_path: Path, *options: str) -> list[str]:
     ]
 
 
-def assert_interrupted_results(started: Started, triton_after: int, exact: bool) -> dict:
+def assert_interrupted_results(started: Started, answered_after: int, exact: bool) -> dict:
     results = started.results
     output = started.output()
     assert (results / "summary.json").is_file(), output
@@ -112,50 +121,50 @@ def assert_interrupted_results(started: Started, triton_after: int, exact: bool)
     assert summary["interrupted"] is True
     target = summary["targets"]["t"]
     assert target["requests"] > 200 and target["failures"] == 0
-    sent = triton_after - started.triton_before
-    if exact:  # every request Triton answered was counted, the workers' last ones included
+    sent = answered_after - started.answered_before
+    if exact:  # every request the server answered was counted, the workers' last ones included
         assert sent - IN_FLIGHT_SLACK <= target["requests"] <= sent, (target["requests"], sent)
     return summary
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_a_signal_to_inferload_run_writes_interrupted_results_and_leaves_nothing(local_servers, scenario, tmp_path, signum):
-    started = start(inferload_run(scenario, tmp_path), tmp_path, local_servers.ports.triton_http)
+def test_a_signal_to_inferload_run_writes_interrupted_results_and_leaves_nothing(server, scenario, tmp_path, signum):
+    started = start(inferload_run(scenario, tmp_path), tmp_path, server)
     code, took_s = stop(started, signum)
 
     assert code == 128 + signum, started.output()
     assert processes_mentioning(str(tmp_path)) == []  # the CLI waited for its Locust process
     assert took_s < STOP_DEADLINE_S
-    assert_interrupted_results(started, triton_successes(local_servers.ports.triton_http), exact=True)
+    assert_interrupted_results(started, answered(server), exact=True)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_a_signal_to_a_distributed_run_gathers_the_workers_last_reports(local_servers, scenario, tmp_path, signum):
+def test_a_signal_to_a_distributed_run_gathers_the_workers_last_reports(server, scenario, tmp_path, signum):
     port = free_port()
     command = inferload_run(scenario, tmp_path, "--workers", "2", "--master-port", str(port))
-    started = start(command, tmp_path, local_servers.ports.triton_http)
+    started = start(command, tmp_path, server)
     code, _ = stop(started, signum)
 
     assert code == 128 + signum, started.output()
     assert processes_mentioning(str(tmp_path)) == []  # the master
     assert processes_mentioning(f"--master-port {port}") == []  # the workers
-    summary = assert_interrupted_results(started, triton_successes(local_servers.ports.triton_http), exact=True)
+    summary = assert_interrupted_results(started, answered(server), exact=True)
     assert summary["workers"] == 2 and summary["workers_lost"] == []
 
 
-def test_sigterm_to_plain_locust_writes_interrupted_results(local_servers, scenario, tmp_path):
+def test_sigterm_to_plain_locust_writes_interrupted_results(server, scenario, tmp_path):
     command = locust_command(scenario, "--headless", "--only-summary", "--results-dir", str(tmp_path / "results"))
-    started = start(command, tmp_path, local_servers.ports.triton_http)
+    started = start(command, tmp_path, server)
     code, _ = stop(started, signal.SIGTERM)
 
     assert code == 143, started.output()
     assert "SIGTERM: stopping the run early" in started.output()
-    assert_interrupted_results(started, triton_successes(local_servers.ports.triton_http), exact=True)
+    assert_interrupted_results(started, answered(server), exact=True)
 
 
-def test_a_second_signal_ends_the_process_at_once(local_servers, scenario, tmp_path):
+def test_a_second_signal_ends_the_process_at_once(server, scenario, tmp_path):
     command = locust_command(scenario, "--headless", "--only-summary", "--results-dir", str(tmp_path / "results"))
-    started = start(command, tmp_path, local_servers.ports.triton_http)
+    started = start(command, tmp_path, server)
     os.kill(started.process.pid, signal.SIGTERM)
     wait_until(lambda: "stopping the run early" in started.output(), 10, "the first SIGTERM to be handled")
 
@@ -181,20 +190,17 @@ def web_ui_autostart(scenario: Path, tmp_path: Path) -> list[str]:
     )
 
 
-def test_sigint_to_a_self_starting_web_ui_run_writes_interrupted_results_without_waiting_for_autoquit(
-    local_servers, scenario, tmp_path
-):
-    started = start(web_ui_autostart(scenario, tmp_path), tmp_path, local_servers.ports.triton_http)
+def test_sigint_to_a_self_starting_web_ui_run_writes_interrupted_results_without_waiting_for_autoquit(server, scenario, tmp_path):
+    started = start(web_ui_autostart(scenario, tmp_path), tmp_path, server)
     code, _ = stop(started, signal.SIGINT)  # within STOP_DEADLINE_S, not AUTOQUIT_S
 
     assert code == 130, started.output()
-    assert_interrupted_results(started, triton_successes(local_servers.ports.triton_http), exact=True)
+    assert_interrupted_results(started, answered(server), exact=True)
 
 
-def test_sigint_after_a_self_starting_web_ui_run_ended_quits_without_waiting_for_autoquit(local_servers, tmp_path):
-    target = tiny_target("t", "triton-grpc", f"127.0.0.1:{local_servers.ports.triton_grpc}")
-    data = {"name": "ended", "duration": "2s", "targets": [target], "shape": {"kind": "steady", "users": 2}}
-    started = start(web_ui_autostart(write_scenario(tmp_path, data), tmp_path), tmp_path, local_servers.ports.triton_http)
+def test_sigint_after_a_self_starting_web_ui_run_ended_quits_without_waiting_for_autoquit(server, tmp_path):
+    data = {"name": "ended", "duration": "2s", "targets": [target(server)], "shape": {"kind": "steady", "users": 2}}
+    started = start(web_ui_autostart(write_scenario(tmp_path, data), tmp_path), tmp_path, server)
     wait_until(lambda: "Shape test completed" in started.output(), 30, "the run to end (the web UI stays up)")
     code, _ = stop(started, signal.SIGINT)
 
@@ -204,14 +210,13 @@ def test_sigint_after_a_self_starting_web_ui_run_ended_quits_without_waiting_for
 
 
 @pytest.mark.parametrize("workers", [0, 2], ids=["local", "2-workers"])
-def test_a_web_ui_run_writes_its_results_when_it_ends_and_ctrl_c_then_exits_0(local_servers, tmp_path, workers):
+def test_a_web_ui_run_writes_its_results_when_it_ends_and_ctrl_c_then_exits_0(server, tmp_path, workers):
     """`inferload run` with the web UI (started by Locust's --autostart, no --autoquit: the UI stays up
     after the run, as a user's does): the results are there as soon as the run ends, every request
-    Triton answered counted (a master waits for its workers' last reports), and the Ctrl-C that quits
+    the server answered counted (a master waits for its workers' last reports), and the Ctrl-C that quits
     the UI afterwards is no interruption (before: nothing written until the Ctrl-C, then exit 130 with
     summary.json saying interrupted: false)."""
-    target = tiny_target("t", "triton-grpc", f"127.0.0.1:{local_servers.ports.triton_grpc}")
-    data = {"name": "web-ended", "duration": "3s", "targets": [target], "shape": {"kind": "steady", "users": 2}}
+    data = {"name": "web-ended", "duration": "3s", "targets": [target(server)], "shape": {"kind": "steady", "users": 2}}
     command = [
         *inferload_run(write_scenario(tmp_path, data), tmp_path)[:5],  # python -m inferload.cli run SCENARIO
         "--out",
@@ -222,14 +227,14 @@ def test_a_web_ui_run_writes_its_results_when_it_ends_and_ctrl_c_then_exits_0(lo
         "--web-port",
         str(free_port()),
     ]
-    started = start(command, tmp_path, local_servers.ports.triton_http)
+    started = start(command, tmp_path, server)
     summary_file = started.results / "summary.json"
     try:
         wait_until(summary_file.is_file, 60, "summary.json, written when the run ends (the web UI still up)")
         wait_until(lambda: (started.results / "report.html").is_file(), 30, "report.html")
         assert started.process.poll() is None, started.output()  # the web UI is still serving
         written = summary_file.read_text()
-        sent = triton_successes(local_servers.ports.triton_http) - started.triton_before
+        sent = answered(server) - started.answered_before
         counted = json.loads(written)["targets"]["t"]["requests"]
         assert sent - IN_FLIGHT_SLACK <= counted <= sent, (counted, sent)
     except BaseException:  # a failed check: nothing left serving

@@ -1,6 +1,8 @@
-"""A worker killed mid-run (SIGKILL, so it says nothing): `inferload run --workers 2` against the real
-Triton moves its users (closed loop) or its arrival share (open loop) to the live worker once
-Locust's master declares it missing, and summary.json reports the loss and the gap.
+"""A worker killed mid-run (SIGKILL, so it says nothing): `inferload run --workers 2` moves its users
+(closed loop) or its arrival share (open loop) to the live worker once Locust's master declares it
+missing, and summary.json reports the loss and the gap. The server is the reference server (each call
+held `HOLD_MS` in one of `SLOTS` slots): what is tested is Locust's master and inferload's, not the
+server, and a scripted hold keeps the closed loop's rate (and the machine's load) known.
 
 Locust declares a worker missing after `HEARTBEAT_LIVENESS` + 1 missed heartbeats of
 `HEARTBEAT_INTERVAL` (4-5 s in Locust 2.47); the re-spread follows within about a second.
@@ -15,22 +17,28 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
 from locust.runners import HEARTBEAT_INTERVAL, HEARTBEAT_LIVENESS
 
+from inferload.local.reference_server import ReferenceServerProcess
 from inferload.local.servers.procs import processes_mentioning
 from tests.support.locust_runner import python_env
 from tests.support.ports import free_port
-from tests.support.scenario_factory import tiny_target, write_scenario
+from tests.support.reference_server import reference_server, reference_target
+from tests.support.scenario_factory import write_scenario
 from tests.support.system_tools import REPO
 from tests.support.waiting import wait_until
 
 USERS = 4
 RATE = 40.0
+#: the reference server's hold per call and its slots (more than the users: no call waits for one)
+HOLD_MS, SLOTS = 10.0, 8
 #: from the kill until the master declares the worker missing: its heartbeat timeout, and slack for a busy machine
 DETECTION_LIMIT_S = (HEARTBEAT_LIVENESS + 1) * HEARTBEAT_INTERVAL + 4.0
 #: from "missing" until the live worker carries the whole load
@@ -49,6 +57,16 @@ class DistributedRun:
 
     def worker_pids(self) -> list[int]:
         return [pid for pid in processes_mentioning(f"--master-port {self.port}") if b" --worker --master-host " in cmdline(pid)]
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ReferenceServerProcess]:
+    with reference_server(delay={"law": "fixed", "ms": HOLD_MS}, concurrency=SLOTS) as running:
+        yield running
+
+
+def target(server: ReferenceServerProcess, **extra: Any) -> dict[str, Any]:
+    return reference_target("t", "triton-grpc", server.grpc_address, timeout="5s", **extra)
 
 
 def cmdline(pid: int) -> bytes:
@@ -115,10 +133,10 @@ def run_end(summary: dict[str, Any]) -> float:
     return datetime.fromisoformat(summary["started_at"]).timestamp() + summary["duration_s"]
 
 
-def test_closed_loop_a_killed_workers_users_move_to_the_live_worker(local_servers, tmp_path):
-    target = tiny_target("t", "triton-grpc", f"127.0.0.1:{local_servers.ports.triton_grpc}")
+def test_closed_loop_a_killed_workers_users_move_to_the_live_worker(server, tmp_path):
     shape = {"kind": "steady", "users": USERS, "spawn_rate": 100}
-    scenario = write_scenario(tmp_path, {"name": "worker-loss", "duration": "18s", "targets": [target], "shape": shape})
+    data = {"name": "worker-loss", "duration": "18s", "targets": [target(server)], "shape": shape}
+    scenario = write_scenario(tmp_path, data)
     run = start_run(scenario, tmp_path)
     killed_at = kill_one_worker_mid_run(run)
     summary, rows = finish(run)
@@ -130,10 +148,10 @@ def test_closed_loop_a_killed_workers_users_move_to_the_live_worker(local_server
     assert all(int(row["requests"]) > 0 and int(row["failures"]) == 0 for row in after), after
 
 
-def test_open_loop_a_killed_workers_arrival_share_moves_to_the_live_worker(local_servers, tmp_path):
-    target = tiny_target("t", "triton-grpc", f"127.0.0.1:{local_servers.ports.triton_grpc}")
+def test_open_loop_a_killed_workers_arrival_share_moves_to_the_live_worker(server, tmp_path):
     shape = {"kind": "constant-rate", "rate": RATE, "max_in_flight": 8}
-    scenario = write_scenario(tmp_path, {"name": "worker-loss-open", "duration": "18s", "targets": [target], "shape": shape})
+    data = {"name": "worker-loss-open", "duration": "18s", "targets": [target(server)], "shape": shape}
+    scenario = write_scenario(tmp_path, data)
     run = start_run(scenario, tmp_path)
     killed_at = kill_one_worker_mid_run(run)
     summary, rows = finish(run)
@@ -148,13 +166,13 @@ def test_open_loop_a_killed_workers_arrival_share_moves_to_the_live_worker(local
         assert float(row["rps"]) >= 0.8 * RATE, after
 
 
-def test_a_stalled_worker_that_comes_back_is_told_to_quit_and_the_users_stay_as_asked(local_servers, tmp_path):
+def test_a_stalled_worker_that_comes_back_is_told_to_quit_and_the_users_stay_as_asked(server, tmp_path):
     """SIGSTOP: the worker says nothing and is declared missing, its users move; SIGCONT: it comes back
     with its old users. Before, Locust took it back and ran 6 users where the shape asked for 4."""
     # the stalled worker's calls in flight time out: real failures, allowed here
-    target = tiny_target("t", "triton-grpc", f"127.0.0.1:{local_servers.ports.triton_grpc}", slo={"error_rate": 0.01})
     shape = {"kind": "steady", "users": USERS, "spawn_rate": 100}
-    scenario = write_scenario(tmp_path, {"name": "worker-stall", "duration": "28s", "targets": [target], "shape": shape})
+    data = {"name": "worker-stall", "duration": "28s", "targets": [target(server, slo={"error_rate": 0.01})], "shape": shape}
+    scenario = write_scenario(tmp_path, data)
     run = start_run(scenario, tmp_path)
     wait_until(lambda: "All users spawned" in run.output() or run.process.poll() is not None, 60, "both workers running")
     wait_until(lambda: len(run.worker_pids()) == 2, 10, "the two worker processes")

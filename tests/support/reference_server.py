@@ -49,3 +49,9 @@ def reference_server(
     finally:
         server.stop()
         assert pid is not None and _gone(pid), f"the reference server (pid {pid}) is still running after stop()"
+
+
+def answered(server: ReferenceServerProcess) -> int:
+    """The calls ``server`` has answered (not failed by its script) since it started or was reset."""
+    stats = server.stats()
+    return int(stats["recorded"]) + int(stats["dropped"]) - int(stats["failed"])
