@@ -182,35 +182,34 @@ def test_a_run_without_a_certificate_has_no_calibration_key(tmp_path: Path) -> N
     assert "calibration" not in json.loads((results / "summary.json").read_text())  # backward compatible: absent
 
 
-def _shift_pair(tmp_path: Path, transport: str, tag: str) -> tuple[dict[str, float], dict[str, float]]:
+def _shift_pair(
+    servers: tuple[ReferenceServerProcess, ReferenceServerProcess], tmp_path: Path, transport: str, tag: str
+) -> tuple[dict[str, float], dict[str, float]]:
     """A baseline and a 200 µs-shifted one-user run side by side (each against a reference server
-    of its own, at the same time: the machine's load is the same for both); calibrate's joined
-    errors of each, with one floor subtracted from both."""
-    delay = {"law": "fixed", "ms": 1.0}
-    with (
-        reference_server(max_batch_size=0, delay=delay) as base_server,
-        reference_server(max_batch_size=0, delay=delay) as shifted_server,
-    ):
-        floor_ns = float(np.median(probe_floor(base_server, "grpc", 200, "identity", 16).samples_ns))
-        measured: dict[str, dict[str, Any]] = {}
+    of its own, both emptied first, at the same time: the machine's load is the same for both);
+    calibrate's joined errors of each, with one floor, probed just before, subtracted from both."""
+    base_server, shifted_server = servers
+    base_server.reset()
+    floor_ns = float(np.median(probe_floor(base_server, "grpc", 200, "identity", 16).samples_ns))
+    measured: dict[str, dict[str, Any]] = {}
 
-        def run(name: str, server: ReferenceServerProcess, shift_us: int) -> None:
-            case = Case(f"{name}-{tag}", "grpc", "closed", "fixed", users=1, warmup_s=0.5, duration_s=3.0)
-            server.reset()
-            env = {RECEIVE_SHIFT_ENV: str(shift_us), "INFERLOAD_TRANSPORT": transport}
-            measured[name] = run_case(case, server, tmp_path / f"{name}-{tag}", RunLayout(), extra_env=env)
+    def run(name: str, server: ReferenceServerProcess, shift_us: int) -> None:
+        case = Case(f"{name}-{tag}", "grpc", "closed", "fixed", users=1, warmup_s=0.5, duration_s=3.0)
+        server.reset()
+        env = {RECEIVE_SHIFT_ENV: str(shift_us), "INFERLOAD_TRANSPORT": transport}
+        measured[name] = run_case(case, server, tmp_path / f"{name}-{tag}", RunLayout(), extra_env=env)
 
-        runs = [
-            threading.Thread(target=run, args=("base", base_server, 0)),
-            threading.Thread(target=run, args=("shifted", shifted_server, SHIFT_US)),
-        ]
-        for thread in runs:
-            thread.start()
-        for thread in runs:
-            thread.join()
-        assert set(measured) == {"base", "shifted"}, "a run of the pair failed (its run.log is under tmp_path)"
-        base = joined_errors_us(base_server, measured["base"]["rows"], measured["base"]["window"], floor_ns)
-        shifted = joined_errors_us(shifted_server, measured["shifted"]["rows"], measured["shifted"]["window"], floor_ns)
+    runs = [
+        threading.Thread(target=run, args=("base", base_server, 0)),
+        threading.Thread(target=run, args=("shifted", shifted_server, SHIFT_US)),
+    ]
+    for thread in runs:
+        thread.start()
+    for thread in runs:
+        thread.join()
+    assert set(measured) == {"base", "shifted"}, "a run of the pair failed (its run.log is under tmp_path)"
+    base = joined_errors_us(base_server, measured["base"]["rows"], measured["base"]["window"], floor_ns)
+    shifted = joined_errors_us(shifted_server, measured["shifted"]["rows"], measured["shifted"]["window"], floor_ns)
     assert base is not None and shifted is not None, "the client's requests and the server's records did not join one to one"
     return base, shifted
 
@@ -230,9 +229,14 @@ def test_a_client_wrong_by_200_us_is_reported_within_20_us(tmp_path: Path, trans
     the p50 stayed within 20 µs, and on other loaded runs the p50 moved by milliseconds while the p5
     held. The median of both survives either."""
     p5, p50 = [], []
-    for attempt in range(PAIRS):
-        base, shifted = _shift_pair(tmp_path, transport, f"{transport}-{attempt}")
-        p5.append(shifted["p5"] - base["p5"])
-        p50.append(shifted["p50"] - base["p50"])
+    delay = {"law": "fixed", "ms": 1.0}
+    with (
+        reference_server(max_batch_size=0, delay=delay) as base_server,
+        reference_server(max_batch_size=0, delay=delay) as shifted_server,
+    ):
+        for attempt in range(PAIRS):
+            base, shifted = _shift_pair((base_server, shifted_server), tmp_path, transport, f"{transport}-{attempt}")
+            p5.append(shifted["p5"] - base["p5"])
+            p50.append(shifted["p50"] - base["p50"])
     print(f"{transport}: p5 differences {p5}, p50 differences {p50}, load {os.getloadavg()}")
     assert abs(float(np.median(p5 + p50)) - SHIFT_US) <= SHIFT_TOLERANCE_US[transport], (p5, p50, os.getloadavg())
