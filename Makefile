@@ -8,6 +8,10 @@ STAMP  := $(VENV)/.installed
 
 # the native extension (native/, Rust + PyO3, built by maturin): only where cargo is
 CARGO       ?= cargo
+# cargo's build folder, out of the checkout as the server venvs below are: a fresh clone on a machine that
+# built before compiles only what changed (cargo's own fingerprints decide; its lock keeps two builds apart)
+CARGO_TARGET_DIR ?= $(HOME)/.cache/inferload/cargo-target
+export CARGO_TARGET_DIR
 HAVE_CARGO  := $(shell command -v $(CARGO) >/dev/null 2>&1 && echo yes)
 NATIVE_SO   := inferload/_native.abi3.so
 NATIVE_SRC  := $(shell find native/src -name '*.rs' 2>/dev/null) native/Cargo.toml native/Cargo.lock native/pyproject.toml
@@ -19,6 +23,7 @@ $(STAMP): pyproject.toml setup.py constraints.txt
 	touch $(STAMP)
 
 build: $(STAMP) native
+	@echo "== make build: $$(date -u +%T) UTC"
 	bash scripts/install-system-deps.sh servers
 	$(PY) -m inferload.local.models.build
 	$(PY) -m inferload.local.models.llm
@@ -38,9 +43,11 @@ demo: build
 
 # the README's test command (and CI's): linters, then the fast layer, then the real servers
 test: lint unit integration fallback
+	@echo "== make test: done $$(date -u +%T) UTC"
 
 # fast layer: no torch, no servers (about 2.5 min); the native engine first, where cargo is (its units need it)
 unit: $(STAMP) native
+	@echo "== make unit: $$(date -u +%T) UTC"
 	$(PY) -m pytest tests/unit
 ifeq ($(HAVE_CARGO),yes)
 	cd native && $(CARGO) test --locked --quiet
@@ -53,6 +60,7 @@ INFERLOAD_VENVS ?= $(HOME)/.cache/inferload/venvs
 export INFERLOAD_VENVS
 
 integration: build
+	@echo "== make integration: $$(date -u +%T) UTC"
 	bash scripts/install-system-deps.sh test
 	$(PY) -m pytest --durations=60 tests/integration
 
@@ -80,9 +88,11 @@ FALLBACK_TESTS := \
 	tests/integration/test_expected_outputs.py::test_the_right_expected_values_pass_every_request \
 	tests/integration/test_expected_outputs.py::test_a_wrong_expected_value_fails_every_request_with_one_message_saying_what_came
 fallback: build
+	@echo "== make fallback: $$(date -u +%T) UTC"
 	INFERLOAD_TRANSPORT=python $(PY) -m pytest $(FALLBACK_TESTS)
 
 lint: $(STAMP)
+	@echo "== make lint: $$(date -u +%T) UTC"
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
