@@ -17,10 +17,12 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from inferload.local.reference_server import ReferenceServerProcess
 from inferload.measure.report_auth import ReportSealer
 from inferload.measure.run_record import RunRecord
 from inferload.paths import LOCUSTFILE
@@ -28,8 +30,9 @@ from inferload.results.tail import nearest_rank
 from inferload.run.run_key import sign_locustfile
 from tests.support.locust_runner import python_env
 from tests.support.ports import free_port
+from tests.support.reference_server import reference_server, reference_target
 from tests.support.rogue_worker import EMPTY_LOCUST_STATS, FakeMaster, RogueWorker
-from tests.support.scenario_factory import tiny_target, write_scenario
+from tests.support.scenario_factory import write_scenario
 from tests.support.system_tools import REPO
 
 RUN_KEY = "integration-test-run-key-0123456789"
@@ -49,9 +52,16 @@ def inferload(*args: str) -> list[str]:
     return [sys.executable, "-m", "inferload.cli", *args]
 
 
+@pytest.fixture(scope="module")
+def server() -> Iterator[ReferenceServerProcess]:
+    """The server the runs send to (each call held 2 ms in one of 8 slots): the master's port is the subject."""
+    with reference_server(delay={"law": "fixed", "ms": 2.0}, concurrency=8) as running:
+        yield running
+
+
 @pytest.fixture
-def scenario(local_servers, tmp_path) -> Path:
-    target = tiny_target("t", "triton-grpc", f"127.0.0.1:{local_servers.ports.triton_grpc}")
+def scenario(server, tmp_path) -> Path:
+    target = reference_target("t", "triton-grpc", server.grpc_address, timeout="5s")
     data = {"name": "security", "duration": "6s", "warmup": "0s", "targets": [target], "shape": {"kind": "steady", "users": 2}}
     return write_scenario(tmp_path, data)
 

@@ -1,4 +1,6 @@
-"""Open-loop runs against the real Triton: the rate is kept, and a stall shows instead of hiding.
+"""Open-loop runs: the rate is kept, and a stall shows instead of hiding. The server is the
+reference server (each call held `HOLD_MS` in one of `SLOTS` slots, more than the calls in flight):
+the pacing is the subject, and a stall is the server's process stopped with SIGSTOP.
 
 Latency counts from the intended send time, so a stalled server shows as rising latency and,
 once every sender is busy and the waiting queue is full, as counted unsent arrivals.
@@ -12,16 +14,26 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
-import requests
 
+from inferload.local.reference_server import ReferenceServerProcess
 from tests.support.locust_runner import run_locust
-from tests.support.scenario_factory import tiny_target, write_scenario
+from tests.support.reference_server import answered, reference_server, reference_target
+from tests.support.scenario_factory import write_scenario
+
+HOLD_MS, SLOTS = 2.0, 32
 
 
-def test_a_poisson_run_achieves_its_rate_and_sends_every_arrival(local_servers, tmp_path):
-    target = tiny_target("triton", "triton-grpc", f"127.0.0.1:{local_servers.ports.triton_grpc}")
+@pytest.fixture(scope="module")
+def server() -> Iterator[ReferenceServerProcess]:
+    with reference_server(delay={"law": "fixed", "ms": HOLD_MS}, concurrency=SLOTS) as running:
+        yield running
+
+
+def test_a_poisson_run_achieves_its_rate_and_sends_every_arrival(server, tmp_path):
+    target = reference_target("reference", "triton-grpc", server.grpc_address, timeout="5s")
     scenario = write_scenario(
         tmp_path,
         {
@@ -36,7 +48,7 @@ def test_a_poisson_run_achieves_its_rate_and_sends_every_arrival(local_servers, 
     run = run_locust(scenario, tmp_path)
 
     assert run.returncode == 0, run.output
-    figures = run.summary["targets"]["triton"]
+    figures = run.summary["targets"]["reference"]
     open_loop = figures["open_loop"]
     assert open_loop["configured_rps"] == 250
     assert open_loop["unsent"] == 0
@@ -51,8 +63,8 @@ def test_a_poisson_run_achieves_its_rate_and_sends_every_arrival(local_servers, 
     assert all(r["target_rps"] and r["send_lag_p99_ms"] for r in whole), whole
 
 
-def test_a_stalled_server_shows_as_rising_latency_and_unsent_arrivals(local_servers, tmp_path):
-    target = tiny_target("triton", "triton-grpc", f"127.0.0.1:{local_servers.ports.triton_grpc}", timeout="20s")
+def test_a_stalled_server_shows_as_rising_latency_and_unsent_arrivals(server, tmp_path):
+    target = reference_target("reference", "triton-grpc", server.grpc_address, timeout="20s")
     scenario = write_scenario(
         tmp_path,
         {
@@ -63,35 +75,32 @@ def test_a_stalled_server_shows_as_rising_latency_and_unsent_arrivals(local_serv
             "shape": {"kind": "constant-rate", "rate": 100, "max_in_flight": 8, "max_queue": 20},
         },
     )
-    triton_pid = local_servers.up_result["servers"]["triton"]["pid"]
-    stats_url = f"http://127.0.0.1:{local_servers.ports.triton_http}/v2/models/tiny/stats"
+    server_pid = server.pid
+    assert server_pid is not None
     done = threading.Event()
 
-    def served() -> int:
-        return int(requests.get(stats_url, timeout=5).json()["model_stats"][0]["inference_stats"]["success"]["count"])
-
-    def stall_triton() -> None:
+    def stall_the_server() -> None:
         # stimulus: a 3 s stall once the run has sent ~3 s of its load (not at a fixed time after the
         # process started: a loaded machine can take longer than that to start Locust)
-        before = served()
-        while not done.is_set() and served() < before + 300:
+        before = answered(server)
+        while not done.is_set() and answered(server) < before + 300:
             time.sleep(0.1)
         if done.is_set():
             return
-        os.kill(triton_pid, signal.SIGSTOP)
+        os.kill(server_pid, signal.SIGSTOP)
         time.sleep(3.0)
-        os.kill(triton_pid, signal.SIGCONT)
+        os.kill(server_pid, signal.SIGCONT)
 
-    stimulus = threading.Thread(target=stall_triton, daemon=True)
+    stimulus = threading.Thread(target=stall_the_server, daemon=True)
     stimulus.start()
     try:
         run = run_locust(scenario, tmp_path)
     finally:
         done.set()
         stimulus.join(timeout=10)
-        os.kill(triton_pid, signal.SIGCONT)
+        os.kill(server_pid, signal.SIGCONT)
 
-    figures = run.summary["targets"]["triton"]
+    figures = run.summary["targets"]["reference"]
     open_loop = figures["open_loop"]
     # 3 s stalled at 100/s: 8 in flight + 20 waiting, the rest of ~300 arrivals could not be sent
     assert open_loop["unsent"] > 100, open_loop
