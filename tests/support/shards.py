@@ -47,6 +47,9 @@ ALONE = frozenset(
     for name in (
         "test_calibrate", "test_capacity", "test_engine_reference", "test_open_loop", "test_repeat_gate", "test_replay",
         "test_sweep", "test_sweep_distributed", "test_tail_verdict", "test_tune", "test_tune_max_batch", "test_worker_loss",
+        # not about load: it holds a stopped Triton to leaving no /tmp/python_env_*, which every Triton makes
+        # in /tmp whatever TMPDIR says, so another session's Triton running meanwhile leaves one of its own
+        "test_servers",
     )
 )  # fmt: skip
 #: the key of durations.json that holds the Python-transport session's seconds
