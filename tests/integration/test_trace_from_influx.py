@@ -22,8 +22,8 @@ from tests.support.waiting import wait_until
 
 
 def test_a_run_joins_the_trace_records_the_collector_shipped_to_influxdb(influxdb: InfluxServer, tmp_path: Path) -> None:
-    """On a Triton of its own with a trace file (tracing off until the run turns it on); once more on
-    a new one when Triton crashed (a server bug under full tracing, docs/observability.md)."""
+    """On a Triton of its own with a trace file (tracing off until the run turns it on); on a new
+    one when Triton crashed (a server bug under full tracing, docs/observability.md), up to three."""
 
     def body(server: ExampleTriton, folder: Path) -> None:
         run_id = f"trace-influx-{folder.parent.name}-{folder.name}"

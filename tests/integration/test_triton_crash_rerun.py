@@ -1,7 +1,8 @@
-"""The tests that trace Triton run once more on a new Triton when the first one crashed
-(`tests.support.example_triton.on_triton_surviving_its_crash`), and only then: a real SIGSEGV sent
-to a real Triton makes it write the crash line that Triton 2.51's own crash with tracing on writes;
-a Triton killed without a word (SIGKILL) crashed too: it ended before the test stopped it."""
+"""The tests that trace Triton run again on a new Triton when the one before crashed, up to
+CRASH_ATTEMPTS Tritons (`tests.support.example_triton.on_triton_surviving_its_crash`), and only
+then: a real SIGSEGV sent to a real Triton makes it write the crash line that Triton 2.51's own
+crash with tracing on writes; a Triton killed without a word (SIGKILL) crashed too: it ended before
+the test stopped it, and the test says which signal ended it."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.support.example_triton import CRASH_LINE, ExampleTriton, on_triton_surviving_its_crash
+from tests.support.example_triton import CRASH_ATTEMPTS, CRASH_LINE, ExampleTriton, on_triton_surviving_its_crash
 from tests.support.waiting import wait_until
 
 MODELS = {"tail_queue": "tail_queue"}
@@ -52,7 +53,7 @@ def test_a_test_whose_triton_crashed_runs_once_more_on_a_new_one(tmp_path: Path)
     assert len(servers) == 2 and servers[0] != servers[1]
 
 
-def test_a_triton_that_ended_without_a_word_crashed_too(tmp_path: Path) -> None:
+def test_a_triton_that_ended_without_a_word_crashed_too(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     servers: list[str] = []
 
     def body(server: ExampleTriton, folder: Path) -> str:
@@ -65,6 +66,7 @@ def test_a_triton_that_ended_without_a_word_crashed_too(tmp_path: Path) -> None:
 
     assert on_triton_surviving_its_crash(tmp_path, MODELS, lambda folder: [], body) == "attempt-2"
     assert len(servers) == 2
+    assert "Triton crashed, ended by SIGKILL" in capsys.readouterr().out
 
 
 def test_any_other_failure_fails_at_once(tmp_path: Path) -> None:
@@ -80,10 +82,12 @@ def test_any_other_failure_fails_at_once(tmp_path: Path) -> None:
     assert attempts == ["attempt-1"]
 
 
-def test_a_second_crash_fails(tmp_path: Path) -> None:
+def test_the_last_triton_s_crash_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     def body(server: ExampleTriton, folder: Path) -> None:
         _crash(server)
         raise AssertionError(f"Triton crashed in {folder.name}")
 
-    with pytest.raises(AssertionError, match="attempt-2"):
+    with pytest.raises(AssertionError, match=f"attempt-{CRASH_ATTEMPTS}"):
         on_triton_surviving_its_crash(tmp_path, MODELS, lambda folder: [], body)
+    said = capsys.readouterr().out
+    assert said.count("Triton crashed, ended by SIGSEGV") == CRASH_ATTEMPTS and said.endswith("no Triton left to try\n")

@@ -9,11 +9,13 @@ test can unload one: Triton then calls the model's ``finalize``).
 from __future__ import annotations
 
 import ast
+import os
 import re
 import shutil
+import signal
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import TypeVar
@@ -47,12 +49,34 @@ TRACED_INPUT_LOST_MAX = 0.01
 CRASH_LINE = re.compile(r"Signal \(\d+\) received")
 
 
+#: how many Tritons a traced test may start: the crash rate seen in CI (twice in a row once, both
+#: silent, at 00:51 UTC on 2026-12-06) makes two too few for a suite that must not flip
+CRASH_ATTEMPTS = 3
+
+
 @dataclass(frozen=True)
 class ExampleTriton:
     http: str  # host:port
     grpc: str
     log: Path
     process: ProcessRecord
+    #: the wait status once the process ended (read before anything else reaps it)
+    ended: dict[str, int] = field(default_factory=dict)
+
+    def how_it_ended(self) -> str:
+        """What ended Triton, from its wait status: a signal's name, an exit status, or "running"."""
+        if "status" not in self.ended:
+            try:
+                pid, status = os.waitpid(self.process.pid, os.WNOHANG)
+            except ChildProcessError:
+                return "ended (reaped elsewhere)"
+            if pid == 0:
+                return "running"
+            self.ended["status"] = status
+        status = self.ended["status"]
+        if os.WIFSIGNALED(status):
+            return f"ended by {signal.Signals(os.WTERMSIG(status)).name}"
+        return f"exited with status {os.WEXITSTATUS(status)}"
 
     def unload(self, model: str, timeout_s: float = 30) -> None:
         """Unload ``model`` (``POST v2/repository/models/<m>/unload``) and wait until it is gone."""
@@ -82,7 +106,7 @@ class ExampleTriton:
         before the test stopped it crashed too, whatever its log had time to say (CI once saw one
         refuse every connection from the run's first second, its log silent)."""
         said = CRASH_LINE.search(self.log.read_text(errors="replace")) is not None
-        return said or not is_alive(self.process.pid, self.process.start_ticks)
+        return said or self.how_it_ended() != "running" or not is_alive(self.process.pid, self.process.start_ticks)
 
 
 @contextmanager
@@ -117,19 +141,23 @@ T = TypeVar("T")
 def on_triton_surviving_its_crash(
     work: Path, models: Mapping[str, str], arguments_in: Callable[[Path], list[str]], body: Callable[[ExampleTriton, Path], T]
 ) -> T:
-    """``body(server, folder)`` on a Triton of its own; run once more on a new Triton only when the
-    first one crashed (its log has CRASH_LINE, or it ended on its own: a server bug, not ours). Any
-    other failure fails, and so does a second crash. ``arguments_in(folder)``: Triton's extra
+    """``body(server, folder)`` on a Triton of its own; run again on a new Triton only when the one
+    before crashed (its log has CRASH_LINE, or it ended on its own: a server bug, not ours), up to
+    CRASH_ATTEMPTS Tritons. Any other failure fails, and so does the last Triton's crash; each crash
+    prints its log's end and how the process ended. ``arguments_in(folder)``: Triton's extra
     arguments for a folder of its own."""
-    for attempt in (1, 2):
+    for attempt in range(1, CRASH_ATTEMPTS + 1):
         folder = work / f"attempt-{attempt}"
         folder.mkdir(parents=True)
         with example_triton(folder / "triton", models, *arguments_in(folder)) as server:
             try:
                 return body(server, folder)
             except Exception:  # an assertion, or a request to the Triton that crashed
-                if attempt == 2 or not server.crashed():
+                if not server.crashed():
                     raise
                 tail = server.log.read_text(errors="replace")[-2000:]
-                print(f"Triton crashed (its log: {server.log}, ending:\n{tail}): once more on a new Triton")
+                then = "once more on a new Triton" if attempt < CRASH_ATTEMPTS else "no Triton left to try"
+                print(f"Triton crashed, {server.how_it_ended()} (its log: {server.log}, ending:\n{tail}): {then}")
+                if attempt == CRASH_ATTEMPTS:
+                    raise
     raise AssertionError("unreachable")
