@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test unit integration integration-shards fallback lint build native bench soak clean
+.PHONY: demo test unit integration integration-serial fallback lint build native bench soak clean
 
 # the native extension (native/, Rust + PyO3, built by maturin): only where cargo is
 CARGO       ?= cargo
@@ -41,8 +41,9 @@ endif
 demo: build
 	$(VENV)/bin/inferload demo
 
-# the README's test command (and CI's): linters, then the fast layer, then the real servers
-test: lint unit integration fallback
+# the README's test command (and CI's): linters, then the fast layer, then the real servers (with the
+# fallback subset: `make integration` runs it)
+test: lint unit integration
 	@echo "== make test: done $$(date -u +%T) UTC"
 
 # fast layer: no torch, no servers (about 2.5 min); the native engine first, where cargo is (its units need it)
@@ -59,19 +60,21 @@ endif
 INFERLOAD_VENVS ?= $(HOME)/.cache/inferload/venvs
 export INFERLOAD_VENVS
 
+# the layer as INTEGRATION_SHARDS pytest sessions side by side, then the modules measured under load alone,
+# then the fallback subset on the Python transport (tests/support/shards.py, docs/testing.md)
+INTEGRATION_SHARDS ?= 2
+export INTEGRATION_SHARDS
 integration: build
 	@echo "== make integration: $$(date -u +%T) UTC"
 	bash scripts/install-system-deps.sh test
-	$(PY) -m pytest --durations=60 tests/integration
-
-# the same layer as INTEGRATION_SHARDS pytest sessions side by side, then the modules measured under load
-# alone, then the fallback subset (tests/support/shards.py, docs/testing.md): not yet the default (it has not
-# yet passed ten runs in a row on 2 cores)
-INTEGRATION_SHARDS ?= 2
-export INTEGRATION_SHARDS
-integration-shards: build
-	bash scripts/install-system-deps.sh test
 	$(PY) -m tests.support.shards $(addprefix --python-transport ,$(FALLBACK_TESTS)) -- --durations=10
+
+# the same layer in one pytest session, one test after another, then the fallback subset
+integration-serial: build
+	@echo "== make integration-serial: $$(date -u +%T) UTC"
+	bash scripts/install-system-deps.sh test
+	$(PY) -m pytest --durations=60 tests/integration
+	$(MAKE) fallback
 
 # the Python transport (the fallback where the native module cannot load) on a representative subset:
 # every target kind, open loop, distributed, TorchServe's refused sequences, expected answers (the full suite
