@@ -1,36 +1,36 @@
-"""`inferload compare --fail-on` as a CI gate when a target was renamed between two real runs (Triton's
-add_sub example, tests/examples/triton/add_sub): a gate with no target in both runs judges nothing,
-so it is a usage error (exit 2), never a silent pass; `--rename A_NAME=B_NAME` pairs the two and
-the gate judges them."""
+"""`inferload compare --fail-on` as a CI gate when a target was renamed between two real runs: a gate
+with no target in both runs judges nothing, so it is a usage error (exit 2), never a silent pass;
+`--rename A_NAME=B_NAME` pairs the two and the gate judges them.
+
+What is tested is compare's pairing, not the server: both runs go to the reference server
+(docs/reference-server.md), each call held 5 ms, so both runs' p99 is one hold and the gate's
++1000 % passes by a wide margin."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from tests.support.cli import inferload
-from tests.support.example_triton import ExampleTriton
+from tests.support.reference_server import reference_server, reference_target
 from tests.support.scenario_factory import write_scenario
+
+HOLD_MS = 5.0
 
 
 def one_run(folder: Path, name: str, address: str) -> Path:
     folder.mkdir()
-    target = {
-        "name": name,
-        "kind": "triton-grpc",
-        "address": address,
-        "model": "add_sub",
-        "inputs": [{"name": n, "shape": [4], "dtype": "FP32", "data": "zeros"} for n in ("INPUT0", "INPUT1")],
-    }
-    data = {"name": "gate", "duration": "5s", "targets": [target], "shape": {"kind": "steady", "users": 1}}
+    target = reference_target(name, "triton-grpc", address)
+    data = {"name": "gate", "duration": "3s", "targets": [target], "shape": {"kind": "steady", "users": 1}}
     out = folder / "results"
     done = inferload("run", str(write_scenario(folder, data)), "--headless", "--out", str(out), timeout_s=120)
     assert done.returncode == 0, done.stdout + done.stderr
     return out
 
 
-def test_a_gate_over_a_renamed_target_exits_2_and_rename_pairs_them(example_models_triton: ExampleTriton, tmp_path: Path) -> None:
-    before = one_run(tmp_path / "before", "grpc", example_models_triton.grpc)
-    after = one_run(tmp_path / "after", "add-sub-grpc", example_models_triton.grpc)
+def test_a_gate_over_a_renamed_target_exits_2_and_rename_pairs_them(tmp_path: Path) -> None:
+    with reference_server(delay={"law": "fixed", "ms": HOLD_MS}) as server:
+        before = one_run(tmp_path / "before", "grpc", server.grpc_address)
+        after = one_run(tmp_path / "after", "add-sub-grpc", server.grpc_address)
 
     unpaired = inferload("compare", str(before), str(after), "--fail-on", "p99:+1000%")
     assert unpaired.returncode == 2, unpaired.stdout + unpaired.stderr  # was 0: an empty gate passed

@@ -1,6 +1,11 @@
-"""Distributed runs: a Locust master and two workers on separate network hosts, the servers on a
+"""Distributed runs: a Locust master and two workers on separate network hosts, the server on a
 third, so the traffic really crosses hosts; exact percentiles and totals across workers; a
 worker that dies mid-run is reported and the run still ends cleanly.
+
+What is tested is Locust's master and inferload's merge, not the server: the server is the
+reference server (docs/reference-server.md) on the third host, each call held `HOLD_MS` in one of
+`SLOTS` slots (more than the users: none waits), so the closed loop's rate, and the machine's load,
+are known: 4 users at one call per hold, about 200 calls a second.
 """
 
 from __future__ import annotations
@@ -21,10 +26,13 @@ import pytest
 from inferload.paths import REPO_ROOT
 from inferload.run.run_key import RUN_KEY_ENV, generate_run_key
 from tests.support.netns_hosts import NetnsHosts
-from tests.support.scenario_factory import tiny_target, write_scenario
+from tests.support.reference_server import reference_target
+from tests.support.scenario_factory import write_scenario
 from tests.support.waiting import wait_until
 
 MASTER_PORT = 5557
+#: the reference server's port on its host, its hold per call and its slots
+SERVER_PORT, HOLD_MS, SLOTS = 8001, 20.0, 8
 #: the run key the master and its workers on other hosts share (set on every machine, as a user does)
 RUN_KEY = generate_run_key()
 
@@ -35,29 +43,27 @@ def run_key_environment() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def hosts(built_models, tmp_path_factory):
-    state = tmp_path_factory.mktemp("netns-servers")
+def hosts(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("netns-server")
+    config = folder / "reference-server.json"
     with NetnsHosts(["servers", "master", "worker1", "worker2"]) as hosts:
-        servers = hosts.addresses["servers"]
-        cli = [sys.executable, "-m", "inferload.cli", "servers"]
-        up = subprocess.run(
-            hosts.run_in("servers", [*cli, "up", "--only", "triton", "--host", servers, "--state-dir", str(state)]),
-            cwd=REPO_ROOT,
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
-        assert up.returncode == 0, up.stdout + up.stderr
+        settings = {"host": hosts.addresses["servers"], "grpc_port": SERVER_PORT, "concurrency": SLOTS}
+        config.write_text(json.dumps({**settings, "delay": {"law": "fixed", "ms": HOLD_MS}}))
+        command = [sys.executable, "-m", "inferload.local.reference_server", "--config", str(config)]
+        with (folder / "reference-server.log").open("wb") as log:
+            server = subprocess.Popen(hosts.run_in("servers", command), cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=log)
         try:
+            assert server.stdout is not None
+            ready = json.loads(server.stdout.readline() or "null")  # its one line once it serves
+            assert ready and ready["grpc_port"] == SERVER_PORT, (folder / "reference-server.log").read_text()
             yield hosts
         finally:
-            subprocess.run(
-                hosts.run_in("servers", [*cli, "down", "--state-dir", str(state)]), cwd=REPO_ROOT, capture_output=True, timeout=60
-            )
+            server.terminate()
+            server.wait(timeout=30)
 
 
 def scenario_for(hosts: NetnsHosts, folder: Path, duration: str) -> Path:
-    target = tiny_target("triton", "triton-grpc", f"{hosts.addresses['servers']}:8001")
+    target = reference_target("reference", "triton-grpc", f"{hosts.addresses['servers']}:{SERVER_PORT}")
     return write_scenario(
         folder, {"name": "distributed", "duration": duration, "targets": [target], "shape": {"kind": "steady", "users": 4}}
     )
@@ -131,7 +137,7 @@ def test_two_workers_on_other_hosts_give_exact_percentiles_and_summed_totals(hos
     assert master.returncode == 0, output
     summary = json.loads((results / "summary.json").read_text())
     rows = list(csv.DictReader((results / "requests.csv").open()))
-    target = summary["targets"]["triton"]
+    target = summary["targets"]["reference"]
     assert summary["workers"] == 2 and summary["workers_lost"] == []
     per_worker = {}
     for row in rows:
@@ -162,4 +168,4 @@ def test_a_worker_that_dies_mid_run_is_reported_and_the_run_ends_cleanly(hosts, 
     assert summary["workers"] == 2
     assert len(summary["workers_lost"]) == 1
     assert "went missing" in output
-    assert summary["targets"]["triton"]["requests"] > 0
+    assert summary["targets"]["reference"]["requests"] > 0
