@@ -36,7 +36,7 @@ SEARCH = [
 SEARCH += ["--stable-windows", "2", "--tolerance", "30"]
 # the search's own logic (its interval, its verification runs, its ranking on close calls) is held on
 # the reference server's exact truth (test_capacity.py, tests/unit/test_tune_*.py): here each candidate's
-# search is short, no verification runs
+# search is two steps (the start rate, then double or half it), no verification runs
 SEARCH += ["--no-verify", "--max-steps", "2"]
 
 
