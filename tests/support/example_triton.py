@@ -64,15 +64,31 @@ class ExampleTriton:
     ended: dict[str, int] = field(default_factory=dict)
 
     def how_it_ended(self) -> str:
-        """What ended Triton, from its wait status: a signal's name, an exit status, or "running"."""
+        """What ended Triton, from its wait status: a signal's name, an exit status, or "running".
+
+        Read from ``/proc/<pid>/stat`` while the process is a zombie (its 52nd field, ``exit_code``,
+        is the wait status), else from ``os.waitpid``: under gevent's patches (a session that imported
+        Locust) the child is gevent's, whose ``waitpid`` says (0, 0) until its loop has seen SIGCHLD,
+        and whose loop, once it has, holds the status after reaping the zombie."""
         if "status" not in self.ended:
             try:
-                pid, status = os.waitpid(self.process.pid, os.WNOHANG)
-            except ChildProcessError:
-                return "ended (reaped elsewhere)"
-            if pid == 0:
+                raw = Path(f"/proc/{self.process.pid}/stat").read_text()
+            except OSError:
+                raw = ""
+            fields = raw[raw.rindex(")") + 2 :].split() if raw else []
+            ours = bool(fields) and int(fields[19]) == self.process.start_ticks  # not a recycled pid
+            if ours and fields[0] != "Z":
                 return "running"
-            self.ended["status"] = status
+            if ours:
+                self.ended["status"] = int(fields[49])
+            else:
+                try:
+                    pid, status = os.waitpid(self.process.pid, os.WNOHANG)
+                except ChildProcessError:
+                    pid = 0
+                if pid == 0:
+                    return "ended (reaped before its status was read)"
+                self.ended["status"] = status
         status = self.ended["status"]
         if os.WIFSIGNALED(status):
             return f"ended by {signal.Signals(os.WTERMSIG(status)).name}"
