@@ -46,7 +46,9 @@ class ProcessRecord:
         )
 
 
-def _stat_fields(pid: int) -> list[str] | None:
+def stat_fields(pid: int) -> list[str] | None:
+    """``/proc/<pid>/stat`` after the command name: field N of proc(5) at index N - 3 (the state is
+    index 0, the start time 19, a zombie's wait status 49); None when there is no such process."""
     try:
         raw = Path(f"/proc/{pid}/stat").read_text()
     except (FileNotFoundError, ProcessLookupError, PermissionError):
@@ -56,7 +58,7 @@ def _stat_fields(pid: int) -> list[str] | None:
 
 
 def start_ticks(pid: int) -> int | None:
-    fields = _stat_fields(pid)
+    fields = stat_fields(pid)
     return int(fields[19]) if fields else None
 
 
@@ -68,7 +70,7 @@ def _reap(pid: int) -> None:
 def is_alive(pid: int, ticks: int | None = None) -> bool:
     """True when pid runs (not a zombie) and, if given, started at ``ticks``."""
     _reap(pid)
-    fields = _stat_fields(pid)
+    fields = stat_fields(pid)
     if not fields or fields[0] in ("Z", "X"):
         return False
     return ticks is None or int(fields[19]) == ticks
@@ -80,7 +82,7 @@ def group_members(pgid: int) -> list[int]:
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
-        fields = _stat_fields(int(entry.name))
+        fields = stat_fields(int(entry.name))
         if fields and fields[0] not in ("Z", "X") and int(fields[2]) == pgid:
             members.append(int(entry.name))
     return members
