@@ -60,8 +60,9 @@ endif
 INFERLOAD_VENVS ?= $(HOME)/.cache/inferload/venvs
 export INFERLOAD_VENVS
 
-# the layer as INTEGRATION_SHARDS pytest sessions side by side, then the modules measured under load alone,
-# then the fallback subset on the Python transport (tests/support/shards.py, docs/testing.md)
+# the layer as INTEGRATION_SHARDS pytest sessions side by side, then the quiet modules (rates judged by
+# intervals) in two sessions beside the fallback subset on the Python transport, then the modules that want
+# the machine to themselves (tests/support/shards.py, docs/testing.md)
 INTEGRATION_SHARDS ?= 2
 export INTEGRATION_SHARDS
 integration: build

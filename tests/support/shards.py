@@ -9,11 +9,14 @@ pytest-xdist would do the same inside one session, but its workers cannot run ge
 
 Modules go to shards longest first, each to the shard with the least time so far, by the seconds
 each took last time it was recorded (tests/integration/durations.json; a module not there counts
-as the median). `--record` rewrites that file from this run's timings. The modules in `ALONE`
-(rates, latencies and noise under load) run after the shards, in one session with the machine to
-themselves; then `--python-transport TEST` (repeated): a session of those tests on the Python
-transport (`INFERLOAD_TRANSPORT=python`, `make fallback`'s subset). Each session's output is printed
-whole when it ends; the exit code is the first failing session's (0 when every one passed).
+as the median). `--record` rewrites that file from this run's timings. Three phases, one after
+another: the shards; then the `QUIET` modules (rates and latencies judged against intervals, each
+busy well under one core) in two sessions side by side, and beside them `--python-transport TEST`
+(repeated): a session of those tests on the Python transport (`INFERLOAD_TRANSPORT=python`, `make
+fallback`'s subset), nothing else on the machine; then the `ALONE` modules (a noise or a rank
+measured on a quiet machine, or a check that another session's server would spoil) in one session. Each
+session's output is printed whole when it ends; the exit code is the first failing session's (0 when
+every one passed).
 
     python -m tests.support.shards [--shards N] [--record] [--python-transport TEST]... [FOLDER] [-- PYTEST ARGS]
 """
@@ -39,19 +42,26 @@ INTEGRATION = REPO / "tests" / "integration"
 DURATIONS = INTEGRATION / "durations.json"
 #: sessions side by side before the alone phase: two on this 2-core machine (three kept the load at 6-7)
 DEFAULT_SHARDS = 2
-#: modules whose assertions are about rates, latencies and noise under load: they run after the
-#: shards, one session with the machine to itself (side by side with other sessions, the tune on
-#: TorchServe, the repeat gate and the fallback's open-loop rate each failed once on 2 cores)
-ALONE = frozenset(
+#: modules whose assertions are about rates, latencies and noise under load, each judged against an
+#: interval and busy well under one core (tests/integration/durations.json's CPU ledger): after the
+#: shards, two sessions of them side by side with the machine to themselves (beside the shards, the
+#: repeat gate failed once on 2 cores)
+QUIET = frozenset(
     f"tests/integration/{name}.py"
     for name in (
-        "test_calibrate", "test_capacity", "test_engine_reference", "test_open_loop", "test_repeat_gate", "test_replay",
-        "test_sweep", "test_sweep_distributed", "test_tail_verdict", "test_tune", "test_tune_max_batch", "test_worker_loss",
-        # not about load: it holds a stopped Triton to leaving no /tmp/python_env_*, which every Triton makes
-        # in /tmp whatever TMPDIR says, so another session's Triton running meanwhile leaves one of its own
-        "test_servers",
+        "test_capacity", "test_engine_reference", "test_open_loop", "test_repeat_gate", "test_replay", "test_tail_verdict",
+        "test_worker_loss",
     )
 )  # fmt: skip
+QUIET_SHARDS = 2
+#: modules that want the machine to themselves: a client's 200 µs error told within 20 µs (calibrate), a
+#: rank by throughput (tune on TorchServe failed once beside the shards), a generator at its limit (the
+#: sweeps); then one not about load: test_servers holds a stopped Triton to leaving no /tmp/python_env_*,
+#: which every Triton makes in /tmp whatever TMPDIR says, so another session's Triton leaves one of its own
+ALONE = frozenset(
+    f"tests/integration/{name}.py"
+    for name in ("test_calibrate", "test_servers", "test_sweep", "test_sweep_distributed", "test_tune", "test_tune_max_batch")
+)
 #: the key of durations.json that holds the Python-transport session's seconds
 PYTHON_TRANSPORT = "python-transport"
 
@@ -77,10 +87,11 @@ class Shard:
     modules: list[str] = field(default_factory=list)
     expected_s: float = 0.0
     after: list[Session] = field(default_factory=list)
+    #: its session's name (and log's): "shard 2", "quiet 1", "alone"
+    name: str = ""
 
     def sessions(self) -> list[Session]:
-        name = f"shard {self.number}" if self.number else "alone"
-        own = [Session(name, self.modules)] if self.modules else []
+        own = [Session(self.name or f"shard {self.number}", self.modules)] if self.modules else []
         return own + self.after
 
 
@@ -98,12 +109,15 @@ def read_durations(path: Path) -> dict[str, float]:
     return {str(k): float(v) for k, v in data.items()}
 
 
-def partition(modules: list[str], durations: dict[str, float], shards: int, after: Session | None = None) -> list[Shard]:
+def partition(
+    modules: list[str], durations: dict[str, float], shards: int, after: Session | None = None, label: str = "shard"
+) -> list[Shard]:
     """Longest module first, each to the shard with the least expected time so far; `after` (a session
-    of its own) queued on the first shard, counted there before any module."""
+    of its own) queued on the first shard, counted there before any module. Shard n's session is named
+    `label n`."""
     known = [durations[m] for m in modules if m in durations]
     unknown_s = statistics.median(known) if known else 1.0
-    plan = [Shard(number) for number in range(1, shards + 1)]
+    plan = [Shard(number, name=f"{label} {number}") for number in range(1, shards + 1)]
     if after is not None:
         plan[0].after.append(after)
         plan[0].expected_s = durations.get(after.name, unknown_s)
@@ -161,7 +175,7 @@ def run(shards: list[Shard], pytest_args: list[str], work: Path) -> tuple[int, l
     queues = {shard.number: shard.sessions() for shard in shards}
     for shard in shards:
         names = ", then ".join(session.name for session in queues[shard.number])
-        print(f"shard {shard.number}: {len(shard.modules)} modules ({names}), about {shard.expected_s / 60:.1f} min", flush=True)
+        print(f"{shard.name}: {len(shard.modules)} modules ({names}), about {shard.expected_s / 60:.1f} min", flush=True)
     running: dict[int, Session] = {}
     ran: list[Session] = []
     exit_code = 0
@@ -216,15 +230,28 @@ def main(argv: list[str] | None = None) -> int:
         else None
     )
     durations = read_durations(DURATIONS)
-    shards = partition([m for m in modules if m not in ALONE], durations, options.shards)
-    alone = Shard(0, [m for m in modules if m in ALONE], after=[fallback] if fallback is not None else [])
-    alone.expected_s = sum(durations.get(m, 0.0) for m in alone.modules) + durations.get(PYTHON_TRANSPORT, 0.0)
+    shards = partition([m for m in modules if m not in ALONE | QUIET], durations, options.shards)
+    quiet = partition([m for m in modules if m in QUIET], durations, QUIET_SHARDS, label="quiet")
+    if fallback is not None:  # a third session beside them: three kept both cores about 56 % busy here
+        quiet.append(Shard(len(quiet) + 1, after=[fallback], expected_s=durations.get(PYTHON_TRANSPORT, 0.0)))
+    alone = Shard(0, [m for m in modules if m in ALONE], name="alone")
+    alone.expected_s = sum(durations.get(m, 0.0) for m in alone.modules)
+    phases = [
+        ("", shards),
+        ("then the quiet modules and the Python transport's, side by side with nothing else", quiet),
+        ("then alone: the modules that want the machine to themselves", [alone]),
+    ]
     began = time.monotonic()
+    exit_code, ran = 0, list[Session]()
     with tempfile.TemporaryDirectory(prefix="inferload-shards-") as work:
-        exit_code, ran = run(shards, pytest_args, Path(work))
-        print("\nthen alone: the modules measured under load, and the Python transport's", flush=True)
-        alone_code, ran_alone = run([alone] if alone.modules or alone.after else [], pytest_args, Path(work))
-        exit_code, ran = exit_code or alone_code, ran + ran_alone
+        for heading, phase in phases:
+            phase = [shard for shard in phase if shard.modules or shard.after]
+            if not phase:
+                continue
+            if heading:
+                print(f"\n{heading}", flush=True)
+            code, ran_now = run(phase, pytest_args, Path(work))
+            exit_code, ran = exit_code or code, ran + ran_now
         took = module_seconds([session.junit for session in ran if session.junit is not None and session is not fallback])
         if fallback is not None and fallback.junit is not None and fallback.junit.exists():
             took[PYTHON_TRANSPORT] = sum(module_seconds([fallback.junit]).values())

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.support.shards import Session, module_seconds, partition
+from tests.support.shards import ALONE, QUIET, QUIET_SHARDS, Session, module_seconds, partition
+from tests.support.system_tools import REPO
 
 
 def test_modules_go_longest_first_to_the_least_loaded_shard() -> None:
@@ -43,3 +44,10 @@ def test_a_session_of_its_own_runs_after_the_first_shard_which_gets_fewer_module
     assert [shard.modules for shard in shards] == [["c.py"], ["a.py", "b.py"]]
     assert [[session.name for session in shard.sessions()] for shard in shards] == [["shard 1", "python-transport"], ["shard 2"]]
     assert shards[0].sessions()[1].environment == {"X": "1"}
+
+
+def test_the_quiet_and_alone_modules_are_distinct_existing_modules_and_quiet_sessions_are_named_apart() -> None:
+    assert not QUIET & ALONE
+    assert all((REPO / module).is_file() for module in QUIET | ALONE)
+    quiet = partition(sorted(QUIET), {}, QUIET_SHARDS, label="quiet")
+    assert [shard.sessions()[0].name for shard in quiet] == ["quiet 1", "quiet 2"]  # their logs and JUnit files apart
