@@ -405,6 +405,8 @@ class ReferenceServerProcess:
     folder: Path | None = None
     #: with TLS: the CA that signed its certificate (default: the certificate itself, self-signed)
     ca_file: Path | None = None
+    #: a command prefix it runs under (``ip netns exec NAME``: it serves on another network host)
+    launcher: Sequence[str] = ()
     grpc_port: int = field(default=0, init=False)
     http_port: int = field(default=0, init=False)
     _process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
@@ -456,7 +458,9 @@ class ReferenceServerProcess:
         if sys.platform.startswith("linux"):  # SIGTERM to it when this process dies
             command = [sys.executable, "-I", "-S", str(Path(die_with_parent.__file__)), str(os.getpid()), *command]
         with self.log_path.open("wb") as log:
-            self._process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL)
+            self._process = subprocess.Popen(
+                [*self.launcher, *command], stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL
+            )
         assert self._process.stdout is not None
         line = _read_line(self._process.stdout, time.monotonic() + timeout_s)
         self._process.stdout.close()

@@ -23,6 +23,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from inferload.local.reference_server import ReferenceServerProcess, reference_config_from_dict
 from inferload.paths import REPO_ROOT
 from inferload.run.run_key import RUN_KEY_ENV, generate_run_key
 from tests.support.netns_hosts import NetnsHosts
@@ -44,22 +45,20 @@ def run_key_environment() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def hosts(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("netns-server")
-    config = folder / "reference-server.json"
     with NetnsHosts(["servers", "master", "worker1", "worker2"]) as hosts:
-        settings = {"host": hosts.addresses["servers"], "grpc_port": SERVER_PORT, "concurrency": SLOTS}
-        config.write_text(json.dumps({**settings, "delay": {"law": "fixed", "ms": HOLD_MS}}))
-        command = [sys.executable, "-m", "inferload.local.reference_server", "--config", str(config)]
-        with (folder / "reference-server.log").open("wb") as log:
-            server = subprocess.Popen(hosts.run_in("servers", command), cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=log)
-        try:
-            assert server.stdout is not None
-            ready = json.loads(server.stdout.readline() or "null")  # its one line once it serves
-            assert ready and ready["grpc_port"] == SERVER_PORT, (folder / "reference-server.log").read_text()
+        config = reference_config_from_dict(
+            {
+                "host": hosts.addresses["servers"],
+                "grpc_port": SERVER_PORT,
+                "concurrency": SLOTS,
+                "delay": {"law": "fixed", "ms": HOLD_MS},
+            },
+            "the servers' host",
+        )
+        folder = tmp_path_factory.mktemp("netns-server")
+        with ReferenceServerProcess(config, folder=folder, launcher=hosts.run_in("servers", [])) as server:
+            assert server.grpc_port == SERVER_PORT, server.log_path.read_text()
             yield hosts
-        finally:
-            server.terminate()
-            server.wait(timeout=30)
 
 
 def scenario_for(hosts: NetnsHosts, folder: Path, duration: str) -> Path:
