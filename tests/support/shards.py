@@ -43,7 +43,7 @@ DURATIONS = INTEGRATION / "durations.json"
 #: sessions side by side before the alone phase: two on this 2-core machine (three kept the load at 6-7)
 DEFAULT_SHARDS = 2
 #: modules whose assertions are about rates, latencies and noise under load, each judged against an
-#: interval and busy well under one core (tests/integration/durations.json's CPU ledger): after the
+#: interval and busy well under one core (the integration conftest's CPU ledger): after the
 #: shards, two sessions of them side by side with the machine to themselves (beside the shards, the
 #: repeat gate failed once on 2 cores)
 QUIET = frozenset(
@@ -232,8 +232,10 @@ def main(argv: list[str] | None = None) -> int:
     durations = read_durations(DURATIONS)
     shards = partition([m for m in modules if m not in ALONE | QUIET], durations, options.shards)
     quiet = partition([m for m in modules if m in QUIET], durations, QUIET_SHARDS, label="quiet")
-    if fallback is not None:  # a third session beside them: three kept both cores about 56 % busy here
-        quiet.append(Shard(len(quiet) + 1, after=[fallback], expected_s=durations.get(PYTHON_TRANSPORT, 0.0)))
+    if fallback is not None:  # a third session beside them: the three kept both cores about half busy here
+        quiet.append(
+            Shard(len(quiet) + 1, after=[fallback], expected_s=durations.get(PYTHON_TRANSPORT, 0.0), name=PYTHON_TRANSPORT)
+        )
     alone = Shard(0, [m for m in modules if m in ALONE], name="alone")
     alone.expected_s = sum(durations.get(m, 0.0) for m in alone.modules)
     phases = [
