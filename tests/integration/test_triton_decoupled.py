@@ -14,29 +14,23 @@ from __future__ import annotations
 import csv
 import io
 import json
-import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 
-from inferload.local.servers.ports import ServerPorts
-from inferload.local.servers.procs import spawn
-from inferload.local.servers.triton_local import (
-    find_triton,
-    prepare_backend_dir,
-    stop_triton,
-    trace_arguments,
-    triton_command,
-    triton_env,
+from inferload.local.servers.triton_local import trace_arguments
+from tests.support.example_triton import (
+    TRACED_INPUT_LOST_MAX,
+    ExampleTriton,
+    example_triton,
+    on_triton_surviving_its_crash,
+    traced_input_lost,
 )
-from tests.support.example_triton import TRACED_INPUT_LOST_MAX, traced_input_lost
 from tests.support.grafana import DASHBOARDS, query_panels, selected_fields, substitute
 from tests.support.influx_fixture import InfluxServer
 from tests.support.locust_runner import python_env, run_locust
@@ -47,46 +41,13 @@ from tests.support.system_tools import REPO
 MODEL = "square_int32"
 #: the same interface, every response sent inside `execute` (the traced test; see its config.pbtxt)
 TRACED_MODEL = "stream_sync"
-EXAMPLES = REPO / "tests" / "examples" / "triton"
-READY_DEADLINE_S = 180
 RESPONSES = 4  # the input value: the model answers with this many responses
 
 
-@dataclass(frozen=True)
-class DecoupledTriton:
-    http: str
-    grpc: str
-
-
 @pytest.fixture(scope="module")
-def decoupled_triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DecoupledTriton]:
-    work = tmp_path_factory.mktemp("triton-decoupled")
-    repository = work / "models"
-    for model in (MODEL, TRACED_MODEL):
-        shutil.copytree(EXAMPLES / model, repository / model, ignore=shutil.ignore_patterns("SOURCE.md"))
-    ports = ServerPorts.free()
-    install = find_triton()
-    command = triton_command(install, prepare_backend_dir(install, work / "backends"), repository, ports, (MODEL, TRACED_MODEL))
-    command += trace_arguments(work / "trace.json")  # tracing off until a run with `trace` turns it on
-    record = spawn(command, work / "triton.log", triton_env(install), cwd=work)
-    try:
-        deadline = time.monotonic() + READY_DEADLINE_S
-        while not _ready(ports):
-            assert time.monotonic() < deadline, (work / "triton.log").read_text()[-3000:]
-            time.sleep(0.5)
-        yield DecoupledTriton(f"127.0.0.1:{ports.triton_http}", f"127.0.0.1:{ports.triton_grpc}")
-    finally:
-        stop_triton(record)
-
-
-def _ready(ports: ServerPorts) -> bool:
-    try:
-        return all(
-            requests.get(f"http://127.0.0.1:{ports.triton_http}/v2/models/{model}/ready", timeout=2).status_code == 200
-            for model in (MODEL, TRACED_MODEL)
-        )
-    except requests.RequestException:
-        return False
+def decoupled_triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ExampleTriton]:
+    with example_triton(tmp_path_factory.mktemp("triton-decoupled"), {MODEL: MODEL}) as server:
+        yield server
 
 
 def _target(kind: str, address: str) -> dict[str, Any]:
@@ -115,7 +76,7 @@ def _scenario(folder: Path, target: dict[str, Any], users: int = 3, duration: st
 
 
 def test_a_decoupled_model_streams_with_exact_streaming_figures(
-    decoupled_triton: DecoupledTriton, influxdb: InfluxServer, tmp_path: Path
+    decoupled_triton: ExampleTriton, influxdb: InfluxServer, tmp_path: Path
 ) -> None:
     run_id = f"decoupled-{time.time_ns()}"
     scenario = _scenario(tmp_path, _target("triton-grpc", decoupled_triton.grpc))
@@ -167,7 +128,7 @@ def _check_streaming_panels(influxdb: InfluxServer, run_id: str) -> None:
 
 
 def test_the_stream_figures_are_in_the_console_table_report_html_and_compare(
-    decoupled_triton: DecoupledTriton, tmp_path: Path
+    decoupled_triton: ExampleTriton, tmp_path: Path
 ) -> None:
     """Before, they were only in summary.json and windows.csv."""
     run = run_locust(_scenario(tmp_path, _target("triton-grpc", decoupled_triton.grpc)), tmp_path)
@@ -198,7 +159,7 @@ def test_the_stream_figures_are_in_the_console_table_report_html_and_compare(
     assert any(x.startswith("decoupled.responses_per_request") for x in compared.stdout.splitlines())
 
 
-def test_a_decoupled_model_on_triton_http_is_refused_at_start(decoupled_triton: DecoupledTriton, tmp_path: Path) -> None:
+def test_a_decoupled_model_on_triton_http_is_refused_at_start(decoupled_triton: ExampleTriton, tmp_path: Path) -> None:
     scenario = _scenario(tmp_path, _target("triton-http", decoupled_triton.http))
     run = run_locust(scenario, tmp_path)
     assert run.returncode == 2, run.output[-4000:]
@@ -206,7 +167,7 @@ def test_a_decoupled_model_on_triton_http_is_refused_at_start(decoupled_triton: 
     assert "use kind: triton-grpc" in run.output
 
 
-def test_two_workers_stream_and_the_master_merges_their_stream_figures(decoupled_triton: DecoupledTriton, tmp_path: Path) -> None:
+def test_two_workers_stream_and_the_master_merges_their_stream_figures(decoupled_triton: ExampleTriton, tmp_path: Path) -> None:
     scenario = _scenario(tmp_path, _target("triton-grpc", decoupled_triton.grpc))
     results = tmp_path / "results"
     command = [sys.executable, "-m", "inferload.cli", "run", str(scenario), "--headless", "--workers", "2"]
@@ -222,14 +183,22 @@ def test_two_workers_stream_and_the_master_merges_their_stream_figures(decoupled
     assert streaming["first_response_ms"]["p99"] <= streaming["first_response_ms"]["max"] <= target["latency_ms"]["max"]
 
 
-def test_a_traced_streamed_request_joins_triton_s_trace_of_it(decoupled_triton: DecoupledTriton, tmp_path: Path) -> None:
+def test_a_traced_streamed_request_joins_triton_s_trace_of_it(tmp_path: Path) -> None:
     """Each streamed request carries its trace id; its client time ends at its final response. On
     `stream_sync`: Triton 2.51 crashed (SIGSEGV) tracing `square_int32`, whose responses come from a
-    thread after `execute` returned (docs/observability.md; CI once with one user)."""
-    target = {**_target("triton-grpc", decoupled_triton.grpc), "model": TRACED_MODEL, "trace": {"rate": 1}}
+    thread after `execute` returned (docs/observability.md; CI once with one user). It crashes now and
+    then tracing `stream_sync` too (CI, 2026-12-06 06:00 UTC: connections refused 3 s into the run), so
+    the run is on a Triton of its own, run again on a new one only when that one crashed."""
+    on_triton_surviving_its_crash(
+        tmp_path, {TRACED_MODEL: TRACED_MODEL}, lambda folder: trace_arguments(folder / "trace.json"), _traced_run
+    )
+
+
+def _traced_run(server: ExampleTriton, folder: Path) -> None:
+    target = {**_target("triton-grpc", server.grpc), "model": TRACED_MODEL, "trace": {"rate": 1}}
     target["slo"] = {"error_rate": TRACED_INPUT_LOST_MAX}  # Triton's race tracing every request (TRACED_INPUT_LOST)
-    scenario = _scenario(tmp_path, target, users=2, duration="3s")
-    run = run_locust(scenario, tmp_path)
+    scenario = _scenario(folder, target, users=2, duration="3s")
+    run = run_locust(scenario, folder)
     assert run.returncode == 0, run.output[-4000:]
     assert all(traced_input_lost(row["Error"]) for row in run.failures_csv), run.failures_csv
     target = run.summary["targets"]["square"]
