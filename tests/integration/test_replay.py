@@ -1,8 +1,9 @@
 """Replayed production traffic and bursty arrival laws against a real Triton.
 
 One Triton of the module's own serves ``tail_queue`` (tests/examples/triton: 1 ms per request for
-inputs of 0.5, one instance) with a trace file and tracing off until a run turns it on. The truth
-each test holds the run to is known before it runs:
+inputs of 0.5, one instance); the recording runs on another with a trace file (and on a new one if
+tracing crashed it: tests/support/example_triton.py). The truth each test holds the run to is known
+before it runs:
 
 - **Recorded, then replayed.** A first run (gamma arrivals, bursty) traces every request; its
   Triton trace becomes a replay file (`inferload trace-to-replay`, what a user does with a
@@ -39,7 +40,7 @@ from inferload.local.servers.triton_local import trace_arguments
 from inferload.measure.run_record import gap_cv
 from inferload.scenario.replay_file import replay_rows
 from tests.support.cli import inferload
-from tests.support.example_triton import ExampleTriton, example_triton
+from tests.support.example_triton import ExampleTriton, example_triton, on_triton_surviving_its_crash
 from tests.support.ks import ks_critical, ks_two_sample
 from tests.support.locust_runner import run_locust
 from tests.support.scenario_factory import write_scenario
@@ -50,11 +51,9 @@ WARMUP_S = 2.0
 
 
 @pytest.fixture(scope="module")
-def traced_triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ExampleTriton, Path]]:
-    work = tmp_path_factory.mktemp("triton-replay")
-    trace_file = work / "trace.json"
-    with example_triton(work, {MODEL: MODEL}, *trace_arguments(trace_file)) as server:
-        yield server, trace_file
+def triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ExampleTriton]:
+    with example_triton(tmp_path_factory.mktemp("triton-replay"), {MODEL: MODEL}) as server:
+        yield server
 
 
 def _target(address: str, traced: bool = False) -> dict[str, Any]:
@@ -127,16 +126,21 @@ def _record(folder: Path, server: ExampleTriton, trace_file: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def recorded(traced_triton: tuple[ExampleTriton, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    server, trace_file = traced_triton
-    return _record(tmp_path_factory.mktemp("recorded"), server, trace_file)
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Recorded on a Triton of its own with a trace file: Triton 2.51 crashes now and then tracing
+    every request (docs/observability.md), so again on a new one when it did."""
+    return on_triton_surviving_its_crash(
+        tmp_path_factory.mktemp("recorded"),
+        {MODEL: MODEL},
+        lambda folder: trace_arguments(folder / "trace.json"),
+        lambda server, folder: _record(folder, server, folder / "trace.json"),
+    )
 
 
 def test_a_replay_of_a_recorded_triton_trace_sends_its_arrivals_window_by_window(
-    traced_triton: tuple[ExampleTriton, Path], recorded: Path, tmp_path: Path
+    triton: ExampleTriton, recorded: Path, tmp_path: Path
 ) -> None:
-    server, _ = traced_triton
-    run = run_locust(_scenario(tmp_path, server.grpc, {"kind": "replay", "file": str(recorded)}), tmp_path)
+    run = run_locust(_scenario(tmp_path, triton.grpc, {"kind": "replay", "file": str(recorded)}), tmp_path)
     assert run.returncode == 0, run.output
     figures = run.summary["targets"]["t"]
     open_loop = figures["open_loop"]
@@ -163,8 +167,7 @@ def _intended_gaps(results: Path) -> list[float]:
     return [b - a for a, b in itertools.pairwise(steady)]
 
 
-def test_gamma_cv_1_sends_as_poisson_does_and_cv_3_is_burstier(traced_triton: tuple[ExampleTriton, Path], tmp_path: Path) -> None:
-    server, _ = traced_triton
+def test_gamma_cv_1_sends_as_poisson_does_and_cv_3_is_burstier(triton: ExampleTriton, tmp_path: Path) -> None:
     sent, gaps = {}, {}
     for name, shape in (
         ("poisson", {"kind": "poisson", "rate": 80, "seed": 11}),
@@ -173,7 +176,7 @@ def test_gamma_cv_1_sends_as_poisson_does_and_cv_3_is_burstier(traced_triton: tu
     ):
         folder = tmp_path / name
         folder.mkdir()
-        run = run_locust(_scenario(folder, server.grpc, shape), folder, "--requests-csv")
+        run = run_locust(_scenario(folder, triton.grpc, shape), folder, "--requests-csv")
         assert run.returncode == 0, run.output
         burstiness = run.summary["targets"]["t"]["open_loop"]["burstiness"]
         assert burstiness["sent_cv"] == pytest.approx(burstiness["scheduled_cv"], rel=0.15), (name, burstiness)
@@ -188,11 +191,8 @@ def test_gamma_cv_1_sends_as_poisson_does_and_cv_3_is_burstier(traced_triton: tu
     assert sent["gamma-3"]["scheduled_cv"] > 2.0 and sent["gamma-3"]["sent_cv"] > 2 * sent["poisson"]["sent_cv"], sent
 
 
-def test_a_distributed_replay_keeps_the_global_schedule(
-    traced_triton: tuple[ExampleTriton, Path], recorded: Path, tmp_path: Path
-) -> None:
-    server, _ = traced_triton
-    scenario = _scenario(tmp_path, server.grpc, {"kind": "replay", "file": str(recorded)})
+def test_a_distributed_replay_keeps_the_global_schedule(triton: ExampleTriton, recorded: Path, tmp_path: Path) -> None:
+    scenario = _scenario(tmp_path, triton.grpc, {"kind": "replay", "file": str(recorded)})
     out = tmp_path / "results"
     done = inferload("run", str(scenario), "--headless", "--workers", "2", "--out", str(out), timeout_s=180)
     (tmp_path / "run-output.log").write_text(done.stdout + done.stderr)  # the master's log, kept for a failure
@@ -215,11 +215,10 @@ def test_a_distributed_replay_keeps_the_global_schedule(
 
 
 def test_a_sweep_steps_a_recording_through_rates_keeping_its_bursts(
-    traced_triton: tuple[ExampleTriton, Path], recorded: Path, tmp_path: Path
+    triton: ExampleTriton, recorded: Path, tmp_path: Path
 ) -> None:
     """`inferload sweep --rate` on a replay scenario: each step replays the recording at its level's mean rate."""
-    server, _ = traced_triton
-    scenario = _scenario(tmp_path, server.grpc, {"kind": "replay", "file": str(recorded)})
+    scenario = _scenario(tmp_path, triton.grpc, {"kind": "replay", "file": str(recorded)})
     out = tmp_path / "sweep"
     options = ["--rate", "30,60", "--window", "1s", "--warmup", "1s", "--max-windows", "4", "--stable-windows", "2"]
     done = inferload(
@@ -263,22 +262,21 @@ def _batch_executions(server: ExampleTriton) -> dict[int, int]:
 
 @pytest.mark.parametrize("kind", ["triton-grpc", "triton-http"])
 def test_a_replays_batch_column_sends_each_request_at_its_rows_batch_size(
-    traced_triton: tuple[ExampleTriton, Path], tmp_path: Path, kind: str
+    triton: ExampleTriton, tmp_path: Path, kind: str
 ) -> None:
     """Rows of batch 1 to 4 (tail_queue batches up to 4, without dynamic batching): Triton executes
     each request at its row's batch size, and every answer passes the shape check at that batch."""
-    server, _ = traced_triton
     batches = [1, 2, 3, 4, 2, 4, 1, 3] * 4  # 32 rows, 10 a second
     replay = tmp_path / "batches.csv"
     replay.write_text("t_s,batch\n" + "".join(f"{0.1 * (i + 1):.1f},{b}\n" for i, b in enumerate(batches)))
     data: dict[str, Any] = {"name": "replay-batch", "duration": "4s", "warmup": "0s", "window": "1s"}
-    address = server.grpc if kind == "triton-grpc" else server.http
+    address = triton.grpc if kind == "triton-grpc" else triton.http
     data["targets"] = [{**_target(address), "kind": kind, "response_check": "shape"}]
     data["shape"] = {"kind": "replay", "file": str(replay), "max_in_flight": 8}
-    before = _batch_executions(server)
+    before = _batch_executions(triton)
     run = run_locust(write_scenario(tmp_path, data), tmp_path)
     assert run.returncode == 0, run.output
-    after = _batch_executions(server)
+    after = _batch_executions(triton)
     executed = {size: after.get(size, 0) - before.get(size, 0) for size in after}
     assert {size: count for size, count in executed.items() if count} == dict(Counter(batches)), (executed, run.output[-3000:])
     figures = run.summary["targets"]["t"]
