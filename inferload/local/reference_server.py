@@ -405,7 +405,8 @@ class ReferenceServerProcess:
     folder: Path | None = None
     #: with TLS: the CA that signed its certificate (default: the certificate itself, self-signed)
     ca_file: Path | None = None
-    #: a command prefix it runs under (``ip netns exec NAME``: it serves on another network host)
+    #: a command prefix it runs under (``ip netns exec NAME``: it serves on another network host;
+    #: ``records()``, ``stats()`` and ``reset()`` then need a route from this process to its address)
     launcher: Sequence[str] = ()
     grpc_port: int = field(default=0, init=False)
     http_port: int = field(default=0, init=False)
