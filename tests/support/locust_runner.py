@@ -1,11 +1,14 @@
 """Run the real `locust` command on a scenario, as a user would, and read what it wrote.
 
-`run_locust` is the one helper for a headless run in a subprocess (it waits for the end);
+`run_locust` is the one helper for a headless run in a process of its own (it waits for the end):
+a fork of the session's warm Locust (`tests.support.locust_forks`: Locust and inferload already
+imported), or with `INFERLOAD_TEST_LOCUST_FORKS=0` a fresh `python -m locust` subprocess.
 `locust_command` builds the same command line for a test that starts Locust itself (web UI).
 """
 
 from __future__ import annotations
 
+import atexit
 import csv
 import json
 import os
@@ -17,7 +20,21 @@ from pathlib import Path
 from typing import Any
 
 from inferload.paths import LOCUSTFILE
+from tests.support.locust_forks import ForkedRun, LocustForks
 from tests.support.system_tools import REPO
+
+#: set to 0 for a fresh `python -m locust` per run instead of a fork of the warm one
+FORKS_ENV = "INFERLOAD_TEST_LOCUST_FORKS"
+#: the session's warm Locust, started by the first run that wants it
+_forks: LocustForks | None = None
+
+
+def _warm_locust() -> LocustForks:
+    global _forks
+    if _forks is None:
+        _forks = LocustForks(python_env())
+        atexit.register(_forks.close)
+    return _forks
 
 
 @dataclass
@@ -82,7 +99,10 @@ def run_locust(
         locustfile=locustfile,
     )
     started = time.monotonic()
-    done = subprocess.run(command, cwd=REPO, env=python_env(), capture_output=True, text=True, timeout=timeout_s)
+    if os.environ.get(FORKS_ENV, "1") != "0":
+        done: ForkedRun | subprocess.CompletedProcess[str] = _warm_locust().run(command[3:], REPO, python_env(), timeout_s)
+    else:
+        done = subprocess.run(command, cwd=REPO, env=python_env(), capture_output=True, text=True, timeout=timeout_s)
     elapsed = time.monotonic() - started
     stats = json.loads(stats_file.read_text()) if stats_file.exists() else []
     failures_path = folder / "locust_failures.csv"
