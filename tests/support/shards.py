@@ -9,7 +9,8 @@ pytest-xdist would do the same inside one session, but its workers cannot run ge
 
 Modules go to shards longest first, each to the shard with the least time so far, by the seconds
 each took last time it was recorded (tests/integration/durations.json; a module not there counts
-as the median). `--record` rewrites that file from this run's timings. Three phases, one after
+as the median); the modules that use one of the session fixtures that start servers
+(`SHARED_FIXTURES`) go to one shard together, so that those servers start once. `--record` rewrites that file from this run's timings. Three phases, one after
 another: the shards; then the `QUIET` modules (rates and latencies judged against intervals, each
 busy well under one core) in two sessions side by side, and beside them `--python-transport TEST`
 (repeated): a session of those tests on the Python transport (`INFERLOAD_TRANSPORT=python`, `make
@@ -26,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -62,6 +64,11 @@ ALONE = frozenset(
     f"tests/integration/{name}.py"
     for name in ("test_calibrate", "test_servers", "test_sweep", "test_sweep_distributed", "test_tune", "test_tune_max_batch")
 )
+#: session fixtures that start servers (or make a whole observed run) once per pytest session: the
+#: modules that use one go to one shard, so a phase starts them once
+SHARED_FIXTURES = (
+    "local_servers", "influxdb", "observed_run", "observed_generation_run", "example_models_triton", "bare_number_server",
+)  # fmt: skip
 #: the key of durations.json that holds the Python-transport session's seconds
 PYTHON_TRANSPORT = "python-transport"
 
@@ -109,22 +116,49 @@ def read_durations(path: Path) -> dict[str, float]:
     return {str(k): float(v) for k, v in data.items()}
 
 
+def shared_fixture_groups(modules: list[str], names: tuple[str, ...] = SHARED_FIXTURES) -> list[set[str]]:
+    """The modules that must share a shard: those naming one of the session fixtures `names` (a word of
+    the module's text), joined wherever two fixtures share a module. Modules naming none are in no group."""
+    groups: list[set[str]] = []
+    for module in modules:
+        text = (REPO / module).read_text() if (REPO / module).is_file() else ""
+        if not any(re.search(rf"\b{name}\b", text) for name in names):
+            continue
+        fixtures = {name for name in names if re.search(rf"\b{name}\b", text)}
+        joined = [group for group in groups if group & fixtures]
+        merged = {module, *fixtures}.union(*joined)
+        groups = [group for group in groups if group not in joined] + [merged]
+    return [{member for member in group if member in modules} for group in groups]
+
+
 def partition(
-    modules: list[str], durations: dict[str, float], shards: int, after: Session | None = None, label: str = "shard"
+    modules: list[str],
+    durations: dict[str, float],
+    shards: int,
+    after: Session | None = None,
+    label: str = "shard",
+    together: list[set[str]] | None = None,
 ) -> list[Shard]:
-    """Longest module first, each to the shard with the least expected time so far; `after` (a session
-    of its own) queued on the first shard, counted there before any module. Shard n's session is named
-    `label n`."""
+    """Longest first, each to the shard with the least expected time so far, a group of `together` as
+    one (its modules side by side in one shard, the longest first), every other module on its own;
+    `after` (a session of its own) queued on the first shard, counted there before any module. Shard
+    n's session is named `label n`."""
     known = [durations[m] for m in modules if m in durations]
     unknown_s = statistics.median(known) if known else 1.0
+
+    def seconds(module: str) -> float:
+        return durations.get(module, unknown_s)
+
+    grouped = [sorted(group, key=lambda m: (-seconds(m), m)) for group in together or [] if group]
+    units = grouped + [[m] for m in modules if not any(m in group for group in grouped)]
     plan = [Shard(number, name=f"{label} {number}") for number in range(1, shards + 1)]
     if after is not None:
         plan[0].after.append(after)
         plan[0].expected_s = durations.get(after.name, unknown_s)
-    for module in sorted(modules, key=lambda m: (-durations.get(m, unknown_s), m)):
+    for unit in sorted(units, key=lambda u: (-sum(map(seconds, u)), u[0])):
         shard = min(plan, key=lambda s: (s.expected_s, s.number))
-        shard.modules.append(module)
-        shard.expected_s += durations.get(module, unknown_s)
+        shard.modules.extend(unit)
+        shard.expected_s += sum(map(seconds, unit))
     return [shard for shard in plan if shard.modules or shard.after]
 
 
@@ -230,7 +264,8 @@ def main(argv: list[str] | None = None) -> int:
         else None
     )
     durations = read_durations(DURATIONS)
-    shards = partition([m for m in modules if m not in ALONE | QUIET], durations, options.shards)
+    sharded = [m for m in modules if m not in ALONE | QUIET]
+    shards = partition(sharded, durations, options.shards, together=shared_fixture_groups(sharded))
     quiet = partition([m for m in modules if m in QUIET], durations, QUIET_SHARDS, label="quiet")
     if fallback is not None:  # a third session beside them: the three kept both cores about half busy here
         quiet.append(

@@ -5,7 +5,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.support.shards import ALONE, QUIET, QUIET_SHARDS, Session, module_seconds, partition
+from tests.support.shards import (
+    ALONE,
+    INTEGRATION,
+    QUIET,
+    QUIET_SHARDS,
+    Session,
+    module_seconds,
+    partition,
+    shared_fixture_groups,
+)
+from tests.support.shards import test_modules as integration_modules
 from tests.support.system_tools import REPO
 
 
@@ -14,6 +24,26 @@ def test_modules_go_longest_first_to_the_least_loaded_shard() -> None:
     shards = partition(sorted(durations), durations, 2)
     assert [shard.modules for shard in shards] == [["a.py", "d.py"], ["b.py", "c.py", "e.py"]]
     assert [shard.expected_s for shard in shards] == [140.0, 120.0]
+
+
+def test_modules_that_share_a_session_fixture_go_to_one_shard_as_one_unit() -> None:
+    durations = {"a.py": 100.0, "b.py": 60.0, "c.py": 50.0, "d.py": 40.0, "e.py": 10.0}
+    shards = partition(sorted(durations), durations, 2, together=[{"a.py", "e.py"}])
+    assert [shard.modules for shard in shards] == [["a.py", "e.py", "d.py"], ["b.py", "c.py"]]  # e.py beside a.py
+
+
+def test_the_modules_using_the_session_servers_form_one_group_and_the_others_none() -> None:
+    modules = integration_modules(INTEGRATION)
+    groups = shared_fixture_groups(modules)
+    local_servers = next(group for group in groups if "tests/integration/test_locust_runs.py" in group)
+    # local_servers and influxdb joined by the modules using both; bare_number_server by the one using it and local_servers
+    assert {
+        "tests/integration/test_influx_histograms.py",
+        "tests/integration/test_sink.py",
+        "tests/integration/test_torchserve_response_check.py",
+    } <= local_servers
+    assert not any("tests/integration/test_signals.py" in group for group in groups)  # the reference server's, per module
+    assert sum(len(group) for group in groups) == len(set().union(*groups))  # a module in one group at most
 
 
 def test_a_module_never_timed_counts_as_the_median_and_empty_shards_are_dropped() -> None:
