@@ -17,6 +17,7 @@ import locust  # noqa: F401
 import pytest
 
 from inferload.run.server_changes import JOURNAL_ENV
+from tests.support.locust_runner import close_warm_locust
 
 #: the real InfluxDB and the observed run (streaming + collector) as session fixtures
 pytest_plugins = ("tests.support.influx_fixture",)
@@ -29,6 +30,13 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         raise pytest.UsageError(
             "CI: inferload/_native.abi3.so is not built, so the engine's tests would skip; run `make native` first"
         )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def warm_locust_stopped_at_the_end() -> Iterator[None]:
+    """The warm Locust that `run_locust` forks its runs from ends with the session that started it."""
+    yield
+    close_warm_locust()
 
 
 @pytest.fixture(scope="session", autouse=True)

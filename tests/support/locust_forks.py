@@ -132,6 +132,7 @@ def _run_in_this_process(request: RunRequest) -> int:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
+    tempfile.tempdir = None  # the run's own TMPDIR, not the one the server saw
     for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
         file = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         os.dup2(file, fd)
@@ -151,7 +152,8 @@ def _run_in_this_process(request: RunRequest) -> int:
 
 
 def serve(socket_path: Path) -> None:
-    """The fork server: Locust and inferload imported, then one fork per connection until SIGTERM."""
+    """The fork server: Locust and inferload imported, then one fork per connection until SIGTERM or
+    until the process that started it has gone."""
     import locust.main  # noqa: F401  (gevent's patches first, then the rest as Locust's run imports it)
     from gevent import monkey
 
@@ -171,8 +173,16 @@ def serve(socket_path: Path) -> None:
     listener.bind(str(socket_path) + ".new")
     listener.listen(16)
     os.rename(str(socket_path) + ".new", str(socket_path))  # ready once the name exists
+    listener.settimeout(5)
+    parent = os.getppid()
     while True:
-        connection, _ = listener.accept()
+        try:
+            connection, _ = listener.accept()
+        except TimeoutError:
+            if os.getppid() != parent:  # the test session ended without stopping it
+                return
+            continue
+        connection.settimeout(None)
         threads = os.listdir("/proc/self/task") if os.path.isdir("/proc/self/task") else ["1"]
         if len(threads) != 1:  # a fork of a threaded process may hold another thread's lock for ever
             connection.sendall(f"error: the fork server has {len(threads)} threads\n".encode())

@@ -8,7 +8,6 @@ imported), or with `INFERLOAD_TEST_LOCUST_FORKS=0` a fresh `python -m locust` su
 
 from __future__ import annotations
 
-import atexit
 import csv
 import json
 import os
@@ -33,8 +32,15 @@ def _warm_locust() -> LocustForks:
     global _forks
     if _forks is None:
         _forks = LocustForks(python_env())
-        atexit.register(_forks.close)
     return _forks
+
+
+def close_warm_locust() -> None:
+    """Stop the session's warm Locust, if a run started it (the test session's last teardown)."""
+    global _forks
+    if _forks is not None:
+        _forks.close()
+        _forks = None
 
 
 @dataclass
