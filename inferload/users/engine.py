@@ -294,11 +294,20 @@ class NativeEngine:
         headers: list[tuple[str, str]] | None = None,
         want_answer: bool = False,
         record: bool = False,
+        turn: int | None = None,
     ) -> CallOutcome:
         """One call on an idle slot; blocks this greenlet (not the hub) until it is answered.
-        ``record``: the engine records it as its loops do (the caller reports nothing of it)."""
+        ``record``: the engine records it as its loops do (the caller reports nothing of it);
+        ``turn``: a recorded call that is a conversation's turn (from 1), counted by turn with it."""
         ticket = self.engine.call(
-            slot, request_index, append=append, body=body, headers=headers, want_answer=want_answer, record=record
+            slot,
+            request_index,
+            append=append,
+            body=body,
+            headers=headers,
+            want_answer=want_answer,
+            record=record,
+            turn=turn,
         )
         waiter: Waiter = Waiter()
         self._waiters[int(ticket)] = waiter
@@ -345,14 +354,6 @@ class NativeEngine:
             self.engine.end_arrivals(target_id)
 
     # -- what was measured ---------------------------------------------------------------------
-    def record_turn(self, target: str, turn: int, generation: tuple[float | None, int | None, int]) -> None:
-        """A conversation's turn that succeeded, into the run's figures by turn (steady state only;
-        the call itself the engine recorded)."""
-        ends = self.warmup_ends_at
-        if self.record is not None and ends is not None and time.time() >= ends:
-            ttft_ms, prompt_tokens, _ = generation
-            self.record.generations.record_turn(target, turn, ttft_ms, prompt_tokens)
-
     def drain(self) -> None:
         """Everything the engine recorded since the last drain, into the run's figures."""
         if self._closed:
@@ -487,7 +488,7 @@ def open_transport(user: Any) -> Transport:
     target_id = type(user).native_target_id(engine, user.environment)
     pick = lambda: int(user.request_pool().next()[0])  # noqa: E731
     if conversation is not None:
-        return ConversationSlot(engine, target_id, user.target.name, conversation, user.refused_backoff, pick)
+        return ConversationSlot(engine, target_id, conversation, user.refused_backoff, pick)
     if answers_checked_in_python(type(user)):
         return CheckedSlot(engine, target_id, user, pick)
     return NativeSlot(engine, target_id, pick, user.wiring.arrivals is not None)
@@ -566,26 +567,22 @@ class NativeSlot:
 
 class ConversationSlot(NativeSlot):
     """One user's conversations on an engine slot: each turn one call the engine sends, times and
-    records as its loops do, its answer's text handed back to make the next turn; each successful
-    turn's time to the first token and prompt tokens go to the run's figures by turn."""
+    records as its loops do, its answer's text handed back to make the next turn; the engine counts
+    each successful turn's generation by its position too (its time to the first token and prompt
+    tokens), with the generation itself, so the turns add up to the generations."""
 
-    def __init__(
-        self, engine: NativeEngine, target_id: int, target: str, turns: Turns, backoff: Any, pick: Callable[[], int]
-    ) -> None:
+    def __init__(self, engine: NativeEngine, target_id: int, turns: Turns, backoff: Any, pick: Callable[[], int]) -> None:
         super().__init__(engine, target_id, pick, open_loop=False)
-        self.target = target
         self.turns = turns
         self.backoff = backoff
 
     def run(self) -> None:
         """One turn, then the pause after it (think time, or a refused connection's backoff)."""
         turn, body = self.turns.next_turn()
-        outcome = self.engine.call(self.slot, 0, body=body, want_answer=True, record=True)
+        outcome = self.engine.call(self.slot, 0, body=body, want_answer=True, record=True, turn=turn)
         text = None
         if outcome.error is None and outcome.answer is not None:
             text = outcome.answer.decode("utf-8", "replace")
-            if outcome.generation is not None:
-                self.engine.record_turn(self.target, turn, outcome.generation)
         pause_s = max(self.turns.answered(text), self.backoff.after(outcome.error))
         if pause_s > 0:
             self._released.wait(pause_s)

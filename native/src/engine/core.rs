@@ -304,6 +304,7 @@ fn completion<'a>(target: usize, outcome: &'a Outcome, input: &CallInput) -> Com
         send_lag_ms: None,
         stream: outcome.stream.as_ref(),
         generation: outcome.generation.as_ref(),
+        turn: input.turn,
     }
 }
 
@@ -380,6 +381,7 @@ async fn sender(
             send_lag_ms: Some(ms_between(outcome.sent_ns, arrival.intended_ns)),
             stream: outcome.stream.as_ref(),
             generation: outcome.generation.as_ref(),
+            turn: None,
         };
         if !shared.record(&slot, generation, &done) {
             return conn.close().await;

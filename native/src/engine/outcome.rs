@@ -24,6 +24,8 @@ pub struct CallInput {
     pub record: bool,
     /// a traced call: the number of its id (`trace_id`)
     pub trace_number: Option<u64>,
+    /// a recorded call that is a conversation's turn: its position (from 1), recorded with it
+    pub turn: Option<u32>,
 }
 
 /// How a call ended: the failure (None: a success), its wire times (CLOCK_MONOTONIC ns), the

@@ -291,6 +291,8 @@ struct Encoded {
     generation_itl: Vec<(i64, usize, WireStats)>,
     /// (target, each histogram by its wire name, counts): `GenerationTotals`
     generation_steady: Vec<(usize, NamedStats, [u64; 11])>,
+    /// (target, turn, TTFT, [prompt tokens counted, sum, min, max]): `TurnTotals`
+    generation_turns: Vec<(usize, u32, WireStats, [u64; 4])>,
     recorder: Recorder,
 }
 
@@ -353,6 +355,15 @@ fn encode(mut recorder: Recorder) -> Encoded {
                 .collect();
             totals.sort_by_key(|(target, ..)| *target);
             totals
+        },
+        generation_turns: {
+            let mut turns: Vec<_> = recorder
+                .generation_turns
+                .drain()
+                .map(|((target, turn), t)| (target, turn, t.ttft.to_wire(), t.prompt_tokens))
+                .collect();
+            turns.sort_by_key(|(target, turn, ..)| (*target, *turn));
+            turns
         },
         recorder,
     }
@@ -565,7 +576,7 @@ impl PyEngine {
     /// One call on an idle slot; its completion comes back through `take_calls` with the ticket.
     /// `record`: the engine records it as its loops do (Python reports nothing of it).
     #[allow(clippy::too_many_arguments)] // Python's keyword arguments
-    #[pyo3(signature = (slot, request_index, append = None, body = None, headers = None, want_answer = false, record = false))]
+    #[pyo3(signature = (slot, request_index, append = None, body = None, headers = None, want_answer = false, record = false, turn = None))]
     fn call(
         &self,
         slot: u64,
@@ -575,6 +586,7 @@ impl PyEngine {
         headers: Option<Vec<(String, String)>>,
         want_answer: bool,
         record: bool,
+        turn: Option<u32>,
     ) -> PyResult<u64> {
         let input = CallInput {
             request_index,
@@ -586,6 +598,7 @@ impl PyEngine {
             want_answer,
             record,
             trace_number: None,
+            turn,
         };
         self.inner
             .call(slot, input)
@@ -784,6 +797,12 @@ impl PyEngine {
             count_list.append(row(py, (*index, name(*target), n.to_vec()))?)?;
         }
         generations.set_item("counts", count_list)?;
+        let turns = PyList::empty(py);
+        for (target, turn, ttft, tokens) in &encoded.generation_turns {
+            let totals = row(py, (wire_stats(py, ttft)?, tokens.to_vec()))?;
+            turns.append(row(py, (name(*target), *turn, totals))?)?;
+        }
+        generations.set_item("turns", turns)?;
         record.set_item("generations", generations)?;
         let wire = PyDict::new(py);
         wire.set_item("record", record)?;

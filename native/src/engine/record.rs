@@ -238,6 +238,43 @@ pub struct Completion<'a> {
     pub stream: Option<&'a StreamTiming>,
     /// a generation's figures and where its token count came from
     pub generation: Option<&'a (GenerationFigures, TokenSource)>,
+    /// a conversation's turn (its position from 1): its generation is also counted by turn
+    pub turn: Option<u32>,
+}
+
+/// One turn position of a target's conversations over the steady state (`TurnTotals` in
+/// `measure/generation_record.py`): its generations' time to the first token, and the prompt tokens
+/// the server counted for them, [generations counted, sum, min, max]. Recorded with the generation
+/// itself, so the turns add up to the steady generations.
+#[derive(Debug, Default)]
+pub struct TurnTotals {
+    pub ttft: LatencyStats,
+    pub prompt_tokens: [u64; 4],
+}
+
+impl TurnTotals {
+    fn record(&mut self, figures: &GenerationFigures) {
+        if let Some(ttft) = figures.ttft_ms {
+            self.ttft.record_success(ttft);
+        }
+        if let Some(tokens) = figures.prompt_tokens {
+            let [counted, total, low, high] = self.prompt_tokens;
+            self.prompt_tokens = [
+                counted + 1,
+                total + tokens,
+                if counted == 0 {
+                    tokens
+                } else {
+                    low.min(tokens)
+                },
+                if counted == 0 {
+                    tokens
+                } else {
+                    high.max(tokens)
+                },
+            ];
+        }
+    }
 }
 
 /// One target's generations over the steady state (`measure/generation_record.py`).
@@ -350,6 +387,8 @@ pub struct Recorder {
     pub generation_itl: HashMap<(i64, usize), LatencyStats>,
     pub generation_counts: HashMap<(i64, usize), [u64; 4]>,
     pub generation_steady: HashMap<usize, GenerationTotals>,
+    /// conversations: each (target, turn position)'s steady generations (`TurnTotals`)
+    pub generation_turns: HashMap<(usize, u32), TurnTotals>,
     /// open loop: each request's actual send time (wall clock s) by its window, for the burstiness
     /// sent (`RunRecord.record_send`, `measure/run_record.py`)
     pub send_times: HashMap<(i64, usize), Vec<f64>>,
@@ -477,6 +516,12 @@ impl Recorder {
                     .entry(done.target)
                     .or_default()
                     .record(figures, *source, done.send_lag_ms);
+                if let Some(turn) = done.turn {
+                    self.generation_turns
+                        .entry((done.target, turn))
+                        .or_default()
+                        .record(figures);
+                }
             }
         }
     }
@@ -614,6 +659,56 @@ mod tests {
     }
 
     #[test]
+    fn a_conversation_s_turns_are_counted_with_their_generations_so_they_add_up() {
+        let settings = RecordSettings {
+            window_s: 1.0,
+            warmup_end: Some(100.5),
+            rows: false,
+        };
+        let mut recorder = Recorder::default();
+        let failed = Failure::refused("h:1");
+        let turn = |prompt_tokens, ttft_ms| {
+            (
+                GenerationFigures {
+                    ttft_ms: Some(ttft_ms),
+                    prompt_tokens: Some(prompt_tokens),
+                    output_tokens: 4,
+                    ..GenerationFigures::default()
+                },
+                TokenSource::Usage,
+            )
+        };
+        let (first, second, second_longer) = (turn(10, 20.0), turn(30, 25.0), turn(34, 26.0));
+        let done = |generation, failure, now_s, turn| Completion {
+            traced: None,
+            target: 0,
+            latency_ms: 30.0,
+            failure,
+            response_length: 16,
+            now_s,
+            send_lag_ms: None,
+            stream: None,
+            generation,
+            turn,
+        };
+        recorder.record(&settings, &done(Some(&first), None, 100.2, Some(1))); // warm-up: not counted
+        recorder.record(&settings, &done(Some(&first), None, 100.6, Some(1)));
+        recorder.record(&settings, &done(Some(&second), None, 100.7, Some(2)));
+        recorder.record(&settings, &done(Some(&second_longer), None, 100.8, Some(2)));
+        recorder.record(
+            &settings,
+            &done(Some(&second), Some(&failed), 100.9, Some(2)),
+        ); // failed: not counted
+        recorder.record(&settings, &done(Some(&first), None, 101.0, None)); // not a conversation's
+        let turns = &recorder.generation_turns;
+        assert_eq!(turns[&(0, 1)].prompt_tokens, [1, 10, 10, 10]);
+        assert_eq!(turns[&(0, 2)].prompt_tokens, [2, 64, 30, 34]);
+        assert_eq!(turns[&(0, 2)].ttft.successes, 2);
+        let by_turn: u64 = turns.values().map(|t| t.prompt_tokens[0]).sum();
+        assert_eq!(by_turn + 1, recorder.generation_steady[&0].counts[0]); // all but the one of no turn
+    }
+
+    #[test]
     fn a_steady_successful_generation_is_counted_with_its_token_source_and_goodput() {
         let settings = RecordSettings {
             window_s: 1.0,
@@ -653,6 +748,7 @@ mod tests {
             send_lag_ms: None,
             stream: None,
             generation,
+            turn: None,
         };
         recorder.record(&settings, &done(Some(&by_usage), None, 100.2)); // warm-up: not counted
         recorder.record(&settings, &done(Some(&by_usage), None, 100.6));
@@ -713,6 +809,7 @@ mod tests {
                     send_lag_ms,
                     stream: None,
                     generation: Some(&figures),
+                    turn: None,
                 },
             );
         }
@@ -739,6 +836,7 @@ mod tests {
             send_lag_ms: None,
             stream: None,
             generation: None,
+            turn: None,
         };
         recorder.record(&settings, &done(2.0, None, 100.2));
         recorder.record(&settings, &done(3.0, Some(&refused), 100.7));
@@ -814,6 +912,7 @@ mod tests {
                 send_lag_ms: Some(2.0),
                 stream: None,
                 generation: None,
+                turn: None,
             },
         );
         let sent = &recorder.send_times[&(100, 1)];
