@@ -32,7 +32,7 @@ build: $(STAMP) native
 ifeq ($(HAVE_CARGO),yes)
 native: $(NATIVE_SO)
 $(NATIVE_SO): $(NATIVE_SRC) | $(STAMP)
-	bash scripts/build-native.sh $(PY)
+	+bash scripts/build-native.sh $(PY)
 else
 native:
 	@echo "inferload: cargo not found: the native extension is not built, inferload runs its Python path"
@@ -41,9 +41,12 @@ endif
 demo: build
 	$(VENV)/bin/inferload demo
 
-# the README's test command (and CI's): linters, then the fast layer, then the real servers (with the
-# fallback subset: `make integration` runs it)
-test: lint unit integration
+# the README's test command (and CI's): the linters and the fast layer side by side (each mostly one
+# core; each target's output printed whole when it ends), then the real servers (with the fallback
+# subset: `make integration` runs it)
+test:
+	$(MAKE) --no-print-directory --output-sync=target -j2 lint unit
+	$(MAKE) --no-print-directory integration
 	@echo "== make test: done $$(date -u +%T) UTC"
 
 # fast layer: no torch, no servers (about 2.5 min); the native engine first, where cargo is (its units need it)
@@ -51,7 +54,7 @@ unit: $(STAMP) native
 	@echo "== make unit: $$(date -u +%T) UTC"
 	$(PY) -m pytest tests/unit
 ifeq ($(HAVE_CARGO),yes)
-	cd native && $(CARGO) test --locked --quiet
+	+cd native && $(CARGO) test --locked --quiet
 endif
 
 # BentoML's and KServe's own venvs (made on first use, keyed by a hash of their requirements) are kept
@@ -101,8 +104,8 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 ifeq ($(HAVE_CARGO),yes)
-	cd native && $(CARGO) fmt --check
-	cd native && $(CARGO) clippy --locked --all-targets --quiet -- -D warnings
+	+cd native && $(CARGO) fmt --check
+	+cd native && $(CARGO) clippy --locked --all-targets --quiet -- -D warnings
 endif
 
 # benchmarks of the load generator itself (not tests): the peers side by side, issue 20's goals; results/bench-<UTC time>/ (BENCH_ARGS=--quick: one short round)
