@@ -203,9 +203,11 @@ def serve(socket_path: Path) -> None:
                         sys.stdout.flush()
                         sys.stderr.flush()
                     os._exit(code)
-            connection.sendall(f"{run}\n".encode())
+            with contextlib.suppress(OSError):  # a caller gone (its timeout killed the run) is not told
+                connection.sendall(f"{run}\n".encode())
             _, status = real_waitpid(run, 0)
-            connection.sendall(f"{-os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)}\n".encode())
+            with contextlib.suppress(OSError):
+                connection.sendall(f"{-os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)}\n".encode())
             os._exit(0)
         connection.close()
 
