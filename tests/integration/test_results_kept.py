@@ -195,11 +195,13 @@ def test_sweep_resume_after_ctrl_c_runs_the_cut_step_again_and_a_cut_step_is_nev
     try:
         wait_until(lambda: (out / "steps" / "02-4" / "run.log").is_file(), 120, "step 2 to start")
         served = answered(server)  # step 1 is over: from here on, step 2's requests
-        begun = time.monotonic()
-        # well past its 1 s warm-up: 900 answers (the native engine sends them within the warm-up alone)
-        # and a whole steady window after it
+        # its users are sending (more answers than its start check's few): its warm-up began before this,
+        # however long its Locust took to start on a busy machine
+        wait_until(lambda: answered(server) > served + 50 or None, 90, "step 2's users to send", interval_s=0.05)
+        load_began = time.monotonic()
+        # well past its 1 s warm-up: two steady windows (1 s each) after it, and 900 answers
         wait_until(
-            lambda: (answered(server) > served + 900 and time.monotonic() - begun > 3.0) or None,
+            lambda: (answered(server) > served + 900 and time.monotonic() - load_began > 3.0) or None,
             60,
             "step 2's load well past its warm-up",
             interval_s=0.2,
