@@ -256,13 +256,15 @@ def test_a_recorded_trace_replays_its_arrivals_and_each_requests_lengths(tmp_pat
 
 
 def test_the_servers_requests_per_window_show_where_its_slots_are_the_limit(tmp_path: Path, llama: str) -> None:
-    """llama.cpp's 4 slots (its --parallel): 2 users never wait for one, 8 users keep about 4 waiting.
+    """llama.cpp's 4 slots (its --parallel): 2 users never wait for one, 16 users keep about 12 waiting.
     Its gauges as each window closes (windows.csv: waiting, running) hold that, within what the users
-    can have in flight; report.html draws them under the tokens and names where the server was the limit."""
+    can have in flight; report.html draws them under the tokens and names where the server was the limit.
+    (Not 8 users: equal requests finish together, and when the page was read just as four ended and the
+    four waiting took their slots, every steady sample of a clean-clone run read 0 waiting.)"""
     from inferload.local.servers.llamacpp_local import PARALLEL
 
     rows_by_users = {}
-    for users in (2, 2 * PARALLEL):
+    for users in (2, 4 * PARALLEL):
         folder = tmp_path / f"users-{users}"
         folder.mkdir()
         target: dict[str, Any] = {"name": "chat", "kind": "openai-chat", "address": llama, "model": LLM_NAME}
@@ -281,11 +283,11 @@ def test_the_servers_requests_per_window_show_where_its_slots_are_the_limit(tmp_
         report = (folder / "out" / "report.html").read_text()
         assert "TTFT and TPOT, tokens and goodput per second, the server&#x27;s requests over time" in report
     assert all(float(row["server_waiting"]) == 0 for row in rows_by_users[2])  # free slots: none waits
-    assert max(float(row["server_waiting"]) for row in rows_by_users[2 * PARALLEL]) >= 1
+    assert max(float(row["server_waiting"]) for row in rows_by_users[4 * PARALLEL]) >= 1
     assert (
         "chat: no request waited at the server in the steady state" in (tmp_path / "users-2" / "out" / "report.html").read_text()
     )
-    crowded = (tmp_path / f"users-{2 * PARALLEL}" / "out" / "report.html").read_text()
+    crowded = (tmp_path / f"users-{4 * PARALLEL}" / "out" / "report.html").read_text()
     assert "chat: the server kept requests waiting from " in crowded and "its slots are the limit at this load" in crowded
 
 
