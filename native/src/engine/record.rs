@@ -658,6 +658,27 @@ mod tests {
         );
     }
 
+    /// A 30 ms call of target 0 that ended at `now_s`, with its generation's figures.
+    fn generation_done<'a>(
+        generation: Option<&'a (GenerationFigures, TokenSource)>,
+        failure: Option<&'a Failure>,
+        now_s: f64,
+        turn: Option<u32>,
+    ) -> Completion<'a> {
+        Completion {
+            traced: None,
+            target: 0,
+            latency_ms: 30.0,
+            failure,
+            response_length: 16,
+            now_s,
+            send_lag_ms: None,
+            stream: None,
+            generation,
+            turn,
+        }
+    }
+
     #[test]
     fn a_conversation_s_turns_are_counted_with_their_generations_so_they_add_up() {
         let settings = RecordSettings {
@@ -679,18 +700,7 @@ mod tests {
             )
         };
         let (first, second, second_longer) = (turn(10, 20.0), turn(30, 25.0), turn(34, 26.0));
-        let done = |generation, failure, now_s, turn| Completion {
-            traced: None,
-            target: 0,
-            latency_ms: 30.0,
-            failure,
-            response_length: 16,
-            now_s,
-            send_lag_ms: None,
-            stream: None,
-            generation,
-            turn,
-        };
+        let done = generation_done;
         recorder.record(&settings, &done(Some(&first), None, 100.2, Some(1))); // warm-up: not counted
         recorder.record(&settings, &done(Some(&first), None, 100.6, Some(1)));
         recorder.record(&settings, &done(Some(&second), None, 100.7, Some(2)));
@@ -738,18 +748,7 @@ mod tests {
             ..figures
         };
         let by_events = (slow, TokenSource::Events);
-        let done = |generation, failure, now_s| Completion {
-            traced: None,
-            target: 0,
-            latency_ms: 30.0,
-            failure,
-            response_length: 16,
-            now_s,
-            send_lag_ms: None,
-            stream: None,
-            generation,
-            turn: None,
-        };
+        let done = |generation, failure, now_s| generation_done(generation, failure, now_s, None);
         recorder.record(&settings, &done(Some(&by_usage), None, 100.2)); // warm-up: not counted
         recorder.record(&settings, &done(Some(&by_usage), None, 100.6));
         recorder.record(&settings, &done(Some(&by_events), None, 100.7));
