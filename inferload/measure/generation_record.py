@@ -153,16 +153,11 @@ class GenerationTotals:
 class TurnTotals:
     """One turn position of a target's conversations over the steady state: its successful
     generations' time to the first token, and the prompt tokens the server counted for them (its
-    ``usage``: a later turn carries the history), [generations counted, sum, min, max]."""
+    ``usage``: a later turn carries the history), [generations counted, sum, min, max]. The engine
+    records them (record.rs's ``TurnTotals``); here they are merged from its drains and workers'."""
 
     ttft: LatencyStats = field(default_factory=LatencyStats)
     prompt_tokens: list[int] = field(default_factory=lambda: [0, 0, 0, 0])
-
-    def add(self, ttft_ms: float | None, prompt_tokens: int | None) -> None:
-        if ttft_ms is not None:
-            self.ttft.record_success(ttft_ms)
-        if prompt_tokens is not None:
-            self._add_tokens([1, prompt_tokens, prompt_tokens, prompt_tokens])
 
     def _add_tokens(self, added: list[int]) -> None:
         counted, total, low, high = self.prompt_tokens
@@ -212,10 +207,6 @@ class GenerationRecord:
     targets: set[str] = field(default_factory=set)
     #: conversations (``generation.conversation``): each turn position's figures, by (target, turn from 1)
     turns: dict[tuple[str, int], TurnTotals] = field(default_factory=lambda: defaultdict(TurnTotals))
-
-    def record_turn(self, target: str, turn: int, ttft_ms: float | None, prompt_tokens: int | None) -> None:
-        """A steady conversation turn that succeeded: its time to the first token and prompt tokens."""
-        self.turns[(target, turn)].add(ttft_ms, prompt_tokens)
 
     def window(self, key: WindowKey) -> GenerationWindow | None:
         """The window's generation figures; None when no generation finished in it."""

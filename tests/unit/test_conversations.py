@@ -14,6 +14,7 @@ import pytest
 
 from inferload.errors import ScenarioError
 from inferload.measure.generation_record import GenerationRecord
+from inferload.measure.hdr import LatencyStats
 from inferload.results.summary import generation_figures
 from inferload.scenario.generation import ConversationSpec
 from inferload.scenario.loader import scenario_from_dict
@@ -137,15 +138,20 @@ def test_a_recorded_conversation_sends_its_later_human_turns_asking_each_recorde
 
 
 def test_turn_figures_merge_over_workers_by_turn_position() -> None:
+    def turn_wire(ttfts: list[float], prompts: list[int]) -> list[object]:
+        """A turn position's figures as a worker's engine drains them: TTFT, [prompt tokens counted, sum, min, max]."""
+        stats = LatencyStats()
+        for ttft in ttfts:
+            stats.record_success(ttft)
+        return [stats.to_wire(), [len(prompts), sum(prompts), min(prompts), max(prompts)]]
+
     workers = []
     for ttfts, prompts in (([4.0, 5.0], [50, 52]), ([6.0], [54])):
-        record = GenerationRecord()
-        for ttft, prompt in zip(ttfts, prompts, strict=True):
-            record.record_turn("chat", 1, ttft, prompt)
-            record.record_turn("chat", 2, ttft * 10, prompt * 4)
-        record.record_turn("chat", 2, 70.0, None)  # a server that sent no usage: a time, no prompt tokens
-        workers.append(record.drain_to_wire())
-        assert not record.turns  # drained
+        wire = GenerationRecord().drain_to_wire()
+        # the second turn also has a generation from a server that sent no usage: a time, no prompt tokens
+        later = turn_wire([t * 10 for t in ttfts] + [70.0], [p * 4 for p in prompts])
+        wire["turns"] = [["chat", 1, turn_wire(ttfts, prompts)], ["chat", 2, later]]
+        workers.append(wire)
     master = GenerationRecord()
     for wire in workers:
         master.merge_wire({**wire, "steady": {"chat": _one_generation()}})
