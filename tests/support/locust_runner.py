@@ -75,9 +75,14 @@ def python_env() -> dict[str, str]:
     return env
 
 
+def locust_arguments(scenario_path: Path, *extra: str, locustfile: Path = LOCUSTFILE) -> list[str]:
+    """`-f <locustfile> --scenario <scenario> <extra...>`: what `locust` is given."""
+    return ["-f", str(locustfile), "--scenario", str(scenario_path), *extra]
+
+
 def locust_command(scenario_path: Path, *extra: str, locustfile: Path = LOCUSTFILE) -> list[str]:
-    """`python -m locust -f <locustfile> --scenario <scenario> <extra...>` with this interpreter."""
-    return [sys.executable, "-m", "locust", "-f", str(locustfile), "--scenario", str(scenario_path), *extra]
+    """`python -m locust <locust_arguments>` with this interpreter."""
+    return [sys.executable, "-m", "locust", *locust_arguments(scenario_path, *extra, locustfile=locustfile)]
 
 
 def run_locust(
@@ -91,7 +96,7 @@ def run_locust(
     """A headless run; results in `results_dir` (default `folder/results`), Locust's JSON and CSV stats in `folder`."""
     results = results_dir or folder / "results"
     stats_file = folder / "locust-stats.json"
-    command = locust_command(
+    arguments = locust_arguments(
         scenario_path,
         "--headless",
         "--only-summary",
@@ -106,8 +111,9 @@ def run_locust(
     )
     started = time.monotonic()
     if os.environ.get(FORKS_ENV, "1") != "0":
-        done: ForkedRun | subprocess.CompletedProcess[str] = _warm_locust().run(command[3:], REPO, python_env(), timeout_s)
+        done: ForkedRun | subprocess.CompletedProcess[str] = _warm_locust().run(arguments, REPO, python_env(), timeout_s)
     else:
+        command = [sys.executable, "-m", "locust", *arguments]
         done = subprocess.run(command, cwd=REPO, env=python_env(), capture_output=True, text=True, timeout=timeout_s)
     elapsed = time.monotonic() - started
     stats = json.loads(stats_file.read_text()) if stats_file.exists() else []
