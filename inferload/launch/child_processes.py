@@ -31,9 +31,10 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import FrameType, TracebackType
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
-from inferload.errors import StoppedBeforeStart
+from inferload.errors import InferloadError, StoppedBeforeStart
+from inferload.launch.warm_locust import WarmLocust
 from inferload.paths import LOCUSTFILE
 from inferload.run import early_signals
 
@@ -43,15 +44,37 @@ from inferload.run import early_signals
 LOCUST_ENTRY = "inferload.launch.locust_entry"
 
 
-def locust_command(scenario: Path, headless: bool, out: Path | None, run_id: str | None, extra: list[str]) -> list[str]:
-    command = [sys.executable, "-m", LOCUST_ENTRY, "-f", str(LOCUSTFILE), "--scenario", str(scenario)]
+#: "0": a command's Locust runs each start as a new process, not as forks of a warm Locust
+WARM_ENV = "INFERLOAD_WARM_LOCUST"
+
+
+def locust_arguments(scenario: Path, headless: bool, out: Path | None, run_id: str | None, extra: list[str]) -> list[str]:
+    """What `locust` is given for a run of `scenario` on inferload's locustfile."""
+    arguments = ["-f", str(LOCUSTFILE), "--scenario", str(scenario)]
     if headless:
-        command.append("--headless")
+        arguments.append("--headless")
     if out is not None:
-        command += ["--results-dir", str(out)]
+        arguments += ["--results-dir", str(out)]
     if run_id:
-        command += ["--run-id", run_id]
-    return command + list(extra)
+        arguments += ["--run-id", run_id]
+    return arguments + list(extra)
+
+
+def locust_command(scenario: Path, headless: bool, out: Path | None, run_id: str | None, extra: list[str]) -> list[str]:
+    """The command line of that run in a process of its own."""
+    return [sys.executable, "-m", LOCUST_ENTRY, *locust_arguments(scenario, headless, out, run_id, extra)]
+
+
+class Child(Protocol):
+    """A child as `ChildProcesses` waits for and signals it: a `subprocess.Popen`, or a run forked from
+    the warm Locust (`inferload.launch.warm_locust.ForkedLocust`)."""
+
+    pid: int
+    returncode: int | None
+
+    def poll(self) -> int | None: ...
+    def wait(self, timeout: float | None = None) -> int: ...
+    def kill(self) -> None: ...
 
 
 FORWARDED: dict[signal.Signals, signal.Signals] = {
@@ -91,14 +114,17 @@ def exit_code(returncode: int, signals: Sequence[int], signal_is_quit: bool = Fa
 class ChildProcesses:
     """Locust processes of one `inferload` command; use as a context manager around the run."""
 
-    def __init__(self, signal_is_quit: bool = False, on_second: Callable[[int], None] | None = None) -> None:
+    def __init__(self, signal_is_quit: bool = False, on_second: Callable[[int], None] | None = None, warm: bool = False) -> None:
         """`signal_is_quit`: a signal is how the lead is meant to end (a web UI run): its exit code stands.
         `on_second`: called with a second signal once it is forwarded (a command that ends at once then:
-        `StopSignals.exit_at_once`); None: the block goes on until the lead has exited."""
+        `StopSignals.exit_at_once`); None: the block goes on until the lead has exited. `warm`: the
+        block runs Locust many times (sweep steps, demo phases): `start_locust` forks each run from one
+        warm Locust (`inferload.launch.warm_locust`) unless `INFERLOAD_WARM_LOCUST=0`."""
         self.signal_is_quit = signal_is_quit
         self.on_second = on_second
-        self.lead: subprocess.Popen[bytes] | None = None
+        self.lead: Child | None = None
         self.helpers: list[subprocess.Popen[bytes]] = []
+        self._warm = WarmLocust() if warm and os.environ.get(WARM_ENV, "1") != "0" else None
         #: the signals the CLI received while the block ran
         self.signals: list[int] = []
         self._previous: dict[signal.Signals, Callable[[int, FrameType | None], Any] | int | None] = {}
@@ -124,11 +150,31 @@ class ChildProcesses:
             start_new_session=True,
         )
         if lead:
-            self.lead = process
-            if self.signals:  # a signal came while it was starting
-                self._forward(self.signals[-1])
+            self._take_lead(process)
         else:
             self.helpers.append(process)
+        return process
+
+    def start_locust(self, arguments: Sequence[str], log: Path) -> Child:
+        """The lead: `locust ARGUMENTS` (`locust_arguments`), its output in `log` (emptied first), in
+        the CLI's folder and environment: a fork of the block's warm Locust where it has one, else (or
+        when the warm Locust cannot fork it, said in `log`) a new process, as `start` starts one."""
+        log.write_bytes(b"")
+        if self._warm is not None:
+            try:
+                return self._take_lead(self._warm.start(arguments, cwd=Path.cwd(), env=os.environ, stdout=log))
+            except InferloadError as error:
+                self._warm.close()
+                self._warm = None
+                with log.open("a") as file:
+                    file.write(f"inferload: {error}; this and the next runs start as new processes\n")
+        with log.open("ab") as file:
+            return self.start([sys.executable, "-m", LOCUST_ENTRY, *arguments], lead=True, log=file)
+
+    def _take_lead(self, process: Child) -> Child:
+        self.lead = process
+        if self.signals:  # a signal came while it was starting
+            self._forward(self.signals[-1])
         return process
 
     def wait(self) -> int:
@@ -167,12 +213,14 @@ class ChildProcesses:
             for helper in self.helpers:
                 _wait_or_kill(helper, HELPER_EXIT_WAIT_S)
         finally:
+            if self._warm is not None:
+                self._warm.close()
             for signum, previous in self._previous.items():
                 signal.signal(signum, previous if previous is not None else signal.SIG_DFL)
             self._previous.clear()
 
 
-def _wait_or_kill(process: subprocess.Popen[bytes], timeout_s: float) -> None:
+def _wait_or_kill(process: Child, timeout_s: float) -> None:
     """Wait up to `timeout_s` for `process`; then kill it with its process group (its session's)."""
     try:
         process.wait(timeout=timeout_s)

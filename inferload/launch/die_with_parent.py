@@ -31,6 +31,17 @@ _PR_SET_PDEATHSIG = 1
 USAGE = "usage: python die_with_parent.py [--signal=NAME] PARENT_PID COMMAND [ARG ...]"
 
 
+def die_with(parent: int, death_signal: signal.Signals) -> bool:
+    """Linux: this process gets `death_signal` when its parent dies; False when its parent is no longer
+    `parent` (it died before the flag was set). Elsewhere a no-op (True)."""
+    if not sys.platform.startswith("linux"):
+        return True
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_PDEATHSIG, int(death_signal), 0, 0, 0) != 0:
+        sys.stderr.write(f"inferload: prctl(PR_SET_PDEATHSIG) failed: {os.strerror(ctypes.get_errno())}\n")
+    return os.getppid() == parent
+
+
 def main(argv: list[str]) -> int:
     death_signal = signal.SIGTERM
     if argv and argv[0].startswith("--signal="):
@@ -44,12 +55,8 @@ def main(argv: list[str]) -> int:
         sys.stderr.write(f"{USAGE}\n")
         return 2
     parent, command = int(argv[0]), argv[1:]
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(_PR_SET_PDEATHSIG, int(death_signal), 0, 0, 0) != 0:
-            sys.stderr.write(f"inferload: prctl(PR_SET_PDEATHSIG) failed: {os.strerror(ctypes.get_errno())}\n")
-        if os.getppid() != parent:  # the parent died before the flag was set: nobody waits for this run
-            return 128 + int(death_signal)
+    if not die_with(parent, death_signal):  # the parent died before the flag was set: nobody waits for this run
+        return 128 + int(death_signal)
     try:
         os.execvp(command[0], command)
     except OSError as error:

@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 
 from inferload.errors import InferloadError
-from inferload.launch.child_processes import ChildProcesses, locust_command
+from inferload.launch.child_processes import ChildProcesses, locust_arguments
 from inferload.local.models.specs import SPECS as MODEL_SPECS
 from inferload.local.models.specs import ModelSpec
 from inferload.local.servers.manager import LocalServers
@@ -335,7 +335,7 @@ def run_phase(
     `children` forwards the demo's signals to the run (it then stops early and keeps its results)."""
     results = out / phase.target_name
     log_path = out / f"{phase.target_name}.locust.log"
-    command = locust_command(
+    arguments = locust_arguments(
         scenario_path,
         True,
         results,
@@ -350,13 +350,12 @@ def run_phase(
     )
     print(f"{step} {phase.target} {phase.name}: running for {expected_s:g} s ...", flush=True)
     started = time.monotonic()
-    with open(log_path, "wb") as log:
-        process = children.start(command, lead=True, log=log)
-        while process.poll() is None:
-            try:
-                process.wait(timeout=PROGRESS_EVERY_S)
-            except subprocess.TimeoutExpired:
-                print(f"      {time.monotonic() - started:5.0f} s / {expected_s:g} s", flush=True)
+    process = children.start_locust(arguments, log_path)
+    while process.poll() is None:
+        try:
+            process.wait(timeout=PROGRESS_EVERY_S)
+        except subprocess.TimeoutExpired:
+            print(f"      {time.monotonic() - started:5.0f} s / {expected_s:g} s", flush=True)
     if not (results / SUMMARY_NAME).exists():
         raise InferloadError(f"{phase.target} {phase.name}: locust wrote no results (exit {process.returncode}); see {log_path}")
     summary = read_summary(results)
@@ -447,7 +446,7 @@ def run_demo(settings: DemoSettings) -> int:
     capacities: list[Capacity] = []
     signalled: int | None = None
     # from here on a signal goes to the phase that runs (its own session), not to this process
-    with ChildProcesses() as children:
+    with ChildProcesses(warm=True) as children:
         try:
             started = servers.up(which=settings.servers)
             cold = {server.name: started["servers"][server.name]["cold_start_s"] for server in compared}

@@ -23,7 +23,7 @@ import psutil
 import yaml
 
 from inferload.errors import UsageError
-from inferload.launch.child_processes import ChildProcesses, locust_command
+from inferload.launch.child_processes import Child, ChildProcesses, locust_arguments
 from inferload.measure.windows import StabilityRule, WindowFigures, first_stable_run
 from inferload.results.files import SUMMARY_NAME, WINDOWS_NAME, read_summary, read_windows
 from inferload.scenario.input_files import read_limited
@@ -364,30 +364,23 @@ def run_step(
         "--loglevel",
         "WARNING",
     ]  # sweep.html shows the steps + ([] if check_first else ["--skip-start-checks"])
-    if plan.workers:  # a distributed step: the CLI starts the master and its workers
-        command = [
-            sys.executable,
-            "-m",
-            "inferload.cli",
-            "run",
-            str(scenario_path),
-            "--headless",
-            "--out",
-            str(folder / "results"),
-        ]
-        command += ["--run-id", f"sweep-{index:02d}", "--workers", str(plan.workers), "--", *locust_options]
-    else:  # Locust itself, without the CLI's own start-up in between (about 2 s a step)
-        command = locust_command(scenario_path, True, folder / "results", f"sweep-{index:02d}", locust_options)
     started = time.monotonic()
-    with open(folder / "run.log", "wb") as log:
-        lead = children.start(command, lead=True, log=log)
-        sampler = CpuSampler(lead.pid).start()
-        resources = ResourceSampler(plan.server_pid, gpu).start()
-        try:
-            code = children.wait()
-        finally:
-            sampler.stop()
-            resources.stop()
+    log_path = folder / "run.log"
+    if plan.workers:  # a distributed step: the CLI starts the master and its workers
+        command = [sys.executable, "-m", "inferload.cli", "run", str(scenario_path), "--headless"]
+        command += ["--out", str(folder / "results"), "--run-id", f"sweep-{index:02d}", "--workers", str(plan.workers)]
+        with log_path.open("wb") as log:
+            lead: Child = children.start([*command, "--", *locust_options], lead=True, log=log)
+    else:  # Locust itself (a fork of the sweep's warm Locust), without the CLI's own start-up in between
+        arguments = locust_arguments(scenario_path, True, folder / "results", f"sweep-{index:02d}", locust_options)
+        lead = children.start_locust(arguments, log_path)
+    sampler = CpuSampler(lead.pid).start()
+    resources = ResourceSampler(plan.server_pid, gpu).start()
+    try:
+        code = children.wait()
+    finally:
+        sampler.stop()
+        resources.stop()
     step = read_step(index, level, folder / "results", plan, code, time.monotonic() - started, sampler, resources)
     return replace(step, role=role)
 

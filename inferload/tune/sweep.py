@@ -340,7 +340,7 @@ class Sweep:
     def run(self) -> int:
         """The sweep (or capacity search); 0 when it ended by its own rules, 2 when a step could not
         start, 128+N when a signal stopped it."""
-        with ChildProcesses(on_second=self.settings.on_second_signal) as children:
+        with ChildProcesses(on_second=self.settings.on_second_signal, warm=True) as children:
             if self.settings.capacity is not None:
                 self._find_capacity(children, self.settings.capacity)
             elif self.settings.ramp_hold is not None:

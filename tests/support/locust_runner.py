@@ -1,7 +1,7 @@
 """Run the real `locust` command on a scenario, as a user would, and read what it wrote.
 
 `run_locust` is the one helper for a headless run in a process of its own (it waits for the end):
-a fork of the session's warm Locust (`tests.support.locust_forks`: Locust and inferload already
+a fork of the session's warm Locust (`inferload.launch.warm_locust`: Locust and inferload already
 imported), or with `INFERLOAD_TEST_LOCUST_FORKS=0` a fresh `python -m locust` subprocess.
 `locust_command` builds the same command line for a test that starts Locust itself (web UI).
 """
@@ -13,26 +13,43 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from inferload.launch.warm_locust import WarmLocust
 from inferload.paths import LOCUSTFILE
-from tests.support.locust_forks import ForkedRun, LocustForks
 from tests.support.system_tools import REPO
 
 #: set to 0 for a fresh `python -m locust` per run instead of a fork of the warm one
 FORKS_ENV = "INFERLOAD_TEST_LOCUST_FORKS"
 #: the session's warm Locust, started by the first run that wants it
-_forks: LocustForks | None = None
+_forks: WarmLocust | None = None
 
 
-def _warm_locust() -> LocustForks:
+def _warm_locust() -> WarmLocust:
     global _forks
     if _forks is None:
-        _forks = LocustForks(python_env())
+        _forks = WarmLocust(python_env())
     return _forks
+
+
+def run_forked(
+    forks: WarmLocust, arguments: list[str], cwd: Path, env: dict[str, str], timeout_s: float
+) -> subprocess.CompletedProcess[str]:
+    """`locust ARGUMENTS` forked from `forks`, waited for, as `subprocess.run(..., capture_output=True,
+    text=True, timeout=timeout_s)` says it (on the timeout the run is killed and TimeoutExpired raised)."""
+    with tempfile.TemporaryDirectory(prefix="inferload-run-") as outputs:
+        stdout, stderr = Path(outputs) / "stdout", Path(outputs) / "stderr"
+        run = forks.start(arguments, cwd=cwd, env=env, stdout=stdout, stderr=stderr)
+        try:
+            code = run.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            run.kill()
+            raise
+        return subprocess.CompletedProcess(run.args, code, stdout.read_text(errors="replace"), stderr.read_text(errors="replace"))
 
 
 def close_warm_locust() -> None:
@@ -111,7 +128,7 @@ def run_locust(
     )
     started = time.monotonic()
     if os.environ.get(FORKS_ENV, "1") != "0":
-        done: ForkedRun | subprocess.CompletedProcess[str] = _warm_locust().run(arguments, REPO, python_env(), timeout_s)
+        done = run_forked(_warm_locust(), arguments, REPO, python_env(), timeout_s)
     else:
         command = [sys.executable, "-m", "locust", *arguments]
         done = subprocess.run(command, cwd=REPO, env=python_env(), capture_output=True, text=True, timeout=timeout_s)

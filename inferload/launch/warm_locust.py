@@ -1,0 +1,313 @@
+"""A warm Locust: one process that has imported Locust and inferload's run, and forks each run asked
+of it.
+
+A Locust process spends about a second of CPU and one and a half of wall time before it sends
+anything (the interpreter; Locust's, gevent's and inferload's imports; matplotlib for report.html):
+a sweep, a tune or the demo runs one per step. `WarmLocust` starts one *fork server* (``python -m
+inferload.launch.warm_locust SOCKET PARENT_PID``) that imports all of that once, then, for each run,
+forks a process that *is* that run: `locust ARGS` with its own working folder, environment, output
+files, pid (its own session, as `ChildProcesses` starts its children: a signal or `killpg` reaches it
+and nothing else) and exit status, as ``python -m inferload.launch.locust_entry ARGS`` would have. It
+holds SIGINT and SIGTERM from its first line (`inferload.run.early_signals`), as that entry does.
+What a fork cannot change is a value a module read from the environment when the server imported
+it: inferload reads its settings when a run asks for them, not at import (`test_warm_locust.py`
+holds the transport's choice to that), and numpy's BLAS runs single-threaded in every fork (the
+server sets `OPENBLAS_NUM_THREADS=1`: a fork of a process with threads may hang on a lock one of
+them held, and the server refuses to fork while it has more than one thread).
+
+Nothing is left behind: the server gets SIGHUP when the process that started it dies, the fork that
+waits for a run (the *waiter*) when the server dies, and the run when its waiter dies; a run stops on
+SIGHUP as on SIGTERM, its results written (`inferload.run.signals`).
+
+Protocol, one Unix-socket connection per run: the caller sends one JSON line (`RunRequest`); the
+server answers a line with the run's pid (or ``error: WHY``), then, when the run has ended, a line
+with its return code (negative: the signal that killed it, as `subprocess` says). The waiter is a
+child of the server, so the server never waits and serves runs side by side.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TypedDict, cast
+
+from inferload.errors import InferloadError
+from inferload.launch.die_with_parent import die_with
+
+#: what the server, its waiters and their runs get when the process above them dies
+DEATH_SIGNAL = signal.SIGHUP
+#: seconds the server may take to import Locust and inferload before the caller gives up on it
+START_TIMEOUT_S = 60.0
+
+
+class RunRequest(TypedDict):
+    """What the caller sends for one run (one JSON line)."""
+
+    argv: list[str]
+    cwd: str
+    env: dict[str, str]
+    stdout: str
+    stderr: str
+
+
+class ForkedLocust:
+    """One forked run, as the caller sees it: what `subprocess.Popen` offers a caller that waits for a
+    process and signals it (`pid`, `returncode`, `poll`, `wait`, `kill`)."""
+
+    def __init__(self, connection: socket.socket, pid: int, argv: Sequence[str]) -> None:
+        self.pid = pid
+        self.args = ["locust", *argv]
+        self.returncode: int | None = None
+        connection.setblocking(False)  # no read ever blocks: `poll` may run in a signal handler during `wait`
+        self._connection = connection
+        self._received = b""
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self._receive()
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Its return code once it has ended; `subprocess.TimeoutExpired` after `timeout` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while (code := self._receive()) is None:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
+            with selectors.DefaultSelector() as selector:
+                selector.register(self._connection, selectors.EVENT_READ)
+                selector.select(None if left is None else min(left, 1.0))
+        return code
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+
+    def _receive(self) -> int | None:
+        """What has come so far; the return code once its line has."""
+        if self.returncode is not None:
+            return self.returncode
+        try:
+            chunk = self._connection.recv(64)
+        except (BlockingIOError, InterruptedError):
+            return None
+        self._received += chunk
+        if b"\n" in self._received:
+            self.returncode = int(self._received.split(b"\n", 1)[0])
+        elif not chunk:  # the server went before the run ended: its waiter's death stops the run (SIGHUP)
+            while _alive(self.pid):
+                time.sleep(0.05)
+            self.returncode = -int(DEATH_SIGNAL)
+        return self.returncode
+
+    def __del__(self) -> None:
+        self._connection.close()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    stat = Path(f"/proc/{pid}/stat")
+    with contextlib.suppress(OSError):
+        return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has ended
+    return True
+
+
+class WarmLocust:
+    """The fork server of one caller (a CLI command, a test session): started by the first `start`,
+    stopped by `close()` (and when the caller dies)."""
+
+    def __init__(self, env: Mapping[str, str] | None = None) -> None:
+        """`env`: the server's environment (default: this process's; the runs get their own, see the module)."""
+        self._env = dict(os.environ if env is None else env)
+        self._folder: Path | None = None
+        self._server: subprocess.Popen[bytes] | None = None
+
+    def _socket(self) -> Path:
+        if self._folder is None:
+            self._folder = Path(tempfile.mkdtemp(prefix="inferload-warm-locust-"))
+        path = self._folder / "socket"
+        if self._server is not None and self._server.poll() is None:
+            return path
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        log = (self._folder / "server.log").open("wb")
+        self._server = subprocess.Popen(
+            [sys.executable, "-m", "inferload.launch.warm_locust", str(path), str(os.getpid())],
+            env={**self._env, "OPENBLAS_NUM_THREADS": "1"},  # numpy's BLAS without a thread pool: a fork keeps one thread
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # a Ctrl-C in the terminal is the caller's to forward
+        )
+        log.close()
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not path.exists():
+            if self._server.poll() is not None or time.monotonic() > deadline:
+                self.close()
+                raise InferloadError(f"the warm Locust did not start: {(self._folder / 'server.log').read_text()[-2000:]}")
+            time.sleep(0.02)
+        return path
+
+    def start(
+        self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], stdout: Path, stderr: Path | None = None
+    ) -> ForkedLocust:
+        """`locust *argv` in `cwd` with `env`, its output in `stdout` (and `stderr`; default: the same
+        file), started now; InferloadError when the server cannot start or fork it."""
+        request: RunRequest = {
+            "argv": list(argv),
+            "cwd": str(cwd),
+            "env": dict(env),
+            "stdout": str(stdout),
+            "stderr": str(stderr or stdout),
+        }
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            connection.connect(str(self._socket()))
+            connection.sendall(json.dumps(request).encode() + b"\n")
+            line = b""
+            while not line.endswith(b"\n"):
+                chunk = connection.recv(1)
+                if not chunk:
+                    break
+                line += chunk
+        except OSError as error:
+            connection.close()
+            raise InferloadError(f"the warm Locust did not take the run: {error}") from error
+        if not line.strip().isdigit():
+            connection.close()
+            raise InferloadError(f"the warm Locust did not fork the run: {line.decode(errors='replace').strip() or 'no answer'}")
+        return ForkedLocust(connection, int(line), argv)
+
+    def close(self) -> None:
+        """Stop the server (runs still going end with it: SIGHUP, their results written)."""
+        if self._server is not None and self._server.poll() is None:
+            self._server.terminate()
+            try:
+                self._server.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self._server.kill()
+                self._server.wait()
+        self._server = None
+
+
+def _run_in_this_process(request: RunRequest) -> int:
+    """In the run's fork: become `locust ARGS` as the request says; its exit code."""
+    from inferload.run import early_signals
+
+    early_signals.hold()  # as inferload.launch.locust_entry does from its first line
+    import gevent
+
+    gevent.reinit()  # a fresh event loop, not the server's
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    tempfile.tempdir = None  # the run's own TMPDIR, not the one the server saw
+    outputs: dict[str, int] = {}
+    for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
+        if path not in outputs:
+            outputs[path] = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(outputs[path], fd)
+    for file in outputs.values():
+        os.close(file)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    sys.argv = ["locust", *request["argv"]]
+    from locust.main import main
+
+    try:
+        main()
+    except SystemExit as end:
+        code = end.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
+    return 0
+
+
+def serve(socket_path: Path, parent: int) -> None:
+    """The fork server: Locust and inferload imported, then one fork per connection until SIGTERM or
+    until `parent` (the process that started it) has gone."""
+    if not die_with(parent, DEATH_SIGNAL):
+        return
+    import locust.main  # noqa: F401  (gevent's patches first, then the rest as Locust's run imports it)
+    from gevent import monkey
+
+    real_socket = monkey.get_original("socket", "socket")
+    real_fork = monkey.get_original("os", "fork")
+    real_waitpid = monkey.get_original("os", "waitpid")
+    real_signal = monkey.get_original("signal", "signal")
+
+    import matplotlib.backends.backend_agg
+    import matplotlib.figure  # noqa: F401  (report.html's plots)
+
+    import inferload.run.install  # noqa: F401  (what inferload's locustfile imports: the run, the user classes)
+
+    real_signal(signal.SIGCHLD, signal.SIG_IGN)  # the server's children (the waiters) reap themselves
+    listener = real_socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(socket_path) + ".new")
+    listener.listen(16)
+    os.rename(str(socket_path) + ".new", str(socket_path))  # ready once the name exists
+    listener.settimeout(5)
+    server = os.getpid()
+    while True:
+        try:
+            connection, _ = listener.accept()
+        except TimeoutError:
+            if os.getppid() != parent:  # the caller ended without stopping it
+                return
+            continue
+        connection.settimeout(None)
+        threads = os.listdir("/proc/self/task") if os.path.isdir("/proc/self/task") else ["1"]
+        if len(threads) != 1:  # a fork of a threaded process may hold another thread's lock for ever
+            connection.sendall(f"error: the warm Locust has {len(threads)} threads\n".encode())
+            connection.close()
+            continue
+        if real_fork() == 0:  # the waiter: forks the run, answers its pid, then its end
+            listener.close()
+            real_signal(signal.SIGCHLD, signal.SIG_DFL)
+            if not die_with(server, DEATH_SIGNAL):
+                os._exit(0)
+            request = cast(RunRequest, json.loads(connection.makefile("r").readline()))
+            waiter = os.getpid()
+            run = real_fork()
+            if run == 0:
+                connection.close()
+                code = 1
+                try:
+                    os.setsid()  # its own session, as ChildProcesses starts a child
+                    if die_with(waiter, DEATH_SIGNAL):
+                        code = _run_in_this_process(request)
+                except BaseException:  # the run's own traceback, in its output, as Python prints it
+                    traceback.print_exc()
+                finally:
+                    with contextlib.suppress(Exception):
+                        sys.stdout.flush()
+                        sys.stderr.flush()
+                    os._exit(code)
+            with contextlib.suppress(OSError):  # a caller gone (it killed the run) is not told
+                connection.sendall(f"{run}\n".encode())
+            _, status = real_waitpid(run, 0)
+            with contextlib.suppress(OSError):
+                connection.sendall(f"{-os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)}\n".encode())
+            os._exit(0)
+        connection.close()
+
+
+if __name__ == "__main__":
+    serve(Path(sys.argv[1]), int(sys.argv[2]))

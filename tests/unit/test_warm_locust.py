@@ -1,0 +1,103 @@
+"""A run forked from a warm Locust is what `python -m locust ARGS` in its own process would be: its
+arguments, working folder, environment, output, exit status and session its own."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+
+from inferload.errors import InferloadError
+from inferload.launch.child_processes import WARM_ENV, ChildProcesses
+from inferload.launch.warm_locust import WarmLocust
+from tests.support.locust_runner import python_env, run_forked
+
+PROBE = """
+import os, sys, time
+import inferload.users.engine as engine
+print("cwd", os.getcwd())
+print("probe", os.environ.get("PROBE"))
+print("argv", sys.argv[1:3])
+print("transport resolved before the run", engine.native_module.cache_info().currsize)
+print("own session", os.getsid(0) == os.getpid())
+sys.stdout.flush()
+if os.environ.get("SLEEP"):
+    time.sleep(float(os.environ["SLEEP"]))
+print("to stderr", file=sys.stderr)
+sys.exit(int(os.environ.get("CODE", "0")))
+"""
+
+
+@pytest.fixture(scope="module")
+def forks() -> Iterator[WarmLocust]:
+    server = WarmLocust(python_env())
+    yield server
+    server.close()
+
+
+def test_a_run_has_its_own_folder_environment_arguments_output_and_exit_code(forks, tmp_path):
+    locustfile = tmp_path / "probe.py"
+    locustfile.write_text(PROBE)
+    done = run_forked(forks, ["-f", str(locustfile)], tmp_path, {**python_env(), "PROBE": "seen", "CODE": "7"}, timeout_s=60)
+    assert done.returncode == 7, done
+    assert f"cwd {tmp_path}" in done.stdout and "probe seen" in done.stdout
+    assert f"argv ['-f', '{locustfile}']" in done.stdout
+    assert "transport resolved before the run 0" in done.stdout  # the server chose no transport for its forks
+    assert "own session True" in done.stdout  # a signal to its group reaches it and nothing else
+    assert "to stderr" in done.stderr and "to stderr" not in done.stdout
+    again = run_forked(forks, ["-f", str(locustfile)], tmp_path, {**python_env(), "PROBE": "other"}, timeout_s=60)
+    assert again.returncode == 0 and "probe other" in again.stdout  # nothing of the first run's environment
+
+
+def test_a_run_past_its_timeout_is_killed_and_raises_as_subprocess_run_does(forks, tmp_path):
+    locustfile = tmp_path / "probe.py"
+    locustfile.write_text(PROBE)
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_forked(forks, ["-f", str(locustfile)], tmp_path, {**python_env(), "SLEEP": "60"}, timeout_s=3)
+    done = run_forked(forks, ["-f", str(locustfile)], tmp_path, python_env(), timeout_s=60)  # the server goes on serving
+    assert done.returncode == 0, done
+
+
+def test_a_run_killed_by_a_signal_reports_it_as_a_negative_return_code(forks, tmp_path):
+    locustfile = tmp_path / "probe.py"
+    locustfile.write_text(PROBE.replace("sys.exit(", "os.kill(os.getpid(), 9)\nsys.exit("))
+    done = run_forked(forks, ["-f", str(locustfile)], tmp_path, python_env(), timeout_s=60)
+    assert done.returncode == -9, done
+
+
+COMMAND_LINE_PROBE = """
+import sys
+print("process", open("/proc/self/cmdline").read().replace(chr(0), " "))
+sys.exit(3)
+"""
+
+
+@pytest.mark.parametrize(("warm", "started_as"), [("1", "inferload.launch.warm_locust"), ("0", "inferload.launch.locust_entry")])
+def test_a_command_that_runs_locust_many_times_forks_each_run_from_its_warm_locust(tmp_path, monkeypatch, warm, started_as):
+    """`ChildProcesses(warm=True)` (sweep steps, demo phases): each run a fork of one warm Locust, or with
+    INFERLOAD_WARM_LOCUST=0 a process of its own; the lead's exit code and output are the same either way."""
+    monkeypatch.setenv(WARM_ENV, warm)
+    monkeypatch.chdir(tmp_path)
+    locustfile = tmp_path / "probe.py"
+    locustfile.write_text(COMMAND_LINE_PROBE)
+    with ChildProcesses(warm=True) as children:
+        for run in ("one", "two"):
+            children.start_locust(["-f", str(locustfile)], tmp_path / f"{run}.log")
+            assert children.wait() == 3
+            assert started_as in (tmp_path / f"{run}.log").read_text()
+
+
+def test_a_warm_locust_that_cannot_fork_a_run_leaves_it_to_a_process_of_its_own(tmp_path, monkeypatch):
+    def refused(*_args, **_keys):
+        raise InferloadError("the warm Locust did not fork the run: error: the warm Locust has 2 threads")
+
+    monkeypatch.setattr(WarmLocust, "start", refused)
+    monkeypatch.chdir(tmp_path)
+    locustfile = tmp_path / "probe.py"
+    locustfile.write_text(COMMAND_LINE_PROBE)
+    with ChildProcesses(warm=True) as children:
+        children.start_locust(["-f", str(locustfile)], tmp_path / "run.log")
+        assert children.wait() == 3
+    log = (tmp_path / "run.log").read_text()
+    assert "has 2 threads; this and the next runs start as new processes" in log and "locust_entry" in log
