@@ -17,11 +17,12 @@ NATIVE_SO   := inferload/_native.abi3.so
 NATIVE_SRC  := $(shell find native/src -name '*.rs' 2>/dev/null) native/Cargo.toml native/Cargo.lock native/pyproject.toml
 
 # pyproject.toml declares ranges; constraints.txt pins the tested set installed here, by uv (the same
-# set as pip's, in 11 s where pip took 80 s with both caches warm; pip's find-links passed on)
+# set as pip's; pip's find-links passed on). Bytecode compiled at install, as pip does: where
+# PYTHONDONTWRITEBYTECODE is set (CI here) every process would otherwise compile what it imports
 $(STAMP): pyproject.toml setup.py constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet -c constraints.txt uv
-	$(VENV)/bin/uv pip install --quiet --python $(PY) $(if $(PIP_FIND_LINKS),--find-links $(PIP_FIND_LINKS)) \
+	$(VENV)/bin/uv pip install --quiet --compile-bytecode --python $(PY) $(if $(PIP_FIND_LINKS),--find-links $(PIP_FIND_LINKS)) \
 		-c constraints.txt -e '.[servers,test,lint]'
 	touch $(STAMP)
 
