@@ -617,7 +617,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         send_lag_p99_ms=args.lag_bound_ms,
     )
     layout = RunLayout(args.workers, args.remote_workers)
-    with ChildProcesses() as children:
+    with ChildProcesses(warm=True) as children:
         plan_ = plan(args.quick)
         if getattr(args, "streams", None) is not None:
             plan_ = dataclasses.replace(plan_, stream_counts=stream_counts_of(args.streams) or ())

@@ -18,7 +18,7 @@ import socket
 import struct
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -29,7 +29,7 @@ import psutil
 import yaml
 
 from inferload.errors import InferloadError
-from inferload.launch.child_processes import ChildProcesses
+from inferload.launch.child_processes import Child, ChildProcesses, locust_arguments
 from inferload.local.reference_server import ReferenceServerProcess
 from inferload.results.calibration import CALIBRATION_ENV, NO_CALIBRATION, Bounds, CaseResult, PercentileError, StreamCaseResult
 
@@ -494,22 +494,24 @@ def stop_if_signalled(children: ChildProcesses) -> None:
 
 
 def run_watched(
-    command: Sequence[str], log_path: Path, env: Mapping[str, str], timeout_s: float, what: str, children: ChildProcesses
+    start: Callable[[], Child], log_path: Path, timeout_s: float, what: str, children: ChildProcesses
 ) -> tuple[int, list[tuple[float, float]]]:
-    """Run ``command`` as the lead of ``children`` (its own session; it dies with this process; its
+    """Start the lead of ``children`` with ``start`` (its own session; it dies with this process; its
     output in ``log_path``) and sample its process tree's CPU every CPU_SAMPLE_S until it exits:
     (its exit code, [(wall time s, CPU s)]). A stop signal that ``children`` took is forwarded to it
     by ``children``: once it has exited, CalibrationStopped (before it starts when the signal came
     earlier). InferloadError naming ``what`` when it runs past ``timeout_s`` (it is killed)."""
     stop_if_signalled(children)
-    with log_path.open("wb") as log:
-        child = children.start(command, lead=True, log=log, env=env)
-    watched = psutil.Process(child.pid)
+    child = start()
+    try:
+        watched: psutil.Process | None = psutil.Process(child.pid)
+    except psutil.Error:  # it has ended already (a fork is reaped by its waiter at once)
+        watched = None
     samples: list[tuple[float, float]] = []
     seen: dict[int, float] = {}
     deadline = time.monotonic() + timeout_s
-    while child.poll() is None:
-        cpu = _tree_cpu_s(watched, seen)
+    while (returncode := child.poll()) is None:
+        cpu = None if watched is None else _tree_cpu_s(watched, seen)
         if cpu is not None:
             samples.append((time.time(), cpu))
         if time.monotonic() > deadline:
@@ -518,7 +520,7 @@ def run_watched(
             raise InferloadError(f"{what}: did not end in {timeout_s:g} s (log: {log_path})")
         time.sleep(CPU_SAMPLE_S)
     stop_if_signalled(children)
-    return child.returncode, samples
+    return returncode, samples
 
 
 def run_case(
@@ -530,27 +532,30 @@ def run_case(
     extra_env: dict[str, str] | None = None,
     children: ChildProcesses | None = None,
 ) -> dict[str, Any]:
-    """Run ``case`` with `inferload run` (``extra_env`` added to its environment); its summary.json
+    """Run ``case`` as `inferload run` would (``extra_env`` added to its environment); its summary.json
     target entry, the run's steady window (wall-clock seconds), the process tree's CPU over it,
-    and (a joined case) its requests.csv rows. ``children``: the command's `ChildProcesses` block,
-    which forwards a stop signal to the run (`run_watched`: CalibrationStopped once it has ended);
-    None: the run is started the same way, and the caller's signals are its own."""
+    and (a joined case) its requests.csv rows. One process: Locust itself, a fork of the block's
+    warm Locust where it has one (`ChildProcesses.start_locust`); workers: `inferload run` with them.
+    ``children``: the command's `ChildProcesses` block, which forwards a stop signal to the run
+    (`run_watched`: CalibrationStopped once it has ended); None: the run is started the same way,
+    and the caller's signals are its own."""
     folder.mkdir(parents=True, exist_ok=True)
     address = server.grpc_address if case.protocol == "grpc" else server.http_url
     scenario_path = folder / "scenario.yaml"
     scenario_path.write_text(yaml.safe_dump(case.scenario(address), sort_keys=False))
-    out = folder / "results"
-    command = [sys.executable, "-m", "inferload.cli", "run", str(scenario_path), "--headless", "--out", str(out)]
-    command += [*layout.flags(), *(["--requests-csv"] if case.joined else []), "--", "--no-report", "--loglevel", "WARNING"]
+    out, log_path = folder / "results", folder / "run.log"
+    locust_options = [*(["--requests-csv"] if case.joined else []), "--no-report", "--loglevel", "WARNING"]
     env = {**os.environ, CALIBRATION_ENV: NO_CALIBRATION, **(extra_env or {})}  # a calibration run applies no older certificate
-    returncode, samples = run_watched(
-        command,
-        folder / "run.log",
-        env,
-        timeout_s,
-        f"calibration case {case.name}: `inferload run`",
-        children or ChildProcesses(),
-    )
+    block = children or ChildProcesses()
+
+    def start() -> Child:
+        if not layout.workers and not layout.remote_workers:
+            return block.start_locust(locust_arguments(scenario_path, True, out, None, locust_options), log_path, env=env)
+        command = [sys.executable, "-m", "inferload.cli", "run", str(scenario_path), "--headless", "--out", str(out)]
+        with log_path.open("wb") as log:
+            return block.start([*command, *layout.flags(), "--", *locust_options], lead=True, log=log, env=env)
+
+    returncode, samples = run_watched(start, log_path, timeout_s, f"calibration case {case.name}: `inferload run`", block)
     if returncode not in (0, 1) or not (out / "summary.json").is_file():
         tail = (folder / "run.log").read_text(errors="replace")[-2000:]
         raise InferloadError(f"calibration case {case.name}: `inferload run` exited {returncode}:\n{tail}")

@@ -155,21 +155,23 @@ class ChildProcesses:
             self.helpers.append(process)
         return process
 
-    def start_locust(self, arguments: Sequence[str], log: Path) -> Child:
+    def start_locust(self, arguments: Sequence[str], log: Path, env: Mapping[str, str] | None = None) -> Child:
         """The lead: `locust ARGUMENTS` (`locust_arguments`), its output in `log` (emptied first), in
-        the CLI's folder and environment: a fork of the block's warm Locust where it has one, else (or
-        when the warm Locust cannot fork it, said in `log`) a new process, as `start` starts one."""
+        the CLI's folder, with `env` (default: the CLI's environment): a fork of the block's warm Locust
+        where it has one, else (or when the warm Locust cannot fork it, said in `log`) a new process, as
+        `start` starts one."""
         log.write_bytes(b"")
         if self._warm is not None:
             try:
-                return self._take_lead(self._warm.start(arguments, cwd=Path.cwd(), env=os.environ, stdout=log))
+                forked = self._warm.start(arguments, cwd=Path.cwd(), env=os.environ if env is None else env, stdout=log)
+                return self._take_lead(forked)
             except InferloadError as error:
                 self._warm.close()
                 self._warm = None
                 with log.open("a") as file:
                     file.write(f"inferload: {error}; this and the next runs start as new processes\n")
         with log.open("ab") as file:
-            return self.start([sys.executable, "-m", LOCUST_ENTRY, *arguments], lead=True, log=file)
+            return self.start([sys.executable, "-m", LOCUST_ENTRY, *arguments], lead=True, log=file, env=env)
 
     def _take_lead(self, process: Child) -> Child:
         self.lead = process

@@ -9,6 +9,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,11 +17,21 @@ import pytest
 from inferload.calibrate.command import stream_counts_of, usage_problem
 from inferload.calibrate.runner import CalibrationStopped, run_watched
 from inferload.cli import build_parser
-from inferload.launch.child_processes import ChildProcesses
+from inferload.launch.child_processes import Child, ChildProcesses
 from inferload.results.calibration import machine_user_key
 from tests.support.cli import inferload
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
+
+
+def sleeper(children: ChildProcesses, log: Path) -> Callable[[], Child]:
+    """How `run_case` starts a case's run, for a run that sleeps a minute."""
+
+    def start() -> Child:
+        with log.open("wb") as file:
+            return children.start(SLEEPER, lead=True, log=file)
+
+    return start
 
 
 def options(*argv: str) -> argparse.Namespace:
@@ -93,7 +104,7 @@ def test_a_stop_signal_stops_the_case_run_before_calibrate_goes_on(tmp_path: Pat
         timer.start()
         try:
             with pytest.raises(CalibrationStopped, match="SIGTERM: stopped") as stopped:
-                run_watched(SLEEPER, tmp_path / "run.log", dict(os.environ), 60.0, "case", children)
+                run_watched(sleeper(children, tmp_path / "run.log"), tmp_path / "run.log", 60.0, "case", children)
         finally:
             timer.cancel()  # never a SIGTERM after the block, to pytest itself
         assert children.lead is not None and children.lead.poll() == -signal.SIGTERM
@@ -104,7 +115,7 @@ def test_a_stop_signal_between_cases_starts_no_further_run(tmp_path: Path) -> No
     with ChildProcesses() as children:
         os.kill(os.getpid(), signal.SIGINT)  # no KeyboardInterrupt: taken by the block
         with pytest.raises(CalibrationStopped, match="SIGINT: stopped") as stopped:
-            run_watched(SLEEPER, tmp_path / "run.log", dict(os.environ), 60.0, "case", children)
+            run_watched(sleeper(children, tmp_path / "run.log"), tmp_path / "run.log", 60.0, "case", children)
     assert children.lead is None and not (tmp_path / "run.log").exists() and stopped.value.exit_code == 130
 
 
