@@ -53,10 +53,12 @@ test:
 	$(MAKE) --no-print-directory integration
 	@echo "== make test: done $$(date -u +%T) UTC"
 
-# fast layer: no torch, no servers (about 2.5 min); the native engine first, where cargo is (its units need it)
+# fast layer: no torch, no servers; the native engine first, where cargo is (its units need it). Two
+# pytest sessions side by side by module (tests/support/shards.py: the shard phase only), each printed
+# whole when it ends
 unit: $(STAMP) native
 	@echo "== make unit: $$(date -u +%T) UTC"
-	$(PY) -m pytest tests/unit
+	$(PY) -m tests.support.shards tests/unit
 ifeq ($(HAVE_CARGO),yes)
 	+cd native && $(CARGO) test --locked --quiet
 endif

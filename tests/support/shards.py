@@ -8,7 +8,7 @@ pytest-xdist would do the same inside one session, but its workers cannot run ge
 (Locust patches the standard library on import; xdist's queue then blocks for ever).
 
 Modules go to shards longest first, each to the shard with the least time so far, by the seconds
-each took last time it was recorded (tests/integration/durations.json; a module not there counts
+each took last time it was recorded (the folder's durations.json; a module not there counts
 as the median); the modules that use one of the session fixtures that start servers
 (`SHARED_FIXTURES`) go to one shard together, so that those servers start once. `--record` rewrites that file from this run's timings. Three phases, one after
 another: the shards; then the `QUIET` modules (rates and latencies judged against intervals, each
@@ -20,6 +20,8 @@ session's output is printed whole when it ends; the exit code is the first faili
 every one passed).
 
     python -m tests.support.shards [--shards N] [--record] [--python-transport TEST]... [FOLDER] [-- PYTEST ARGS]
+
+`make unit` runs the fast layer the same way (`FOLDER` tests/unit: only the shard phase, no groups).
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ from pathlib import Path
 from tests.support.system_tools import REPO
 
 INTEGRATION = REPO / "tests" / "integration"
-DURATIONS = INTEGRATION / "durations.json"
+#: each folder's seconds per module, last recorded (`--record`)
+DURATIONS_NAME = "durations.json"
 #: sessions side by side before the alone phase: two on this 2-core machine (three kept the load at 6-7)
 DEFAULT_SHARDS = 2
 #: modules whose assertions are about rates, latencies and noise under load, each judged against an
@@ -248,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.support.shards", description=__doc__.split("\n\n")[0])
     parser.add_argument("folder", nargs="?", type=Path, default=INTEGRATION)
     parser.add_argument("--shards", type=int, default=int(os.environ.get("INTEGRATION_SHARDS", DEFAULT_SHARDS)))
-    parser.add_argument("--record", action="store_true", help=f"write this run's seconds per module to {DURATIONS}")
+    parser.add_argument("--record", action="store_true", help=f"write this run's seconds per module to FOLDER/{DURATIONS_NAME}")
     parser.add_argument(
         "--python-transport", action="append", default=[], metavar="TEST", help="a test for the Python-transport session"
     )
@@ -263,9 +266,13 @@ def main(argv: list[str] | None = None) -> int:
         if options.python_transport
         else None
     )
-    durations = read_durations(DURATIONS)
+    durations_path = options.folder.resolve() / DURATIONS_NAME
+    durations = read_durations(durations_path)
     sharded = [m for m in modules if m not in ALONE | QUIET]
-    shards = partition(sharded, durations, options.shards, together=shared_fixture_groups(sharded))
+    together = (
+        shared_fixture_groups(sharded) if options.folder.resolve() == INTEGRATION else []
+    )  # the unit layer starts no server
+    shards = partition(sharded, durations, options.shards, together=together)
     quiet = partition([m for m in modules if m in QUIET], durations, QUIET_SHARDS, label="quiet")
     if fallback is not None:  # a third session beside them: the three kept both cores about half busy here
         quiet.append(
@@ -293,13 +300,13 @@ def main(argv: list[str] | None = None) -> int:
         if fallback is not None and fallback.junit is not None and fallback.junit.exists():
             took[PYTHON_TRANSPORT] = sum(module_seconds([fallback.junit]).values())
     print(
-        f"\nintegration: {len(ran)} sessions in {len(shards)} shards, {(time.monotonic() - began) / 60:.1f} min in all, exit {exit_code}"
+        f"\n{options.folder.name}: {len(ran)} sessions in {len(shards)} shards, {(time.monotonic() - began) / 60:.1f} min in all, exit {exit_code}"
     )
     if options.record:
-        recorded = read_durations(DURATIONS)
+        recorded = read_durations(durations_path)
         recorded.update({module: round(seconds, 1) for module, seconds in took.items()})
-        DURATIONS.write_text(json.dumps(dict(sorted(recorded.items())), indent=1) + "\n")
-        print(f"recorded the seconds of {len(took)} modules in {DURATIONS.relative_to(REPO)}")
+        durations_path.write_text(json.dumps(dict(sorted(recorded.items())), indent=1) + "\n")
+        print(f"recorded the seconds of {len(took)} modules in {durations_path.relative_to(REPO)}")
     return exit_code
 
 
