@@ -12,7 +12,7 @@ each took last time it was recorded (the folder's durations.json; a module not t
 as the median); the modules that use one of the session fixtures that start servers
 (`SHARED_FIXTURES`) go to one shard together, so that those servers start once. `--record` rewrites that file from this run's timings. Three phases, one after
 another: the shards; then the `QUIET` modules (rates and latencies judged against intervals, each
-busy well under one core) in two sessions side by side, and beside them `--python-transport TEST`
+busy well under one core) in three sessions side by side, and beside them `--python-transport TEST`
 (repeated): a session of those tests on the Python transport (`INFERLOAD_TRANSPORT=python`, `make
 fallback`'s subset), nothing else on the machine; then the `ALONE` modules (a noise or a rank
 measured on a quiet machine, or a check that another session's server would spoil) in one session. Each
@@ -49,16 +49,17 @@ DURATIONS_NAME = "durations.json"
 DEFAULT_SHARDS = 2
 #: modules whose assertions are about rates, latencies and noise under load, each judged against an
 #: interval and busy well under one core (the integration conftest's CPU ledger): after the
-#: shards, two sessions of them side by side with the machine to themselves (beside the shards, the
-#: repeat gate failed once on 2 cores)
+#: shards, three sessions of them side by side (and the Python transport's) with the machine to
+#: themselves (beside the shards, the repeat gate failed once on 2 cores; the four kept it about
+#: half busy)
 QUIET = frozenset(
     f"tests/integration/{name}.py"
     for name in (
-        "test_capacity", "test_engine_reference", "test_open_loop", "test_repeat_gate", "test_replay", "test_tail_verdict",
-        "test_worker_loss",
+        "test_capacity", "test_capacity_of_streams_and_users", "test_engine_reference", "test_open_loop",
+        "test_repeat_gate", "test_replay", "test_tail_verdict", "test_worker_loss",
     )
 )  # fmt: skip
-QUIET_SHARDS = 2
+QUIET_SHARDS = 3
 #: modules that want the machine to themselves: a client's 200 µs error told within 20 µs (calibrate), a
 #: rank by throughput (tune on TorchServe failed once beside the shards), a generator at its limit (the
 #: sweeps); then one not about load: test_servers holds a stopped Triton to leaving no /tmp/python_env_*,
