@@ -114,17 +114,26 @@ def exit_code(returncode: int, signals: Sequence[int], signal_is_quit: bool = Fa
 class ChildProcesses:
     """Locust processes of one `inferload` command; use as a context manager around the run."""
 
-    def __init__(self, signal_is_quit: bool = False, on_second: Callable[[int], None] | None = None, warm: bool = False) -> None:
+    def __init__(
+        self,
+        signal_is_quit: bool = False,
+        on_second: Callable[[int], None] | None = None,
+        warm: bool | WarmLocust = False,
+    ) -> None:
         """`signal_is_quit`: a signal is how the lead is meant to end (a web UI run): its exit code stands.
         `on_second`: called with a second signal once it is forwarded (a command that ends at once then:
         `StopSignals.exit_at_once`); None: the block goes on until the lead has exited. `warm`: the
-        block runs Locust many times (sweep steps, demo phases): `start_locust` forks each run from one
-        warm Locust (`inferload.launch.warm_locust`) unless `INFERLOAD_WARM_LOCUST=0`."""
+        block runs Locust many times (sweep steps, demo phases): `start_locust` forks each run from a
+        warm Locust (`inferload.launch.warm_locust`): True, the block's own, stopped as it ends; a
+        `WarmLocust`, one its caller shares between blocks (tune's candidates) and stops. Neither with
+        `INFERLOAD_WARM_LOCUST=0`."""
         self.signal_is_quit = signal_is_quit
         self.on_second = on_second
         self.lead: Child | None = None
         self.helpers: list[subprocess.Popen[bytes]] = []
-        self._warm = WarmLocust() if warm and os.environ.get(WARM_ENV, "1") != "0" else None
+        wanted = os.environ.get(WARM_ENV, "1") != "0" and warm is not False
+        self._warm = (warm if isinstance(warm, WarmLocust) else WarmLocust()) if wanted else None
+        self._owns_warm = wanted and warm is True
         #: the signals the CLI received while the block ran
         self.signals: list[int] = []
         self._previous: dict[signal.Signals, Callable[[int, FrameType | None], Any] | int | None] = {}
@@ -166,7 +175,8 @@ class ChildProcesses:
                 forked = self._warm.start(arguments, cwd=Path.cwd(), env=os.environ if env is None else env, stdout=log)
                 return self._take_lead(forked)
             except InferloadError as error:
-                self._warm.close()
+                if self._owns_warm:
+                    self._warm.close()
                 self._warm = None
                 with log.open("a") as file:
                     file.write(f"inferload: {error}; this and the next runs start as new processes\n")
@@ -215,7 +225,7 @@ class ChildProcesses:
             for helper in self.helpers:
                 _wait_or_kill(helper, HELPER_EXIT_WAIT_S)
         finally:
-            if self._warm is not None:
+            if self._warm is not None and self._owns_warm:
                 self._warm.close()
             for signum, previous in self._previous.items():
                 signal.signal(signum, previous if previous is not None else signal.SIG_DFL)

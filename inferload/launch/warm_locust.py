@@ -31,6 +31,7 @@ import contextlib
 import json
 import os
 import selectors
+import shutil
 import signal
 import socket
 import subprocess
@@ -133,9 +134,12 @@ class WarmLocust:
     """The fork server of one caller (a CLI command, a test session): started by the first `start`,
     stopped by `close()` (and when the caller dies)."""
 
-    def __init__(self, env: Mapping[str, str] | None = None) -> None:
-        """`env`: the server's environment (default: this process's; the runs get their own, see the module)."""
+    def __init__(self, env: Mapping[str, str] | None = None, reports: bool = False) -> None:
+        """`env`: the server's environment (default: this process's; the runs get their own, see the
+        module). `reports`: the runs write report.html, so the server imports its plotting library
+        too (a sweep's steps do not: `--no-report`)."""
         self._env = dict(os.environ if env is None else env)
+        self._reports = reports
         self._folder: Path | None = None
         self._server: subprocess.Popen[bytes] | None = None
 
@@ -149,7 +153,14 @@ class WarmLocust:
             path.unlink()
         log = (self._folder / "server.log").open("wb")
         self._server = subprocess.Popen(
-            [sys.executable, "-m", "inferload.launch.warm_locust", str(path), str(os.getpid())],
+            [
+                sys.executable,
+                "-m",
+                "inferload.launch.warm_locust",
+                str(path),
+                str(os.getpid()),
+                *(["--reports"] if self._reports else []),
+            ],
             env={**self._env, "OPENBLAS_NUM_THREADS": "1"},  # numpy's BLAS without a thread pool: a fork keeps one thread
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -195,8 +206,14 @@ class WarmLocust:
             raise InferloadError(f"the warm Locust did not fork the run: {line.decode(errors='replace').strip() or 'no answer'}")
         return ForkedLocust(connection, int(line), argv)
 
+    @property
+    def pid(self) -> int | None:
+        """The server's pid while it runs (None before the first run, and once closed)."""
+        return self._server.pid if self._server is not None and self._server.poll() is None else None
+
     def close(self) -> None:
-        """Stop the server (runs still going end with it: SIGHUP, their results written)."""
+        """Stop the server (runs still going end with it: SIGHUP, their results written) and remove
+        its folder (socket and log)."""
         if self._server is not None and self._server.poll() is None:
             self._server.terminate()
             try:
@@ -205,6 +222,9 @@ class WarmLocust:
                 self._server.kill()
                 self._server.wait()
         self._server = None
+        if self._folder is not None:
+            shutil.rmtree(self._folder, ignore_errors=True)
+            self._folder = None
 
 
 def _run_in_this_process(request: RunRequest) -> int:
@@ -240,9 +260,9 @@ def _run_in_this_process(request: RunRequest) -> int:
     return 0
 
 
-def serve(socket_path: Path, parent: int) -> None:
-    """The fork server: Locust and inferload imported, then one fork per connection until SIGTERM or
-    until `parent` (the process that started it) has gone."""
+def serve(socket_path: Path, parent: int, reports: bool) -> None:
+    """The fork server: Locust and inferload imported (and report.html's plotting with `reports`),
+    then one fork per connection until SIGTERM or until `parent` (the process that started it) has gone."""
     if not die_with(parent, DEATH_SIGNAL):
         return
     import locust.main  # noqa: F401  (gevent's patches first, then the rest as Locust's run imports it)
@@ -253,8 +273,9 @@ def serve(socket_path: Path, parent: int) -> None:
     real_waitpid = monkey.get_original("os", "waitpid")
     real_signal = monkey.get_original("signal", "signal")
 
-    import matplotlib.backends.backend_agg
-    import matplotlib.figure  # noqa: F401  (report.html's plots)
+    if reports:
+        import matplotlib.backends.backend_agg
+        import matplotlib.figure  # noqa: F401  (report.html's plots)
 
     import inferload.run.install  # noqa: F401  (what inferload's locustfile imports: the run, the user classes)
 
@@ -310,4 +331,4 @@ def serve(socket_path: Path, parent: int) -> None:
 
 
 if __name__ == "__main__":
-    serve(Path(sys.argv[1]), int(sys.argv[2]))
+    serve(Path(sys.argv[1]), int(sys.argv[2]), "--reports" in sys.argv[3:])

@@ -24,6 +24,7 @@ from typing import Any
 
 from inferload.errors import UsageError
 from inferload.launch.child_processes import ChildProcesses
+from inferload.launch.warm_locust import WarmLocust
 from inferload.measure.windows import StabilityRule
 from inferload.paths import replacing, write_atomically
 from inferload.scenario.limits import max_local_workers
@@ -124,6 +125,8 @@ class SweepSettings:
     printer: Callable[[str], None] = field(default=print, compare=False)
     #: called with a second signal during a step, once forwarded to it (tune ends at once then)
     on_second_signal: Callable[[int], None] | None = field(default=None, compare=False)
+    #: the warm Locust the steps fork from, shared with the caller (tune's candidates); None: the sweep's own
+    warm: WarmLocust | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         # each step starts `workers` Locust processes: the CLI bounds --workers as it reads it, and a
@@ -340,7 +343,7 @@ class Sweep:
     def run(self) -> int:
         """The sweep (or capacity search); 0 when it ended by its own rules, 2 when a step could not
         start, 128+N when a signal stopped it."""
-        with ChildProcesses(on_second=self.settings.on_second_signal, warm=True) as children:
+        with ChildProcesses(on_second=self.settings.on_second_signal, warm=self.settings.warm or True) as children:
             if self.settings.capacity is not None:
                 self._find_capacity(children, self.settings.capacity)
             elif self.settings.ramp_hold is not None:

@@ -34,6 +34,7 @@ from typing import Any, Protocol
 
 from inferload.errors import InferloadError, UsageError
 from inferload.launch.child_processes import StopSignals
+from inferload.launch.warm_locust import WarmLocust
 from inferload.paths import write_atomically
 from inferload.run.server_changes import ServerJournal, same_host
 from inferload.tune.capacity import CapacitySearch
@@ -276,6 +277,8 @@ class Tune:
         self.apply_s = 0.0
         #: servers that refused every candidate (their management API, an ensemble): a usage problem
         self.refused: set[str] = set()
+        #: the warm Locust every candidate's steps fork from (started by the first step, stopped by `run`)
+        self.warm = WarmLocust()
 
     def restore_leftovers(self, journal: ServerJournal) -> int:
         """Put back what a killed process left changed on the servers to tune (`inferload restore`'s job,
@@ -347,6 +350,7 @@ class Tune:
                 budget_s=None if left is None else max(left - self.apply_s, 0.0),
                 printer=lambda line: say("      " + line),
                 on_second_signal=self.signals.exit_at_once,  # a second signal during a step: at once, as between them
+                warm=self.warm,
             )
         )
         sweep.run()
@@ -495,6 +499,7 @@ class Tune:
                     finally:
                         failed_restores += self.put_back(tune)
             finally:
+                self.warm.close()
                 if self.interrupted:
                     self.stopped = "interrupted"
                 self.save()

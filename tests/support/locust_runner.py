@@ -32,7 +32,7 @@ _forks: WarmLocust | None = None
 def _warm_locust() -> WarmLocust:
     global _forks
     if _forks is None:
-        _forks = WarmLocust(python_env())
+        _forks = WarmLocust(python_env(), reports=True)  # run_locust's runs write report.html
     return _forks
 
 

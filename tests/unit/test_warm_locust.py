@@ -101,3 +101,30 @@ def test_a_warm_locust_that_cannot_fork_a_run_leaves_it_to_a_process_of_its_own(
         assert children.wait() == 3
     log = (tmp_path / "run.log").read_text()
     assert "has 2 threads; this and the next runs start as new processes" in log and "locust_entry" in log
+
+
+SERVER_PROBE = """
+import os, sys
+waiter = os.getppid()
+print("server", open(f"/proc/{waiter}/stat").read().rsplit(")", 1)[1].split()[1])
+sys.exit(0)
+"""
+
+
+def test_blocks_given_one_warm_locust_fork_from_it_and_leave_it_to_its_owner(tmp_path, monkeypatch):
+    """tune's candidates: each a sweep of its own, every step forked from the tune's one warm Locust."""
+    monkeypatch.setenv(WARM_ENV, "1")
+    monkeypatch.chdir(tmp_path)
+    locustfile = tmp_path / "probe.py"
+    locustfile.write_text(SERVER_PROBE)
+    shared = WarmLocust()
+    try:
+        for block in ("one", "two"):
+            with ChildProcesses(warm=shared) as children:
+                children.start_locust(["-f", str(locustfile)], tmp_path / f"{block}.log")
+                assert children.wait() == 0
+            assert shared.pid is not None  # still running for the next block
+            assert f"server {shared.pid}" in (tmp_path / f"{block}.log").read_text()
+    finally:
+        shared.close()
+    assert shared.pid is None
