@@ -2,7 +2,7 @@
 
 `run_locust` is the one helper for a headless run in a process of its own (it waits for the end):
 a fork of the session's warm Locust (`inferload.launch.warm_locust`: Locust and inferload already
-imported), or with `INFERLOAD_TEST_LOCUST_FORKS=0` a fresh `python -m locust` subprocess.
+imported), or with `INFERLOAD_WARM_LOCUST=0` (as for the CLI's sweeps) a fresh `python -m locust` subprocess.
 `locust_command` builds the same command line for a test that starts Locust itself (web UI).
 """
 
@@ -19,12 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from inferload.launch.child_processes import WARM_ENV
 from inferload.launch.warm_locust import WarmLocust
 from inferload.paths import LOCUSTFILE
 from tests.support.system_tools import REPO
 
-#: set to 0 for a fresh `python -m locust` per run instead of a fork of the warm one
-FORKS_ENV = "INFERLOAD_TEST_LOCUST_FORKS"
 #: the session's warm Locust, started by the first run that wants it
 _forks: WarmLocust | None = None
 
@@ -127,7 +126,7 @@ def run_locust(
         locustfile=locustfile,
     )
     started = time.monotonic()
-    if os.environ.get(FORKS_ENV, "1") != "0":
+    if os.environ.get(WARM_ENV, "1") != "0":
         done = run_forked(_warm_locust(), arguments, REPO, python_env(), timeout_s)
     else:
         command = [sys.executable, "-m", "locust", *arguments]
