@@ -260,24 +260,31 @@ def _run_in_this_process(request: RunRequest) -> int:
     return 0
 
 
+def preload(reports: bool) -> None:
+    """Import what a run of inferload's locustfile imports (`tests/unit/test_warm_locust.py` holds the
+    two lists equal), and report.html's plotting with `reports`."""
+    import locust.main  # noqa: F401  (gevent's patches first, as Locust's run does)
+
+    from inferload.run import early_signals, install, plugin  # noqa: F401
+    from inferload.scenario import loader  # noqa: F401
+
+    if reports:
+        import matplotlib.backends.backend_agg
+        import matplotlib.figure  # noqa: F401  (report.html's plots)
+
+
 def serve(socket_path: Path, parent: int, reports: bool) -> None:
     """The fork server: Locust and inferload imported (and report.html's plotting with `reports`),
     then one fork per connection until SIGTERM or until `parent` (the process that started it) has gone."""
     if not die_with(parent, DEATH_SIGNAL):
         return
-    import locust.main  # noqa: F401  (gevent's patches first, then the rest as Locust's run imports it)
+    preload(reports)
     from gevent import monkey
 
     real_socket = monkey.get_original("socket", "socket")
     real_fork = monkey.get_original("os", "fork")
     real_waitpid = monkey.get_original("os", "waitpid")
     real_signal = monkey.get_original("signal", "signal")
-
-    if reports:
-        import matplotlib.backends.backend_agg
-        import matplotlib.figure  # noqa: F401  (report.html's plots)
-
-    import inferload.run.install  # noqa: F401  (what inferload's locustfile imports: the run, the user classes)
 
     real_signal(signal.SIGCHLD, signal.SIG_IGN)  # the server's children (the waiters) reap themselves
     listener = real_socket(socket.AF_UNIX, socket.SOCK_STREAM)
