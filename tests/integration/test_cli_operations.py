@@ -1,23 +1,21 @@
-"""Operating `inferload` as a user does: a master that does not wait forever for its workers, a web
-UI that stays on this machine unless asked, and `servers up|status|down` with the default
-(relative) state dir from any working folder.
+"""Operating `inferload` as a user does: a master that does not wait forever for its workers, and a web
+UI that stays on this machine unless asked. (`servers up|status|down` with the default, relative
+state dir from a folder of its own: tests/integration/test_readme_commands.py, as the README types them.)
 """
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-from inferload.local.servers.ports import ServerPorts, is_port_open
+from inferload.local.servers.ports import is_port_open
 from inferload.local.servers.procs import processes_mentioning
 from inferload.run.run_key import RUN_KEY_ENV, generate_run_key
 from tests.support.locust_runner import python_env
@@ -103,32 +101,3 @@ def test_the_web_ui_listens_on_loopback_by_default(scenario, tmp_path):
         code = process.wait(timeout=30)
     assert code == 0, log.read_text()  # Ctrl-C is how a web UI is quit: no run was cut short (docs/operations.md)
     assert processes_mentioning(str(tmp_path)) == []
-
-
-def test_servers_up_status_down_with_the_default_state_dir_from_any_folder(built_models):
-    ports = ServerPorts.free()  # not the defaults: other tests' servers may hold those
-    port_list = ",".join(f"{name}={port}" for name, port in ports.to_dict().items())
-    # a short folder: TorchServe's unix sockets live under the state dir (at most 107 bytes a path)
-    with tempfile.TemporaryDirectory(prefix="inferload-cwd-") as name:
-        folder = Path(name)
-
-        def inferload(*args: str) -> subprocess.CompletedProcess[str]:
-            return subprocess.run(
-                inferload_command("servers", *args), cwd=folder, env=python_env(), capture_output=True, text=True, timeout=300
-            )
-
-        try:
-            up = inferload("up", "--ports", port_list)
-            assert up.returncode == 0, up.stderr[-3000:]
-            assert all(json.loads(up.stdout)["servers"][server]["ready"] for server in ("triton", "torchserve"))
-            state_dir = folder / ".inferload" / "servers"
-            assert (state_dir / "state.json").is_file()
-
-            status = json.loads(inferload("status").stdout)
-            assert status["running"] is True and Path(status["state_dir"]) == state_dir
-        finally:
-            down = inferload("down")
-        assert down.returncode == 0, down.stderr
-        assert set(json.loads(down.stdout)["stopped"]) == {"triton", "torchserve"}
-        assert processes_mentioning(str(folder)) == []
-        assert not any(is_port_open(port) for port in ports.to_dict().values())

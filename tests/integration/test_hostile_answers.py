@@ -10,10 +10,14 @@ Against a fake server (tests/support/hostile_server.py: faults no real server ca
 - model metadata or config of the wrong types is one line naming the key's path, never a traceback;
 - a gRPC server that sends GOAWAY at once fails each call at once: grpcio's transparent retries made
   ~100 connections a second and grew the client to 3 GB within one 5 s statistics read.
+
+A run that shows several faults gives each its own target and its own server, so one `inferload
+run` (a few seconds, three processes) holds them all.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -83,15 +87,20 @@ def _targets(address: str, **extra: Any) -> list[dict[str, Any]]:
     return [bare_target(kind.replace("-", "_"), kind, address, model="m", **{"timeout": "5s", **extra}) for kind in HTTP_KINDS]
 
 
-@pytest.mark.parametrize("fault", ["deep", "deep-ok"], ids=["error-body", "answer"])
-def test_an_answer_nested_20000_deep_is_a_counted_failure_on_every_http_kind_and_the_run_writes_its_summary(tmp_path, fault):
-    with hostile_server(fault, depth=20_000) as server:
-        code, summary, _, stderr = _run(tmp_path, _targets(server.address, response_check="shape"))
+def test_an_answer_nested_20000_deep_is_a_counted_failure_on_every_http_kind_and_the_run_writes_its_summary(tmp_path):
+    """In an HTTP 500's error body and in a 200's answer: each kind once against each, in one run."""
+    with hostile_server("deep", depth=20_000) as error_body, hostile_server("deep-ok", depth=20_000) as answer:
+        targets = [
+            {**target, "name": f"{target['name']}_{fault}"}
+            for fault, server in (("error_body", error_body), ("answer", answer))
+            for target in _targets(server.address, response_check="shape")
+        ]
+        code, summary, _, stderr = _run(tmp_path, targets)
     assert code != -11 and code != 139, stderr[-2000:]
     assert summary is not None, stderr[-2000:]
-    for kind in HTTP_KINDS:
-        figures = summary["targets"][kind.replace("-", "_")]
-        assert figures["requests"] > 0 and figures["failures"] == figures["requests"], (kind, figures)
+    assert len(summary["targets"]) == 2 * len(HTTP_KINDS), sorted(summary["targets"])
+    for name, figures in summary["targets"].items():
+        assert figures["requests"] > 0 and figures["failures"] == figures["requests"], (name, figures)
 
 
 def test_a_large_json_answer_is_checked_without_building_it(tmp_path):
@@ -126,29 +135,42 @@ def test_targets_are_fitted_side_by_side_so_a_dripping_server_delays_the_start_b
     assert limits.CHECK_DEADLINE_S < took_s < 3 * limits.CHECK_DEADLINE_S, took_s
 
 
-def _every_request_failed(tmp_path: Path, fault: str, kind: str, transport: str = "native", **extra: Any) -> tuple[int, str]:
-    """One target of `kind` run against the fault: the run wrote its summary and counted every request it
-    sent a failure. (the run's peak RSS in KiB, its output)"""
-    target = bare_target("t", kind, "", model="m", **{"timeout": "5s", **extra})
-    with hostile_server(fault) as server:
-        target["address"] = server.address
-        _, summary, peak_kib, output = _run(tmp_path, [target], transport=transport)
+def _every_request_failed(
+    tmp_path: Path, faults: dict[str, tuple[str, dict[str, Any]]], kind: str, transport: str = "native"
+) -> tuple[int, str]:
+    """One run, one target of `kind` per entry of `faults` (target name: (fault, the target's own
+    settings)), each against a server of its own showing that fault: the run wrote its summary and
+    counted every request each target sent a failure. (the run's peak RSS in KiB, its output)"""
+    with contextlib.ExitStack() as servers:
+        targets = []
+        for name, (fault, extra) in faults.items():
+            server = servers.enter_context(hostile_server(fault))
+            targets.append(bare_target(name, kind, server.address, model="m", **{"timeout": "5s", **extra}))
+        _, summary, peak_kib, output = _run(tmp_path, targets, transport=transport)
     assert summary is not None, output[-2000:]
-    figures = summary["targets"]["t"]
-    assert figures["requests"] > 0 and figures["failures"] == figures["requests"], figures
+    assert set(summary["targets"]) == set(faults), sorted(summary["targets"])
+    for name, figures in summary["targets"].items():
+        assert figures["requests"] > 0 and figures["failures"] == figures["requests"], (name, figures)
     return peak_kib, output
 
 
+def _failure_of(name: str, output: str) -> str:
+    """The failures Locust's error report gives for target `name` (its lines there, joined)."""
+    return "\n".join(line for line in output.splitlines() if re.search(rf"\b{name}: ", line))
+
+
 @pytest.mark.parametrize("transport", ["native", "python"])
-@pytest.mark.parametrize(
-    ("fault", "bound"),
-    [("endless", 1024 * 1024), ("huge-length", 1024 * 1024), ("endless", limits.DEFAULT_MAX_ANSWER_BYTES)],
-    ids=["endless", "huge-length", "endless-at-the-default-bound"],
-)
-def test_an_endless_or_huge_answer_fails_at_max_answer_bytes_and_memory_stays_bounded(tmp_path, fault, bound, transport):
+def test_an_endless_or_huge_answer_fails_at_max_answer_bytes_and_memory_stays_bounded(tmp_path, transport):
     # at the default bound (64 MiB) the Python transport grew to 1.7 GB: each failure's frames kept what they read
-    peak_kib, output = _every_request_failed(tmp_path, fault, "kserve-v2-http", transport, max_answer_bytes=bound)
-    assert f"answer larger than {bound} bytes" in output, output[-3000:]
+    bounds = {
+        "endless": ("endless", 1024 * 1024),
+        "huge_length": ("huge-length", 1024 * 1024),
+        "endless_at_the_default_bound": ("endless", limits.DEFAULT_MAX_ANSWER_BYTES),
+    }
+    faults = {name: (fault, {"max_answer_bytes": bound}) for name, (fault, bound) in bounds.items()}
+    peak_kib, output = _every_request_failed(tmp_path, faults, "kserve-v2-http", transport)
+    for name, (_, bound) in bounds.items():
+        assert f"answer larger than {bound} bytes" in _failure_of(name, output), output[-3000:]
     # a whole Locust process is ~150 MB here; without the bound the client grew to gigabytes
     assert peak_kib < 600 * 1024, peak_kib
 
@@ -176,13 +198,15 @@ def test_a_start_check_ends_by_its_deadline_on_a_server_that_drips_its_answer(mo
     assert 1.0 < took_s < 4.0, took_s  # without the deadline: 30 s, a byte every 0.3 s
 
 
-@pytest.mark.parametrize("fault", ["header-flood", "continue-flood"])
-def test_on_the_python_transport_an_answer_that_never_ends_its_head_times_out_and_the_run_ends(tmp_path, fault):
+def test_on_the_python_transport_an_answer_that_never_ends_its_head_times_out_and_the_run_ends(tmp_path):
     """Its client library's timeouts bound each socket wait; the call's own deadline bounds the call."""
     started = time.monotonic()
-    _, output = _every_request_failed(tmp_path, fault, "torchserve-rest", "python", timeout="2s")
+    faults = {name.replace("-", "_"): (name, {"timeout": "2s"}) for name in ("header-flood", "continue-flood")}
+    _, output = _every_request_failed(tmp_path, faults, "torchserve-rest", "python")
     assert time.monotonic() - started < 30, output[-3000:]  # a 3 s run; before: never ended
-    assert "timeout: no answer from" in output or "bad answer" in output, output[-3000:]
+    for name in faults:
+        failure = _failure_of(name, output)
+        assert "timeout: no answer from" in failure or "bad answer" in failure, output[-3000:]
 
 
 @pytest.mark.parametrize("kind", sorted(CHECKS))
@@ -211,19 +235,20 @@ def test_a_start_check_reads_no_more_than_the_page_bound(kind, fault):
         CHECKS[kind](_target(kind, server.address))
 
 
+#: fault: the failure it is reported as, on either transport
+BROKEN_ANSWERS = {
+    "bad-chunk": r"bad answer: broken HTTP framing",
+    "cut": r"bad answer: cut short: the connection closed before its end",
+    "close": r"closed: (http://)?127\.0\.0\.1:\d+ closed the connection before answering",
+}
+
+
 @pytest.mark.parametrize("transport", ["native", "python"])
-@pytest.mark.parametrize(
-    ("fault", "failure"),
-    [
-        ("bad-chunk", r"bad answer: broken HTTP framing"),
-        ("cut", r"bad answer: cut short: the connection closed before its end"),
-        ("close", r"closed: (http://)?127\.0\.0\.1:\d+ closed the connection before answering"),
-    ],
-    ids=["bad-chunk", "cut-short", "closed"],
-)
-def test_a_broken_answer_is_the_answers_fault_in_the_same_words_on_both_transports(tmp_path, fault, failure, transport):
-    _, output = _every_request_failed(tmp_path, fault, "kserve-v2-http", transport=transport)
-    assert re.search(failure, output), output[-3000:]
+def test_a_broken_answer_is_the_answers_fault_in_the_same_words_on_both_transports(tmp_path, transport):
+    faults = {fault.replace("-", "_"): (fault, {}) for fault in BROKEN_ANSWERS}
+    _, output = _every_request_failed(tmp_path, faults, "kserve-v2-http", transport=transport)
+    for fault, failure in BROKEN_ANSWERS.items():
+        assert re.search(failure, _failure_of(fault.replace("-", "_"), output)), output[-3000:]
     assert "connection error" not in output and "refused: " not in output, output[-3000:]
 
 
@@ -325,6 +350,6 @@ def test_a_grpc_start_check_on_a_server_that_sends_goaway_at_once_is_one_server_
 
 
 def test_a_run_against_a_grpc_server_that_sends_goaway_counts_its_failures_and_its_memory_stays_bounded(tmp_path):
-    peak_kib, output = _every_request_failed(tmp_path, "goaway", "triton-grpc")
+    peak_kib, output = _every_request_failed(tmp_path, {"t": ("goaway", {})}, "triton-grpc")
     assert "statistics for 'm'" in output and "GOAWAY received" in output, output[-3000:]  # the server readings were tried
     assert peak_kib < 600 * 1024, peak_kib  # before: 2.7 GB

@@ -118,6 +118,7 @@ def readme_servers(built_models, tmp_path_factory) -> Iterator[ReadmeServers]:
     finally:
         down = shell("inferload servers down", folder)
         assert down.returncode == 0, explain(down)
+        assert set(json.loads(down.stdout)["stopped"]) == {"triton", "torchserve"}, explain(down)
         assert processes_mentioning(str(state_dir)) == [], "processes left running after `inferload servers down`"
         assert busy_default_ports() == [], "ports still in use after `inferload servers down`"
 
@@ -171,7 +172,7 @@ def test_servers_up_and_status_on_the_default_ports(readme_servers: ReadmeServer
     status = shell("inferload servers status", readme_servers.folder, timeout_s=60)
     assert status.returncode == 0, explain(status)
     state = json.loads(status.stdout)
-    assert state["running"] is True
+    assert state["running"] is True and Path(state["state_dir"]).resolve() == readme_servers.state_dir.resolve()
     assert all(all(state["servers"][s]["ports_open"].values()) for s in ("triton", "torchserve"))
     assert (readme_servers.state_dir / "state.json").is_file()  # the relative default, under the working folder
     saved = json.loads((readme_servers.state_dir / "state.json").read_text())

@@ -53,8 +53,9 @@ def test_servers_refuse_two_endpoints_on_one_port_before_starting_anything(tmp_p
     assert not any(tmp_path.iterdir())  # nothing started, nothing written
 
 
-def test_servers_status_reports_nothing_running_for_an_empty_state_dir(tmp_path):
-    done = inferload("servers", "status", "--state-dir", str(tmp_path))
+def test_servers_status_reports_nothing_running_for_an_empty_state_dir_on_the_ports_given(tmp_path):
+    done = inferload("servers", "status", "--state-dir", str(tmp_path), "--ports", "triton_grpc=9123,ts_inference=9124")
     assert done.returncode == 0, done.stderr
     status = json.loads(done.stdout)
     assert status["running"] in ([], {}, False) or not any(s.get("running") for s in status.get("servers", {}).values())
+    assert (status["ports"]["triton_grpc"], status["ports"]["ts_inference"], status["ports"]["triton_http"]) == (9123, 9124, 8000)
