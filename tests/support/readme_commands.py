@@ -46,7 +46,7 @@ RUN: dict[str, tuple[str, ...]] = {
     ),
 }
 
-_DEMO = "starts both servers and runs ~3 min; tests/integration/test_cli.py runs `inferload demo` with short phases"
+_DEMO = "starts both servers and runs ~3 min; tests/integration/test_wheel.py runs `inferload demo` with short phases from the installed wheel"
 _PLACEHOLDER = "has placeholders, not a command as typed"
 #: README commands this file does not run, and why
 NOT_RUN: dict[str, str] = {
