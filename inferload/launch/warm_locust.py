@@ -73,6 +73,8 @@ class ForkedLocust:
         connection.setblocking(False)  # no read ever blocks: `poll` may run in a signal handler during `wait`
         self._connection = connection
         self._received = b""
+        self._server_gone = False  # the connection ended before the return code came
+        self._killed = False
 
     def poll(self) -> int | None:
         if self.returncode is None:
@@ -86,6 +88,9 @@ class ForkedLocust:
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
+            if self._server_gone:  # nothing more will come: look again for the run itself shortly
+                time.sleep(0.05 if left is None else max(0.0, min(left, 0.05)))
+                continue
             with selectors.DefaultSelector() as selector:
                 selector.register(self._connection, selectors.EVENT_READ)
                 selector.select(None if left is None else min(left, 1.0))
@@ -95,22 +100,27 @@ class ForkedLocust:
         if self.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGKILL)
+                self._killed = True
 
     def _receive(self) -> int | None:
-        """What has come so far; the return code once its line has."""
+        """What has come so far; the return code once its line has. Never blocks (`poll` may run in a
+        signal handler): when the server went before the run ended (its waiter's death then stops the
+        run, DEATH_SIGNAL), the run has ended once its pid has, and reads as killed by that signal
+        (by SIGKILL after `kill`)."""
         if self.returncode is not None:
             return self.returncode
-        try:
-            chunk = self._connection.recv(64)
-        except (BlockingIOError, InterruptedError):
-            return None
-        self._received += chunk
-        if b"\n" in self._received:
-            self.returncode = int(self._received.split(b"\n", 1)[0])
-        elif not chunk:  # the server went before the run ended: its waiter's death stops the run (SIGHUP)
-            while _alive(self.pid):
-                time.sleep(0.05)
-            self.returncode = -int(DEATH_SIGNAL)
+        if not self._server_gone:
+            try:
+                chunk = self._connection.recv(64)
+            except (BlockingIOError, InterruptedError):
+                return None
+            self._received += chunk
+            if b"\n" in self._received:
+                self.returncode = int(self._received.split(b"\n", 1)[0])
+                return self.returncode
+            self._server_gone = not chunk
+        if self._server_gone and not _alive(self.pid):
+            self.returncode = -int(signal.SIGKILL if self._killed else DEATH_SIGNAL)
         return self.returncode
 
     def __del__(self) -> None:

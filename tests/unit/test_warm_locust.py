@@ -3,8 +3,11 @@ arguments, working folder, environment, output, exit status and session its own.
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -13,6 +16,7 @@ from inferload.errors import InferloadError
 from inferload.launch.child_processes import WARM_ENV, ChildProcesses
 from inferload.launch.warm_locust import WarmLocust
 from tests.support.locust_runner import python_env, run_forked
+from tests.support.waiting import wait_until
 
 PROBE = """
 import os, sys, time
@@ -65,6 +69,30 @@ def test_a_run_killed_by_a_signal_reports_it_as_a_negative_return_code(forks, tm
     locustfile.write_text(PROBE.replace("sys.exit(", "os.kill(os.getpid(), 9)\nsys.exit("))
     done = run_forked(forks, ["-f", str(locustfile)], tmp_path, python_env(), timeout_s=60)
     assert done.returncode == -9, done
+
+
+def test_a_run_whose_warm_locust_died_is_polled_without_waiting_and_ends_with_it(tmp_path):
+    """The server killed mid-run: `poll` answers at once (it may run in a signal handler) while the run
+    lives on, and the run, once ended, reads as killed by the signal its waiter's death sent it."""
+    locustfile = tmp_path / "probe.py"
+    locustfile.write_text(
+        "import signal, time\nsignal.signal(signal.SIGHUP, signal.SIG_IGN)\nprint('up', flush=True)\ntime.sleep(60)\n"
+    )
+    server = WarmLocust(python_env())
+    try:
+        run = server.start(["-f", str(locustfile)], cwd=tmp_path, env=python_env(), stdout=tmp_path / "out")
+        wait_until(lambda: "up" in (tmp_path / "out").read_text(), timeout_s=30, what="the run's first line")
+        assert server.pid is not None
+        os.kill(server.pid, signal.SIGKILL)
+        time.sleep(1.0)  # its waiter has gone with it (PR_SET_PDEATHSIG): the connection has ended
+        started = time.monotonic()
+        assert run.poll() is None  # the run ignores SIGHUP: it lives on, and poll says so at once
+        assert time.monotonic() - started < 1.0  # before: poll waited for the run's end (60 s)
+        os.kill(run.pid, 0)  # (alive)
+        run.kill()
+        assert run.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        server.close()
 
 
 COMMAND_LINE_PROBE = """
