@@ -58,7 +58,7 @@ test:
 # whole when it ends
 unit: $(STAMP) native
 	@echo "== make unit: $$(date -u +%T) UTC"
-	$(PY) -m tests.support.shards tests/unit
+	$(PY) -m tests.support.shards --shards 2 tests/unit
 ifeq ($(HAVE_CARGO),yes)
 	+cd native && $(CARGO) test --locked --quiet
 endif
@@ -70,9 +70,9 @@ INFERLOAD_VENVS ?= $(HOME)/.cache/inferload/venvs
 export INFERLOAD_VENVS
 
 # the layer as INTEGRATION_SHARDS pytest sessions side by side, then the quiet modules (rates judged by
-# intervals) in two sessions beside the fallback subset on the Python transport, then the modules that want
+# intervals) in three sessions beside the fallback subset on the Python transport, then the modules that want
 # the machine to themselves (tests/support/shards.py, docs/testing.md)
-INTEGRATION_SHARDS ?= 2
+INTEGRATION_SHARDS ?= 3
 export INTEGRATION_SHARDS
 integration: build
 	@echo "== make integration: $$(date -u +%T) UTC"

@@ -8,7 +8,7 @@ the checkout importable: `inferload validate` on a packaged sample scenario, `in
 a user runs it (short phases and a two-run capacity pass; it builds the sample model into
 ./.inferload/models on first use: both servers side by side, its summary's contract, and a
 Ctrl-C that keeps the phase measured and stops the servers) and a short headless `locust -f <the
-packaged locustfile>` run against the real local Triton. When the checkout
+packaged locustfile>` run against the reference server. When the checkout
 has the native extension (`make build` with cargo: `inferload/_native.abi3.so`), the wheel carries
 it, is tagged `cp310-abi3-<platform>`, and the module imports from the installed wheel and serves;
 without it the wheel is pure (`py3-none-any`) and has no module. Installing the
@@ -36,6 +36,7 @@ import pytest
 import yaml
 
 from inferload.local.servers.procs import processes_mentioning
+from tests.support.reference_server import reference_server, reference_target
 from tests.support.system_tools import REPO
 from tests.support.waiting import wait_until
 
@@ -276,35 +277,31 @@ def test_the_demo_summary_follows_the_contract(demo_run):
         assert (out / phase / "summary.json").exists()
 
 
-def test_locust_runs_a_scenario_with_the_packaged_locustfile(installed, local_servers):
+def test_locust_runs_a_scenario_with_the_packaged_locustfile(installed):
+    """A packaged scenario, its target moved to the reference server's model: what is tested is the
+    packaged locustfile and its options, not a server or this machine's latency."""
     scenarios = Path(installed.python("import inferload.paths as p; print(p.scenarios_dir())"))
     locustfile = installed.python("import inferload.paths as p; print(p.LOCUSTFILE)")
     scenario = yaml.safe_load((scenarios / "steady.yaml").read_text())
-    ports = local_servers.ports
     scenario.update(duration="4s", warmup="1s", shape={"kind": "steady", "users": 2})
     [target] = scenario["targets"]
-    target.update(address=f"127.0.0.1:{ports.triton_grpc}", metrics_url=f"http://127.0.0.1:{ports.triton_metrics}/metrics")
-    target.pop("slo")  # the mechanics are tested here, not this machine's latency
+    for key in ("slo", "outputs", "metrics_url"):
+        target.pop(key)
     path = installed.workdir / "steady-short.yaml"
-    path.write_text(yaml.safe_dump(scenario))
     results = installed.workdir / "locust-results"
-    done = installed.run(
-        "python",
-        "-m",
-        "locust",
-        "-f",
-        locustfile,
-        "--scenario",
-        str(path),
-        "--headless",
-        "--results-dir",
-        str(results),
-        timeout_s=120,
-    )
+    with reference_server(max_batch_size=0) as server:
+        target.update(reference_target(target["name"], target["kind"], server.grpc_address))
+        path.write_text(yaml.safe_dump(scenario))
+        done = installed.run(
+            *("python", "-m", "locust", "-f", locustfile, "--scenario", str(path)),
+            *("--headless", "--results-dir", str(results)),
+            timeout_s=120,
+        )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     summary = json.loads((results / "summary.json").read_text())
     figures = summary["targets"]["triton-grpc-cnn"]
     assert figures["requests"] > 0 and figures["failures"] == 0, figures
+    assert figures["model"] == "identity"
 
 
 def test_ctrl_c_during_the_demo_keeps_the_measured_phase_and_stops_the_servers(installed, demo_run):
