@@ -37,6 +37,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Mapping, Sequence
@@ -142,7 +143,7 @@ def _alive(pid: int) -> bool:
 
 class WarmLocust:
     """The fork server of one caller (a CLI command, a test session): started by the first `start`,
-    stopped by `close()` (and when the caller dies)."""
+    stopped by `close()` (and when the caller dies). `start` may be called from several threads."""
 
     def __init__(self, env: Mapping[str, str] | None = None, reports: bool = False) -> None:
         """`env`: the server's environment (default: this process's; the runs get their own, see the
@@ -152,8 +153,13 @@ class WarmLocust:
         self._reports = reports
         self._folder: Path | None = None
         self._server: subprocess.Popen[bytes] | None = None
+        self._starting = threading.Lock()  # runs started from several threads start one server
 
     def _socket(self) -> Path:
+        with self._starting:
+            return self._started_socket()
+
+    def _started_socket(self) -> Path:
         if self._folder is None:
             self._folder = Path(tempfile.mkdtemp(prefix="inferload-warm-locust-"))
         path = self._folder / "socket"

@@ -15,6 +15,7 @@ records of the same requests.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -26,6 +27,8 @@ import numpy as np
 import pytest
 
 from inferload.calibrate.runner import Case, RunLayout, joined_errors_us, probe_floor, run_case
+from inferload.launch.child_processes import ChildProcesses
+from inferload.launch.warm_locust import WarmLocust
 from inferload.local.reference_server import ReferenceServerProcess
 from inferload.results.calibration import Calibration, read_calibration
 from inferload.users.engine import RECEIVE_SHIFT_ENV
@@ -183,7 +186,7 @@ def test_a_run_without_a_certificate_has_no_calibration_key(tmp_path: Path) -> N
 
 
 def _shift_pair(
-    servers: tuple[ReferenceServerProcess, ReferenceServerProcess], tmp_path: Path, transport: str, tag: str
+    servers: tuple[ReferenceServerProcess, ReferenceServerProcess], tmp_path: Path, transport: str, tag: str, warm: WarmLocust
 ) -> tuple[dict[str, float], dict[str, float]]:
     """A baseline and a 200 µs-shifted one-user run side by side (each against a reference server
     of its own, both emptied first, at the same time: the machine's load is the same for both);
@@ -197,7 +200,9 @@ def _shift_pair(
         case = Case(f"{name}-{tag}", "grpc", "closed", "fixed", users=1, warmup_s=0.5, duration_s=3.0)
         server.reset()
         env = {RECEIVE_SHIFT_ENV: str(shift_us), "INFERLOAD_TRANSPORT": transport}
-        measured[name] = run_case(case, server, tmp_path / f"{name}-{tag}", RunLayout(), extra_env=env)
+        # forked from one warm Locust, as calibrate's own one-process cases are
+        children = ChildProcesses(warm=warm)
+        measured[name] = run_case(case, server, tmp_path / f"{name}-{tag}", RunLayout(), extra_env=env, children=children)
 
     runs = [
         threading.Thread(target=run, args=("base", base_server, 0)),
@@ -230,12 +235,14 @@ def test_a_client_wrong_by_200_us_is_reported_within_20_us(tmp_path: Path, trans
     held. The median of both survives either."""
     p5, p50 = [], []
     delay = {"law": "fixed", "ms": 1.0}
+    warm = WarmLocust()
     with (
+        contextlib.closing(warm),
         reference_server(max_batch_size=0, delay=delay) as base_server,
         reference_server(max_batch_size=0, delay=delay) as shifted_server,
     ):
         for attempt in range(PAIRS):
-            base, shifted = _shift_pair((base_server, shifted_server), tmp_path, transport, f"{transport}-{attempt}")
+            base, shifted = _shift_pair((base_server, shifted_server), tmp_path, transport, f"{transport}-{attempt}", warm)
             p5.append(shifted["p5"] - base["p5"])
             p50.append(shifted["p50"] - base["p50"])
     print(f"{transport}: p5 differences {p5}, p50 differences {p50}, load {os.getloadavg()}")

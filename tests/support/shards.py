@@ -63,12 +63,13 @@ QUIET = frozenset(
 )  # fmt: skip
 QUIET_SHARDS = 3
 #: modules that want the machine to themselves: a client's 200 µs error told within 20 µs (calibrate), a
-#: rank by throughput (tune on TorchServe failed once beside the shards), a generator at its limit (the
-#: sweeps); then one not about load: test_servers holds a stopped Triton to leaving no /tmp/python_env_*,
-#: which every Triton makes in /tmp whatever TMPDIR says, so another session's Triton leaves one of its own
+#: rank by throughput (tune on TorchServe failed once beside the shards), a generator at its limit
+#: (test_sweep), a shared server's config changed under its other users (tune's max batch size); then
+#: one not about load: test_servers holds a stopped Triton to leaving no /tmp/python_env_*, which every
+#: Triton makes in /tmp whatever TMPDIR says, so another session's Triton leaves one of its own
 ALONE = frozenset(
     f"tests/integration/{name}.py"
-    for name in ("test_calibrate", "test_servers", "test_sweep", "test_sweep_distributed", "test_tune", "test_tune_max_batch")
+    for name in ("test_calibrate", "test_servers", "test_sweep", "test_tune", "test_tune_max_batch")
 )
 #: session fixtures that start servers (or make a whole observed run) once per pytest session: the
 #: modules that use one go to one shard, so a phase starts them once
