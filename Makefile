@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test unit integration integration-serial fallback lint build native bench soak clean
+.PHONY: demo test unit python-units rust-units integration integration-serial fallback lint build native bench soak clean
 
 # the native extension (native/, Rust + PyO3, built by maturin): only where cargo is
 CARGO       ?= cargo
@@ -53,12 +53,17 @@ test:
 	$(MAKE) --no-print-directory integration
 	@echo "== make test: done $$(date -u +%T) UTC"
 
-# fast layer: no torch, no servers; the native engine first, where cargo is (its units need it). Two
-# pytest sessions side by side by module (tests/support/shards.py: the shard phase only), each printed
-# whole when it ends
-unit: $(STAMP) native
+# fast layer: no torch, no servers. Python's: the native engine first, where cargo is (its units need
+# it), then two pytest sessions side by side by module (tests/support/shards.py: the shard phase only),
+# each printed whole when it ends. Rust's (`cargo test`, where cargo is): a target of its own, so that
+# under `make -j2 lint unit` it runs beside Python's once lint has ended
+unit: python-units rust-units
+
+python-units: $(STAMP) native
 	@echo "== make unit: $$(date -u +%T) UTC"
 	$(PY) -m tests.support.shards --shards 2 tests/unit
+
+rust-units:
 ifeq ($(HAVE_CARGO),yes)
 	+cd native && $(CARGO) test --locked --quiet
 endif
