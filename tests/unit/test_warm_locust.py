@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -71,9 +72,14 @@ def test_a_run_killed_by_a_signal_reports_it_as_a_negative_return_code(forks, tm
     assert done.returncode == -9, done
 
 
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
 def test_a_run_whose_warm_locust_died_is_polled_without_waiting_and_ends_with_it(tmp_path):
-    """The server killed mid-run: `poll` answers at once (it may run in a signal handler) while the run
-    lives on, and the run, once ended, reads as killed by the signal its waiter's death sent it."""
+    """The server killed mid-run, and with it the run's waiter (its parent, which held the connection):
+    `poll` answers at once (it may run in a signal handler) while the run lives on; the run killed then
+    reads as killed by SIGKILL."""
     locustfile = tmp_path / "probe.py"
     locustfile.write_text(
         "import signal, time\nsignal.signal(signal.SIGHUP, signal.SIG_IGN)\nprint('up', flush=True)\ntime.sleep(60)\n"
@@ -83,8 +89,10 @@ def test_a_run_whose_warm_locust_died_is_polled_without_waiting_and_ends_with_it
         run = server.start(["-f", str(locustfile)], cwd=tmp_path, env=python_env(), stdout=tmp_path / "out")
         wait_until(lambda: "up" in (tmp_path / "out").read_text(), timeout_s=30, what="the run's first line")
         assert server.pid is not None
+        waiter = _parent(run.pid)
         os.kill(server.pid, signal.SIGKILL)
-        time.sleep(1.0)  # its waiter has gone with it (PR_SET_PDEATHSIG): the connection has ended
+        # the waiter goes with the server (PR_SET_PDEATHSIG), the run is handed to another parent
+        wait_until(lambda: _parent(run.pid) != waiter, timeout_s=30, what="the run's waiter gone")
         started = time.monotonic()
         assert run.poll() is None  # the run ignores SIGHUP: it lives on, and poll says so at once
         assert time.monotonic() - started < 1.0  # before: poll waited for the run's end (60 s)
