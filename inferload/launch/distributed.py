@@ -19,11 +19,12 @@ from __future__ import annotations
 import contextlib
 import importlib.metadata
 import os
+import random
 import socket
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -143,10 +144,41 @@ class DistributedRun:
     web_host: str = "127.0.0.1"
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+#: the lowest port `free_port` looks at (below it: the well-known and registered services' usual ports)
+FREE_PORTS_FROM = 10_000
+#: the start of the kernel's range of ports for outgoing connections, where it says none
+EPHEMERAL_LOW_DEFAULT = 32_768
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return EPHEMERAL_LOW_DEFAULT
+
+
+def free_port(host: str = "127.0.0.1", taken: Collection[int] = ()) -> int:
+    """A TCP port that nothing binds on `host` right now and that is not in `taken`, for a server to
+    bind next: drawn at random below the kernel's ephemeral range, the ports it gives outgoing
+    connections, so that no client's connection can take it before the server binds it (port 0's
+    choice is in that range: a TorchServe given such a port in a busy test session found it in use
+    when it bound it). The kernel's choice only where no port below is free."""
+    low = _ephemeral_low()
+    draw = random.SystemRandom()  # not the random module's state: a test may seed it in several sessions at once
+    if low > FREE_PORTS_FROM + 1:
+        for _ in range(200):
+            port = draw.randrange(FREE_PORTS_FROM, low)
+            if port in taken:
+                continue
+            with socket.socket() as probe:
+                try:
+                    probe.bind((host, port))
+                except OSError:
+                    continue
+            return port
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])
 
 
 def master_command(run: DistributedRun, locustfile: Path, port: int) -> list[str]:

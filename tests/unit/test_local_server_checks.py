@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import socket
 import stat
+from pathlib import Path
 
 import pytest
 
 from inferload.errors import JavaMissingError, PortInUseError
+from inferload.launch.distributed import FREE_PORTS_FROM, free_port
 from inferload.local.servers.manager import LocalServers
 from inferload.local.servers.ports import ServerPorts, check_free
 from inferload.local.servers.procs import processes_mentioning
@@ -25,6 +27,21 @@ def test_a_taken_port_is_named_with_the_service_that_wanted_it(tmp_path):
         with pytest.raises(PortInUseError, match=rf"port {ports.ts_metrics} .*TorchServe metrics"):
             LocalServers(tmp_path, ports, ("tiny",)).up(which=("torchserve",))
     assert processes_mentioning(str(tmp_path)) == []
+
+
+def test_free_ports_are_distinct_bindable_and_below_the_range_the_kernel_gives_outgoing_connections():
+    """A port drawn from the ephemeral range could become some client's source port before the server binds it."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    ports = list(ServerPorts.free().to_dict().values())
+    assert len(set(ports)) == len(ports)
+    assert all(FREE_PORTS_FROM <= port < low for port in ports), ports
+    for port in ports:
+        with socket.socket() as server:
+            server.bind(("127.0.0.1", port))
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", ports[0]))
+        holder.listen()
+        assert all(free_port(taken=ports[1:]) not in ports for _ in range(50))  # neither taken nor bound
 
 
 def test_the_same_port_twice_is_refused():

@@ -8,7 +8,6 @@ from dataclasses import asdict, dataclass, fields
 from inferload.errors import PortInUseError
 
 LOOPBACK = "127.0.0.1"
-
 _SERVICES = {
     "triton_http": "Triton HTTP",
     "triton_grpc": "Triton gRPC",
@@ -43,17 +42,13 @@ class ServerPorts:
 
     @classmethod
     def free(cls) -> ServerPorts:
-        """Distinct ports that are free on 127.0.0.1 right now (for tests)."""
-        sockets: list[socket.socket] = []
-        try:
-            for _ in fields(cls):
-                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-                s.bind((LOOPBACK, 0))
-                sockets.append(s)
-            return cls(*(s.getsockname()[1] for s in sockets))
-        finally:
-            for s in sockets:
-                s.close()
+        """Distinct ports that are free on 127.0.0.1 right now (`free_port`; for tests and the demo)."""
+        from inferload.launch.distributed import free_port
+
+        ports: list[int] = []
+        for _ in fields(cls):
+            ports.append(free_port(LOOPBACK, taken=ports))
+        return cls(*ports)
 
     @classmethod
     def from_dict(cls, data: dict[str, int]) -> ServerPorts:
