@@ -91,7 +91,8 @@ integration-serial: build
 	$(PY) -m pytest --durations=60 tests/integration
 	$(MAKE) fallback
 
-# the Python transport (the fallback where the native module cannot load) on a representative subset:
+# the Python transport (the fallback where the native module cannot load) on a representative subset, each
+# Locust run a process of its own as a user's `inferload run` starts it (not a fork of a warm Locust):
 # every target kind, open loop, distributed, TorchServe's refused sequences, expected answers (the full suite
 # above runs on the engine when it is built)
 FALLBACK_TESTS := \
@@ -107,7 +108,7 @@ FALLBACK_TESTS := \
 	tests/integration/test_expected_outputs.py::test_a_wrong_expected_value_fails_every_request_with_one_message_saying_what_came
 fallback: build
 	@echo "== make fallback: $$(date -u +%T) UTC"
-	INFERLOAD_TRANSPORT=python $(PY) -m pytest $(FALLBACK_TESTS)
+	INFERLOAD_TRANSPORT=python INFERLOAD_WARM_LOCUST=0 $(PY) -m pytest $(FALLBACK_TESTS)
 
 lint: $(STAMP)
 	@echo "== make lint: $$(date -u +%T) UTC"

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from inferload.errors import EXIT_USAGE, InferloadError, ScenarioError, StoppedBeforeStart, UsageError
-from inferload.launch.child_processes import ChildProcesses, locust_command
+from inferload.launch.child_processes import ChildProcesses, locust_arguments
 from inferload.run import cli_values, early_signals
 from inferload.scenario.limits import DEMO_CAPACITY_RUNS, MAX_REMOTE_WORKERS, MAX_USERS, max_local_workers
 
@@ -583,7 +583,7 @@ def run_once(args: argparse.Namespace, scenario: Any) -> int:
         web = [] if args.headless else ["--web-host", args.web_host]  # before `extra`: a --web-host after -- wins
         # signals go to Locust, which writes the results before it exits (a web UI run's at its end: Ctrl-C quits)
         with ChildProcesses(signal_is_quit=not args.headless) as children:
-            children.start(locust_command(args.scenario, args.headless, args.out, args.run_id, web + extra), lead=True)
+            children.start_locust(locust_arguments(args.scenario, args.headless, args.out, args.run_id, web + extra))
             return children.wait()
 
     from datetime import datetime, timezone

@@ -34,7 +34,7 @@ from types import FrameType, TracebackType
 from typing import IO, Any, Protocol
 
 from inferload.errors import InferloadError, StoppedBeforeStart
-from inferload.launch.warm_locust import WarmLocust
+from inferload.launch.warm_locust import SHARED_SOCKET_ENV, WarmLocust
 from inferload.paths import LOCUSTFILE
 from inferload.run import early_signals
 
@@ -58,11 +58,6 @@ def locust_arguments(scenario: Path, headless: bool, out: Path | None, run_id: s
     if run_id:
         arguments += ["--run-id", run_id]
     return arguments + list(extra)
-
-
-def locust_command(scenario: Path, headless: bool, out: Path | None, run_id: str | None, extra: list[str]) -> list[str]:
-    """The command line of that run in a process of its own."""
-    return [sys.executable, "-m", LOCUST_ENTRY, *locust_arguments(scenario, headless, out, run_id, extra)]
 
 
 class Child(Protocol):
@@ -125,15 +120,16 @@ class ChildProcesses:
         `StopSignals.exit_at_once`); None: the block goes on until the lead has exited. `warm`: the
         block runs Locust many times (sweep steps, demo phases): `start_locust` forks each run from a
         warm Locust (`inferload.launch.warm_locust`): True, the block's own, stopped as it ends; a
-        `WarmLocust`, one its caller shares between blocks (tune's candidates) and stops. Neither with
-        `INFERLOAD_WARM_LOCUST=0`."""
+        `WarmLocust`, one its caller shares between blocks (tune's candidates) and stops. Where
+        `INFERLOAD_WARM_LOCUST_SOCKET` names a running one, every block's runs fork from it, False's
+        included. None of this with `INFERLOAD_WARM_LOCUST=0`."""
         self.signal_is_quit = signal_is_quit
         self.on_second = on_second
         self.lead: Child | None = None
         self.helpers: list[subprocess.Popen[bytes]] = []
-        wanted = os.environ.get(WARM_ENV, "1") != "0" and warm is not False
+        wanted = os.environ.get(WARM_ENV, "1") != "0" and (warm is not False or bool(os.environ.get(SHARED_SOCKET_ENV)))
         self._warm = (warm if isinstance(warm, WarmLocust) else WarmLocust()) if wanted else None
-        self._owns_warm = wanted and warm is True
+        self._owns_warm = wanted and not isinstance(warm, WarmLocust)
         #: the signals the CLI received while the block ran
         self.signals: list[int] = []
         self._previous: dict[signal.Signals, Callable[[int, FrameType | None], Any] | int | None] = {}
@@ -164,12 +160,13 @@ class ChildProcesses:
             self.helpers.append(process)
         return process
 
-    def start_locust(self, arguments: Sequence[str], log: Path, env: Mapping[str, str] | None = None) -> Child:
-        """The lead: `locust ARGUMENTS` (`locust_arguments`), its output in `log` (emptied first), in
-        the CLI's folder, with `env` (default: the CLI's environment): a fork of the block's warm Locust
-        where it has one, else (or when the warm Locust cannot fork it, said in `log`) a new process, as
-        `start` starts one."""
-        log.write_bytes(b"")
+    def start_locust(self, arguments: Sequence[str], log: Path | None = None, env: Mapping[str, str] | None = None) -> Child:
+        """The lead: `locust ARGUMENTS` (`locust_arguments`), its output in `log` (emptied first; None:
+        the CLI's own stdout and stderr), in the CLI's folder, with `env` (default: the CLI's
+        environment): a fork of the block's warm Locust where it has one, else (or when the warm Locust
+        cannot fork it, said in its output) a new process, as `start` starts one."""
+        if log is not None:
+            log.write_bytes(b"")
         if self._warm is not None:
             try:
                 forked = self._warm.start(arguments, cwd=Path.cwd(), env=os.environ if env is None else env, stdout=log)
@@ -178,10 +175,17 @@ class ChildProcesses:
                 if self._owns_warm:
                     self._warm.close()
                 self._warm = None
-                with log.open("a") as file:
-                    file.write(f"inferload: {error}; this and the next runs start as new processes\n")
+                said = f"inferload: {error}; this and the next runs start as new processes\n"
+                if log is None:
+                    sys.stderr.write(said)
+                else:
+                    with log.open("a") as file:
+                        file.write(said)
+        command = [sys.executable, "-m", LOCUST_ENTRY, *arguments]
+        if log is None:
+            return self.start(command, lead=True, env=env)
         with log.open("ab") as file:
-            return self.start([sys.executable, "-m", LOCUST_ENTRY, *arguments], lead=True, log=file, env=env)
+            return self.start(command, lead=True, log=file, env=env)
 
     def _take_lead(self, process: Child) -> Child:
         self.lead = process

@@ -16,8 +16,14 @@ server sets `OPENBLAS_NUM_THREADS=1`: a fork of a process with threads may hang 
 them held, and the server refuses to fork while it has more than one thread).
 
 Nothing is left behind: the server gets SIGHUP when the process that started it dies, the fork that
-waits for a run (the *waiter*) when the server dies, and the run when its waiter dies; a run stops on
-SIGHUP as on SIGTERM, its results written (`inferload.run.signals`).
+waits for a run (the *waiter*) when the server dies, and the run when its waiter dies or when the caller
+that asked for it has gone (its connection closed before the run ended); a run stops on SIGHUP as on
+SIGTERM, its results written (`inferload.run.signals`).
+
+A process that runs many `inferload` commands (the test suite) may start one server for all of them and
+name its socket in `INFERLOAD_WARM_LOCUST_SOCKET`: every Locust run those commands start, a single
+`inferload run`'s included, is then a fork of it; it forks only for callers of its own inferload package
+(a caller of another install gets an error and starts its run as a process of its own).
 
 Protocol, one Unix-socket connection per run: the caller sends one JSON line (`RunRequest`); the
 server answers a line with the run's pid (or ``error: WHY``), then, when the run has ended, a line
@@ -42,7 +48,7 @@ import time
 import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TypedDict, cast
+from typing import Any, TypedDict, cast
 
 from inferload.errors import InferloadError
 from inferload.launch.die_with_parent import die_with
@@ -51,6 +57,10 @@ from inferload.launch.die_with_parent import die_with
 DEATH_SIGNAL = signal.SIGHUP
 #: seconds the server may take to import Locust and inferload before the caller gives up on it
 START_TIMEOUT_S = 60.0
+#: the socket of a fork server another process started, which every Locust run of a command then forks from
+SHARED_SOCKET_ENV = "INFERLOAD_WARM_LOCUST_SOCKET"
+#: the inferload package a fork server runs (a caller of another install is refused)
+PACKAGE = str(Path(__file__).resolve().parents[1])
 
 
 class RunRequest(TypedDict):
@@ -59,8 +69,9 @@ class RunRequest(TypedDict):
     argv: list[str]
     cwd: str
     env: dict[str, str]
-    stdout: str
+    stdout: str  # "": the caller's own stdin, stdout and stderr, passed along with the request
     stderr: str
+    package: str
 
 
 class ForkedLocust:
@@ -143,7 +154,8 @@ def _alive(pid: int) -> bool:
 
 class WarmLocust:
     """The fork server of one caller (a CLI command, a test session): started by the first `start`,
-    stopped by `close()` (and when the caller dies). `start` may be called from several threads."""
+    stopped by `close()` (and when the caller dies); or, where `INFERLOAD_WARM_LOCUST_SOCKET` names one,
+    that server, which this neither starts nor stops. `start` may be called from several threads."""
 
     def __init__(self, env: Mapping[str, str] | None = None, reports: bool = False) -> None:
         """`env`: the server's environment (default: this process's; the runs get their own, see the
@@ -151,13 +163,17 @@ class WarmLocust:
         too (a sweep's steps do not: `--no-report`)."""
         self._env = dict(os.environ if env is None else env)
         self._reports = reports
+        shared = os.environ.get(SHARED_SOCKET_ENV, "")
+        self._shared = Path(shared) if shared else None
         self._folder: Path | None = None
         self._server: subprocess.Popen[bytes] | None = None
         self._starting = threading.Lock()  # runs started from several threads start one server
 
-    def _socket(self) -> Path:
+    @property
+    def socket(self) -> Path:
+        """The server's socket, the server started first if it is this one's and not running."""
         with self._starting:
-            return self._started_socket()
+            return self._shared if self._shared is not None else self._started_socket()
 
     def _started_socket(self) -> Path:
         if self._folder is None:
@@ -193,21 +209,25 @@ class WarmLocust:
         return path
 
     def start(
-        self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], stdout: Path, stderr: Path | None = None
+        self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], stdout: Path | None = None, stderr: Path | None = None
     ) -> ForkedLocust:
         """`locust *argv` in `cwd` with `env`, its output in `stdout` (and `stderr`; default: the same
-        file), started now; InferloadError when the server cannot start or fork it."""
+        file), or with no `stdout` on this process's own stdin, stdout and stderr (as a child that
+        inherits them), started now; InferloadError when the server cannot start or fork it."""
         request: RunRequest = {
             "argv": list(argv),
             "cwd": str(cwd),
             "env": dict(env),
-            "stdout": str(stdout),
-            "stderr": str(stderr or stdout),
+            "stdout": "" if stdout is None else str(stdout),
+            "stderr": "" if stdout is None else str(stderr or stdout),
+            "package": PACKAGE,
         }
         connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            connection.connect(str(self._socket()))
-            connection.sendall(json.dumps(request).encode() + b"\n")
+            connection.connect(str(self.socket))
+            data = json.dumps(request).encode() + b"\n"
+            sent = socket.send_fds(connection, [data], [0, 1, 2] if stdout is None else [])
+            connection.sendall(data[sent:])
             line = b""
             while not line.endswith(b"\n"):
                 chunk = connection.recv(1)
@@ -224,12 +244,13 @@ class WarmLocust:
 
     @property
     def pid(self) -> int | None:
-        """The server's pid while it runs (None before the first run, and once closed)."""
+        """The server's pid while it runs, if it is this one's (None before the first run, once closed,
+        and for a shared server)."""
         return self._server.pid if self._server is not None and self._server.poll() is None else None
 
     def close(self) -> None:
-        """Stop the server (runs still going end with it: SIGHUP, their results written) and remove
-        its folder (socket and log)."""
+        """Stop the server if it is this one's (runs still going end with it: SIGHUP, their results
+        written) and remove its folder (socket and log)."""
         if self._server is not None and self._server.poll() is None:
             self._server.terminate()
             try:
@@ -243,8 +264,9 @@ class WarmLocust:
             self._folder = None
 
 
-def _run_in_this_process(request: RunRequest) -> int:
-    """In the run's fork: become `locust ARGS` as the request says; its exit code."""
+def _run_in_this_process(request: RunRequest, passed: Sequence[int]) -> int:
+    """In the run's fork: become `locust ARGS` as the request says (`passed`: the caller's stdin, stdout
+    and stderr where it sent them); its exit code."""
     from inferload.run import early_signals
 
     early_signals.hold()  # as inferload.launch.locust_entry does from its first line
@@ -255,16 +277,19 @@ def _run_in_this_process(request: RunRequest) -> int:
     os.environ.clear()
     os.environ.update(request["env"])
     tempfile.tempdir = None  # the run's own TMPDIR, not the one the server saw
-    outputs: dict[str, int] = {}
-    for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
-        if path not in outputs:
-            outputs[path] = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        os.dup2(outputs[path], fd)
-    for file in outputs.values():
-        os.close(file)
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
+    if passed:
+        standard = list(passed)
+    else:
+        opened: dict[str, int] = {}
+        for path in (request["stdout"], request["stderr"]):
+            if path not in opened:
+                opened[path] = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        standard = [os.open(os.devnull, os.O_RDONLY), opened[request["stdout"]], opened[request["stderr"]]]
+    for fd, source in enumerate(standard):
+        os.dup2(source, fd)
+    for source in set(standard):
+        if source > 2:
+            os.close(source)
     sys.argv = ["locust", *request["argv"]]
     from locust.main import main
 
@@ -274,6 +299,40 @@ def _run_in_this_process(request: RunRequest) -> int:
         code = end.code
         return code if isinstance(code, int) else (0 if code is None else 1)
     return 0
+
+
+def _received_request(connection: socket.socket) -> tuple[RunRequest, list[int]]:
+    """In the waiter: the caller's request and the descriptors sent with it (none, or its stdin, stdout
+    and stderr)."""
+    data, passed, _flags, _address = socket.recv_fds(connection, 1 << 16, 3)
+    while not data.endswith(b"\n"):
+        chunk = connection.recv(1 << 16)
+        if not chunk:
+            break
+        data += chunk
+    return cast(RunRequest, json.loads(data)), passed
+
+
+def _wait_for_run(run: int, caller: socket.socket, waitpid: Any, select: Any) -> int:
+    """In the waiter: the run's wait status once it has ended; DEATH_SIGNAL to it when the caller's
+    connection closes first (the caller has gone: nobody waits for the run)."""
+    ended = os.pidfd_open(run)
+    try:
+        watched = [caller, ended]
+        while True:
+            ready, _, _ = select(watched, [], [])
+            if ended in ready:
+                return int(waitpid(run, 0)[1])
+            try:
+                gone = not caller.recv(64)
+            except OSError:
+                gone = True
+            if gone:
+                watched = [ended]
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(run, DEATH_SIGNAL)
+    finally:
+        os.close(ended)
 
 
 def preload(reports: bool) -> None:
@@ -327,7 +386,11 @@ def serve(socket_path: Path, parent: int, reports: bool) -> None:
             real_signal(signal.SIGCHLD, signal.SIG_DFL)
             if not die_with(server, DEATH_SIGNAL):
                 os._exit(0)
-            request = cast(RunRequest, json.loads(connection.makefile("r").readline()))
+            request, passed = _received_request(connection)
+            if request.get("package") != PACKAGE:
+                with contextlib.suppress(OSError):
+                    connection.sendall(f"error: this warm Locust runs {PACKAGE}, not {request.get('package')}\n".encode())
+                os._exit(0)
             waiter = os.getpid()
             run = real_fork()
             if run == 0:
@@ -336,7 +399,7 @@ def serve(socket_path: Path, parent: int, reports: bool) -> None:
                 try:
                     os.setsid()  # its own session, as ChildProcesses starts a child
                     if die_with(waiter, DEATH_SIGNAL):
-                        code = _run_in_this_process(request)
+                        code = _run_in_this_process(request, passed)
                 except BaseException:  # the run's own traceback, in its output, as Python prints it
                     traceback.print_exc()
                 finally:
@@ -344,9 +407,11 @@ def serve(socket_path: Path, parent: int, reports: bool) -> None:
                         sys.stdout.flush()
                         sys.stderr.flush()
                     os._exit(code)
+            for fd in passed:  # the run's now; the waiter keeps no terminal or pipe of the caller's open
+                os.close(fd)
             with contextlib.suppress(OSError):  # a caller gone (it killed the run) is not told
                 connection.sendall(f"{run}\n".encode())
-            _, status = real_waitpid(run, 0)
+            status = _wait_for_run(run, connection, real_waitpid, monkey.get_original("select", "select"))
             with contextlib.suppress(OSError):
                 connection.sendall(f"{-os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)}\n".encode())
             os._exit(0)

@@ -13,12 +13,14 @@ from typing import Any
 
 import pytest
 
+from inferload.launch.warm_locust import SHARED_SOCKET_ENV
 from inferload.local.models.build import build_models
 from inferload.local.models.specs import MODEL_NAMES
 from inferload.local.servers.manager import LocalServers
 from inferload.local.servers.ports import ServerPorts
 from inferload.local.servers.procs import processes_mentioning
 from tests.support.example_triton import ExampleTriton, example_triton
+from tests.support.locust_runner import share_warm_locust
 from tests.support.torchserve_handler import BARE_NUMBER_HANDLER, serving_handler
 
 #: the tests that kept the machine busiest, printed as the session ends (beside pytest's --durations)
@@ -35,6 +37,19 @@ def machine_busy_s() -> float:
         fields = [int(value) for value in stat.readline().split()[1:9]]
     user, nice, system, _idle, _iowait, irq, softirq, steal = fields
     return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def commands_fork_their_locust_runs() -> None:
+    """Every `inferload` command of the session forks its Locust runs from the session's warm Locust
+    (a process of its own costs about 1.5 CPU-seconds more a run); stopped by the session's end."""
+    share_warm_locust()
+
+
+@pytest.fixture
+def fresh_locust_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This test's commands start each Locust run as a process of its own, as a user's `inferload run` does."""
+    monkeypatch.delenv(SHARED_SOCKET_ENV, raising=False)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -44,6 +44,10 @@ from tests.support.system_tools import REPO
 HTTP_KINDS = ("triton-http", "torchserve-rest", "kserve-v2-http", "kserve-v1-http", "bentoml-http")
 
 
+#: each run's Locust a child of its CLI, as a user's is: the peak RSS below is the CLI's and its children's
+#: (a fork of the session's warm Locust is no child of the CLI, so its memory would not be in the figure)
+pytestmark = pytest.mark.usefixtures("fresh_locust_processes")
+
 #: runs a command and writes its peak RSS (KiB) to argv[1]: the test process cannot wait4 its own child,
 #: since gevent (patched in by Locust's imports) reaps every child as soon as it ends
 _MEASURED = """

@@ -161,6 +161,7 @@ def test_a_disk_full_before_the_start_sends_requests_csv_and_the_results_to_the_
     assert data_rows(fallback / "requests.csv") >= summary.targets["t"].requests  # warm-up 0 s: every request
 
 
+@pytest.mark.usefixtures("fresh_locust_processes")  # the kernel's signal to a child of the CLI, as a user's run is
 def test_a_sigkilled_cli_still_has_its_results_written(server, tmp_path):
     for attempt in range(2):  # the kernel's repeated signal came in 3 of 4 runs before: twice makes it plain
         folder = tmp_path / f"attempt-{attempt}"

@@ -242,6 +242,7 @@ def traced_scenario(folder: Path, server: ExampleTriton, duration: str, trace: d
     return write_scenario(folder, data)
 
 
+@pytest.mark.usefixtures("fresh_locust_processes")  # the run's Locust, a child of the CLI, is what is killed
 def test_a_killed_traced_run_leaves_tracing_on_and_the_next_run_puts_it_back(traced_triton, tmp_path):
     before = trace_settings(traced_triton)
     assert before["trace_level"] == ["OFF"], before

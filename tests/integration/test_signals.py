@@ -33,6 +33,9 @@ from tests.support.scenario_factory import write_scenario
 from tests.support.system_tools import REPO
 from tests.support.waiting import wait_until
 
+#: each run a process of its own, as a user's `inferload run` starts it: the signals reach that process
+pytestmark = pytest.mark.usefixtures("fresh_locust_processes")
+
 #: a signalled run has this long to write its results and exit
 STOP_DEADLINE_S = 30.0
 #: after the second signal the process ends at once

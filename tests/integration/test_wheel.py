@@ -35,6 +35,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from inferload.launch.warm_locust import SHARED_SOCKET_ENV
 from inferload.local.servers.procs import processes_mentioning
 from tests.support.reference_server import reference_server, reference_target
 from tests.support.system_tools import REPO
@@ -102,16 +103,18 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     # the dependencies come from the checkout's environment, after the venv's own packages (a bare
     # path: its .pth files, among them the checkout's editable install, are not read)
     (Path(site) / "zz_dependencies.pth").write_text(f"{DEPENDENCIES}\n")
-    pip = [python, "-m", "pip", "install", "--no-deps", "-q"]  # compiled, as a user's pip does
-    done = subprocess.run([*pip, str(wheel)], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    check = subprocess.run([python, "-m", "pip", "check"], capture_output=True, text=True, timeout=120)
+    # nothing of the checkout's: its path (pip would find the checkout's inferload installed), its home, its
+    # venv, the session's warm Locust (which runs the checkout's code)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "INFERLOAD_HOME", "VIRTUAL_ENV", SHARED_SOCKET_ENV)}
+    # the venv's own programs first; the dependencies' programs (torchserve, locust) last
+    env["PATH"] = os.pathsep.join([str(venv / "bin"), env.get("PATH", ""), str(Path(sys.executable).parent)])
+    pip = [python, "-m", "pip", "install", "--no-deps"]  # compiled, as a user's pip does
+    done = subprocess.run([*pip, str(wheel)], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0 and (venv / "bin" / "inferload").is_file(), done.stdout[-3000:] + done.stderr[-3000:]
+    check = subprocess.run([python, "-m", "pip", "check"], capture_output=True, text=True, timeout=120, env=env)
     assert check.returncode == 0, check.stdout + check.stderr  # the wheel's declared requirements are all met
     workdir = root / "work"
     workdir.mkdir()
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "INFERLOAD_HOME", "VIRTUAL_ENV")}
-    # the venv's own programs first; the dependencies' programs (torchserve, locust) last
-    env["PATH"] = os.pathsep.join([str(venv / "bin"), env.get("PATH", ""), str(Path(sys.executable).parent)])
     try:
         yield Installed(wheel, venv, workdir, env)
     finally:

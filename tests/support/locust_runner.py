@@ -3,6 +3,8 @@
 `run_locust` is the one helper for a headless run in a process of its own (it waits for the end):
 a fork of the session's warm Locust (`inferload.launch.warm_locust`: Locust and inferload already
 imported), or with `INFERLOAD_WARM_LOCUST=0` (as for the CLI's sweeps) a fresh `python -m locust` subprocess.
+`share_warm_locust` names that warm Locust to every `inferload` command the session starts, so the
+Locust runs they start are forks of it too.
 `locust_command` builds the same command line for a test that starts Locust itself (web UI).
 """
 
@@ -20,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from inferload.launch.child_processes import WARM_ENV
-from inferload.launch.warm_locust import WarmLocust
+from inferload.launch.warm_locust import SHARED_SOCKET_ENV, WarmLocust
 from inferload.paths import LOCUSTFILE
 from tests.support.system_tools import REPO
 
@@ -51,9 +53,19 @@ def run_forked(
         return subprocess.CompletedProcess(run.args, code, stdout.read_text(errors="replace"), stderr.read_text(errors="replace"))
 
 
+def share_warm_locust() -> None:
+    """From now on every Locust run an `inferload` command of this session starts (its children
+    inherit `INFERLOAD_WARM_LOCUST_SOCKET`) forks from the session's warm Locust, started now; nothing
+    with `INFERLOAD_WARM_LOCUST=0`. A test whose subject is the run's own process (signals, the CLI's
+    death) takes the `fresh_locust_processes` fixture."""
+    if os.environ.get(WARM_ENV, "1") != "0":
+        os.environ[SHARED_SOCKET_ENV] = str(_warm_locust().socket)
+
+
 def close_warm_locust() -> None:
     """Stop the session's warm Locust, if a run started it (the test session's last teardown)."""
     global _forks
+    os.environ.pop(SHARED_SOCKET_ENV, None)
     if _forks is not None:
         _forks.close()
         _forks = None

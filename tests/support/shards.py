@@ -266,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     if not modules:
         parser.error(f"{options.folder}: no test_*.py modules")
     fallback = (
-        Session(PYTHON_TRANSPORT, options.python_transport, {"INFERLOAD_TRANSPORT": "python"})
+        Session(PYTHON_TRANSPORT, options.python_transport, {"INFERLOAD_TRANSPORT": "python", "INFERLOAD_WARM_LOCUST": "0"})
         if options.python_transport
         else None
     )

@@ -15,7 +15,7 @@ import pytest
 
 from inferload.errors import InferloadError
 from inferload.launch.child_processes import WARM_ENV, ChildProcesses
-from inferload.launch.warm_locust import WarmLocust
+from inferload.launch.warm_locust import SHARED_SOCKET_ENV, WarmLocust
 from tests.support.locust_runner import python_env, run_forked
 from tests.support.waiting import wait_until
 
@@ -54,6 +54,16 @@ def test_a_run_has_its_own_folder_environment_arguments_output_and_exit_code(for
     assert "to stderr" in done.stderr and "to stderr" not in done.stdout
     again = run_forked(forks, ["-f", str(locustfile)], tmp_path, {**python_env(), "PROBE": "other"}, timeout_s=60)
     assert again.returncode == 0 and "probe other" in again.stdout  # nothing of the first run's environment
+
+
+def test_a_run_without_an_output_file_writes_to_the_callers_own_stdout_and_stderr(forks, tmp_path, capfd):
+    """`inferload run`'s run, forked: its output goes where a child's that inherits them would, the caller's."""
+    locustfile = tmp_path / "probe.py"
+    locustfile.write_text(PROBE)
+    run = forks.start(["-f", str(locustfile)], cwd=tmp_path, env={**python_env(), "PROBE": "inherited"})
+    assert run.wait(timeout=60) == 0
+    out, err = capfd.readouterr()
+    assert "probe inherited" in out and "to stderr" in err and "to stderr" not in out
 
 
 def test_a_run_past_its_timeout_is_killed_and_raises_as_subprocess_run_does(forks, tmp_path):
@@ -165,6 +175,65 @@ def test_blocks_given_one_warm_locust_fork_from_it_and_leave_it_to_its_owner(tmp
     finally:
         shared.close()
     assert shared.pid is None
+
+
+def test_a_warm_locust_named_by_the_environment_forks_every_run_of_a_command_and_outlives_it(tmp_path, monkeypatch):
+    """A process that runs many commands (the test suite) starts one server and names its socket: a single
+    run's block (`warm=False`, `inferload run`) forks from it too, and no block stops it."""
+    monkeypatch.setenv(WARM_ENV, "1")
+    monkeypatch.chdir(tmp_path)
+    locustfile = tmp_path / "probe.py"
+    locustfile.write_text(SERVER_PROBE)
+    owner = WarmLocust()
+    try:
+        monkeypatch.setenv(SHARED_SOCKET_ENV, str(owner.socket))
+        for block, warm in (("single", False), ("many", True)):
+            with ChildProcesses(warm=warm) as children:
+                children.start_locust(["-f", str(locustfile)], tmp_path / f"{block}.log")
+                assert children.wait() == 0
+            assert f"server {owner.pid}" in (tmp_path / f"{block}.log").read_text()
+        assert owner.pid is not None  # still running: the blocks only used it
+    finally:
+        owner.close()
+
+
+def test_a_warm_locust_refuses_a_caller_of_another_inferload_and_its_run_starts_as_a_process(tmp_path, monkeypatch):
+    """An installed wheel's CLI must not run the checkout's code: the server says which package it runs."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("inferload.launch.warm_locust.PACKAGE", "/elsewhere/inferload")  # the caller's side only
+    locustfile = tmp_path / "probe.py"
+    locustfile.write_text(COMMAND_LINE_PROBE)
+    owner = WarmLocust(python_env())
+    try:
+        monkeypatch.setenv(SHARED_SOCKET_ENV, str(owner.socket))
+        with ChildProcesses() as children:
+            children.start_locust(["-f", str(locustfile)], tmp_path / "run.log")
+            assert children.wait() == 3
+    finally:
+        owner.close()
+    log = (tmp_path / "run.log").read_text()
+    assert "not /elsewhere/inferload; this and the next runs start as new processes" in log and "locust_entry" in log
+
+
+def test_a_run_whose_caller_has_gone_gets_sighup_and_ends(forks, tmp_path):
+    """A shared server outlives the commands that use it: a run whose caller died (its connection closed)
+    is stopped as a run whose CLI died is, with SIGHUP (its results written, `inferload.run.signals`)."""
+    locustfile = tmp_path / "probe.py"
+    locustfile.write_text(
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGHUP, lambda *_: (print('hup', flush=True), sys.exit(5)))\n"
+        "print('up', flush=True)\ntime.sleep(60)\n"
+    )
+    run = forks.start(["-f", str(locustfile)], cwd=tmp_path, env=python_env(), stdout=tmp_path / "out")
+    wait_until(lambda: "up" in (tmp_path / "out").read_text(), timeout_s=30, what="the run's first line")
+    pid = run.pid
+    del run  # the caller's side of the connection closes
+    wait_until(lambda: "hup" in (tmp_path / "out").read_text(), timeout_s=30, what="the run to get SIGHUP")
+    wait_until(
+        lambda: not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z",
+        timeout_s=30,
+        what="the run to end",
+    )
 
 
 def test_the_warm_locust_has_imported_everything_a_run_of_inferloads_locustfile_imports():
