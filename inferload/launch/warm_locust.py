@@ -351,6 +351,9 @@ def preload(reports: bool) -> None:
 def serve(socket_path: Path, parent: int, reports: bool) -> None:
     """The fork server: Locust and inferload imported (and report.html's plotting with `reports`),
     then one fork per connection until SIGTERM or until `parent` (the process that started it) has gone."""
+    # the death signal ends the server and its waiters even where it came ignored (`nohup`: SIG_IGN is
+    # inherited); no terminal's hang-up reaches them, each run being in a session of its own
+    signal.signal(DEATH_SIGNAL, signal.SIG_DFL)
     if not die_with(parent, DEATH_SIGNAL):
         return
     preload(reports)
