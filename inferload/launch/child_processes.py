@@ -126,7 +126,7 @@ class ChildProcesses:
         self.signal_is_quit = signal_is_quit
         self.on_second = on_second
         self.lead: Child | None = None
-        self.helpers: list[subprocess.Popen[bytes]] = []
+        self.helpers: list[Child] = []
         wanted = os.environ.get(WARM_ENV, "1") != "0" and (warm is not False or bool(os.environ.get(SHARED_SOCKET_ENV)))
         self._warm = (warm if isinstance(warm, WarmLocust) else WarmLocust()) if wanted else None
         self._owns_warm = wanted and not isinstance(warm, WarmLocust)
@@ -160,16 +160,22 @@ class ChildProcesses:
             self.helpers.append(process)
         return process
 
-    def start_locust(self, arguments: Sequence[str], log: Path | None = None, env: Mapping[str, str] | None = None) -> Child:
-        """The lead: `locust ARGUMENTS` (`locust_arguments`), its output in `log` (emptied first; None:
-        the CLI's own stdout and stderr), in the CLI's folder, with `env` (default: the CLI's
-        environment): a fork of the block's warm Locust where it has one, else (or when the warm Locust
-        cannot fork it, said in its output) a new process, as `start` starts one."""
+    def start_locust(
+        self, arguments: Sequence[str], log: Path | None = None, env: Mapping[str, str] | None = None, lead: bool = True
+    ) -> Child:
+        """`locust ARGUMENTS` (`locust_arguments`), the lead (else a helper: a distributed run's
+        worker), its output in `log` (emptied first; None: the CLI's own stdout and stderr), in the
+        CLI's folder, with `env` (default: the CLI's environment): a fork of the block's warm Locust
+        where it has one, else (or when the warm Locust cannot fork it, said in its output) a new
+        process, as `start` starts one."""
         if log is not None:
             log.write_bytes(b"")
         if self._warm is not None:
             try:
                 forked = self._warm.start(arguments, cwd=Path.cwd(), env=os.environ if env is None else env, stdout=log)
+                if not lead:
+                    self.helpers.append(forked)
+                    return forked
                 return self._take_lead(forked)
             except InferloadError as error:
                 if self._owns_warm:
@@ -183,9 +189,9 @@ class ChildProcesses:
                         file.write(said)
         command = [sys.executable, "-m", LOCUST_ENTRY, *arguments]
         if log is None:
-            return self.start(command, lead=True, env=env)
+            return self.start(command, lead=lead, env=env)
         with log.open("ab") as file:
-            return self.start(command, lead=True, log=file, env=env)
+            return self.start(command, lead=lead, log=file, env=env)
 
     def _take_lead(self, process: Child) -> Child:
         self.lead = process

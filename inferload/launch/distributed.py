@@ -181,11 +181,9 @@ def free_port(host: str = "127.0.0.1", taken: Collection[int] = ()) -> int:
         return int(probe.getsockname()[1])
 
 
-def master_command(run: DistributedRun, locustfile: Path, port: int) -> list[str]:
+def master_arguments(run: DistributedRun, locustfile: Path, port: int) -> list[str]:
+    """What `locust` is given for the master of `run` (`ChildProcesses.start_locust`)."""
     command = [
-        sys.executable,
-        "-m",
-        LOCUST_ENTRY,
         "-f",
         str(locustfile),
         "--master",
@@ -207,12 +205,16 @@ def master_command(run: DistributedRun, locustfile: Path, port: int) -> list[str
     return command + list(run.locust_args)
 
 
+def worker_arguments(master_host: str, port: int, locustfile: str = "-") -> list[str]:
+    """What `locust` is given for a worker (it needs inferload installed) running `locustfile`: a local
+    worker, the master's own file; `inferload worker`, the file it downloaded and verified; "-",
+    whatever the master serves (Locust downloads it and checks nothing)."""
+    return ["-f", locustfile, "--worker", "--master-host", master_host, "--master-port", str(port)]
+
+
 def worker_command(master_host: str, port: int, locustfile: str = "-") -> list[str]:
-    """A Locust worker (it needs inferload installed) running `locustfile`: a local worker, the
-    master's own file; `inferload worker`, the file it downloaded and verified; "-", whatever the
-    master serves (Locust downloads it and checks nothing)."""
-    command = [sys.executable, "-m", LOCUST_ENTRY, "-f", locustfile, "--worker"]
-    return [*command, "--master-host", master_host, "--master-port", str(port)]
+    """That worker as a process of its own (`inferload worker`)."""
+    return [sys.executable, "-m", LOCUST_ENTRY, *worker_arguments(master_host, port, locustfile)]
 
 
 @contextlib.contextmanager
@@ -247,8 +249,8 @@ def run_distributed(run: DistributedRun) -> int:
         flush=True,
     )
     with run_key_in_environment(key), ChildProcesses(signal_is_quit=not run.headless) as children:
-        children.start(master_command(run, locustfile, port), lead=True)
+        children.start_locust(master_arguments(run, locustfile, port))
         for index in range(run.local_workers):
-            with open(run.results_dir / f"worker-{index}.log", "wb") as log:  # the worker keeps its own copy
-                children.start(worker_command(connect_host, port, str(locustfile)), log=log)
+            worker = worker_arguments(connect_host, port, str(locustfile))
+            children.start_locust(worker, run.results_dir / f"worker-{index}.log", lead=False)
         return children.wait()

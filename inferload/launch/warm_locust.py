@@ -22,8 +22,9 @@ SIGTERM, its results written (`inferload.run.signals`).
 
 A process that runs many `inferload` commands (the test suite) may start one server for all of them and
 name its socket in `INFERLOAD_WARM_LOCUST_SOCKET`: every Locust run those commands start, a single
-`inferload run`'s included, is then a fork of it; it forks only for callers of its own inferload package
-(a caller of another install gets an error and starts its run as a process of its own).
+`inferload run`'s included, is then a fork of it; it forks only for callers of its own inferload package,
+user and namespaces (`_refusal`: a caller of another install, or in a network namespace of its own, gets
+an error and starts its run as a process of its own).
 
 Protocol, one Unix-socket connection per run: the caller sends one JSON line (`RunRequest`); the
 server answers a line with the run's pid (or ``error: WHY``), then, when the run has ended, a line
@@ -40,6 +41,7 @@ import selectors
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -301,6 +303,29 @@ def _run_in_this_process(request: RunRequest, passed: Sequence[int]) -> int:
     return 0
 
 
+#: the namespaces a run must share with its caller (a fork has the server's: a caller in a network
+#: namespace of its own would have its run send from another host)
+NAMESPACES = ("net", "mnt", "pid", "user", "uts", "ipc")
+
+
+def _refusal(connection: socket.socket, request: RunRequest) -> str | None:
+    """Why this server must not fork the run (its caller would not get the process it asked for), or
+    None: a caller of another inferload package, of another user, or in other namespaces."""
+    if request.get("package") != PACKAGE:
+        return f"this warm Locust runs {PACKAGE}, not {request.get('package')}"
+    pid, uid, gid = struct.unpack("3i", connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    if (uid, gid) != (os.getuid(), os.getgid()):
+        return f"the caller runs as uid {uid} gid {gid}, this warm Locust as {os.getuid()} {os.getgid()}"
+    for kind in NAMESPACES:
+        try:
+            theirs, ours = os.readlink(f"/proc/{pid}/ns/{kind}"), os.readlink(f"/proc/self/ns/{kind}")
+        except OSError:
+            continue  # no such namespace here (or no /proc): nothing to tell apart
+        if theirs != ours:
+            return f"the caller runs in another {kind} namespace ({theirs}, this warm Locust in {ours})"
+    return None
+
+
 def _received_request(connection: socket.socket) -> tuple[RunRequest, list[int]]:
     """In the waiter: the caller's request and the descriptors sent with it (none, or its stdin, stdout
     and stderr)."""
@@ -390,9 +415,10 @@ def serve(socket_path: Path, parent: int, reports: bool) -> None:
             if not die_with(server, DEATH_SIGNAL):
                 os._exit(0)
             request, passed = _received_request(connection)
-            if request.get("package") != PACKAGE:
+            refused = _refusal(connection, request)
+            if refused is not None:
                 with contextlib.suppress(OSError):
-                    connection.sendall(f"error: this warm Locust runs {PACKAGE}, not {request.get('package')}\n".encode())
+                    connection.sendall(f"error: {refused}\n".encode())
                 os._exit(0)
             waiter = os.getpid()
             run = real_fork()

@@ -163,6 +163,7 @@ def test_a_served_scenario_passes_the_checks_with_a_management_url(local_servers
     assert HEADER not in done.stderr and "could not check" not in done.stderr
 
 
+@pytest.mark.usefixtures("fresh_locust_processes")  # its worker, a process of its own, must go with the master
 def test_a_distributed_run_stops_at_the_masters_check(local_servers, tmp_path):
     address = f"127.0.0.1:{local_servers.ports.triton_grpc}"
     done, took_s = run_scenario(tmp_path, [target("misspelt", "triton-grpc", address, model="tinny")], "--workers", "1")

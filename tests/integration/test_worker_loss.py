@@ -37,6 +37,9 @@ from tests.support.waiting import wait_until
 
 USERS = 4
 RATE = 40.0
+#: the workers are processes of their own, found by their command lines and killed: not forks of a warm Locust
+pytestmark = pytest.mark.usefixtures("fresh_locust_processes")
+
 #: the reference server's hold per call and its slots (more than the users: no call waits for one)
 HOLD_MS, SLOTS = 10.0, 8
 #: from the kill until the master declares the worker missing: its heartbeat timeout, and slack for a busy machine

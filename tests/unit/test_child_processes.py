@@ -14,7 +14,7 @@ import pytest
 from inferload.errors import StoppedBeforeStart
 from inferload.launch import child_processes
 from inferload.launch.child_processes import ChildProcesses, exit_code
-from inferload.launch.distributed import DistributedRun, master_command
+from inferload.launch.distributed import DistributedRun, master_arguments
 from inferload.run import early_signals
 from tests.support.ports import free_port
 from tests.support.scenario_factory import scenario, tiny_target, write_scenario
@@ -181,9 +181,9 @@ def distributed_run(headless: bool) -> DistributedRun:
 
 
 def test_a_headless_master_gets_the_worker_wait_and_a_web_ui_master_a_loopback_web_host():
-    headless = master_command(distributed_run(True), Path("locustfile.py"), 5557)
+    headless = master_arguments(distributed_run(True), Path("locustfile.py"), 5557)
     assert headless[headless.index("--worker-wait") + 1] == "30" and "--web-host" not in headless
-    web = master_command(distributed_run(False), Path("locustfile.py"), 5557)
+    web = master_arguments(distributed_run(False), Path("locustfile.py"), 5557)
     assert web[web.index("--web-host") + 1] == "127.0.0.1" and "--worker-wait" not in web
 
 

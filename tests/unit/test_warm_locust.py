@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -192,6 +193,11 @@ def test_a_warm_locust_named_by_the_environment_forks_every_run_of_a_command_and
                 children.start_locust(["-f", str(locustfile)], tmp_path / f"{block}.log")
                 assert children.wait() == 0
             assert f"server {owner.pid}" in (tmp_path / f"{block}.log").read_text()
+        with ChildProcesses() as children:  # a distributed run: its master the lead, its workers helpers
+            children.start_locust(["-f", str(locustfile)], tmp_path / "master.log")
+            worker = children.start_locust(["-f", str(locustfile)], tmp_path / "worker.log", lead=False)
+            assert children.wait() == 0 and children.helpers == [worker]
+        assert worker.wait(timeout=30) == 0 and f"server {owner.pid}" in (tmp_path / "worker.log").read_text()
         assert owner.pid is not None  # still running: the blocks only used it
     finally:
         owner.close()
@@ -213,6 +219,19 @@ def test_a_warm_locust_refuses_a_caller_of_another_inferload_and_its_run_starts_
         owner.close()
     log = (tmp_path / "run.log").read_text()
     assert "not /elsewhere/inferload; this and the next runs start as new processes" in log and "locust_entry" in log
+
+
+def test_a_caller_is_refused_unless_it_shares_the_servers_package_user_and_namespaces():
+    """What a fork cannot change is refused, so the caller starts a process of its own: here the caller is
+    this process (the same user and namespaces), so only another package is refused."""
+    from inferload.launch.warm_locust import PACKAGE, _refusal
+
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    with ours, theirs:
+        request = {"argv": [], "cwd": "/", "env": {}, "stdout": "", "stderr": "", "package": PACKAGE}
+        assert _refusal(ours, request) is None
+        refused = _refusal(ours, {**request, "package": "/elsewhere/inferload"})
+        assert refused == f"this warm Locust runs {PACKAGE}, not /elsewhere/inferload"
 
 
 def test_a_run_whose_caller_has_gone_gets_sighup_and_ends(forks, tmp_path):
