@@ -159,12 +159,19 @@ sys.exit(0)
 """
 
 
-def test_blocks_given_one_warm_locust_fork_from_it_and_leave_it_to_its_owner(tmp_path, monkeypatch):
-    """tune's candidates: each a sweep of its own, every step forked from the tune's one warm Locust."""
+@pytest.fixture
+def server_probe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A locustfile that prints the pid of the server its run was forked from, in the test's own folder."""
     monkeypatch.setenv(WARM_ENV, "1")
     monkeypatch.chdir(tmp_path)
     locustfile = tmp_path / "probe.py"
     locustfile.write_text(SERVER_PROBE)
+    return locustfile
+
+
+def test_blocks_given_one_warm_locust_fork_from_it_and_leave_it_to_its_owner(tmp_path, server_probe):
+    """tune's candidates: each a sweep of its own, every step forked from the tune's one warm Locust."""
+    locustfile = server_probe
     shared = WarmLocust()
     try:
         for block in ("one", "two"):
@@ -178,13 +185,11 @@ def test_blocks_given_one_warm_locust_fork_from_it_and_leave_it_to_its_owner(tmp
     assert shared.pid is None
 
 
-def test_a_warm_locust_named_by_the_environment_forks_every_run_of_a_command_and_outlives_it(tmp_path, monkeypatch):
+def test_a_warm_locust_named_by_the_environment_forks_every_run_of_a_command_and_outlives_it(tmp_path, monkeypatch, server_probe):
     """A process that runs many commands (the test suite) starts one server and names its socket: a single
-    run's block (`warm=False`, `inferload run`) forks from it too, and no block stops it."""
-    monkeypatch.setenv(WARM_ENV, "1")
-    monkeypatch.chdir(tmp_path)
-    locustfile = tmp_path / "probe.py"
-    locustfile.write_text(SERVER_PROBE)
+    run's block (`warm=False`, `inferload run`) forks from it too, so do a distributed run's master and
+    workers, and no block stops it."""
+    locustfile = server_probe
     owner = WarmLocust()
     try:
         monkeypatch.setenv(SHARED_SOCKET_ENV, str(owner.socket))
