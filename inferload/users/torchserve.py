@@ -13,7 +13,6 @@ failure then says what came instead; ``expected`` compares the answer with its s
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any
 
@@ -63,14 +62,6 @@ from inferload.users.tls import native_tls
 # raises ``BodyError``, which names the sample when the caller knows it.
 class BodyError(ValueError):
     """A request's data cannot be sent as the target's body."""
-
-
-@dataclass(frozen=True, slots=True)
-class TorchServeBody:
-    """One pre-encoded request: the body and its Content-Type header value."""
-
-    body: bytes
-    content_type: str
 
 
 def encode_raw(array: np.ndarray) -> bytes:
