@@ -35,24 +35,22 @@ import logging
 import os
 import signal
 import sys
-import time
 from dataclasses import dataclass, field
 from typing import Any, NoReturn, Protocol
 
 import gevent
 from locust.env import Environment
 from locust.rpc import Message
-from locust.runners import STATE_INIT, STATE_MISSING, STATE_RUNNING, STATE_SPAWNING, MasterRunner, Runner, WorkerRunner
+from locust.runners import STATE_INIT, STATE_RUNNING, STATE_SPAWNING, MasterRunner, Runner, WorkerRunner
 
 from inferload.run import early_signals
+from inferload.run.workers import WORKER_QUIT_WAIT_S, quit_workers
 
 logger = logging.getLogger(__name__)
 
 STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM)
 #: the signal of the parent's death (`inferload.launch.child_processes.PARENT_DEATH_SIGNAL`): stops once, repeats ignored
 PARENT_DEATH = signal.SIGHUP
-#: how long a stopping master waits for its workers' last reports
-WORKER_QUIT_WAIT_S = 10.0
 #: the function of Locust's main (locust/main.py) whose greenlet sleeps --autoquit seconds after a run
 LOCUST_AUTOQUIT_WAIT = "stop_and_optionally_quit"
 
@@ -159,7 +157,7 @@ class RunStopper:
             name,
         )
         if isinstance(runner, MasterRunner):
-            self._quit_workers(runner)
+            quit_workers(runner, self.worker_quit_wait_s)
         shape = runner.shape_greenlet
         if shape is not None and not shape.dead:
             shape.kill(block=False)  # Locust's main greenlet then stops, quits and fires `quitting`
@@ -174,7 +172,7 @@ class RunStopper:
             return  # Locust's own SIGTERM handler (installed in web UI mode) shuts down and fires `quitting`
         logger.warning("%s: quitting%s (send it again to exit at once)", name, "; writing the results" if running else "")
         if isinstance(runner, MasterRunner) and running:
-            self._quit_workers(runner)
+            quit_workers(runner, self.worker_quit_wait_s)
         runner.quit()
         web_ui = self.environment.web_ui
         if web_ui is not None:
@@ -207,23 +205,6 @@ class RunStopper:
         self.environment.events.report_to_master.fire(client_id=runner.client_id, data=report)
         runner.send_message("stats", report)  # before anything yields: Locust's SIGTERM shutdown may follow
         runner.handle_message(Message("quit", None, runner.client_id))  # what a master's quit does
-
-    def _quit_workers(self, runner: MasterRunner) -> None:
-        """Tell every live worker to quit and wait until each has (its last report comes first)."""
-        ids = [client.id for client in runner.clients.all if client.state != STATE_MISSING]
-        for client_id in ids:
-            runner.send_message("quit", client_id=client_id)
-        deadline = time.monotonic() + self.worker_quit_wait_s
-        while time.monotonic() < deadline and any(client_id in runner.clients for client_id in ids):
-            gevent.sleep(0.05)
-        late = [client_id for client_id in ids if client_id in runner.clients]
-        if late:
-            logger.warning(
-                "%d worker(s) did not quit within %g s; their last reports are missing: %s",
-                len(late),
-                self.worker_quit_wait_s,
-                ", ".join(late),
-            )
 
     # -- the exit code --------------------------------------------------------------------
     def _on_quitting(self, environment: Environment, **_: Any) -> None:

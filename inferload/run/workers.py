@@ -83,6 +83,32 @@ def missing_workers_message(joined: int, expected: int, wait_s: float) -> str:
     )
 
 
+#: how long a master that ends its run waits for its workers' last reports
+WORKER_QUIT_WAIT_S = 10.0
+#: how often it looks
+QUIT_POLL_S = 0.05
+
+
+def quit_workers(runner: MasterRunner, wait_s: float = WORKER_QUIT_WAIT_S) -> list[str]:
+    """Tell every live worker to quit and wait until each has, at most `wait_s`: a worker sends its
+    last report before its quit, so the master's figures then hold every request it made (Locust's
+    own quit waits 0.5 s for those reports, and a worker still stopping its users misses it). The
+    last worker's quit makes Locust's master stop and quit the run itself. Returns the workers that
+    did not quit in time (their last reports are missing; each named in a warning)."""
+    ids = [client.id for client in runner.clients.all if client.state != STATE_MISSING]
+    for client_id in ids:
+        runner.send_message("quit", client_id=client_id)
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline and any(client_id in runner.clients for client_id in ids):
+        gevent.sleep(QUIT_POLL_S)
+    late = [client_id for client_id in ids if client_id in runner.clients]
+    if late:
+        logger.warning(
+            "%d worker(s) did not quit within %g s; their last reports are missing: %s", len(late), wait_s, ", ".join(late)
+        )
+    return late
+
+
 def give_up_if_missing(runner: MasterRunner, expected: int, wait_s: float) -> None:
     """Exit 2 when the run has not started and fewer than `expected` workers are ready."""
     if runner.state != STATE_INIT or runner.shape_greenlet is not None:
