@@ -26,8 +26,11 @@ $(STAMP): pyproject.toml setup.py constraints.txt
 		-c constraints.txt -e '.[servers,test,lint]'
 	touch $(STAMP)
 
+# inferload's own bytecode too (an editable install is not compiled by uv): under PYTHONDONTWRITEBYTECODE each
+# Locust, CLI and server process would compile it again (about 0.1 CPU-s a Locust); a stale file is recompiled
 build: $(STAMP) native
 	@echo "== make build: $$(date -u +%T) UTC"
+	$(PY) -m compileall -q inferload
 	bash scripts/install-system-deps.sh servers
 	$(PY) -m inferload.local.models.build
 	$(PY) -m inferload.local.models.llm
