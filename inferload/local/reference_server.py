@@ -35,10 +35,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-import numpy as np
-import requests
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -46,6 +44,10 @@ from inferload.errors import ConfigFileError, Problem, ServerError
 from inferload.launch import die_with_parent
 from inferload.scenario.fields import DType
 from inferload.scenario.messages import describe_value, format_key_path
+
+if TYPE_CHECKING:  # the server's own process imports neither (numpy and requests are the client side's)
+    import numpy as np
+    import requests
 
 #: the longest hold a law may script, in milliseconds (one hour; the server's bound)
 MAX_HOLD_MS = 3_600_000.0
@@ -305,11 +307,15 @@ class ReferenceRecords:
     @property
     def queue_ns(self) -> np.ndarray:
         """Waiting for a slot: service start − received."""
+        import numpy as np
+
         return self.start_ns.astype(np.int64) - self.received_ns.astype(np.int64)
 
     @property
     def service_ns(self) -> np.ndarray:
         """Held: service end − service start (≥ the scripted hold)."""
+        import numpy as np
+
         return self.end_ns.astype(np.int64) - self.start_ns.astype(np.int64)
 
     def with_status(self, name: str) -> np.ndarray:
@@ -323,6 +329,8 @@ class ReferenceRecords:
     def most_in_service(self) -> int:
         """The most requests in service at once ([start, end) intervals; an end frees its slot
         before a start at the same nanosecond takes it)."""
+        import numpy as np
+
         served = self.end_ns > self.start_ns
         starts, ends = self.start_ns[served], self.end_ns[served]
         if starts.size == 0:
@@ -338,6 +346,8 @@ RECORDS_MAGIC = b"IFLREC01"
 
 def parse_records(body: bytes) -> ReferenceRecords:
     """The packed answer of ``GET /reference/records`` (docs/reference-server.md) as arrays."""
+    import numpy as np
+
     if len(body) < 16 or body[:8] != RECORDS_MAGIC:
         raise ServerError("the reference server's records answer does not start with IFLREC01: not its records")
     header_length = int.from_bytes(body[8:16], "little")
@@ -486,6 +496,8 @@ class ReferenceServerProcess:
         return " | ".join(lines[-5:]) or "its log is empty"
 
     def _request(self, method: str, path: str, timeout_s: float, stream: bool = False) -> requests.Response:
+        import requests
+
         try:
             response = requests.request(method, self.http_url + path, timeout=timeout_s, verify=self._verify, stream=stream)
         except requests.RequestException as error:
