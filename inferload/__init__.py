@@ -22,7 +22,7 @@ The public API, for hand-written locustfiles and scripts (docs/python-api.md):
   InfluxDB streaming for any locustfile's own users (``AttachedRun``);
 - the scenario model and its readers: ``Target``, ``InputSpec``, ``DataSpec``, ``Slo``, ``Scenario``,
   ``load_scenario`` (a YAML file), ``scenario_from_dict`` (a dict as YAML would give);
-- ``scenario_classes`` (``ScenarioClasses``) and ``install``: what inferload's own locustfile does
+- ``scenario_classes`` (``ScenarioClasses``): what inferload's own locustfile does
   (a scenario's users, shape, options and results);
 - the errors of ``inferload.errors`` (the tree is drawn there).
 
@@ -61,7 +61,7 @@ from inferload.errors import (
 
 if TYPE_CHECKING:
     from inferload.run.attached_run import AttachedRun, attach
-    from inferload.run.install import ScenarioClasses, install, scenario_classes
+    from inferload.run.locust_classes import ScenarioClasses, scenario_classes
     from inferload.scenario.inputs import DataSpec, InputSpec
     from inferload.scenario.loader import load_scenario, scenario_from_dict
     from inferload.scenario.schema import Scenario
@@ -98,9 +98,8 @@ _LAZY = {
     "scenario_from_dict": "inferload.scenario.loader",
     "attach": "inferload.run.attached_run",
     "AttachedRun": "inferload.run.attached_run",
-    "install": "inferload.run.install",
-    "scenario_classes": "inferload.run.install",
-    "ScenarioClasses": "inferload.run.install",
+    "scenario_classes": "inferload.run.locust_classes",
+    "ScenarioClasses": "inferload.run.locust_classes",
 }
 
 __all__ = [
@@ -147,7 +146,6 @@ __all__ = [
     "UsageError",
     "attach",
     "inference_task",
-    "install",
     "load_scenario",
     "scenario_classes",
     "scenario_from_dict",

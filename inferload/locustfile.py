@@ -13,7 +13,6 @@ own name (`import inferload.locustfile`) it only defines what is below.
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 import locust  # noqa: F401  (before the rest: gevent monkey patching)
 
@@ -22,7 +21,7 @@ from inferload.run import early_signals
 if __name__ != "inferload.locustfile":  # Locust loads it: SIGINT/SIGTERM held while the rest imports (RunStopper takes them)
     early_signals.hold()
 
-from inferload.run.install import install
+from inferload.run.locust_classes import ScenarioClasses, scenario_classes
 from inferload.run.plugin import scenario_path_from_argv
 from inferload.scenario.loader import load_scenario
 from inferload.scenario.schema import Scenario
@@ -39,9 +38,9 @@ def scenario_from_argv() -> Scenario:
     return load_scenario(path)
 
 
-def install_scenario_from_argv(namespace: dict[str, Any]) -> None:
-    """Make the calling locustfile run the scenario given on the command line."""
-    install(namespace, scenario_from_argv)
+def scenario_classes_from_argv() -> ScenarioClasses:
+    """The Locust classes of the scenario given on the command line, its run wired (or exit 2)."""
+    return scenario_classes(scenario_from_argv)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -54,5 +53,6 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
-elif __name__ != "inferload.locustfile":  # loaded by Locust as a locustfile
-    install_scenario_from_argv(globals())
+elif __name__ != "inferload.locustfile":  # loaded by Locust as a locustfile: it finds the classes among the globals
+    users, ScenarioShape = scenario_classes_from_argv()
+    globals().update(users)

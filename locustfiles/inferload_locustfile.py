@@ -9,6 +9,7 @@ the scenario's traffic shape, exact percentiles and summary.json, exit code 1 on
 
 import locust  # noqa: F401  (first: gevent monkey patching)
 
-from inferload.locustfile import install_scenario_from_argv
+from inferload.locustfile import scenario_classes_from_argv
 
-install_scenario_from_argv(globals())
+users, ScenarioShape = scenario_classes_from_argv()
+globals().update(users)  # Locust finds the user classes among the locustfile's globals

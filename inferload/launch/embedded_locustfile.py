@@ -34,13 +34,14 @@ import locust  # noqa: F401  (first: gevent monkey patching)
 import json
 
 from inferload.launch.embedded_locustfile import load_embedded
-from inferload.run.install import install
+from inferload.run.locust_classes import scenario_classes
 
 SCENARIO = {scenario}
 FILES = {files}
 MODELS = {models}
 
-install(globals(), lambda: load_embedded(SCENARIO, FILES), json.loads(MODELS))
+users, ScenarioShape = scenario_classes(lambda: load_embedded(SCENARIO, FILES), json.loads(MODELS))
+globals().update(users)
 '''
 
 

@@ -365,7 +365,7 @@ def preload(reports: bool) -> None:
     two lists equal), and report.html's plotting with `reports`."""
     import locust.main  # noqa: F401  (gevent's patches first, as Locust's run does)
 
-    from inferload.run import early_signals, install, plugin  # noqa: F401
+    from inferload.run import early_signals, locust_classes, plugin  # noqa: F401
     from inferload.scenario import loader  # noqa: F401
 
     if reports:

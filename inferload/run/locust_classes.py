@@ -2,20 +2,19 @@
 options, the scenario's user and shape classes, and the run hooks (among them the SIGINT/SIGTERM
 handler of `inferload.run.signals` and `--worker-wait`).
 
-`scenario_classes(load)` does it and returns the classes (`ScenarioClasses`), for the locustfile
-to bind as it likes (Locust finds user and shape classes among a locustfile's module globals);
-`install(globals(), load)` does the same and puts them into the namespace it is given (kept for
-the locustfiles written with it).
+`scenario_classes(load)` does it and returns the classes (`ScenarioClasses`); the locustfile binds
+them as module globals itself, where Locust looks for user and shape classes
+(``users, ScenarioShape = scenario_classes(load)`` then ``globals().update(users)``).
 
-Two locustfiles use it: `locustfiles/inferload_locustfile.py` (the scenario named by
-`--scenario`) and the self-contained locustfile `inferload run --workers` generates (the scenario
-and its payload files embedded, so workers started with `inferload worker` need nothing else:
-see `inferload.launch.embedded_locustfile`). Errors in the scenario or a failed start check (a
-server that cannot be reached, a model it does not serve, tensors that do not match, a results
-folder that cannot be written) end the process with exit code 2 and one line per problem: this is
-the edge, where exiting is right. With a run key in the environment (`INFERLOAD_RUN_KEY`, every
-master and worker has one) the master's port is authenticated before Locust opens it
-(`inferload.run.secure_port`).
+Two locustfiles use it: `inferload/locustfile.py` (the scenario named by `--scenario`; the
+checkout's `locustfiles/inferload_locustfile.py` is the same) and the self-contained locustfile
+`inferload run --workers` generates (the scenario and its payload files embedded, so workers
+started with `inferload worker` need nothing else: see `inferload.launch.embedded_locustfile`).
+Errors in the scenario or a failed start check (a server that cannot be reached, a model it does
+not serve, tensors that do not match, a results folder that cannot be written) end the process
+with exit code 2 and one line per problem: this is the edge, where exiting is right. With a run
+key in the environment (`INFERLOAD_RUN_KEY`, every master and worker has one) the master's port is
+authenticated before Locust opens it (`inferload.run.secure_port`).
 """
 
 from __future__ import annotations
@@ -42,14 +41,6 @@ class ScenarioClasses(NamedTuple):
 
     user_classes: dict[str, type[InferenceUser]]
     shape_class: type[ScenarioShape]
-
-
-def install(namespace: dict[str, Any], load: Callable[[], Scenario], known_models: dict[str, Any] | None = None) -> None:
-    """Fill a locustfile's namespace for the scenario `load()` returns (or exit 2): `scenario_classes`,
-    its user classes and its shape (as ``ScenarioShape``) put into ``namespace``."""
-    classes = scenario_classes(load, known_models)
-    namespace.update(classes.user_classes)
-    namespace["ScenarioShape"] = classes.shape_class
 
 
 def scenario_classes(load: Callable[[], Scenario] | Scenario, known_models: dict[str, Any] | None = None) -> ScenarioClasses:

@@ -1,7 +1,7 @@
 """One scenario run inside Locust: the parts, wired to Locust's events.
 
 A locustfile builds an `InferloadRun` for its scenario (user and shape classes) and hands
-Locust's `init` event to `InferloadRun.on_init` (see `inferload.run.install`). The measuring core
+Locust's `init` event to `InferloadRun.on_init` (see `inferload.run.locust_classes`). The measuring core
 (recorder, the servers' readings, InfluxDB, results, exit code) is `run.attached_run.MeasuredRun`,
 the same as `inferload.attach`'s; the run adds its facts to it (`RunAdditions`). Each other part does
 one job in a module of its own: options (`run.options`), fitting users to the served model

@@ -24,7 +24,7 @@ key, which is never sent.
 Locust makes its sockets through `locust.rpc.zmqrpc.Server` and `Client` (`locust.runners` calls
 `rpc.Server(host, port)` and `rpc.Client(host, port, identity)` through that module when it makes
 its runner and when it reconnects). `secure_master_port(key)` puts subclasses in their place that
-set CURVE before they bind or connect; the locustfile calls it (`run.install`) before Locust makes
+set CURVE before they bind or connect; the locustfile calls it (`run.locust_classes`) before Locust makes
 its runner. tests/unit/test_secure_port.py fails when Locust moves them.
 
 A peer that holds the key is trusted, but a malformed message from one (a bug) must not end the

@@ -15,6 +15,14 @@ from inferload.scenario.loader import load_scenario
 from tests.support.scenario_factory import tiny_target, write_scenario
 
 
+def embedded_constants(source: str) -> str:
+    """The generated locustfile up to its constants (SCENARIO, FILES, MODELS), without the line that
+    wires the run into Locust."""
+    head, wiring, _ = source.partition("\nusers, ScenarioShape = scenario_classes(")
+    assert wiring, source[-400:]
+    return head
+
+
 def test_the_scenario_and_its_npy_payload_travel_inside_the_locustfile(tmp_path):
     payload = np.arange(16, dtype=np.float32).reshape(1, 16)
     (tmp_path / "data").mkdir()
@@ -28,7 +36,7 @@ def test_the_scenario_and_its_npy_payload_travel_inside_the_locustfile(tmp_path)
     source = embedded_locustfile(scenario, models)
 
     namespace: dict = {}
-    exec(compile(source.replace("install(globals()", "_ = (globals()"), "locustfile", "exec"), namespace)
+    exec(compile(embedded_constants(source), "locustfile", "exec"), namespace)
     copy = load_embedded(namespace["SCENARIO"], namespace["FILES"])
     assert copy.base_dir != tmp_path  # unpacked into a folder of its own, on whichever machine
     assert np.array_equal(np.load(copy.base_dir / copy.targets[0].inputs[0].data.path), payload)
@@ -43,9 +51,7 @@ def test_the_unpacked_payloads_go_when_the_worker_process_ends(tmp_path):
         write_scenario(tmp_path, {"name": "npy", "duration": "5s", "targets": [target], "shape": {"kind": "steady", "users": 1}})
     )
     namespace: dict = {}
-    exec(
-        compile(embedded_locustfile(scenario, {}).replace("install(globals()", "_ = (globals()"), "locustfile", "exec"), namespace
-    )
+    exec(compile(embedded_constants(embedded_locustfile(scenario, {})), "locustfile", "exec"), namespace)
     program = (
         "import sys; from inferload.launch.embedded_locustfile import load_embedded; "
         "scenario = load_embedded(sys.argv[1], sys.argv[2]); print(scenario.base_dir); "

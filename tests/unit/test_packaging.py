@@ -169,22 +169,12 @@ def test_python_m_inferload_locustfile_is_locust_running_the_scenario():
     assert done.stdout.split() == ["Available", "Users:", "TritonGrpcCnnUser", "TorchserveCnnUser"]
 
 
-def test_the_docs_fixed_scenario_locustfile_installs_the_scenario(tmp_path):
-    """The first Python block of docs/python-api.md: `install` with a fixed scenario."""
+def test_the_docs_fixed_scenario_locustfile_binds_the_scenario_classes_itself(tmp_path):
+    """The first Python block of docs/python-api.md: `scenario_classes` with a fixed scenario, its
+    user class bound by the locustfile."""
     text = (REPO / "docs" / "python-api.md").read_text()
     block = re.findall(r"```python\n(.*?)```", text, re.S)[0]
-    assert "install(globals()" in block
-    locustfile = tmp_path / "fixed_scenario.py"
-    locustfile.write_text(block)
-    done = run_locustfile("-m", "locust", "-f", str(locustfile), "--results-dir", "x", "--list")
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["Available", "Users:", "TritonGrpcCnnUser"]  # scenarios/steady.yaml's one target
-
-
-def test_the_docs_scenario_classes_locustfile_binds_the_classes_itself(tmp_path):
-    """The docs' `scenario_classes` block: the same classes as `install`'s, bound by the locustfile."""
-    text = (REPO / "docs" / "python-api.md").read_text()
-    (block,) = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "scenario_classes(" in b]
+    assert "scenario_classes(" in block
     locustfile = tmp_path / "bound_classes.py"
     locustfile.write_text(block)
     done = run_locustfile("-m", "locust", "-f", str(locustfile), "--results-dir", "x", "--list")

@@ -44,11 +44,11 @@ def test_every_name_in_all_exists_is_public_and_comes_from_inferload():
 def test_the_api_names_every_user_class_the_client_the_loaders_the_run_hooks_and_every_error():
     import inferload.users
     from inferload.run.attached_run import attach
-    from inferload.run.install import install, scenario_classes
+    from inferload.run.locust_classes import scenario_classes
     from inferload.scenario.loader import load_scenario
     from inferload.users.base import InferenceUser
 
-    assert inferload.install is install and inferload.load_scenario is load_scenario
+    assert inferload.load_scenario is load_scenario
     assert inferload.scenario_classes is scenario_classes and inferload.attach is attach
     user_classes = {name for name in inferload.users.__all__ if inspect.isclass(getattr(inferload.users, name))} - {
         "InferenceClient",
@@ -114,24 +114,21 @@ def test_a_user_class_needs_only_a_target_built_in_python():
     assert (spec.name, array.shape, str(array.dtype)) == ("INPUT__0", (4, 16), "float32")
 
 
-def test_scenario_classes_returns_the_classes_install_puts_into_a_namespace():
+def test_scenario_classes_returns_the_classes_and_binds_no_name_of_the_caller():
     seen = fresh_python(
         "import locust, json\n"
-        "from inferload import install, scenario_classes, scenario_from_dict\n"
+        "from inferload import scenario_classes, scenario_from_dict\n"
         "data = {'name': 's', 'duration': '10s', 'shape': {'kind': 'steady', 'users': 1}, 'targets': [{'name': 'tiny-grpc',\n"
         "        'kind': 'triton-grpc', 'address': '127.0.0.1:8001', 'model': 'tiny',\n"
         "        'inputs': [{'name': 'INPUT__0', 'shape': [16], 'dtype': 'FP32'}]}]}\n"
         "before = set(globals())\n"
         "classes = scenario_classes(scenario_from_dict(data))\n"
         "made = sorted(set(globals()) - before)\n"
-        "namespace = {}\n"
-        "install(namespace, lambda: scenario_from_dict(data))\n"
         "print(json.dumps({'users': sorted(classes.user_classes), 'shape': classes.shape_class.__name__,\n"
-        "                  'made': made, 'installed': sorted(namespace)}))\n"
+        "                  'made': made}))\n"
     )
     assert seen == {
         "users": ["TinyGrpcUser"],
         "shape": "ScenarioShape",
         "made": ["before", "classes"],  # the caller's namespace holds what it bound, nothing more
-        "installed": ["ScenarioShape", "TinyGrpcUser"],
     }
