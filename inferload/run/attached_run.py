@@ -120,8 +120,13 @@ class MeasuredRun:
         self.influx_export: InfluxExport | None = None
         self.server_side: ServerSideReadings | None = None
         self._workers_seen: set[str] = set()
-        if self.is_worker:
-            return  # a worker only records: its figures go to the master with its reports
+        if self.is_worker:  # a worker only records: its figures go to the master with its reports
+            from inferload.run.workers import send_last_messages
+
+            runner = environment.runner
+            assert isinstance(runner, WorkerRunner)
+            environment.events.quit.add_listener(lambda **_: send_last_messages(runner))
+            return
         from inferload.observe.influx_export import InfluxExport
         from inferload.run.server_side import ServerSideReadings
 

@@ -1,5 +1,6 @@
 """On a distributed run's master: every worker that took part, every one that went missing, and
-the re-spread of a missing worker's load onto the live workers.
+the re-spread of a missing worker's load onto the live workers; on a worker, its last messages sent
+before its process ends (`send_last_messages`).
 
 Locust's master declares a worker missing when it has heard no heartbeat from it for
 `HEARTBEAT_LIVENESS` + 1 heartbeat intervals (`HEARTBEAT_INTERVAL`; 3 + 1 times 1 s in Locust 2.47,
@@ -32,7 +33,7 @@ from typing import Any
 
 import gevent
 from locust.env import Environment
-from locust.runners import STATE_INIT, STATE_MISSING, STATE_RUNNING, MasterRunner
+from locust.runners import STATE_INIT, STATE_MISSING, STATE_RUNNING, MasterRunner, WorkerRunner
 
 from inferload.results.summary import iso
 from inferload.run.cli_values import wait_seconds
@@ -107,6 +108,23 @@ def quit_workers(runner: MasterRunner, wait_s: float = WORKER_QUIT_WAIT_S) -> li
             "%d worker(s) did not quit within %g s; their last reports are missing: %s", len(late), wait_s, ", ".join(late)
         )
     return late
+
+
+#: the longest a worker's end waits for its last messages to leave (a master that is gone never takes them)
+LAST_MESSAGES_WAIT_MS = 2000
+
+
+def send_last_messages(runner: WorkerRunner, wait_ms: int = LAST_MESSAGES_WAIT_MS) -> None:
+    """Close the worker's socket once what it still holds has been sent, waiting at most `wait_ms`:
+    its last report and its ``quit`` to the master. ZeroMQ sends from a thread of its own, so a
+    process that ends right after queueing them (a fork of the warm Locust ends with ``os._exit``)
+    could drop them; the master then waits for a quit that never comes until it declares the worker
+    missing (4 to 5 s), and a lost last report takes its requests out of the figures. Called on
+    Locust's ``quit`` event, its last, after Locust's own listeners sent those messages."""
+    socket = runner.client.socket
+    context = socket.context
+    socket.close(linger=wait_ms)
+    context.term()  # returns once the socket's queue is sent, or `wait_ms` has passed
 
 
 def give_up_if_missing(runner: MasterRunner, expected: int, wait_s: float) -> None:
