@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import gevent
+import zmq
 from locust.env import Environment
 from locust.runners import STATE_INIT, STATE_MISSING, STATE_RUNNING, MasterRunner, WorkerRunner
 
@@ -122,9 +123,12 @@ def send_last_messages(runner: WorkerRunner, wait_ms: int = LAST_MESSAGES_WAIT_M
     missing (4 to 5 s), and a lost last report takes its requests out of the figures. Called on
     Locust's ``quit`` event, its last, after Locust's own listeners sent those messages."""
     socket = runner.client.socket
-    context = socket.context
-    socket.close(linger=wait_ms)
-    context.term()  # returns once the socket's queue is sent, or `wait_ms` has passed
+    try:
+        context = socket.context
+        socket.close(linger=wait_ms)
+        context.term()  # returns once the socket's queue is sent, or `wait_ms` has passed
+    except zmq.ZMQError as error:  # the process ends anyway: what was queued may be lost, as before
+        logger.warning("the worker's last messages to the master may be lost: %s", error)
 
 
 def give_up_if_missing(runner: MasterRunner, expected: int, wait_s: float) -> None:
