@@ -343,6 +343,10 @@ class ScenarioShape(LoadTestShape):
         runner = self.runner
         options = runner.environment.parsed_options if runner is not None else None
         if isinstance(runner, MasterRunner) and options is not None and getattr(options, "headless", False):
+            # stopped first, as Locust's own quit does (here, in the shape's greenlet, it stays alive):
+            # a worker's quit to a running master makes it spread the users again over the workers
+            # left and wait a second for their reports
+            runner.stop(send_stop_to_client=False)
             quit_workers(runner)
 
 

@@ -202,6 +202,8 @@ def test_a_distributed_replay_keeps_the_global_schedule(triton: ExampleTriton, r
     # the master ended the run with both workers' last reports in: each told to quit and waited for
     # (Locust's own quit waits 0.5 s, and a busy machine's worker missed it, its last ~3 s out of the figures)
     assert len(re.findall(r"Worker '[^']+' \(index \d\) quit\.", done.stderr + done.stdout)) == 2, done.stderr
+    # stopped before its workers quit: the first quit does not spread the users again over the one left
+    assert (done.stderr + done.stdout).count("Sending spawn jobs") == 1, done.stderr
     open_loop = summary["targets"]["t"]["open_loop"]
     started = datetime.fromisoformat(summary["started_at"]).timestamp()
     expected, times = _file_per_window(recorded, started, 8.0)
