@@ -1,5 +1,6 @@
 """Client-side streaming in real runs: the real servers under Locust, a real InfluxDB, the
-collector alongside; and an InfluxDB stopped in the middle of a run."""
+collector alongside; and an InfluxDB stopped in the middle of a run (against the reference server,
+whose slots set the load)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,12 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from tests.support.influx_fixture import InfluxServer, cnn_targets, observed_scenario, streamed_run
+from tests.support.influx_fixture import InfluxServer, observed_scenario, streamed_run
+from tests.support.reference_server import reference_server, reference_target
+
+#: the reference server's two slots, each holding a request 20 ms: 100 requests a second for 4 users,
+#: whatever else the machine runs (the client could send far more)
+SLOTS, HOLD_MS, USERS = 2, 20, 4
 
 
 def window_rows(results: Path) -> list[dict[str, str]]:
@@ -91,20 +97,26 @@ def test_the_token_never_reaches_results(observed_run) -> None:
     assert "INFLUX_TOKEN" not in text and "Token " not in text
 
 
-def test_an_influxdb_stopped_mid_run_costs_points_not_load(local_servers, tmp_path) -> None:
+def test_an_influxdb_stopped_mid_run_costs_points_not_load(tmp_path) -> None:
+    """The server's slots set the load (100 requests a second), so a window after InfluxDB stopped
+    with half the load of the windows before is the client waiting on InfluxDB, not a busy machine
+    (against a real server whose answers took the machine's CPU, windows beside other tests ranged
+    158 to 424 requests before the stop)."""
     influx = InfluxServer(tmp_path / "influx")
     influx.start()
-    scenario = observed_scenario(tmp_path, cnn_targets(local_servers.ports)[:1], "10s", users=4, warmup="1s")
-    stop_at = time.time() + 7.0  # locust needs a few seconds to start; the run lasts 10 s
-    stopper = threading.Timer(7.0, influx.stop)  # stimulus: InfluxDB goes away in the middle of the run
-    stopper.start()
-    try:
-        started = time.time()
-        result = streamed_run(scenario, tmp_path, "influx-down", influx.url)
-        elapsed = time.time() - started
-    finally:
-        stopper.cancel()
-        influx.stop()
+    with reference_server(delay={"law": "fixed", "ms": HOLD_MS}, concurrency=SLOTS) as server:
+        target = reference_target("ref", "triton-grpc", server.grpc_address, timeout="10s")
+        scenario = observed_scenario(tmp_path, [target], "10s", users=USERS, warmup="1s")
+        stop_at = time.time() + 7.0  # locust needs a few seconds to start; the run lasts 10 s
+        stopper = threading.Timer(7.0, influx.stop)  # stimulus: InfluxDB goes away in the middle of the run
+        stopper.start()
+        try:
+            started = time.time()
+            result = streamed_run(scenario, tmp_path, "influx-down", influx.url)
+            elapsed = time.time() - started
+        finally:
+            stopper.cancel()
+            influx.stop()
     assert result.returncode == 0, result.stderr[-4000:]
     assert elapsed < 30, f"the run took {elapsed:.0f} s: it waited on the stopped InfluxDB"
     output = result.output
