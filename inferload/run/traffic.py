@@ -337,9 +337,10 @@ class ScenarioShape(LoadTestShape):
         return step
 
     def _end_workers_first(self) -> None:
-        """A headless master's run ends with its workers' last reports in: each told to quit and
-        waited for (`run.workers.quit_workers`) before Locust's own quit, which waits 0.5 s for them
-        and on a busy machine left a worker's last ~3 s out of every figure."""
+        """A headless master's run ends with its workers' last reports in: the master stopped, then
+        each worker told to quit and waited for (`run.workers.quit_workers`) before Locust's own
+        quit, which waits 0.5 s for them and on a busy machine left a worker's last ~3 s out of
+        every figure."""
         runner = self.runner
         options = runner.environment.parsed_options if runner is not None else None
         if isinstance(runner, MasterRunner) and options is not None and getattr(options, "headless", False):
