@@ -116,7 +116,8 @@ def config_properties(
         "load_models=" + ",".join(f"{m}.mar" for m in models),
         "models=" + json.dumps(models_json, separators=(",", ":")),
         f"default_workers_per_model={model_config.workers}",
-        f"vmargs=-Djava.io.tmpdir={tmpdir} -XX:+UseSerialGC -Xmx512m",
+        # C1 only: the frontend is short-lived here and never the limit (docs/servers.md, measured)
+        f"vmargs=-Djava.io.tmpdir={tmpdir} -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xmx512m",
     ]
     if tls is not None:
         lines += [f"certificate_file={tls[0]}", f"private_key_file={tls[1]}"]
