@@ -19,9 +19,11 @@ from inferload.scenario.messages import custom_error, describe_value
 _HOSTNAME_RE = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)(\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*\.?")
 
 
-def _split_host_port(text: str, example: str) -> tuple[str, int]:
-    """``host:port`` (``[v6]:port`` for IPv6) → (host as written, port); ValueError otherwise."""
-    expected = f"expected host:port like {example!r}; got {text!r}"
+def _split_host_port(text: str, example: str, written: str | None = None) -> tuple[str, int]:
+    """``host:port`` (``[v6]:port`` for IPv6) → (host as written, port); ValueError otherwise, quoting
+    ``written`` (the whole address as the scenario wrote it; ``text`` itself by default)."""
+    shown = text if written is None else written
+    expected = f"expected host:port like {example!r}; got {shown!r}"
     if text.startswith("["):
         host, closed, rest = text[1:].partition("]")
         if not closed or not rest.startswith(":"):
@@ -30,19 +32,19 @@ def _split_host_port(text: str, example: str) -> tuple[str, int]:
         try:
             ipaddress.IPv6Address(host)
         except ValueError:
-            raise ValueError(f"invalid IPv6 address {host!r} in {text!r}") from None
+            raise ValueError(f"invalid IPv6 address {host!r} in {shown!r}") from None
         host = f"[{host}]"
     else:
         host, colon, port_text = text.rpartition(":")
         if not colon or not host:
             raise ValueError(expected)
         if not _HOSTNAME_RE.fullmatch(host):
-            raise ValueError(f"invalid host {host!r} in {text!r}")
+            raise ValueError(f"invalid host {host!r} in {shown!r}")
     if not port_text.isdigit() or not port_text.isascii():
-        raise ValueError(f"the port must be a number from 1 to 65535; got {port_text!r} in {text!r}")
+        raise ValueError(f"the port must be a number from 1 to 65535; got {port_text!r} in {shown!r}")
     port = int(port_text)
     if not 1 <= port <= 65535:
-        raise ValueError(f"the port must be a number from 1 to 65535; got {port} in {text!r}")
+        raise ValueError(f"the port must be a number from 1 to 65535; got {port} in {shown!r}")
     return host, port
 
 
@@ -74,13 +76,13 @@ def normalise_address(kind: str, address: str) -> str:
         return f"{host}:{port}"
     if record.scheme_dropped:
         _, rest = _split_url(text, ("http", "https"), "http://127.0.0.1:8000")  # https: the target's tls
-        host, port = _split_host_port(rest.rstrip("/"), "127.0.0.1:8000")
+        host, port = _split_host_port(rest.rstrip("/"), "127.0.0.1:8000", text)
         return f"{host}:{port}"
     scheme, rest = _split_url(text, ("http", "https"), "http://127.0.0.1:8080")
     hostport = rest.rstrip("/")
     if "/" in hostport:
         raise ValueError(f"expected http://host:port without a path; got {text!r}")
-    host, port = _split_host_port(hostport, "http://127.0.0.1:8080")
+    host, port = _split_host_port(hostport, "http://127.0.0.1:8080", text)
     return f"{scheme}://{host}:{port}"
 
 
@@ -93,7 +95,7 @@ def _http_url(value: object, example: str) -> tuple[str, str, bool, str]:
         raise custom_error(f"expected an http:// or https:// URL like {example!r}; got {describe_value(value)}")
     hostport, slash, path = rest.partition("/")
     try:
-        host, port = _split_host_port(hostport, example.split("://", 1)[1].split("/", 1)[0])
+        host, port = _split_host_port(hostport, example.split("://", 1)[1].split("/", 1)[0], value.strip())
     except ValueError as error:
         raise custom_error(str(error)) from None
     return scheme.lower(), f"{host}:{port}", bool(slash), path

@@ -162,6 +162,11 @@ def _translate(item: Any, loc: Loc, raw: Mapping[Any, Any]) -> list[tuple[Loc, s
         return [(loc, f"expected a finite number; {got}")]
     if kind in ("string_type", "string_unicode"):
         return [(loc, f"expected a string; {got}")]
+    if kind == "string_too_short":
+        shortest = ctx.get("min_length", 1)
+        return [
+            (loc, f"expected a non-empty string; {got}" if shortest == 1 else f"must be at least {shortest} characters; {got}")
+        ]
     if kind in ("tuple_type", "list_type", "iterable_type"):
         if key == "shape":
             return [(loc, f"expected a list of positive integers like [3, 32, 32]; {got}")]

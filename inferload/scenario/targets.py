@@ -308,7 +308,8 @@ class Target(FrozenModel):
         try:
             return normalise_address(kind, value)
         except ValueError as error:
-            raise custom_error(f"{error} (for a {kind} target)") from None
+            article = "an" if kind[:1] in ("a", "e", "i", "o", "u") else "a"
+            raise custom_error(f"{error} (for {article} {kind} target)") from None
 
     @field_validator("version")
     @classmethod

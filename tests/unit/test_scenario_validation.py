@@ -416,6 +416,27 @@ MALFORMED = [
         set_key("targets[0].address", "bad host!:8001"), "targets[0].address", "invalid host 'bad host!'", id="garbage-host"
     ),
     pytest.param(
+        set_key("targets[1].address", "http://127.0.0.1:x"),
+        "targets[1].address",
+        "the port must be a number from 1 to 65535; got 'x' in 'http://127.0.0.1:x' (for a torchserve-rest target)",
+        id="url-quoted-whole",
+    ),
+    pytest.param(
+        set_key("targets[1]", {"name": "chat", "kind": "openai-chat", "address": "http://[::1", "model": "m"}),
+        "targets[1].address",
+        "expected host:port like 'http://127.0.0.1:8080'; got 'http://[::1' (for an openai-chat target)",
+        id="url-cut-short",
+    ),
+    pytest.param(
+        set_key(
+            "targets[1]",
+            {"name": "chat", "kind": "openai-chat", "address": "http://127.0.0.1:1", "model": "m", "generation": {"prompt": ""}},
+        ),
+        "targets[1].generation.prompt",
+        "expected a non-empty string; got ''",
+        id="empty-prompt",
+    ),
+    pytest.param(
         set_key("targets[0].metrics_url", "127.0.0.1:8002"),
         "targets[0].metrics_url",
         "expected a URL like",
