@@ -24,7 +24,7 @@ from pydantic_core import ErrorDetails
 
 from inferload.errors import InferloadError
 from inferload.paths import write_atomically
-from inferload.results.schema import Count, Number, RunSummary, TailView
+from inferload.results.schema import SCHEMA_VERSION, Count, Number, RunSummary, TailView
 from inferload.scenario.input_files import not_regular_problem, read_limited
 from inferload.scenario.limits import MAX_NUMBER_DIGITS
 
@@ -214,10 +214,20 @@ def started_epoch(summary: RunSummary) -> float | None:
 
 
 def envelope_problem(data: Any) -> str | None:
+    """What makes ``data`` no summary.json this inferload reads, before its figures are read: not an
+    object, a ``schema_version`` newer than `SCHEMA_VERSION`, no ``targets`` object; None: none."""
     if not isinstance(data, dict):
         return f"expected a JSON object with a 'targets' key; got {_got(data)}"
-    if not isinstance(data.get("targets"), dict):
-        return f"targets: expected an object of target name -> figures; got {_got(data.get('targets'))}"
+    version = data.get("schema_version")
+    if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
+        return (
+            f"schema_version {version}: written by a newer inferload; this one reads versions 1 to {SCHEMA_VERSION}"
+            " (upgrade inferload to read it)"
+        )
+    if "targets" not in data:
+        return "targets: missing; expected an object of target name -> figures"
+    if not isinstance(data["targets"], dict):
+        return f"targets: expected an object of target name -> figures; got {_got(data['targets'])}"
     return None
 
 

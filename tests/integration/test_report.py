@@ -277,7 +277,12 @@ def test_a_gpu_csv_adds_a_gpu_section(tmp_path: Path) -> None:
     [
         ("{ not json", "not valid JSON: Expecting property name enclosed in double quotes at line 1, column 3"),
         ("[1, 2]", "expected a JSON object with a 'targets' key; got list"),
-        ('{"run_id": "x"}', "targets: expected an object of target name -> figures; got NoneType None"),
+        ('{"run_id": "x"}', "targets: missing; expected an object of target name -> figures"),
+        ('{"targets": []}', "targets: expected an object of target name -> figures; got list"),
+        (
+            '{"schema_version": 3, "targets": {}}',
+            "schema_version 3: written by a newer inferload; this one reads versions 1 to 2 (upgrade inferload to read it)",
+        ),
         (
             '{"targets": {"t": {"latency_ms": {"p99": "slow"}}}}',
             "targets.t.latency_ms.p99: expected a number or null; got str 'slow'",
