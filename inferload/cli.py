@@ -95,7 +95,7 @@ def build_parser(named: Container[str] | None = None) -> argparse.ArgumentParser
     SLOW_TO_IMPORT_COMMANDS not in it know just their help."""
     parser = CommandParser(
         prog="inferload",
-        description="Load testing for ML inference servers (Triton, TorchServe) on Locust.",
+        description="Load testing for ML inference servers (Triton, TorchServe, KServe, BentoML and OpenAI-compatible LLM servers) on Locust.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -314,7 +314,10 @@ def build_parser(named: Container[str] | None = None) -> argparse.ArgumentParser
     )
     restore.add_argument("--list", action="store_true", dest="list_only", help="list the journal's entries, change nothing")
 
-    servers = sub.add_parser("servers", help="the local servers: Triton and TorchServe of the embedded default, and more")
+    servers = sub.add_parser(
+        "servers",
+        help="the local servers (up, down, status): Triton and TorchServe of the embedded default; KServe, BentoML, llama.cpp",
+    )
     servers.add_argument("action", choices=["up", "down", "status"])
     servers.add_argument(
         "--state-dir", type=Path, default=None, help="where pids, logs and state.json live (default .inferload/servers)"
