@@ -49,10 +49,19 @@ REFUSED_LOCUST_OPTIONS = {
 
 
 class CommandParser(argparse.ArgumentParser):
-    """argparse that answers a mistake with one line naming it, and exit code 2."""
+    """argparse that answers a mistake with one line naming it, and exit code 2; an option the named
+    command does not take is named by that command (``inferload calibrate: unrecognized arguments``)."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+    def parse_command_line(self, argv: list[str]) -> argparse.Namespace:
+        args, unknown = self.parse_known_args(argv)
+        if unknown:
+            commands = next(a.choices for a in self._actions if isinstance(a, argparse._SubParsersAction))
+            named = commands.get(getattr(args, "command", None) or "", self)
+            named.error(f"unrecognized arguments: {' '.join(unknown)}")
+        return args
 
 
 #: commands whose options live in modules slow to import (numpy, the pydantic schemas: a second of CPU
@@ -90,7 +99,7 @@ def named_command(argv: list[str]) -> str | None:
     return next((arg for arg in argv if not arg.startswith("-")), None)
 
 
-def build_parser(named: Container[str] | None = None) -> argparse.ArgumentParser:
+def build_parser(named: Container[str] | None = None) -> CommandParser:
     """Every command's parser; with ``named`` (the command line's command, or none), the commands of
     SLOW_TO_IMPORT_COMMANDS not in it know just their help."""
     parser = CommandParser(
@@ -359,7 +368,7 @@ def _main(argv: list[str], release: Callable[[], None]) -> int:
         argv, locust_args = argv[: argv.index("--")], argv[argv.index("--") + 1 :]
     command = named_command(argv)
     parser = build_parser(named=() if command is None else (command,))
-    args = parser.parse_args(argv)  # a bad option: one line and exit 2 (CommandParser.error)
+    args = parser.parse_command_line(argv)  # a bad option: one line and exit 2 (CommandParser.error)
     args.locust_args = locust_args
     if args.command not in COMMANDS_WITH_CHILDREN:  # Python's own handlers from now on; a signal held so far stops it
         release()

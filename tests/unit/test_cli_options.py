@@ -119,6 +119,12 @@ BAD_OPTIONS: list[tuple[tuple[str, ...], str]] = [
     (("compare", "@D/none", "@D/none"), "@D/none"),
     (("report",), "RESULTS_DIR"),
     (("restore", "--journal", "@D/a-file"), "--journal"),
+    (
+        ("calibrate", "--quick", "--bogus"),
+        "inferload calibrate: unrecognized arguments: --bogus (see inferload calibrate --help)",
+    ),
+    (("servers", "status", "--x"), "inferload servers: unrecognized arguments: --x"),
+    (("compare", "@D", "@D", "@D"), "inferload compare: unrecognized arguments: @D"),
 ]
 
 
