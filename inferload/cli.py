@@ -14,7 +14,7 @@ import importlib
 import json
 import os
 import sys
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, NoReturn
@@ -55,11 +55,13 @@ class CommandParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
+    #: each command's own parser (`build_parser` fills it)
+    commands: Mapping[str, argparse.ArgumentParser]
+
     def parse_command_line(self, argv: list[str]) -> argparse.Namespace:
         args, unknown = self.parse_known_args(argv)
         if unknown:
-            commands = next(a.choices for a in self._actions if isinstance(a, argparse._SubParsersAction))
-            named = commands.get(getattr(args, "command", None) or "", self)
+            named = self.commands.get(getattr(args, "command", None) or "", self)
             named.error(f"unrecognized arguments: {' '.join(unknown)}")
         return args
 
@@ -107,6 +109,7 @@ def build_parser(named: Container[str] | None = None) -> CommandParser:
         description="Load testing for ML inference servers (Triton, TorchServe, KServe, BentoML and OpenAI-compatible LLM servers) on Locust.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser.commands = sub.choices  # the same dict: the commands added below are in it
 
     demo = sub.add_parser(
         "demo",
