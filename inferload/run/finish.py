@@ -96,6 +96,8 @@ def exit_code(summary: RunSummary | Mapping[str, Any]) -> int:
     if silent or never_sent:
         for name in silent:
             logger.error("target %r: every request failed", name)
+        for name in never_sent:
+            logger.error("target %r: no request in the steady state, so nothing was measured of it", name)
         return 1
     with_failures = {name for name, (_, failures) in counts.items() if failures}
     checks = value_at(summary, ("slo", "checks")) or []

@@ -231,6 +231,10 @@ class Slo(FrozenModel):
     min_goodput_pct: Annotated[Number, Field(ge=0, le=100)] | None = None
 
 
+#: the most `weight` of a target: shares finer than a millionth mean nothing, and Locust's float arithmetic
+#: gave every user to the lightest of two targets weighted 10**30 and 1
+MAX_WEIGHT = 1_000_000
+
 #: the `slo` keys only a generative target measures
 GENERATION_SLO_KEYS = ("tpot_p99_ms", "itl_p99_ms", "min_output_tokens_per_s", "min_goodput_pct")
 
@@ -254,7 +258,8 @@ class Target(FrozenModel):
     timeout: Annotated[Seconds, Field(gt=0)] = 10.0
     #: the most bytes of one answer the client buffers; a longer answer fails its request
     max_answer_bytes: Annotated[StrictInt, Field(ge=1024, le=MAX_ANSWER_BYTES)] = DEFAULT_MAX_ANSWER_BYTES
-    weight: Annotated[StrictInt, Field(ge=1)] = 1
+    #: the target's share of the users (closed loop: whole users) or arrivals (open loop): weight / all weights
+    weight: Annotated[StrictInt, Field(ge=1, le=MAX_WEIGHT)] = 1
     #: the order data-set samples are sent in: ``round-robin`` (file order) or ``random`` (seeded shuffle)
     rotation: Rotation = "round-robin"
     rotation_seed: Annotated[StrictInt, Field(ge=0, le=2**63 - 1)] | None = None

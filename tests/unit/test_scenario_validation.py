@@ -230,6 +230,9 @@ MALFORMED = [
         set_key("targets[0].slo", {"p99": 50}), "targets[0].slo.p99", "unknown key 'p99' (did you mean", id="unknown-slo-key"
     ),
     pytest.param(set_key("shape.user", 8), "shape.user", "unknown key 'user' (did you mean 'users'?)", id="unknown-shape-key"),
+    pytest.param(  # Locust's float arithmetic gave all users to the lightest of 10**30 and 1
+        set_key("targets[0].weight", 10**30), "targets[0].weight", "must be at most 1000000; got 10000000", id="weight-too-big"
+    ),
     pytest.param(
         set_key("targets[0].zzz", 1), "targets[0].zzz", "expected one of name, kind, address", id="unknown-key-lists-keys"
     ),

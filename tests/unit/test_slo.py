@@ -57,6 +57,15 @@ def test_exit_code_is_1_on_a_breach_and_on_a_target_that_never_answered():
     assert run.exit_code(summary_with(dead, [])) == 1
 
 
+def test_a_target_with_no_request_exits_1_and_says_which(caplog):
+    """Two targets weighted 1,000,000 and 1 over 4 users: Locust gives the second no user."""
+    run = InferloadRun(slo_scenario(None))
+    summary = {"targets": {"t": figures(), "light": figures(requests=0)}, "slo": slo_section([])}
+    with caplog.at_level("ERROR", logger="inferload.run.finish"):
+        assert run.exit_code(summary) == 1
+    assert caplog.messages == ["target 'light': no request in the steady state, so nothing was measured of it"]
+
+
 def test_failures_within_an_error_rate_slo_exit_0_and_any_others_exit_1():
     run = InferloadRun(slo_scenario({"error_rate": 0.05}))
     some = figures(requests=1000, failures=10, error_rate=0.01)
