@@ -155,14 +155,10 @@ REPORT = figures(
     "residual_ms",
     "cold_start_s",
 )
-REPORT_OPEN_LOOP = figures(
-    "open_loop.configured_rps",
-    "open_loop.achieved_rps",
-    "open_loop.unsent",
-    "open_loop.send_lag_ms.p99",
-    "open_loop.burstiness.sent_cv",
-    "open_loop.burstiness.scheduled_cv",
-)
+#: added to the console table and the report when a target ran open loop (summary.json's `open_loop`)
+OPEN_LOOP = figures("open_loop.configured_rps", "open_loop.achieved_rps", "open_loop.unsent", "open_loop.send_lag_ms.p99")
+#: the report's open-loop figures: `OPEN_LOOP` and the burstiness (the console prints it on a line of its own)
+REPORT_OPEN_LOOP = OPEN_LOOP + figures("open_loop.burstiness.sent_cv", "open_loop.burstiness.scheduled_cv")
 #: added to the console table, the report and compare when a target streamed (a decoupled model)
 STREAMING = figures(
     "decoupled.responses_per_request",
@@ -256,6 +252,19 @@ def turn_notes(name: str, target: Any) -> list[str]:
     return notes
 
 
+def unsent_notes(name: str, target: Any) -> list[str]:
+    """An open-loop target's arrivals that were not sent (``open_loop.unsent``): how many, and what
+    that means for its figures."""
+    unsent, arrivals = value_at(target, ("open_loop", "unsent")), value_at(target, ("open_loop", "arrivals"))
+    if not is_number(unsent) or not unsent or not is_number(arrivals) or not arrivals:
+        return []
+    return [
+        f"{name}: {unsent:,.0f} of {arrivals:,.0f} arrivals unsent ({100 * unsent / arrivals:.1f} %): they found every"
+        " sender busy and the waiting queue full (shape.max_in_flight, max_queue) or were still waiting at the end;"
+        " the target rate was not offered (a max_unsent SLO fails the run on them)"
+    ]
+
+
 def streamed(*targets: Any) -> bool:
     """Whether any of these targets has stream figures (summary.json's `decoupled`)."""
     return any(value_at(target, ("decoupled",)) is not None for target in targets)
@@ -281,13 +290,15 @@ def stream_figures_of(*targets: Any) -> tuple[Figure, ...]:
 
 def format_table(targets: Mapping[str, Any], shown: tuple[Figure, ...] | None = None) -> str:
     """Side-by-side figures for the console, one column per target, and the notes below it: on server
-    figures (shared by targets of one model, not reported by the server) and a conversation's turns. By default the
-    `TABLE` figures, and `stream_figures_of` the targets."""
+    figures (shared by targets of one model, not reported by the server), an open-loop target's unsent
+    arrivals and a conversation's turns. By default the `TABLE` figures, `OPEN_LOOP` when a target ran
+    open loop, and `stream_figures_of` the targets."""
     names = list(targets)
     if not names:
         return "(no targets)"
     if shown is None:
-        shown = TABLE + stream_figures_of(*targets.values())
+        open_loop = any(value_at(target, ("open_loop",)) is not None for target in targets.values())
+        shown = TABLE + (OPEN_LOOP if open_loop else ()) + stream_figures_of(*targets.values())
     rows: list[tuple[str, ...]] = [("", *names)]
     rows += [(figure.heading(), *(figure.cell(targets[n]) for n in names)) for figure in shown]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -295,7 +306,11 @@ def format_table(targets: Mapping[str, Any], shown: tuple[Figure, ...] | None = 
         "  ".join(cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths, strict=True)))
         for row in rows
     ]
-    notes = [note for n in names for note in (*server_side_notes(n, targets[n]), *turn_notes(n, targets[n]))]
+    notes = [
+        note
+        for n in names
+        for note in (*server_side_notes(n, targets[n]), *unsent_notes(n, targets[n]), *turn_notes(n, targets[n]))
+    ]
     return "\n".join(lines + [f"  {note}" for note in notes])
 
 

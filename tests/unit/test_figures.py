@@ -66,3 +66,28 @@ def test_a_streamed_target_adds_its_stream_rows_to_the_table_and_the_report() ->
     assert "responses / request" not in format_table({"t": TARGET})  # no stream: no stream rows
     page = targets_html({"s": {**TARGET, "decoupled": stream}})
     assert '<th>first response p50 (ms)</th><td class="num">1.25</td>' in page
+
+
+def test_an_open_loop_target_adds_its_rates_to_the_table_and_says_how_many_arrivals_went_unsent() -> None:
+    """A replay at 1,000,000 req/s through 8 senders: 3,781 of 2,000,001 arrivals sent."""
+    open_loop = {
+        "configured_rps": 1_000_000.0,
+        "arrivals": 2_000_001,
+        "unsent": 1_996_220,
+        "achieved_rps": 1890.5,
+        "send_lag_ms": {"p50": 1001.98, "p99": 1530.879, "max": 1540.77},
+    }
+    kept_up = {**open_loop, "unsent": 0, "achieved_rps": 1_000_000.0}
+    lines = format_table(
+        {"flooded": {**TARGET, "open_loop": open_loop}, "kept_up": {**TARGET, "open_loop": kept_up}}
+    ).splitlines()
+    rows = {line[:22].strip(): line[22:].split() for line in lines[1:] if not line.startswith("  ")}
+    assert list(rows)[-4:] == ["target rate (req/s)", "achieved rate (req/s)", "unsent arrivals", "send lag p99 (ms)"]
+    assert rows["achieved rate (req/s)"] == ["1890.5", "1000000.0"] and rows["unsent arrivals"] == ["1996220", "0"]
+    notes = [line.strip() for line in lines[1:] if line.startswith("  ")]
+    assert notes == [
+        "flooded: 1,996,220 of 2,000,001 arrivals unsent (99.8 %): they found every sender busy and the waiting queue"
+        " full (shape.max_in_flight, max_queue) or were still waiting at the end; the target rate was not offered"
+        " (a max_unsent SLO fails the run on them)"
+    ]
+    assert "unsent arrivals" not in format_table({"t": TARGET})  # closed loop: no open-loop rows
