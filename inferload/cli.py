@@ -562,10 +562,26 @@ def refused_locust_option(locust_args: list[str]) -> str | None:
     return None
 
 
+def influx_problem(locust_args: list[str]) -> str | None:
+    """What is wrong with the InfluxDB settings of a run (its `--influx-*` options after `--` and the
+    INFLUX_* variables), or None: found before Locust starts."""
+    from inferload.observe.sink import OPTIONS, SinkSettingsError, settings_from_mapping
+
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    for key, option in OPTIONS.items():
+        parser.add_argument(option, dest=key)
+    given, _ = parser.parse_known_args(locust_args)
+    try:
+        settings_from_mapping(vars(given))
+    except SinkSettingsError as error:
+        return f"InfluxDB: {error}"
+    return None
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from inferload.scenario.loader import load_scenario
 
-    refused_option = refused_locust_option(args.locust_args)
+    refused_option = refused_locust_option(args.locust_args) or influx_problem(args.locust_args)
     if refused_option:
         raise UsageError(refused_option)
     if args.master_port is not None and not (args.workers or args.remote_workers):

@@ -30,6 +30,7 @@ from inferload.observe.sink import (
     BackgroundWriter,
     Point,
     SinkSettings,
+    SinkSettingsError,
     mask_secrets,
     open_sink,
     seconds_to_ns,
@@ -353,8 +354,8 @@ def _settings(args: argparse.Namespace, file_values: dict[str, Any]) -> SinkSett
     merged = {**file_values, **{k: v for k, v in flags.items() if v is not None}}
     try:
         settings = settings_from_mapping(merged)
-    except ValidationError as exc:  # a flag's, the environment's or the config's value: named by its key
-        raise CollectorConfigError(validation_problems("influx", exc)) from None
+    except SinkSettingsError as exc:  # a flag's, the environment's or the config's value: named by its key
+        raise CollectorConfigError([Problem("influx", key, message) for key, message in exc.problems]) from None
     if settings is None:
         raise CollectorConfigError(
             [Problem("influx", "url", "no InfluxDB URL: give --influx-url, INFLUX_URL or influx.url in the config")]

@@ -15,10 +15,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
 from inferload.observe.points import HISTOGRAM_MEASUREMENT, line_from_row
-from inferload.observe.sink import SinkSettings, mask_secrets, settings_from_mapping
+from inferload.observe.sink import SinkSettings, SinkSettingsError, mask_secrets, settings_from_mapping
 from inferload.results.files import ResultsError
 from inferload.results.histograms import RangeFigures, merge_range, parse_time, print_range
 
@@ -125,11 +123,9 @@ def cmd_report_influx(args: argparse.Namespace) -> int:
     chosen = [w.strip() for w in args.range_workers.split(",") if w.strip()] if args.range_workers else None
     try:
         try:
-            values = {"url": args.influx_url, "database": args.influx_db}
-            settings = settings_from_mapping(values)
-        except ValidationError as error:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in error.errors())
-            raise ResultsError(f"--influx-url: {problems}") from None
+            settings = settings_from_mapping({"url": args.influx_url, "database": args.influx_db})
+        except SinkSettingsError as error:
+            raise ResultsError(str(error)) from None
         assert settings is not None  # the URL is given
         run_id = args.run_id
         if run_id is None and args.results_dir is not None:

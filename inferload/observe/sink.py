@@ -21,10 +21,10 @@ from functools import lru_cache
 from typing import Any, Literal, Protocol
 
 import requests
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 from urllib3.exceptions import HTTPError
 
-from inferload.errors import InferloadError
+from inferload.errors import InferloadError, UsageError
 from inferload.servermetrics.http_client import bounded_session
 
 # InfluxDB line protocol: a `Point` and its encoding, as pure functions.
@@ -153,6 +153,33 @@ ENV_VARS = {
     "username": "INFLUX_USER",
     "password": "INFLUX_PASSWORD",
 }
+#: the settings whose values are never echoed in a message
+SECRET_KEYS = ("token", "password")
+#: each setting's command-line option (Locust's, the collector's, `inferload report`'s)
+OPTIONS = {
+    "url": "--influx-url",
+    "api": "--influx-api",
+    "database": "--influx-db",
+    "org": "--influx-org",
+    "token": "--influx-token",
+    "username": "--influx-user",
+    "password": "--influx-password",
+}
+
+
+class SinkSettingsError(UsageError):
+    """InfluxDB settings that are not valid, whichever gave them (an option, an INFLUX_* variable, a
+    config file, ``attach(influx_url=...)``): ``.problems`` holds (setting, what was expected) pairs;
+    the message names each setting by its option and variable."""
+
+    def __init__(self, problems: list[tuple[str, str]]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(f"{setting_name(key)}: {message}" for key, message in problems))
+
+
+def setting_name(key: str) -> str:
+    """A setting as a user gives it: ``--influx-url (or INFLUX_URL)``."""
+    return f"{OPTIONS[key]} (or {ENV_VARS[key]})" if key in OPTIONS else key
 
 
 # Where and how points are written: one frozen settings object for every writer.
@@ -213,7 +240,8 @@ class SinkSettings(BaseModel):
 
 def settings_from_mapping(values: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> SinkSettings | None:
     """SinkSettings from option values (None entries skipped), with INFLUX_* environment
-    variables filling what is missing; None when no URL is given anywhere."""
+    variables filling what is missing; None when no URL is given anywhere; SinkSettingsError when
+    a value is not valid."""
     env = os.environ if environ is None else environ
     merged: dict[str, Any] = {k: v for k, v in values.items() if v is not None}
     for key, var in ENV_VARS.items():
@@ -221,7 +249,25 @@ def settings_from_mapping(values: Mapping[str, Any], environ: Mapping[str, str] 
             merged[key] = env[var]
     if not merged.get("url"):
         return None
-    return SinkSettings.model_validate(merged)
+    try:
+        return SinkSettings.model_validate(merged)
+    except ValidationError as error:
+        raise SinkSettingsError([_settings_problem(item) for item in error.errors(include_url=False)]) from None
+
+
+def _settings_problem(item: Any) -> tuple[str, str]:
+    """One of pydantic's errors on SinkSettings as (setting, what was expected; what came), the value
+    of a secret setting left out."""
+    from inferload.scenario.messages import describe_value
+
+    key = ".".join(map(str, item["loc"])) or "settings"
+    message = str(item["msg"]).removeprefix("Value error, ")  # our validators' own words: they name the value
+    if item["type"] == "value_error":
+        return key, message
+    if item["type"] == "extra_forbidden":
+        return key, f"unknown setting; expected one of {', '.join(ENV_VARS)}"
+    expected = message.replace("Input should be ", "expected ", 1)
+    return key, expected + ("" if key in SECRET_KEYS else f"; got {describe_value(item.get('input'))}")
 
 
 # The v2 write API through influxdb-client (InfluxDB 2.x, 3.x, and 1.8+'s v2 endpoints).
@@ -501,6 +547,7 @@ __all__ = [
     "Point",
     "SinkError",
     "SinkSettings",
+    "SinkSettingsError",
     "SinkStats",
     "Writer",
     "encode_point",

@@ -377,12 +377,12 @@ def _thresholds(slo: Mapping[str, Slo | Mapping[str, Any]] | None) -> dict[str, 
 
 
 def _sink_settings(influx_url: str | None) -> SinkSettings | None:
-    from inferload.observe.sink import settings_from_mapping
+    from inferload.observe.sink import SinkSettingsError, settings_from_mapping
 
     try:
         return settings_from_mapping({"url": influx_url})
-    except ValidationError as error:
-        messages = "; ".join(str(item["msg"]) for item in error.errors(include_url=False))
+    except SinkSettingsError as error:
+        messages = "; ".join(f"{key}: {message}" for key, message in error.problems)
         raise StartCheckError([f"attach(influx_url=...) or the INFLUX_* variables: {messages}"], skippable=False) from None
 
 

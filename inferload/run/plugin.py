@@ -25,6 +25,7 @@ from locust.runners import STATE_MISSING, STATE_RUNNING, STATE_SPAWNING, MasterR
 from inferload.errors import StartCheckError
 from inferload.measure.windows import StabilityRule
 from inferload.observe.influx_export import sink_settings_from_options
+from inferload.observe.sink import SinkSettingsError
 from inferload.results.files import default_run_id
 from inferload.results.schema import RunSummary
 from inferload.run import finish
@@ -193,6 +194,10 @@ class InferloadRun:
         runner = environment.runner
         is_worker = isinstance(runner, WorkerRunner)
         self.options = RunOptions.from_parsed(environment.parsed_options)
+        try:  # (its secrets are taken out of the options the master sends to its workers)
+            settings = sink_settings_from_options(environment.parsed_options)
+        except SinkSettingsError as error:
+            raise StartCheckError([f"InfluxDB: {error}"], skippable=False) from None
         if not is_worker:
             self.calibration = self.calibration_at_start(environment)
             self.run_id = self.options.run_id or default_run_id(self.scenario.name, time.time())
@@ -210,7 +215,6 @@ class InferloadRun:
             problems = engine_needed(environment, classes)
             if problems:
                 raise StartCheckError(problems, skippable=False)
-        settings = sink_settings_from_options(environment.parsed_options)
         self.measured = MeasuredRun(
             environment,
             self.scenario,

@@ -57,6 +57,8 @@ BAD_OPTIONS: list[tuple[tuple[str, ...], str]] = [
     (("run", "@S", "--headless", "--", "-t", "2s"), "-t"),
     (("run", "@S", "--headless", "--", "--run-time=2s"), "--run-time"),
     (("run", "@D/missing.yaml", "--headless"), "missing.yaml"),
+    (("run", "@S", "--headless", "--", "--influx-url", "ftp://x"), "InfluxDB: --influx-url (or INFLUX_URL): expected an http"),
+    (("run", "@S", "--headless", "--", "--influx-url=http://127.0.0.1:1", "--influx-api=v9"), "--influx-api (or INFLUX_API)"),
     (("sweep", "@S", "--users", "1,2", "--warmup", "garbage"), "--warmup"),
     (("sweep", "@S", "--users", "1,2", "--window", "0s"), "--window"),
     (("sweep", "@S", "--users", "1,2", "--out", "@D/a-file"), "--out"),
@@ -158,6 +160,18 @@ def test_a_bad_option_is_one_line_naming_it_and_exit_2(folder: Path, args: tuple
     assert len(lines) == 1, done.stderr
     assert named.replace("@D", str(folder)) in lines[0], lines[0]
     assert sorted(path.name for path in folder.iterdir()) == before  # nothing made: no results/, no journal/
+
+
+def test_a_plain_locust_run_with_a_bad_influx_url_variable_exits_2_naming_it(folder: Path) -> None:
+    """`locust -f inferload/locustfile.py` with INFLUX_URL=ftp://... ended in a pydantic traceback, exit 1."""
+    scenario = write_scenario(folder, steady_one_user(bare_target("t", "triton-http", f"127.0.0.1:{free_port()}")))
+    command = [sys.executable, "-m", "locust", "-f", str(REPO / "inferload" / "locustfile.py"), "--scenario", str(scenario)]
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "HOME": str(folder), "INFLUX_URL": "ftp://influx:8086"}
+    done = subprocess.run([*command, "--headless"], cwd=folder, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and "errors.pydantic.dev" not in done.stderr, done.stderr
+    assert "InfluxDB: --influx-url (or INFLUX_URL): expected an http:// or https:// URL" in done.stderr, done.stderr
+    assert "got 'ftp://influx:8086'" in done.stderr
 
 
 @pytest.mark.parametrize("command", [None, *SUBCOMMANDS])

@@ -145,7 +145,7 @@ def report_args(**given: Any) -> argparse.Namespace:
 
 def test_report_from_influxdb_says_what_is_missing_or_malformed(capsys: pytest.CaptureFixture[str]):
     assert cmd_report_influx(report_args(influx_url="127.0.0.1:8086", run_id="r1")) == 2
-    assert "inferload report: --influx-url: url: Value error, expected an http:// or https:// URL" in capsys.readouterr().err
+    assert "inferload report: --influx-url (or INFLUX_URL): expected an http:// or https:// URL" in capsys.readouterr().err
     assert cmd_report_influx(report_args(influx_url="http://127.0.0.1:1")) == 2
     assert "--influx-url needs --run-id" in capsys.readouterr().err
     with pytest.raises(SystemExit) as stopped:

@@ -15,6 +15,7 @@ from inferload.observe.sink import (
     Point,
     SinkError,
     SinkSettings,
+    SinkSettingsError,
     encode_point,
     make_writer,
     mask_secrets,
@@ -87,6 +88,20 @@ def test_environment_variables_fill_what_options_leave_out() -> None:
     assert settings is not None and settings.url == "http://db:8086" and settings.database == "x"
     assert settings.token is not None and settings.token.get_secret_value() == "tok"
     assert settings_from_mapping({}, {}) is None
+
+
+def test_settings_that_are_not_valid_name_their_option_and_variable_and_never_echo_a_secret() -> None:
+    with pytest.raises(SinkSettingsError) as bad_url:
+        settings_from_mapping({}, {"INFLUX_URL": "ftp://db:8086"})
+    assert str(bad_url.value) == (
+        "--influx-url (or INFLUX_URL): expected an http:// or https:// URL like 'http://127.0.0.1:8086'; got 'ftp://db:8086'"
+    )
+    with pytest.raises(SinkSettingsError) as bad_api:
+        settings_from_mapping({"url": "http://db:8086", "api": "v9"}, {})
+    assert bad_api.value.problems == [("api", "expected 'v1' or 'v2'; got 'v9'")]
+    with pytest.raises(SinkSettingsError) as bad_token:  # a config file's token of the wrong type
+        settings_from_mapping({"url": "http://db:8086", "token": 31337}, {})
+    assert bad_token.value.problems == [("token", "expected a valid string")] and "31337" not in str(bad_token.value)
 
 
 # --- the background writer, on a scripted writer ------------------------------------------------------
