@@ -209,15 +209,13 @@ def read_calibration(path: str | Path) -> Calibration:
     try:
         text = read_limited(path, MAX_SMALL_FILE_BYTES)  # a regular file: never a FIFO or a device
     except ValueError as error:
-        raise ConfigFileError([Problem(str(path), "(file)", str(error))]) from None
+        raise ConfigFileError([Problem(str(path), "", str(error).removeprefix(f"{path} "))]) from None
     try:
         data = json.loads(text)
     except RecursionError:  # json's own depth limit: not a ValueError
-        raise ConfigFileError(
-            [Problem(str(path), "(file)", "expected JSON nested a few levels deep; it is nested too deep")]
-        ) from None
+        raise ConfigFileError([Problem(str(path), "", "expected JSON nested a few levels deep; it is nested too deep")]) from None
     except ValueError as error:
-        raise ConfigFileError([Problem(str(path), "(file)", f"expected JSON: {error}")]) from None
+        raise ConfigFileError([Problem(str(path), "", f"expected JSON: {error}")]) from None
     if not isinstance(data, dict):
         raise ConfigFileError([Problem(str(path), "(top)", "expected a JSON object")])
     return calibration_from_dict(data, str(path))

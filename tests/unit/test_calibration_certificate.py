@@ -123,7 +123,7 @@ def test_the_latest_certificate_is_named_by_the_environment_or_lives_in_the_home
     (tmp_path / "calibration.json").write_text(certificate().to_json())
     found = latest_calibration({"INFERLOAD_HOME": str(tmp_path)})
     assert found is not None and found[0] == tmp_path / "calibration.json"
-    with pytest.raises(ConfigFileError, match=r"missing\.json does not exist"):  # a file named outright must exist
+    with pytest.raises(ConfigFileError, match=r"missing\.json: does not exist$"):  # a file named outright must exist
         latest_calibration({"INFERLOAD_CALIBRATION": str(tmp_path / "missing.json")})
 
 
