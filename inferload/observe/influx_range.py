@@ -114,7 +114,7 @@ def influx_range_figures(
         lines = histogram_lines(reader, run_id, begin, end)
     finally:
         reader.close()
-    return start, merge_range(lines, begin, end, workers, f"InfluxDB {HISTOGRAM_MEASUREMENT} of run {run_id!r}")
+    return start, merge_range(lines, begin, end, workers, f"InfluxDB {HISTOGRAM_MEASUREMENT} of run {run_id!r}", start)
 
 
 def cmd_report_influx(args: argparse.Namespace) -> int:

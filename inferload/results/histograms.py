@@ -157,26 +157,37 @@ def merge_window(into: LatencyStats, line: dict[str, Any], source: str) -> None:
         ) from None
 
 
-def range_figures(results_dir: Path, t_from: float | None, t_to: float | None, workers: list[str] | None) -> list[RangeFigures]:
+def range_figures(
+    results_dir: Path, t_from: float | None, t_to: float | None, workers: list[str] | None, run_start: float = 0.0
+) -> list[RangeFigures]:
     """Per target, the windows wholly inside [t_from, t_to) of the chosen series, merged."""
-    return merge_range(read_lines(results_dir), t_from, t_to, workers, HISTOGRAMS_NAME)
+    return merge_range(read_lines(results_dir), t_from, t_to, workers, HISTOGRAMS_NAME, run_start)
 
 
 def merge_range(
-    lines: Iterable[dict[str, Any]], t_from: float | None, t_to: float | None, workers: list[str] | None, source: str
+    lines: Iterable[dict[str, Any]],
+    t_from: float | None,
+    t_to: float | None,
+    workers: list[str] | None,
+    source: str,
+    run_start: float = 0.0,
 ) -> list[RangeFigures]:
     """`range_figures` over histogram lines from any place (`source` names it in errors; the
-    InfluxDB `latency_histograms` points read back as lines: inferload/observe/influx_range.py)."""
+    InfluxDB `latency_histograms` points read back as lines: inferload/observe/influx_range.py).
+    ResultsError when no whole window of the chosen workers lies in the range: it says where the
+    windows `source` gave lie, in seconds after ``run_start`` (Unix seconds)."""
     if t_from is not None and t_to is not None and t_to <= t_from:
         raise ResultsError(f"--to must be after --from; the range given ends {t_from - t_to:g} s before it starts")
     wanted = set(workers) if workers else {ALL}
     found: dict[str, RangeFigures] = {}
     seen_workers: set[str] = set()
+    given: list[tuple[float, float]] = []  # (start, end) of every window of the chosen workers
     for line in lines:
         seen_workers.add(line["worker"])
         start, length = float(line["start"]), float(line["window_s"])
         if line["worker"] not in wanted:
             continue
+        given.append((start, start + length))
         if (t_from is not None and start < t_from - 1e-6) or (t_to is not None and start + length > t_to + 1e-6):
             continue
         figures = found.setdefault(line["target"], RangeFigures(line["target"], sorted(wanted), None, None, 0, LatencyStats()))
@@ -188,6 +199,13 @@ def merge_range(
     if unknown:
         raise ResultsError(
             f"--workers: {', '.join(sorted(unknown))} not in {source}; it has {', '.join(sorted(seen_workers)) or 'none'}"
+        )
+    if not found:  # nothing to report is no answer: say where the windows are
+        first, last = min(start for start, _ in given) - run_start, max(end for _, end in given) - run_start
+        lengths = sorted({round(end - start, 6) for start, end in given})
+        raise ResultsError(
+            f"--from/--to: no whole window lies in that range; {source} gave windows from {first:g} s to {last:g} s"
+            f" after the run's start, {' or '.join(f'{length:g}' for length in lengths)} s each"
         )
     return list(found.values())
 
@@ -229,16 +247,10 @@ def main_range(results_dir: Path, t_from: str | None, t_to: str | None, workers:
                 f" from it); got {summary.started_at[:60]!r}"
             )
         chosen = [w.strip() for w in workers.split(",") if w.strip()] if workers else None
-        results = range_figures(results_dir, parse_time("--from", t_from, start), parse_time("--to", t_to, start), chosen)
+        t_begin, t_end = parse_time("--from", t_from, start), parse_time("--to", t_to, start)
+        results = range_figures(results_dir, t_begin, t_end, chosen, start)
     except ResultsError as error:
         print(f"inferload report: {error}", file=sys.stderr)
-        return 2
-    if not results:  # nothing to report is no answer: say what the run holds
-        print(
-            f"inferload report: --from/--to: no whole window lies in that range; the run's windows lie within"
-            f" 0 s .. {summary.duration_s:g} s after its start ({summary.started_at})",
-            file=sys.stderr,
-        )
         return 2
     return print_range(results, start, as_json)
 

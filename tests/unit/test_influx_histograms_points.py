@@ -135,6 +135,20 @@ def test_the_streamed_histograms_give_the_folder_figures_for_every_range_and_wor
         assert from_influx[0].stats.requests > 0
     with pytest.raises(ResultsError, match="nobody not in InfluxDB; it has all, w1, w2"):
         merge_range(rows, None, None, ["nobody"], "InfluxDB")
+    # a range that holds no whole window says where the windows are, from either place (InfluxDB's
+    # answered nothing at all but an empty table)
+    first = min(float(row["start"]) for row in rows) - START
+    last = max(float(row["start"]) + float(row["window_s"]) for row in rows) - START
+    where = (
+        f"no whole window lies in that range; {{}} gave windows from {first:g} s to {last:g} s after the run's start, 1 s each"
+    )
+    for place, merge in (
+        ("InfluxDB", lambda: merge_range(rows, START + 1.5, START + 2, None, "InfluxDB", START)),
+        ("histograms.jsonl", lambda: range_figures(tmp_path, START + 1.5, START + 2, None, START)),
+    ):
+        with pytest.raises(ResultsError) as nothing:
+            merge()
+        assert str(nothing.value) == "--from/--to: " + where.format(place)
 
 
 def report_args(**given: Any) -> argparse.Namespace:
