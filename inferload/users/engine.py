@@ -46,7 +46,7 @@ from locust.stats import RequestStats, StatsEntry, StatsError
 
 from inferload import errors
 from inferload.users.expected import expected_check_of
-from inferload.users.failures import classify_exception
+from inferload.users.failures import classify_exception, timed_out
 
 if TYPE_CHECKING:
     from inferload.measure.run_record import RunRecord
@@ -662,7 +662,7 @@ class PythonTransport(PacedInPython):
         #: test-only (`RECEIVE_SHIFT_ENV`): ms added to every receive time; 0 in real runs
         self.receive_shift_ms = receive_shift_us() / 1000.0
         #: the failure of a call past its deadline (made once)
-        self._overdue = errors.RequestTimeout(f"timeout: no answer from {user.target.address} in time")
+        self._overdue = timed_out(user.target.address)
         user.connect()
 
     def call(self, request_index: int | None) -> Called:

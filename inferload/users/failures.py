@@ -72,9 +72,9 @@ def classify_exception(exc: BaseException, address: str) -> RequestError:
         cut = "incomplete response" in str(exc).lower() or "connection closed" in str(exc).lower()
         return bad_answer(CUT_SHORT if cut else BROKEN_FRAMING)
     if isinstance(exc, (socket.timeout, TimeoutError)) or type(exc).__name__ == "Timeout":
-        return RequestTimeout(f"timeout: no answer from {address} in time")
+        return timed_out(address)
     if isinstance(exc, ConnectionRefusedError) or (isinstance(exc, OSError) and exc.errno in _REFUSED_ERRNOS):
-        return ConnectionRefused(f"refused: cannot connect to {address}")
+        return refused(address)
     if isinstance(exc, OSError):
         return ConnectionRefused(f"connection error to {address}: {type(exc).__name__}")
     return RequestError(f"client error: {type(exc).__name__}: {exc}")
@@ -86,9 +86,9 @@ def _classify_triton(exc: InferenceServerException, address: str) -> RequestErro
     if status.startswith("StatusCode."):
         code = status.removeprefix("StatusCode.")
         if code == "DEADLINE_EXCEEDED":
-            return RequestTimeout(f"timeout: no answer from {address} in time")
+            return timed_out(address)
         if code == "UNAVAILABLE" and any(h in message.lower() for h in GRPC_REFUSED_HINTS):
-            return ConnectionRefused(f"refused: cannot connect to {address}")
+            return refused(address)
         if code == "INTERNAL" and message == _GRPC_UNDECODABLE:
             return bad_answer(NOT_A_RESPONSE)
         return GrpcStatusError(code, first_line(message, GRPC_REASON_CHARS))
@@ -96,10 +96,20 @@ def _classify_triton(exc: InferenceServerException, address: str) -> RequestErro
         return HttpStatusError(int(status), first_line(message, GRPC_REASON_CHARS))
     lowered = message.lower()
     if "timed out" in lowered or "timeout" in lowered:
-        return RequestTimeout(f"timeout: no answer from {address} in time")
+        return timed_out(address)
     if "refused" in lowered:
-        return ConnectionRefused(f"refused: cannot connect to {address}")
+        return refused(address)
     return RequestError(f"triton error: {first_line(message, GRPC_REASON_CHARS)}")
+
+
+def timed_out(address: str) -> RequestTimeout:
+    """``timeout: no answer from {address} in time``: no whole answer within the call's deadline."""
+    return RequestTimeout(f"timeout: no answer from {address} in time")
+
+
+def refused(address: str) -> ConnectionRefused:
+    """``refused: cannot connect to {address}``."""
+    return ConnectionRefused(f"refused: cannot connect to {address}")
 
 
 def bad_answer(what: str) -> RequestError:
