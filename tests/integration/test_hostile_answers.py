@@ -9,7 +9,9 @@ Against a fake server (tests/support/hostile_server.py: faults no real server ca
   no more of an answer than the page bound;
 - model metadata or config of the wrong types is one line naming the key's path, never a traceback;
 - a gRPC server that sends GOAWAY at once fails each call at once: grpcio's transparent retries made
-  ~100 connections a second and grew the client to 3 GB within one 5 s statistics read.
+  ~100 connections a second and grew the client to 3 GB within one 5 s statistics read;
+- a streamed event over 1 MiB fails its request, and the client's memory stays far below the ~35
+  times its size that parsing it whole took.
 
 A run that shows several faults gives each its own target and its own server, so one `inferload
 run` (a few seconds, three processes) holds them all.
@@ -177,6 +179,19 @@ def test_an_endless_or_huge_answer_fails_at_max_answer_bytes_and_memory_stays_bo
         assert f"answer larger than {bound} bytes" in _failure_of(name, output), output[-3000:]
     # a whole Locust process is ~150 MB here; without the bound the client grew to gigabytes
     assert peak_kib < 600 * 1024, peak_kib
+
+
+def test_a_streamed_event_over_1_mib_fails_its_request_and_memory_stays_bounded(tmp_path):
+    """An OpenAI stream whose one event is 24 MiB of tiny choices: each event is parsed whole, at about
+    35 times its size (a 46 MB event grew a Locust process to 1.6 GB); an event's data is read to 1 MiB."""
+    with hostile_server("big-event") as server:
+        target = {"name": "big", "kind": "openai-chat", "address": f"http://{server.address}", "model": "m", "timeout": "5s"}
+        _, summary, peak_kib, output = _run(tmp_path, [target])
+    assert summary is not None, output[-2000:]
+    figures = summary["targets"]["big"]
+    assert figures["requests"] > 0 and figures["failures"] == figures["requests"], figures
+    assert "bad stream: an event stream line or event longer than 1048576 bytes" in _failure_of("big", output), output[-3000:]
+    assert peak_kib < 600 * 1024, peak_kib  # a whole Locust process is ~150 MB here
 
 
 def _target(kind: str, address: str) -> Target:

@@ -14,10 +14,13 @@ Faults (``fault=``):
 - ``json``: HTTP 200 with the JSON document ``body`` (JSON of the wrong types, to every request)
 - ``goaway``: HTTP/2: to a client's preface, an empty SETTINGS frame and GOAWAY (no error, last stream 0),
   then the connection closes (``connections`` counts them)
+- ``big-event``: HTTP 200, an OpenAI chat stream whose second event is one chunk of ``BIG_EVENT_BYTES``
+  (a million tiny choices), then ``[DONE]``
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import socket
 import threading
@@ -39,7 +42,22 @@ FAULTS = (
     "header-flood",
     "json",
     "goaway",
+    "big-event",
 )
+#: the size of the ``big-event`` fault's one large event's data
+BIG_EVENT_BYTES = 24 * 1024 * 1024
+
+
+@functools.cache
+def _big_event() -> bytes:
+    """The ``big-event`` fault's whole body (made once, on first use)."""
+    choice = b'{"index":0,"delta":{"content":"a"}},'
+    return (
+        b'data: {"choices":[{"index":0,"delta":{"role":"assistant"}}]}\n\n'
+        + b'data: {"choices":['
+        + choice * (BIG_EVENT_BYTES // len(choice))
+        + b'{"index":0}]}\n\ndata: [DONE]\n\n'
+    )
 
 
 @dataclass
@@ -98,6 +116,11 @@ def _answer(conn: socket.socket, fault: str, depth: int, drip_bytes: int, drip_e
         block = b"0" * 65536
         while True:
             conn.sendall(block)
+    if fault == "big-event":
+        body = _big_event()
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n" % len(body))
+        conn.sendall(body)
+        return
     if fault == "bad-chunk":
         conn.sendall(
             b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"

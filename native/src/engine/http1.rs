@@ -204,7 +204,7 @@ async fn read_generation(
     stamps: &Stamps,
     address: &str,
 ) -> Result<GenerationRead, Failure> {
-    let mut reader = SseReader::new(bound);
+    let mut reader = SseReader::new(bound.min(1 << 20)); // an event is parsed whole, ~35x its size
     let mut events = Vec::new();
     let mut read = GenerationRead {
         bytes: 0,
