@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any, Literal, Protocol
+from urllib.parse import urlsplit
 
 import requests
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
@@ -212,8 +213,21 @@ class SinkSettings(BaseModel):
     @field_validator("url")
     @classmethod
     def _http_url(cls, value: str) -> str:
+        """An http(s) URL with a host and, when given, a port in 1..65535; the message never shows a
+        password the URL holds."""
+        shown = mask_secrets(value, ())
         if not value.startswith(("http://", "https://")):
-            raise ValueError(f"expected an http:// or https:// URL like 'http://127.0.0.1:8086'; got {value!r}")
+            raise ValueError(f"expected an http:// or https:// URL like 'http://127.0.0.1:8086'; got {shown!r}")
+        try:
+            parts = urlsplit(value)
+            port = parts.port
+        except ValueError:
+            port = 0
+        if not parts.hostname or port == 0:
+            raise ValueError(
+                f"expected an http:// or https:// URL with a host (and a port from 1 to 65535, if any) like"
+                f" 'http://127.0.0.1:8086'; got {shown!r}"
+            )
         return value.rstrip("/")
 
     @model_validator(mode="after")

@@ -96,6 +96,15 @@ def test_settings_that_are_not_valid_name_their_option_and_variable_and_never_ec
     assert str(bad_url.value) == (
         "--influx-url (or INFLUX_URL): expected an http:// or https:// URL like 'http://127.0.0.1:8086'; got 'ftp://db:8086'"
     )
+    with pytest.raises(SinkSettingsError) as bad_port:  # a password in the URL is masked in the message
+        settings_from_mapping({"url": "http://user:hunter2@db:notaport"}, {})
+    assert bad_port.value.problems == [
+        (
+            "url",
+            "expected an http:// or https:// URL with a host (and a port from 1 to 65535, if any) like"
+            " 'http://127.0.0.1:8086'; got 'http://user:***@db:notaport'",
+        )
+    ]
     with pytest.raises(SinkSettingsError) as bad_api:
         settings_from_mapping({"url": "http://db:8086", "api": "v9"}, {})
     assert bad_api.value.problems == [("api", "expected 'v1' or 'v2'; got 'v9'")]
