@@ -32,7 +32,22 @@ else (SLO breaches and failed requests are 1 too, but they are verdicts, not err
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
+
+#: what a secret (a token, a password) is shown as in logs, messages and result files
+MASK = "***"
+_URL_PASSWORD = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<user>[^:/@\s]+):(?P<password>[^@/\s]+)@")
+
+
+def mask_secrets(text: str, secrets: Iterable[str | None]) -> str:
+    """`text` with every secret value, and any `user:password@` in a URL, replaced by ***."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, MASK)
+    return _URL_PASSWORD.sub(lambda m: f"{m['scheme']}{m['user']}:{MASK}@", text)
+
 
 #: the exit code of a usage error (shells and CI read 2 as "the command was used wrongly")
 EXIT_USAGE = 2

@@ -45,6 +45,7 @@ import gevent
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
+from inferload.errors import MASK
 from inferload.measure.decoupled_record import StreamWindow
 from inferload.measure.generation_record import GenerationWindow
 from inferload.measure.hdr import ClosedStats, LatencyStats, WindowStats
@@ -170,7 +171,6 @@ logger = logging.getLogger(__name__)
 WORKER_TAG_MERGED = "all"
 #: options that hold a secret: never left in the parsed options Locust ships to workers
 SECRET_OPTIONS = ("influx_token", "influx_password")
-MASK = "***"
 LOCAL_GRACE_S = 0.25  # a request that ends at a window's edge is recorded a moment later
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import re
 import threading
 import time
 from collections import deque
@@ -25,7 +24,7 @@ import requests
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 from urllib3.exceptions import HTTPError
 
-from inferload.errors import InferloadError, UsageError
+from inferload.errors import InferloadError, UsageError, mask_secrets
 from inferload.servermetrics.http_client import bounded_session
 
 # InfluxDB line protocol: a `Point` and its encoding, as pure functions.
@@ -130,19 +129,6 @@ class SinkError(InferloadError):
 
 def is_retryable_status(status: int) -> bool:
     return status == 429 or status >= 500
-
-
-# Keep secrets (tokens, passwords) out of logs, messages and result files.
-MASK = "***"
-_URL_PASSWORD = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<user>[^:/@\s]+):(?P<password>[^@/\s]+)@")
-
-
-def mask_secrets(text: str, secrets: Iterable[str | None]) -> str:
-    """`text` with every secret value, and any `user:password@` in a URL, replaced by ***."""
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, MASK)
-    return _URL_PASSWORD.sub(lambda m: f"{m['scheme']}{m['user']}:{MASK}@", text)
 
 
 ENV_VARS = {

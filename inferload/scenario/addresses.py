@@ -13,6 +13,7 @@ from typing import Annotated
 
 from pydantic import BeforeValidator
 
+from inferload.errors import MASK, mask_secrets
 from inferload.scenario.kinds import SERVER_KINDS
 from inferload.scenario.messages import custom_error, describe_value
 
@@ -23,6 +24,12 @@ def _split_host_port(text: str, example: str, written: str | None = None) -> tup
     """``host:port`` (``[v6]:port`` for IPv6) → (host as written, port); ValueError otherwise, quoting
     ``written`` (the whole address as the scenario wrote it; ``text`` itself by default)."""
     shown = text if written is None else written
+    if "@" in text:  # user:password@host: never sent, never shown
+        credentials = text.rpartition("@")[0]
+        raise ValueError(
+            f"credentials in an address are not sent; got {shown.replace(credentials, MASK)!r} (send them as a"
+            " header instead: the target's headers, or headers_from_env naming an environment variable)"
+        )
     expected = f"expected host:port like {example!r}; got {shown!r}"
     if text.startswith("["):
         host, closed, rest = text[1:].partition("]")
@@ -55,7 +62,7 @@ def _split_url(text: str, schemes: tuple[str, ...], example: str) -> tuple[str, 
         return schemes[0], text
     if scheme.lower() not in schemes:
         allowed = " or ".join(f"{s}://" for s in schemes)
-        raise ValueError(f"expected {allowed} like {example!r}; got {text!r}")
+        raise ValueError(f"expected {allowed} like {example!r}; got {mask_secrets(text, ())!r}")
     return scheme.lower(), rest
 
 
@@ -92,7 +99,7 @@ def _http_url(value: object, example: str) -> tuple[str, str, bool, str]:
         raise custom_error(f"expected a URL like {example!r}; got {describe_value(value)}")
     scheme, rest = value.strip().split("://", 1)
     if scheme.lower() not in ("http", "https"):
-        raise custom_error(f"expected an http:// or https:// URL like {example!r}; got {describe_value(value)}")
+        raise custom_error(f"expected an http:// or https:// URL like {example!r}; got {describe_value(mask_secrets(value, ()))}")
     hostport, slash, path = rest.partition("/")
     try:
         host, port = _split_host_port(hostport, example.split("://", 1)[1].split("/", 1)[0], value.strip())

@@ -409,6 +409,18 @@ MALFORMED = [
     pytest.param(
         set_key("targets[1].address", "ftp://x:21"), "targets[1].address", "expected http:// or https://", id="torchserve-ftp"
     ),
+    pytest.param(  # the password is never shown
+        set_key("targets[1].address", "http://user:hunter2@127.0.0.1:8080"),
+        "targets[1].address",
+        "credentials in an address are not sent; got 'http://***@127.0.0.1:8080' (send them as a header instead",
+        id="address-with-credentials",
+    ),
+    pytest.param(
+        set_key("targets[1].address", "ftp://user:hunter2@x:21"),
+        "targets[1].address",
+        "got 'ftp://user:***@x:21'",
+        id="other-scheme-with-credentials",
+    ),
     pytest.param(
         set_key("targets[1].address", "http://127.0.0.1:8080/predictions/cnn"),
         "targets[1].address",
