@@ -97,8 +97,11 @@ def test_a_refused_target_gets_a_few_attempts_per_user_second_all_counted_as_ref
         assert outage["failures"] >= target["failures"]
     rows = failure_rows(run)
     assert rows and all(is_refused(row) for row in rows), rows
-    counted = sum(int(row["Occurrences"]) for row in rows)
-    assert counted == sum(t["failures"] for t in run.summary["targets"].values())  # one failure per attempt
+    # one failure per attempt: Locust's own count as it exits (--json-file) is the summary's; not its
+    # failures CSV, which it rewrites once a second and does not write at the end (on a loaded
+    # machine the last second's attempts, one per user, were missing from it)
+    counted = {entry["name"]: entry["num_failures"] for entry in run.stats_json}
+    assert counted == {name: target["failures"] for name, target in run.summary["targets"].items()}
 
 
 def test_open_loop_arrivals_to_a_refused_target_keep_their_schedule(tmp_path):

@@ -78,7 +78,10 @@ class LocustRun:
     stderr: str
     elapsed_s: float
     results_dir: Path
+    #: Locust's statistics as it exits (--json-file): every request, to the last
     stats_json: list[dict[str, Any]]
+    #: Locust's failures CSV as it last rewrote it (once a second, not at exit): the kinds of
+    #: failure, whose counts may miss the last second
     failures_csv: list[dict[str, str]]
 
     @property
