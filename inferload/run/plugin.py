@@ -41,7 +41,7 @@ from inferload.run.trace_run import TraceRun
 from inferload.run.traffic import ScenarioShape, StableStop, parse_stop_when_stable, shape_class_for
 from inferload.run.workers import WorkerWatch
 from inferload.scenario.replay_file import ReplayFileError
-from inferload.scenario.schema import Scenario, is_open_loop, targets_given_batches
+from inferload.scenario.schema import Scenario, idle_targets_problem, is_open_loop, targets_given_batches
 from inferload.scenario.shapes import ReplayShape
 from inferload.startchecks.fit import ModelInfo, ModelInfos, fit_to_models
 from inferload.startchecks.triton import fetch_triton_model_info
@@ -204,6 +204,9 @@ class InferloadRun:
             self.results_dir = self.options.results_dir or Path("results") / self.run_id
             check_results_dir(self.run_id, self.results_dir, self.options.requests_csv)
             self.stable_stop_rule()  # a bad --stop-when-stable ends the run before any load
+            idle = idle_targets_problem(self.scenario)
+            if idle is not None:
+                raise StartCheckError([idle], skippable=False)
             self.restore_leftovers()
         # on a distributed run the master checked already
         self.check_models(environment, check=not is_worker and not self.options.skip_start_checks)

@@ -23,7 +23,7 @@ from pydantic import AfterValidator, Field, StrictStr, ValidationInfo, field_val
 from inferload.scenario import datasets, tensors
 from inferload.scenario.fields import FrozenModel, Name, Seconds, at_least_seconds, repeats
 from inferload.scenario.limits import MAX_RATE, MAX_REQUEST_BYTES, MAX_WINDOWS, MIN_DURATION_S, MIN_WINDOW_S, mib
-from inferload.scenario.messages import Check, checks_error, custom_error, fmt_seconds
+from inferload.scenario.messages import Check, checks_error, custom_error, fmt_seconds, format_key_path
 from inferload.scenario.replay_file import ReplayFacts, ReplayFileError, scan_replay, window_period
 from inferload.scenario.shapes import (
     BurstShape,
@@ -331,6 +331,22 @@ class Scenario(FrozenModel):
             if checks:
                 raise checks_error(checks)
         return self
+
+
+def idle_targets_problem(scenario: Scenario) -> str | None:
+    """Why some target of a run of ``scenario`` would never send, or None: Locust shares the users
+    (open loop: the senders) among the targets by weight, in whole users, so with fewer users than
+    targets some target gets none. (A scenario file may hold more targets than its users when a
+    sweep picks one of them: this is the run's rule, not the file's.)"""
+    most, path = scenario.shape.most_users()
+    if most >= len(scenario.targets):
+        return None
+    senders = "senders" if is_open_loop(scenario.shape) else "users"
+    return (
+        f"{format_key_path(('shape', *path))}: {most} {senders} for {len(scenario.targets)} targets: they are shared"
+        f" among the targets by weight, whole {senders}, so {len(scenario.targets) - most} would never send; give at"
+        f" least {len(scenario.targets)}"
+    )
 
 
 @dataclass(frozen=True)

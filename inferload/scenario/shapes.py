@@ -18,7 +18,7 @@ from pydantic import AfterValidator, Field, StrictBool, StrictInt, StrictStr, Va
 
 from inferload.scenario.fields import FrozenModel, Number, Seconds, default_from, filled_in
 from inferload.scenario.limits import MAX_CV, MAX_IN_FLIGHT, MAX_RATE, MAX_SPAWN_RATE, MAX_STEPS, MAX_USERS
-from inferload.scenario.messages import Check, checks_error, custom_error, fmt_seconds
+from inferload.scenario.messages import Check, Loc, checks_error, custom_error, fmt_seconds
 from inferload.scenario.replay_file import REPLAY_FORMATS
 
 Users = Annotated[StrictInt, Field(ge=0, le=MAX_USERS)]
@@ -88,6 +88,11 @@ class _Shape(FrozenModel):
         """Problems of this shape in a run of ``duration`` seconds (paths relative to the shape)."""
         return []
 
+    def most_users(self) -> tuple[int, Loc]:
+        """The most Locust users the shape runs at once (open loop: its senders), and the key that
+        gives that number (a path relative to the shape)."""
+        raise NotImplementedError
+
 
 def _over_checks(over: float, duration: float) -> list[Check]:
     if over > duration:
@@ -116,6 +121,9 @@ class SteadyShape(_Shape):
     users: SomeUsers
     spawn_rate: Annotated[SpawnRate, _spawn_rate_default(lambda data: data.get("users", 1))] = filled_in()
 
+    def most_users(self) -> tuple[int, Loc]:
+        return self.users, ("users",)
+
 
 class RampShape(_Shape):
     """From ``from_users`` to ``to_users`` in ``steps`` equal steps over ``over``, then hold.
@@ -136,6 +144,9 @@ class RampShape(_Shape):
     def duration_checks(self, duration: float) -> list[Check]:
         return _over_checks(self.over, duration)
 
+    def most_users(self) -> tuple[int, Loc]:
+        return (self.to_users, ("to_users",)) if self.to_users > self.from_users else (self.from_users, ("from_users",))
+
 
 class BurstShape(_Shape):
     """``base_users`` with bursts to ``burst_users`` lasting ``burst_length`` every ``period``.
@@ -154,6 +165,9 @@ class BurstShape(_Shape):
 
     def duration_checks(self, duration: float) -> list[Check]:
         return _first_burst_checks(self.first_burst_at, duration)
+
+    def most_users(self) -> tuple[int, Loc]:
+        return self.burst_users, ("burst_users",)
 
 
 class Stage(FrozenModel):
@@ -193,6 +207,10 @@ class StagesShape(_Shape):
             ]
         return []
 
+    def most_users(self) -> tuple[int, Loc]:
+        index = max(range(len(self.stages)), key=lambda i: self.stages[i].users)
+        return self.stages[index].users, ("stages", index, "users")
+
 
 # --- open loop: requests arrive on the clock ---------------------------------------------------
 
@@ -209,6 +227,9 @@ class OpenLoopBase(_Shape):
     max_in_flight: Annotated[StrictInt, Field(ge=1, le=MAX_IN_FLIGHT)] = 64
     max_queue: Annotated[StrictInt, Field(ge=0), default_from(lambda data: data.get("max_in_flight", 64))] = filled_in()
     seed: Annotated[StrictInt, Field(ge=0)] | None = None
+
+    def most_users(self) -> tuple[int, Loc]:
+        return self.max_in_flight, ("max_in_flight",)
 
 
 class ConstantRateShape(OpenLoopBase):

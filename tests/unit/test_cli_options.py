@@ -162,6 +162,18 @@ def test_a_bad_option_is_one_line_naming_it_and_exit_2(folder: Path, args: tuple
     assert sorted(path.name for path in folder.iterdir()) == before  # nothing made: no results/, no journal/
 
 
+def test_a_run_with_fewer_users_than_targets_stops_before_any_load(folder: Path) -> None:
+    """Two targets and one user: Locust gave the user to one target, and the other sent nothing."""
+    closed = free_port()
+    targets = [bare_target(name, "triton-http", f"127.0.0.1:{closed}") for name in ("a", "b")]
+    scenario = write_scenario(folder, steady_one_user(*targets))
+    done = run_cli(["run", str(scenario), "--headless", "--out", str(folder / "out")], folder)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "shape.users: 1 users for 2 targets: they are shared among the targets by weight" in done.stderr, done.stderr
+    assert "cannot reach" not in done.stderr  # refused before the start checks reach for the servers
+
+
 def test_a_plain_locust_run_with_a_bad_influx_url_variable_exits_2_naming_it(folder: Path) -> None:
     """`locust -f inferload/locustfile.py` with INFLUX_URL=ftp://... ended in a pydantic traceback, exit 1."""
     scenario = write_scenario(folder, steady_one_user(bare_target("t", "triton-http", f"127.0.0.1:{free_port()}")))

@@ -708,3 +708,33 @@ def test_odd_yaml_only_gives_scenario_errors(tmp_path: Path, text: str) -> None:
     path = tmp_path / "scenario.yaml"
     path.write_text(text)
     assert problems_of(path)
+
+
+@pytest.mark.parametrize(
+    ("shape", "problem"),
+    [
+        ({"kind": "steady", "users": 1}, "shape.users: 1 users for 2 targets"),
+        ({"kind": "ramp", "from_users": 1, "to_users": 0, "over": "10s"}, "shape.from_users: 1 users for 2 targets"),
+        (
+            {"kind": "stages", "stages": [{"duration": "5s", "users": 1}, {"duration": "5s", "users": 0}]},
+            "shape.stages[0].users: 1 users for 2 targets",
+        ),
+        ({"kind": "poisson", "rate": 10, "max_in_flight": 1}, "shape.max_in_flight: 1 senders for 2 targets"),
+        ({"kind": "steady", "users": 2}, None),
+        ({"kind": "ramp", "from_users": 0, "to_users": 2, "over": "10s"}, None),
+        ({"kind": "burst", "base_users": 1, "burst_users": 2, "burst_length": "2s", "period": "10s"}, None),
+    ],
+    ids=lambda value: value.get("kind") if isinstance(value, dict) else value,
+)
+def test_a_run_with_fewer_users_than_targets_is_refused_at_its_start(shape: dict[str, Any], problem: str | None) -> None:
+    """Locust shares the users among the targets by weight, in whole users: 2 targets and 1 user sent
+    to one target only. The file itself stays valid (a sweep picks one of its targets)."""
+    from inferload.scenario.schema import idle_targets_problem
+
+    scenario = scenario_from_dict({**valid_scenario(), "shape": shape})
+    found = idle_targets_problem(scenario)
+    if problem is None:
+        assert found is None
+    else:
+        assert found is not None and found.startswith(problem), found
+        assert found.endswith("so 1 would never send; give at least 2")
