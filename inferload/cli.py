@@ -730,8 +730,10 @@ def parse_servers(text: str | None, flag: str) -> tuple[str, ...]:
         return SERVERS
     names = tuple(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
     unknown = [name for name in names if name not in KNOWN_SERVERS]
-    if unknown or not names:
-        raise UsageError(f"{flag}: unknown server(s) {unknown or [text]}; expected a comma list of {', '.join(KNOWN_SERVERS)}")
+    if not names:
+        raise UsageError(f"{flag}: expected a comma list of {', '.join(KNOWN_SERVERS)}; got {text!r}")
+    if unknown:
+        raise UsageError(f"{flag}: unknown server(s) {unknown}; expected a comma list of {', '.join(KNOWN_SERVERS)}")
     return names
 
 
@@ -748,6 +750,7 @@ def cmd_servers(args: argparse.Namespace) -> int:
     clash = shared_ports({**defaults, **overrides})
     if clash:
         raise UsageError(f"--ports: one port per server endpoint; {clash}")
+    which = (args.only,) if args.only else parse_servers(args.servers, "--servers")  # before anything is made
     state_dir = (args.state_dir or DEFAULT_STATE_DIR).absolute()  # the servers start in other folders
     problem = state_dir_problem(state_dir)
     if problem is None and args.action == "up":  # `up` writes there: pids, logs, state.json
@@ -758,7 +761,6 @@ def cmd_servers(args: argparse.Namespace) -> int:
         raise UsageError(f"--state-dir: {problem}")
     servers = LocalServers(state_dir, ServerPorts.from_dict({**defaults, **overrides}), host=args.host)
     if args.action == "up":
-        which = (args.only,) if args.only else parse_servers(args.servers, "--servers")
         from inferload.local.models.build import ensure_models
 
         ensure_models(servers.models)  # first use: build the sample models
