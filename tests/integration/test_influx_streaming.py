@@ -80,7 +80,13 @@ def test_the_collector_wrote_server_figures_and_batch_sizes_for_both_servers(obs
             f"FROM server WHERE run_id = '{run.run_id}' AND target = '{target}'"
         )
         _, inferences, batch, queue, compute, request = series[0]["values"][0]
-        assert inferences > 0 and batch >= 1 and queue >= 0 and compute > 0 and request >= compute
+        assert inferences > 0 and batch >= 1 and queue >= 0 and compute > 0 and request > 0, (target, series)
+        if target.startswith("triton"):  # one statistics answer holds both: each interval's request time holds its compute
+            assert request >= compute, (target, request, compute)
+        # (not TorchServe's: its frontend times a request as it answers, while the handler's own counters
+        # reach /metrics when the frontend reads the worker's log; an interval can hold a batch's compute
+        # and not its answers: a clean clone read 60 ms of compute and at most 19 ms a request, with a 7 ms
+        # queue: TorchServe waits up to 5 ms to batch here, Triton 1 ms)
         batches = run.influx.series(
             f"SELECT sum(\"count\") FROM batch_sizes WHERE run_id = '{run.run_id}' AND target = '{target}' GROUP BY batch_size"
         )
