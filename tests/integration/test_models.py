@@ -18,6 +18,7 @@ from inferload.local.models.definitions import MODEL_NAMES, create_model, get_sp
 from inferload.local.models.specs import model_repository_dir
 from inferload.local.servers.manager import torchserve_infer, triton_infer
 from inferload.servermetrics.readers import parse_triton_statistics
+from tests.support.waiting import wait_until
 
 TOLERANCE = dict(rtol=1e-4, atol=1e-5)
 
@@ -138,10 +139,17 @@ def test_triton_forms_batches_under_concurrent_load(local_servers):
     data = random_input("cnn", 1)
     before = parse_triton_statistics(triton_stats(port, "cnn"), "cnn")
     burst(lambda: triton_infer(port, spec, data))
-    after = parse_triton_statistics(triton_stats(port, "cnn"), "cnn")
-    formed = {size: after.batches.get(size, 0) - before.batches.get(size, 0) for size in after.batches}
-    assert sum(size * count for size, count in formed.items()) == 200
-    assert max(size for size, count in formed.items() if count > 0) > 1
+
+    def formed() -> dict[int, int] | None:
+        """The batches formed since `before`, once they hold the 200 items (Triton counts a batch
+        just after it answers it: a clean clone read 193 at once)."""
+        after = parse_triton_statistics(triton_stats(port, "cnn"), "cnn")
+        batches = {size: after.batches.get(size, 0) - before.batches.get(size, 0) for size in after.batches}
+        return batches if sum(size * count for size, count in batches.items()) >= 200 else None
+
+    batches = wait_until(formed, timeout_s=10, what="Triton's batch statistics to hold the 200 items", interval_s=0.1)
+    assert sum(size * count for size, count in batches.items()) == 200  # every item once, no more
+    assert max(size for size, count in batches.items() if count > 0) > 1
 
 
 def test_torchserve_batch_size_metric_appears_on_metrics(local_servers):
