@@ -23,10 +23,11 @@ from tests.support.example_triton import ExampleTriton, example_triton
 from tests.support.locust_runner import share_warm_locust
 from tests.support.torchserve_handler import BARE_NUMBER_HANDLER, serving_handler
 
-#: the tests that kept the machine busiest, printed as the session ends (beside pytest's --durations)
-CPU_LEDGER_LINES = 30
-#: each test's (nodeid, CPU-seconds of the whole machine, wall seconds), set-up and teardown included
-_cpu_ledger: list[tuple[str, float, float]] = []
+#: the tests that cost their session the most CPU, printed as the session ends (beside pytest's --durations)
+CPU_LEDGER_LINES = 40
+#: each test's (nodeid, CPU-seconds of the whole machine, of the session's own processes, wall seconds),
+#: set-up and teardown included
+_cpu_ledger: list[tuple[str, float, float, float]] = []
 
 
 def machine_busy_s() -> float:
@@ -37,6 +38,60 @@ def machine_busy_s() -> float:
         fields = [int(value) for value in stat.readline().split()[1:9]]
     user, nice, system, _idle, _iowait, irq, softirq, steal = fields
     return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+#: cgroup v1's CPU accounting hierarchy, where this machine has one
+CPUACCT = Path("/sys/fs/cgroup/cpuacct")
+
+
+class SessionCpu:
+    """CPU-seconds the session's own processes have spent: pytest and every process started below it,
+    forks and daemons included, counted by a cgroup of their own (``cpuacct``, accounting only: no
+    limit) while the machine's figure mixes in the sessions beside it. None where the machine has no
+    such hierarchy or it cannot be written (not root)."""
+
+    def __init__(self) -> None:
+        self.group: Path | None = CPUACCT / f"inferload-tests-{os.getpid()}"
+        try:
+            self.group.mkdir()
+            (self.group / "cgroup.procs").write_text(str(os.getpid()))
+        except OSError:
+            self.group = None
+
+    def busy_s(self) -> float | None:
+        if self.group is None:
+            return None
+        return int((self.group / "cpuacct.usage").read_text()) / 1e9
+
+    def close(self) -> None:
+        """Move whatever is left in the group (this process at least) back to the root, and remove it."""
+        if self.group is None:
+            return
+        for pid in (self.group / "cgroup.procs").read_text().split():
+            with contextlib.suppress(OSError):  # gone meanwhile
+                (CPUACCT / "cgroup.procs").write_text(pid)
+        with contextlib.suppress(OSError):
+            self.group.rmdir()
+        self.group = None
+
+
+_session_cpu: SessionCpu | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _session_cpu
+    _session_cpu = SessionCpu()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _session_cpu is not None:
+        _session_cpu.close()
+
+
+def session_busy_s() -> float:
+    """The session's own CPU-seconds so far (`SessionCpu`); 0 where they cannot be counted."""
+    found = None if _session_cpu is None else _session_cpu.busy_s()
+    return 0.0 if found is None else found
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -57,21 +112,25 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     """Each test's share of the machine's CPU: what the servers, Locust processes and pytest it made
     busy spent (a session fixture's start counts to the first test that asks for it, as its set-up
     time does in --durations; anything else running on the machine counts too)."""
-    busy, wall = machine_busy_s(), time.monotonic()
+    busy, own, wall = machine_busy_s(), session_busy_s(), time.monotonic()
     yield
-    _cpu_ledger.append((item.nodeid, machine_busy_s() - busy, time.monotonic() - wall))
+    _cpu_ledger.append((item.nodeid, machine_busy_s() - busy, session_busy_s() - own, time.monotonic() - wall))
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     if not _cpu_ledger:
         return
-    busy = sum(cpu for _, cpu, _ in _cpu_ledger)
-    wall = sum(seconds for _, _, seconds in _cpu_ledger)
+    busy = sum(cpu for _, cpu, _, _ in _cpu_ledger)
+    own = sum(cpu for _, _, cpu, _ in _cpu_ledger)
+    wall = sum(seconds for _, _, _, seconds in _cpu_ledger)
     write = terminalreporter.write_line
-    terminalreporter.section(f"machine CPU busy per test, the {CPU_LEDGER_LINES} busiest")
+    terminalreporter.section(f"CPU per test, the {CPU_LEDGER_LINES} that cost their session most")
     write(f"{busy:,.0f} CPU-seconds busy over {wall:,.0f} s of tests ({len(_cpu_ledger)} tests, {os.cpu_count()} cores)")
-    for nodeid, cpu, seconds in sorted(_cpu_ledger, key=lambda entry: -entry[1])[:CPU_LEDGER_LINES]:
-        write(f"{cpu:7.1f} CPU-s {seconds:7.1f} s  {nodeid}")
+    if _session_cpu is not None and _session_cpu.group is not None:
+        write(f"{own:,.0f} CPU-seconds the session's own processes spent (pytest and every process below it)")
+    write("machine CPU-s, own CPU-s, wall s:")
+    for nodeid, cpu, mine, seconds in sorted(_cpu_ledger, key=lambda entry: -entry[2])[:CPU_LEDGER_LINES]:
+        write(f"{cpu:7.1f} {mine:7.1f} {seconds:7.1f} s  {nodeid}")
 
 
 #: fixtures whose servers run in virtual environments of their own, made on first use
