@@ -389,8 +389,9 @@ def goals_of(results: list[CaseResult], ceilings: dict[str, float], elapsed_s: f
 
 
 def stream_goals(cases: list[StreamCaseResult]) -> list[Goal]:
-    """Issue 34's fidelity goals, judged where their stream count was run: at 100 streams every
-    TTFT and TPOT percentile and the ITL's mean within its bound; at 1,000, TTFT p50 within 1 ms."""
+    """The streams' fidelity goals (docs/calibration.md), judged where their stream count was run: at
+    100 streams every TTFT and TPOT percentile and the ITL's mean within its bound; at 1,000, TTFT p50
+    within 1 ms."""
     goals = []
     for case in cases:
         if case.streams == 100:
