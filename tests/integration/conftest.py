@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import threading
 import time
@@ -21,6 +22,7 @@ from inferload.local.servers.ports import ServerPorts
 from inferload.local.servers.procs import processes_mentioning
 from tests.support.example_triton import ExampleTriton, example_triton
 from tests.support.locust_runner import share_warm_locust
+from tests.support.shards import LENT_LOCAL_SERVERS
 from tests.support.torchserve_handler import BARE_NUMBER_HANDLER, serving_handler
 
 #: the tests that cost their session the most CPU, printed as the session ends (beside pytest's --durations)
@@ -190,8 +192,33 @@ def built_models() -> tuple[str, ...]:
     return MODEL_NAMES
 
 
+#: how long a session waits for the runner's lent local servers to be up (they start in about 11 s)
+LENT_WAIT_S = 300
+
+
+def borrowed_local_servers(lent: Path) -> RunningServers:
+    """The runner's local servers (`tests.support.shards.lend_local_servers`), once they are up."""
+    deadline = time.monotonic() + LENT_WAIT_S
+    while not lent.exists():
+        if time.monotonic() > deadline:
+            pytest.fail(f"the runner's local servers were not up after {LENT_WAIT_S} s ({lent} not written)")
+        time.sleep(0.2)
+    answer = json.loads(lent.read_text())
+    if "error" in answer:
+        pytest.fail(f"the runner's local servers did not start:\n{answer['error']}")
+    servers = LocalServers(Path(answer["state_dir"]))
+    ports = ServerPorts.from_dict(servers.read_state()["ports"])
+    return RunningServers(LocalServers(servers.state_dir, ports, MODEL_NAMES), ports, answer["up_result"], servers.state_dir)
+
+
 @pytest.fixture(scope="session")
 def local_servers(built_models: tuple[str, ...], tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServers]:
+    """The sample models' Triton and TorchServe for the session: the runner's when it lends them (`make
+    integration`: one pair for the sessions that ask for them, one after another), else started here."""
+    lent = os.environ.get(LENT_LOCAL_SERVERS)
+    if lent:
+        yield borrowed_local_servers(Path(lent))
+        return
     state_dir = tmp_path_factory.mktemp("local-servers")
     ports = ServerPorts.free()
     servers = LocalServers(state_dir, ports, built_models)

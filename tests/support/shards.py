@@ -19,6 +19,13 @@ measured on a quiet machine, or a check that another session's server would spoi
 session's output is printed whole when it ends; the exit code is the first failing session's (0 when
 every one passed).
 
+The sample models' Triton and TorchServe (the ``local_servers`` fixture) are the runner's own when
+no phase has two sessions that ask for them, which is the case here: the shard phase's group of
+modules that use them, then the Python transport's session, then alone's. The runner starts them
+once, in the background as the first phase starts, and lends them to each of those sessions
+(`LENT_LOCAL_SERVERS`); one start and one stop instead of three (about 20 CPU-seconds each, a start
+about 11 s). Their CPU is then the machine's, not any session's own.
+
     python -m tests.support.shards [--shards N] [--record] [--python-transport TEST]... [FOLDER] [-- PYTEST ARGS]
 
 `make unit` runs the fast layer the same way (`FOLDER` tests/unit: only the shard phase, no groups).
@@ -27,6 +34,7 @@ every one passed).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -35,8 +43,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import traceback
 import xml.etree.ElementTree as ElementTree
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,6 +89,11 @@ SHARED_FIXTURES = (
 )  # fmt: skip
 #: the key of durations.json that holds the Python-transport session's seconds
 PYTHON_TRANSPORT = "python-transport"
+#: the environment variable naming the file of the runner's lent local servers (`lend_local_servers`):
+#: JSON, {"state_dir", "up_result"} once they are up, or {"error"} if they could not start
+LENT_LOCAL_SERVERS = "INFERLOAD_TEST_LENT_LOCAL_SERVERS"
+#: the fixture that starts the sample models' servers, which the runner may lend
+LOCAL_SERVERS_FIXTURE = "local_servers"
 
 
 @dataclass
@@ -183,6 +199,57 @@ def module_seconds(junit_files: list[Path]) -> dict[str, float]:
     return seconds
 
 
+def asks_for(session: Session, fixture: str) -> bool:
+    """Whether a module of the session's tests names the fixture (a word of its text)."""
+    modules = {test.split("::")[0] for test in session.tests}
+    return any(re.search(rf"\b{fixture}\b", (REPO / module).read_text()) for module in modules if (REPO / module).is_file())
+
+
+def lendable(phases: list[list[Shard]], fixture: str) -> bool:
+    """Whether some session asks for the fixture and no two that do run side by side: in each phase
+    (its shards side by side, a shard's sessions one after another) one shard at most has such sessions."""
+    counts = [sum(any(asks_for(session, fixture) for session in shard.sessions()) for shard in phase) for phase in phases]
+    return any(counts) and max(counts) <= 1
+
+
+@contextlib.contextmanager
+def lend_local_servers(work: Path) -> Iterator[str]:
+    """The sample models' Triton and TorchServe, started in the background now, for the sessions'
+    ``local_servers`` fixture: yields the file `LENT_LOCAL_SERVERS` names, written once they are up
+    (the fixture waits for it); stopped at the end, which fails (SystemExit) if a process of theirs
+    is left."""
+    from inferload.local.models.build import build_models
+    from inferload.local.models.specs import MODEL_NAMES
+    from inferload.local.servers.manager import LocalServers
+    from inferload.local.servers.ports import ServerPorts
+    from inferload.local.servers.procs import processes_mentioning
+
+    state_dir = work / "local-servers"
+    lent = work / "local-servers.json"
+    servers = LocalServers(state_dir, ServerPorts.free(), MODEL_NAMES)
+
+    def start() -> None:
+        try:
+            build_models(MODEL_NAMES)
+            answer: dict[str, object] = {"state_dir": str(state_dir), "up_result": servers.up(timeout_s=180)}
+        except Exception:  # the borrowing fixture fails with it
+            answer = {"error": traceback.format_exc()}
+        partial = lent.with_suffix(".tmp")
+        partial.write_text(json.dumps(answer))
+        partial.replace(lent)
+
+    starting = threading.Thread(target=start, name="lent-local-servers", daemon=True)
+    starting.start()
+    try:
+        yield str(lent)
+    finally:
+        starting.join()
+        servers.down()
+        leftovers = processes_mentioning(str(state_dir))
+        if leftovers:
+            raise SystemExit(f"the lent local servers left processes running after down(): {leftovers}")
+
+
 def start(session: Session, folder: Path, pytest_args: list[str]) -> None:
     stem = session.name.replace(" ", "-")
     session.log, session.junit = folder / f"{stem}.log", folder / f"{stem}.xml"
@@ -247,6 +314,29 @@ def run(shards: list[Shard], pytest_args: list[str], work: Path) -> tuple[int, l
         raise
 
 
+def plan(
+    modules: list[str], durations: dict[str, float], shards: int, fallback: Session | None, integration: bool
+) -> list[tuple[str, list[Shard]]]:
+    """The three phases, each with its heading: the shards (the modules that share a session fixture
+    together, in the integration layer: the unit layer starts no server), the quiet modules with the
+    Python transport's session beside them, alone."""
+    sharded = [m for m in modules if m not in ALONE | QUIET]
+    together = shared_fixture_groups(sharded) if integration else []
+    first = partition(sharded, durations, shards, together=together)
+    quiet = partition([m for m in modules if m in QUIET], durations, QUIET_SHARDS, label="quiet")
+    if fallback is not None:  # a third session beside them: the three kept both cores about half busy here
+        quiet.append(
+            Shard(len(quiet) + 1, after=[fallback], expected_s=durations.get(PYTHON_TRANSPORT, 0.0), name=PYTHON_TRANSPORT)
+        )
+    alone = Shard(0, [m for m in modules if m in ALONE], name="alone")
+    alone.expected_s = sum(durations.get(m, 0.0) for m in alone.modules)
+    return [
+        ("", first),
+        ("then the quiet modules and the Python transport's, side by side with nothing else", quiet),
+        ("then alone: the modules that want the machine to themselves", [alone]),
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     pytest_args: list[str] = []
@@ -272,26 +362,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     durations_path = options.folder.resolve() / DURATIONS_NAME
     durations = read_durations(durations_path)
-    sharded = [m for m in modules if m not in ALONE | QUIET]
-    together = (
-        shared_fixture_groups(sharded) if options.folder.resolve() == INTEGRATION else []
-    )  # the unit layer starts no server
-    shards = partition(sharded, durations, options.shards, together=together)
-    quiet = partition([m for m in modules if m in QUIET], durations, QUIET_SHARDS, label="quiet")
-    if fallback is not None:  # a third session beside them: the three kept both cores about half busy here
-        quiet.append(
-            Shard(len(quiet) + 1, after=[fallback], expected_s=durations.get(PYTHON_TRANSPORT, 0.0), name=PYTHON_TRANSPORT)
-        )
-    alone = Shard(0, [m for m in modules if m in ALONE], name="alone")
-    alone.expected_s = sum(durations.get(m, 0.0) for m in alone.modules)
-    phases = [
-        ("", shards),
-        ("then the quiet modules and the Python transport's, side by side with nothing else", quiet),
-        ("then alone: the modules that want the machine to themselves", [alone]),
-    ]
+    integration = options.folder.resolve() == INTEGRATION
+    phases = plan(modules, durations, options.shards, fallback, integration)
+    shards = phases[0][1]
     began = time.monotonic()
     exit_code, ran = 0, list[Session]()
-    with tempfile.TemporaryDirectory(prefix="inferload-shards-") as work:
+    with tempfile.TemporaryDirectory(prefix="inferload-shards-") as work, contextlib.ExitStack() as lent:
+        if integration and lendable([phase for _, phase in phases], LOCAL_SERVERS_FIXTURE):
+            os.environ[LENT_LOCAL_SERVERS] = lent.enter_context(lend_local_servers(Path(work)))
+            print("the sample models' Triton and TorchServe: one pair for every session that asks for them", flush=True)
         for heading, phase in phases:
             phase = [shard for shard in phase if shard.modules or shard.after]
             if not phase:

@@ -11,8 +11,12 @@ from tests.support.shards import (
     QUIET,
     QUIET_SHARDS,
     Session,
+    Shard,
+    asks_for,
+    lendable,
     module_seconds,
     partition,
+    plan,
     shared_fixture_groups,
 )
 from tests.support.shards import test_modules as integration_modules
@@ -83,3 +87,31 @@ def test_the_quiet_and_alone_modules_are_distinct_existing_modules_and_quiet_ses
     assert [shard.sessions()[0].name for shard in quiet] == [
         f"quiet {n}" for n in range(1, QUIET_SHARDS + 1)
     ]  # their logs and JUnit files apart
+
+
+def test_the_runner_lends_its_local_servers_only_to_sessions_that_never_run_side_by_side() -> None:
+    uses = "tests/integration/test_locust_runs.py"  # asks for local_servers
+    other = "tests/integration/test_signals.py"  # does not
+    fallback = Session("python-transport", [f"{uses}::test_each_user_class_sends_real_inferences_and_the_run_ends_on_time"])
+    one_after_another = [
+        [Shard(1, [uses]), Shard(2, [other])],
+        [Shard(1, [other]), Shard(2, after=[fallback])],
+        [Shard(0, [uses], name="alone")],
+    ]
+    assert lendable(one_after_another, "local_servers")
+    side_by_side = [[Shard(1, [uses]), Shard(2, after=[fallback])]]
+    assert not lendable(side_by_side, "local_servers")
+    assert lendable([[Shard(1, [uses], after=[fallback])]], "local_servers")  # one after the other in a shard
+    assert not lendable([[Shard(1, [other])], [Shard(0, [other], name="alone")]], "local_servers")  # nobody asks
+
+
+def test_make_integrations_plan_lends_the_local_servers_to_its_three_sessions_that_ask_for_them() -> None:
+    makefile = (REPO / "Makefile").read_text()
+    fallback_tests = [word for word in makefile.split() if word.startswith("tests/integration/test_")]
+    fallback = Session("python-transport", fallback_tests)
+    phases = [phase for _, phase in plan(integration_modules(INTEGRATION), {}, 3, fallback, integration=True)]
+    assert lendable(phases, "local_servers")
+    asking = [
+        session.name for phase in phases for shard in phase for session in shard.sessions() if asks_for(session, "local_servers")
+    ]
+    assert len(asking) == 3 and asking[1:] == ["python-transport", "alone"], asking
