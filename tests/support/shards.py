@@ -139,15 +139,20 @@ def read_durations(path: Path) -> dict[str, float]:
     return {str(k): float(v) for k, v in data.items()}
 
 
+def names_fixture(module: str, fixture: str) -> bool:
+    """Whether the module (a path relative to the repository) names the fixture: a word of its text."""
+    path = REPO / module
+    return path.is_file() and re.search(rf"\b{fixture}\b", path.read_text()) is not None
+
+
 def shared_fixture_groups(modules: list[str], names: tuple[str, ...] = SHARED_FIXTURES) -> list[set[str]]:
     """The modules that must share a shard: those naming one of the session fixtures `names` (a word of
     the module's text), joined wherever two fixtures share a module. Modules naming none are in no group."""
     groups: list[set[str]] = []
     for module in modules:
-        text = (REPO / module).read_text() if (REPO / module).is_file() else ""
-        if not any(re.search(rf"\b{name}\b", text) for name in names):
+        fixtures = {name for name in names if names_fixture(module, name)}
+        if not fixtures:
             continue
-        fixtures = {name for name in names if re.search(rf"\b{name}\b", text)}
         joined = [group for group in groups if group & fixtures]
         merged = {module, *fixtures}.union(*joined)
         groups = [group for group in groups if group not in joined] + [merged]
@@ -200,9 +205,8 @@ def module_seconds(junit_files: list[Path]) -> dict[str, float]:
 
 
 def asks_for(session: Session, fixture: str) -> bool:
-    """Whether a module of the session's tests names the fixture (a word of its text)."""
-    modules = {test.split("::")[0] for test in session.tests}
-    return any(re.search(rf"\b{fixture}\b", (REPO / module).read_text()) for module in modules if (REPO / module).is_file())
+    """Whether a module of the session's tests names the fixture."""
+    return any(names_fixture(module, fixture) for module in {test.split("::")[0] for test in session.tests})
 
 
 def lendable(phases: list[list[Shard]], fixture: str) -> bool:
