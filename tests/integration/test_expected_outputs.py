@@ -6,6 +6,8 @@ module on the Python transport's own clients too)."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -91,7 +93,9 @@ def test_an_open_loop_of_expected_answers_sends_every_arrival_and_checks_each(
     local_servers: RunningServers, tmp_path: Path
 ) -> None:
     """Open loop: Python paces the arrivals (the engine hands each answer back to be compared), every
-    arrival is sent and answered right, its send lag measured; the wrong file's target fails each."""
+    arrival is sent and answered right, its send lag measured; the wrong file's target fails each.
+    "Every arrival" but those due as the run stops: on a busy machine one due in its last moments may
+    still wait for a sender then, and is counted unsent at the stop, in the run's last window."""
     np.save(tmp_path / "item.npy", ITEM)
     targets = [t for t in _targets(tmp_path, local_servers, "", RIGHT) if t["name"] == "grpc"]
     targets += [t for t in _targets(tmp_path, local_servers, "-wrong", WRONG) if t["name"] == "http-wrong"]
@@ -101,10 +105,15 @@ def test_an_open_loop_of_expected_answers_sends_every_arrival_and_checks_each(
 
     assert run.returncode == 1, run.output  # the wrong file's failures
     right, wrong = run.summary["targets"]["grpc"], run.summary["targets"]["http-wrong"]
-    for figures in (right, wrong):
+    windows = list(csv.DictReader(io.StringIO(run.windows_csv)))
+    for name, figures in (("grpc", right), ("http-wrong", wrong)):
         open_loop = figures["open_loop"]
-        assert open_loop["unsent"] == 0 and open_loop["arrivals"] >= 100, open_loop  # 40/s each for 3 s: about 120
-        assert figures["requests"] == pytest.approx(open_loop["arrivals"], abs=8), figures  # all sent, all answered
+        assert open_loop["arrivals"] >= 100, open_loop  # 40/s each for 3 s: about 120
+        # each arrival answered or counted unsent, none lost (up to the 8 in flight at the stop)
+        assert figures["requests"] + open_loop["unsent"] == pytest.approx(open_loop["arrivals"], abs=8), figures
+        # and none unsent for want of a sender while the run went on: only at the stop, in its last window
+        unsent_at = [float(w["elapsed_s"]) for w in windows if w["target"] == name and w["unsent"] not in ("", "0")]
+        assert all(start > 1.5 for start in unsent_at), (unsent_at, open_loop)
         assert open_loop["send_lag_ms"]["p99"] is not None
     assert right["failures"] == 0 and wrong["failures"] == wrong["requests"], run.failures_csv
     assert "target 'grpc': sent by the engine, its answers compared with the expected ones in Python" in run.output
