@@ -51,9 +51,15 @@ def test_a_poisson_run_achieves_its_rate_and_sends_every_arrival(server, tmp_pat
     figures = run.summary["targets"]["reference"]
     open_loop = figures["open_loop"]
     assert open_loop["configured_rps"] == 250
-    assert open_loop["unsent"] == 0
     assert open_loop["achieved_ratio"] == pytest.approx(1.0, abs=0.02)
     assert figures["requests"] == pytest.approx(open_loop["arrivals"], abs=16)  # all sent, all answered
+    # none unsent while the run went on: an arrival due in the run's last moments may still wait for
+    # a sender on a busy machine, and the stop counts it unsent, in one of the last two windows
+    windows = list(csv.DictReader(io.StringIO(run.windows_csv)))
+    last = max(float(r["elapsed_s"]) for r in windows)
+    unsent_at = [float(r["elapsed_s"]) for r in windows if r["unsent"] not in ("", "0")]
+    assert all(start >= last - 1 for start in unsent_at), (unsent_at, last, open_loop)
+    assert open_loop["unsent"] <= 16, open_loop
     assert open_loop["send_lag_ms"]["p99"] is not None
     # every 1 s window wholly inside the 32 s schedule had arrivals and sends (a last window that
     # starts as the run stops has neither, and may be there or not)
