@@ -195,10 +195,12 @@ def _range_message(kind: str, ctx: Mapping[str, Any], value: object, is_duration
     ctx_key, template = words[kind]
     limit = ctx.get(ctx_key)
     if is_duration:
+        # a duration as written ('0s') is quoted as it is; a bare number is seconds
+        given = describe_value(value) if isinstance(value, str) else f"{_number(value)}s"
         if kind == "greater_than" and limit == 0:
-            return f"must be longer than 0s; got {_number(value)}s"
+            return f"must be longer than 0s; got {given}"
         if kind == "greater_than_equal" and limit == 0:
-            return f"must not be negative; got {_number(value)}s"
+            return f"must not be negative; got {given}"
     return f"{template.format(_number(limit))}; got {_number(value)}"
 
 

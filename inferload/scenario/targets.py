@@ -329,10 +329,11 @@ class Target(FrozenModel):
     @field_validator("inputs", mode="before")
     @classmethod
     def _inputs_given(cls, value: object, info: ValidationInfo) -> object:
-        """A tensor kind's inputs are required and not empty; a generative kind's may be left out."""
+        """A tensor kind's inputs are required and not empty; a generative kind's may be left out (as
+        they may where the kind itself is wrong: its own error says so, not one about inputs)."""
         generative = info.data.get("kind") in GENERATIVE_KINDS
         if value is None:
-            if generative:
+            if generative or "kind" not in info.data:
                 return ()
             raise custom_error("required key is missing")
         if not generative and isinstance(value, (list, tuple)) and not value:

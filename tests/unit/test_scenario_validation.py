@@ -285,6 +285,13 @@ MALFORMED = [
         id="bad-target-kind",
     ),
     pytest.param(
+        # a misspelled generative kind: its inputs are not required, and not said to be
+        edits(set_key("targets[0].kind", "openai-chatt"), del_key("targets[0].inputs")),
+        "targets[0].kind",
+        "got 'openai-chatt'",
+        id="bad-target-kind-without-inputs",
+    ),
+    pytest.param(
         set_key("shape.kind", "spike"),
         "shape.kind",
         "expected one of steady, ramp, burst, stages, constant-rate, poisson, ramping-rate, rate-bursts, gamma, replay; got 'spike'",
@@ -574,6 +581,16 @@ def test_malformed_scenario_is_reported_at_its_key(
     assert str(problems[0]) == f"{path}: {key_path}: {problems[0].message}"
     assert "https://errors.pydantic.dev" not in problems[0].message
     assert "Input should be" not in problems[0].message
+
+
+@pytest.mark.parametrize(
+    ("written", "message"), [(0, "must be longer than 0s; got 0s"), ("0s", "must be longer than 0s; got '0s'")]
+)
+def test_a_duration_out_of_range_is_quoted_as_written(tmp_path: Path, written: object, message: str) -> None:
+    data = valid_scenario()
+    set_key("duration", written)(data)
+
+    assert [(p.key_path, p.message) for p in problems_of(write_scenario(tmp_path, data))] == [("duration", message)]
 
 
 def test_npy_data_must_match_the_dtype_and_shape(tmp_path: Path) -> None:
