@@ -204,7 +204,7 @@ def merge_range(
         first, last = min(start for start, _ in given) - run_start, max(end for _, end in given) - run_start
         lengths = sorted({round(end - start, 6) for start, end in given})
         raise ResultsError(
-            f"--from/--to: no whole window lies in that range; {source} gave windows from {first:g} s to {last:g} s"
+            f"--from/--to: no whole window lies in that range; {source} gave windows from {seconds(first)} to {seconds(last)}"
             f" after the run's start, {' or '.join(f'{length:g}' for length in lengths)} s each"
         )
     return list(found.values())
@@ -255,6 +255,11 @@ def main_range(results_dir: Path, t_from: str | None, t_to: str | None, workers:
     return print_range(results, start, as_json)
 
 
+def seconds(value: float) -> str:
+    """A time after the run's start as the range's lines print it: to the millisecond, "-0" as "0"."""
+    return f"{round(value, 3) + 0.0:g} s"
+
+
 def print_range(results: list[RangeFigures], start: float, as_json: bool) -> int:
     """The range's figures per target, as text (times after `start`, the run's start) or JSON."""
     if as_json:
@@ -262,7 +267,11 @@ def print_range(results: list[RangeFigures], start: float, as_json: bool) -> int
         return 0
     for result in results:
         figures = result.stats.latency_ms()
-        span = "-" if result.first_start is None else f"{result.first_start - start:g} s .. {(result.last_end or 0) - start:g} s"
+        span = (
+            "-"
+            if result.first_start is None
+            else f"{seconds(result.first_start - start)} .. {seconds((result.last_end or 0) - start)}"
+        )
         cells = ", ".join(f"{k} {v:.3f}" for k, v in figures.items() if v is not None)
         print(f"{result.target} [{'+'.join(result.workers)}], {span} after the start ({result.windows} windows):")
         print(f"  {result.stats.requests} requests, {result.stats.failures} failed; ms: {cells or 'n/a'}")

@@ -140,7 +140,8 @@ def test_the_streamed_histograms_give_the_folder_figures_for_every_range_and_wor
     first = min(float(row["start"]) for row in rows) - START
     last = max(float(row["start"]) + float(row["window_s"]) for row in rows) - START
     where = (
-        f"no whole window lies in that range; {{}} gave windows from {first:g} s to {last:g} s after the run's start, 1 s each"
+        f"no whole window lies in that range; {{}} gave windows from {round(first, 3):g} s to {round(last, 3):g} s after the run's start,"
+        " 1 s each"
     )
     for place, merge in (
         ("InfluxDB", lambda: merge_range(rows, START + 1.5, START + 2, None, "InfluxDB", START)),
