@@ -82,10 +82,12 @@ export INFERLOAD_VENVS
 # the machine to themselves (tests/support/shards.py, docs/testing.md)
 INTEGRATION_SHARDS ?= 3
 export INTEGRATION_SHARDS
+# SHARDS_ARGS=--record: the run also writes each module's seconds into tests/integration/durations.json
+SHARDS_ARGS ?=
 integration: build
 	@echo "== make integration: $$(date -u +%T) UTC"
 	bash scripts/install-system-deps.sh test
-	$(PY) -m tests.support.shards $(addprefix --python-transport ,$(FALLBACK_TESTS)) -- --durations=10
+	$(PY) -m tests.support.shards $(SHARDS_ARGS) $(addprefix --python-transport ,$(FALLBACK_TESTS)) -- --durations=10
 
 # the same layer in one pytest session, one test after another, then the fallback subset
 integration-serial: build
