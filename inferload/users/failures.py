@@ -58,6 +58,10 @@ NOT_A_TRITON_RESPONSE = "not a Triton inference response"
 CUT_SHORT = "cut short: the connection closed before its end"
 #: what an answer that is not HTTP/1.1, or whose framing (chunks, length) breaks, is
 BROKEN_FRAMING = "broken HTTP framing"
+#: what a gRPC answer that is not HTTP/2 (an HTTP/1 server's, say) is
+BROKEN_HTTP2_FRAMING = "broken HTTP/2 framing"
+#: grpcio's words for a peer whose bytes are not HTTP/2 (in its UNAVAILABLE "failed to connect ...")
+_GRPC_NOT_HTTP2 = "failed parsing http/2"
 
 
 def classify_exception(exc: BaseException, address: str) -> RequestError:
@@ -87,6 +91,8 @@ def _classify_triton(exc: InferenceServerException, address: str) -> RequestErro
         code = status.removeprefix("StatusCode.")
         if code == "DEADLINE_EXCEEDED":
             return timed_out(address)
+        if code == "UNAVAILABLE" and _GRPC_NOT_HTTP2 in message.lower():
+            return bad_answer(BROKEN_HTTP2_FRAMING)
         if code == "UNAVAILABLE" and any(h in message.lower() for h in GRPC_REFUSED_HINTS):
             return refused(address)
         if code == "INTERNAL" and message == _GRPC_UNDECODABLE:

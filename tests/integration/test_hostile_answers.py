@@ -10,6 +10,7 @@ Against a fake server (tests/support/hostile_server.py: faults no real server ca
 - model metadata or config of the wrong types is one line naming the key's path, never a traceback;
 - a gRPC server that sends GOAWAY at once fails each call at once: grpcio's transparent retries made
   ~100 connections a second and grew the client to 3 GB within one 5 s statistics read;
+- a gRPC call answered in HTTP/1.1 is a bad answer ("broken HTTP/2 framing"), not a refused connection;
 - a streamed event over 1 MiB fails its request, and the client's memory stays far below the ~35
   times its size that parsing it whole took.
 
@@ -369,6 +370,11 @@ def test_a_grpc_start_check_on_a_server_that_sends_goaway_at_once_is_one_server_
 
 
 def test_a_run_against_a_grpc_server_that_sends_goaway_counts_its_failures_and_its_memory_stays_bounded(tmp_path):
-    peak_kib, output = _every_request_failed(tmp_path, {"t": ("goaway", {})}, "triton-grpc")
+    """Beside it, a gRPC target at a server that answers in HTTP/1.1 (an HTTP port, say): each call a bad
+    answer, not a refused connection (the connection was made; what came was not HTTP/2)."""
+    faults = {"t": ("goaway", {}), "http1": ("deep-ok", {})}
+    peak_kib, output = _every_request_failed(tmp_path, faults, "triton-grpc")
     assert "statistics for 'm'" in output and "GOAWAY received" in output, output[-3000:]  # the server readings were tried
     assert peak_kib < 600 * 1024, peak_kib  # before: 2.7 GB
+    http1 = _failure_of("http1", output)
+    assert "bad answer: broken HTTP/2 framing" in http1 and "refused" not in http1, http1 or output[-3000:]

@@ -436,6 +436,7 @@ GRPC_STATUSES = [
     (4, "Deadline Exceeded"),
     (14, "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:1: Failed to connect to remote host"),
     (14, "Socket closed"),
+    (14, "failed to connect to all addresses; last error: UNAVAILABLE: ipv4:127.0.0.1:8000: Failed parsing HTTP/2 (Expected"),
     (14, "Server is shutting down"),
     (3, "unexpected shape for input 'INPUT0' for model 'identity'. Expected [-1,4], got [1,3]. \nmore"),
     (5, "Request for unknown model: 'nope' is not found"),

@@ -103,6 +103,8 @@ impl Failure {
 pub const CUT_SHORT: &str = "cut short: the connection closed before its end";
 /// What an answer that is not HTTP/1.1, or whose framing (chunks, length) breaks, is.
 pub const BROKEN_FRAMING: &str = "broken HTTP framing";
+/// What a gRPC answer that is not HTTP/2 (an HTTP/1 server's, say) is.
+pub const BROKEN_HTTP2_FRAMING: &str = "broken HTTP/2 framing";
 
 /// `RequestError("closed: {address} closed the connection before answering")`.
 pub fn closed_before_answering(address: &str) -> Failure {
@@ -236,6 +238,9 @@ pub fn grpc_status_failure(code: i32, message: &str, address: &str) -> Failure {
         return Failure::timeout(address);
     }
     let lowered = message.to_lowercase();
+    if name == "UNAVAILABLE" && lowered.contains("failed parsing http/2") {
+        return Failure::bad_answer(BROKEN_HTTP2_FRAMING); // grpc's words for a peer not HTTP/2
+    }
     if name == "UNAVAILABLE" && GRPC_REFUSED_HINTS.iter().any(|hint| lowered.contains(hint)) {
         return Failure::refused(address);
     }

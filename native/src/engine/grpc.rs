@@ -124,10 +124,13 @@ fn connect_failure(error: &ConnectError, address: &str) -> Failure {
     }
 }
 
-/// A connection that broke (or would not speak HTTP/2): grpc's UNAVAILABLE "Socket closed" /
-/// "failed to connect", a refusal for the Python path.
+/// A connection that broke: grpc's UNAVAILABLE "Socket closed" / "failed to connect", a refusal;
+/// or whose peer's bytes are not HTTP/2 (h2 itself ended it: an HTTP/1 port, say), a bad answer.
 fn broken(what: &str, error: &h2::Error, address: &str) -> Failure {
     debug::note(what, error);
+    if error.is_go_away() && error.is_library() {
+        return Failure::bad_answer(checks::BROKEN_HTTP2_FRAMING);
+    }
     Failure::refused(address)
 }
 
