@@ -206,9 +206,8 @@ def borrowed_local_servers(lent: Path) -> RunningServers:
     answer = json.loads(lent.read_text())
     if "error" in answer:
         pytest.fail(f"the runner's local servers did not start:\n{answer['error']}")
-    servers = LocalServers(Path(answer["state_dir"]))
-    ports = ServerPorts.from_dict(servers.read_state()["ports"])
-    return RunningServers(LocalServers(servers.state_dir, ports, MODEL_NAMES), ports, answer["up_result"], servers.state_dir)
+    state_dir, ports = Path(answer["state_dir"]), ServerPorts.from_dict(answer["ports"])
+    return RunningServers(LocalServers(state_dir, ports, MODEL_NAMES), ports, answer["up_result"], state_dir)
 
 
 @pytest.fixture(scope="session")

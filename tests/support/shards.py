@@ -235,7 +235,8 @@ def lend_local_servers(work: Path) -> Iterator[str]:
     def start() -> None:
         try:
             build_models(MODEL_NAMES)
-            answer: dict[str, object] = {"state_dir": str(state_dir), "up_result": servers.up(timeout_s=180)}
+            up_result = servers.up(timeout_s=180)
+            answer: dict[str, object] = {"state_dir": str(state_dir), "ports": servers.ports.to_dict(), "up_result": up_result}
         except Exception:  # the borrowing fixture fails with it
             answer = {"error": traceback.format_exc()}
         partial = lent.with_suffix(".tmp")
