@@ -120,7 +120,12 @@ def test_open_loop_arrivals_to_a_refused_target_keep_their_schedule(tmp_path):
 
     target = run.summary["targets"]["rest-down"]
     open_loop = target["open_loop"]
-    assert open_loop["unsent"] == 0  # no arrival waited on a back-off
+    # no arrival waited on a back-off: none unsent while the run went on (one due as the run stops may
+    # still wait for a sender on a busy machine, counted unsent at the stop, in one of its last two windows)
+    windows = [w for w in csv.DictReader(io.StringIO(run.windows_csv)) if w["target"] == "rest-down"]
+    last = max(float(w["elapsed_s"]) for w in windows)
+    unsent_at = [float(w["elapsed_s"]) for w in windows if w["unsent"] not in ("", "0")]
+    assert all(start >= last - 1 for start in unsent_at) and open_loop["unsent"] <= 4, (unsent_at, last, open_loop)
     assert open_loop["achieved_ratio"] == pytest.approx(1.0, abs=0.05)
     assert target["requests"] == pytest.approx(rate * duration_s, rel=0.1)  # one attempt per arrival
     assert target["failures"] == target["requests"]
