@@ -171,6 +171,9 @@ def cmd_trace_to_replay(args: argparse.Namespace) -> int:
             )
         if args.length_step != 1 and not fields.lengths_asked:
             raise InferloadError("--length-step rounds the lengths read: give --input-tokens-field or --output-tokens-field")
+        in_the_way = out_problem(args.out, fields.lengths_asked)
+        if in_the_way is not None:
+            raise InferloadError(f"--out: {in_the_way}")
         summary = record_arrivals(args.sources, args.out, source_format, targets, fields, window_s, args.length_step)
     except InferloadError as error:
         print(f"inferload trace-to-replay: {error}", file=sys.stderr)
@@ -983,6 +986,19 @@ def summary_path(out: Path) -> Path:
     return out.with_name(out.stem + ".summary.json")
 
 
+def out_problem(out: Path, with_lengths: bool) -> str | None:
+    """What stands where ``out``'s files go, or None: a file where a folder above them should be, or
+    one of the files it makes (the replay file, its summary, with ``with_lengths`` its lengths file)
+    there as no regular file (a folder, a FIFO). Checked before the sources are read, since a file
+    that cannot be replaced would leave the others written alone."""
+    above = next((path for path in out.parents if path.exists()), None)
+    if above is not None and not above.is_dir():
+        return f"cannot write {out}: {above} is a file, not a folder"
+    written = (out, summary_path(out), *((lengths_path(out),) if with_lengths else ()))
+    in_the_way = next((path for path in written if path.exists() and not path.is_file()), None)
+    return None if in_the_way is None else f"{in_the_way} is there and is no file to replace; name another --out"
+
+
 def record_arrivals(
     sources: Sequence[Path],
     out: Path,
@@ -1020,18 +1036,21 @@ def record_arrivals(
             blocks = [recording.blocks[i] for i in order.tolist()]
         lengths = TraceLengths.of(inputs, outputs, length_step, blocks if recording.blocks else ())
         summary = replace(summary, lengths=lengths.summary(lengths_path(out)))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    # the summary and the lengths are renamed into place first, the replay file last: once it is
-    # there, all are complete
-    with (
-        written_in_place(out) as replay,
-        written_in_place(summary_path(out)) as summary_file,
-        written_in_place(lengths_path(out)) if lengths is not None else nullcontext() as lengths_file,
-    ):
-        write_replay(replay, times, codes, recording.names, None if lengths is None else lengths.samples)
-        summary_file.write(json.dumps(summary.as_dict(), indent=2) + "\n")
-        if lengths is not None and lengths_file is not None:
-            lengths_file.writelines(lengths.lines())
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        # the summary and the lengths are renamed into place first, the replay file last: once it is
+        # there, all are complete
+        with (
+            written_in_place(out) as replay,
+            written_in_place(summary_path(out)) as summary_file,
+            written_in_place(lengths_path(out)) if lengths is not None else nullcontext() as lengths_file,
+        ):
+            write_replay(replay, times, codes, recording.names, None if lengths is None else lengths.samples)
+            summary_file.write(json.dumps(summary.as_dict(), indent=2) + "\n")
+            if lengths is not None and lengths_file is not None:
+                lengths_file.writelines(lengths.lines())
+    except OSError as error:
+        raise InferloadError(f"--out: cannot write {out}: {error.strerror or type(error).__name__}") from None
     return summary
 
 

@@ -456,10 +456,43 @@ def test_a_run_cut_off_while_writing_leaves_no_file_under_the_final_name(
     out_dir.mkdir()
     code, _, err = run(capsys, str(tmp_path / "trace.json"), "--out", str(out_dir / "replay.csv"))
     if isinstance(failure, OSError):
-        assert code == 2 and "No space left on device" in one_line(err)
+        assert code == 2 and f"--out: cannot write {out_dir / 'replay.csv'}: No space left on device" in one_line(err)
     else:
         assert code == 130 and err == "inferload: interrupted\n"  # Ctrl-C while writing
     assert list(out_dir.iterdir()) == []  # neither the replay file, nor its summary, nor a temporary file
+
+
+@pytest.mark.parametrize(
+    ("in_the_way", "out", "message"),
+    [
+        ("replay.csv/", "replay.csv", "--out: {folder}/replay.csv is there and is no file to replace; name another --out"),
+        (
+            "replay.summary.json/",
+            "replay.csv",
+            "--out: {folder}/replay.summary.json is there and is no file to replace; name another --out",
+        ),
+        (
+            "runs",
+            "runs/week/replay.csv",
+            "--out: cannot write {folder}/runs/week/replay.csv: {folder}/runs is a file, not a folder",
+        ),
+    ],
+    ids=["a folder named as the replay file", "a folder named as its summary", "a file where a folder should be"],
+)
+def test_a_folder_or_file_in_the_way_of_out_is_named_before_anything_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], in_the_way: str, out: str, message: str
+) -> None:
+    shutil.copy(CAPTURE, tmp_path / "trace.json")
+    folder = tmp_path / "out"
+    folder.mkdir()
+    if in_the_way.endswith("/"):
+        (folder / in_the_way).mkdir()
+    else:
+        (folder / in_the_way).write_text("")
+    before = sorted(folder.iterdir())
+    code, _, err = run(capsys, str(tmp_path / "trace.json"), "--out", str(folder / out))
+    assert code == 2 and message.format(folder=folder) in one_line(err)
+    assert sorted(folder.iterdir()) == before  # nothing written beside it: no summary of a replay file that is not there
 
 
 def test_an_empty_trace_names_the_file_that_had_no_arrivals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
