@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
@@ -28,9 +28,12 @@ from typing import IO
 # half-written summary.json can no longer break `inferload compare` or `report`.
 @contextlib.contextmanager
 def replacing(path: Path, newline: str | None = None) -> Iterator[IO[str]]:
-    """A text file to write that becomes `path` when the block ends without an error (UTF-8)."""
+    """A text file to write that becomes `path` when the block ends without an error (UTF-8), made
+    with the usual permissions (0666 less the umask, as `open` makes a file: a results folder is
+    read by others, a CI's uploader or a web server)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline=newline) as handle:
             yield handle

@@ -48,20 +48,20 @@ import os
 import re
 import stat
 import sys
-import uuid
 from array import array
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, BinaryIO, Literal, TextIO
+from typing import IO, Any, BinaryIO, Literal
 
 import numpy as np
 
 from inferload.errors import InferloadError
 from inferload.measure.run_record import GapStats
 from inferload.observe.sources.triton_trace_file import trace_file_names
+from inferload.paths import replacing
 from inferload.scenario.input_files import not_regular_problem
 from inferload.scenario.lengths import MAX_BLOCK_ID, MAX_LENGTH, MAX_REQUESTS
 from inferload.scenario.limits import MAX_NUMBER_DIGITS
@@ -823,7 +823,7 @@ def summarise(
 
 
 def write_replay(
-    out: TextIO, times: np.ndarray, codes: np.ndarray, names: Sequence[str | None], samples: np.ndarray | None = None
+    out: IO[str], times: np.ndarray, codes: np.ndarray, names: Sequence[str | None], samples: np.ndarray | None = None
 ) -> None:
     """CSV ``t_s[,target][,sample]`` (microsecond resolution) to ``out``; a target column only when
     some arrival has one, a sample column with ``samples`` (each row's request in the lengths file)."""
@@ -911,23 +911,6 @@ class TraceLengths:
 
 def lengths_path(out: Path) -> Path:
     return out.with_name(out.stem + ".lengths.jsonl")
-
-
-@contextmanager
-def written_in_place(path: Path) -> Iterator[TextIO]:
-    """A text file to write ``path`` through: a temporary file next to it (``.NAME.<random>.part``),
-    renamed onto ``path`` (os.replace) when the block ends without an error and removed when it
-    raises, so ``path`` is either its old self or complete, never cut short. Made with the usual
-    permissions (0666 less the umask)."""
-    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.part")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            yield handle
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
 
 
 def spark(counts: Sequence[int]) -> str:
@@ -1041,9 +1024,9 @@ def record_arrivals(
         # the summary and the lengths are renamed into place first, the replay file last: once it is
         # there, all are complete
         with (
-            written_in_place(out) as replay,
-            written_in_place(summary_path(out)) as summary_file,
-            written_in_place(lengths_path(out)) if lengths is not None else nullcontext() as lengths_file,
+            replacing(out, newline="") as replay,
+            replacing(summary_path(out)) as summary_file,
+            replacing(lengths_path(out)) if lengths is not None else nullcontext() as lengths_file,
         ):
             write_replay(replay, times, codes, recording.names, None if lengths is None else lengths.samples)
             summary_file.write(json.dumps(summary.as_dict(), indent=2) + "\n")

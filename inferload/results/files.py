@@ -49,7 +49,7 @@ SUMMARY_NAME = "summary.json"
 
 
 class ResultsError(InferloadError):
-    """A results file (summary.json) is missing or cannot be read."""
+    """A results file (summary.json) is missing or cannot be read, or one cannot be written."""
 
 
 # -- writing ---------------------------------------------------------------------------------

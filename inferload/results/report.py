@@ -481,18 +481,23 @@ def render_report(summary: RunSummary, windows: Windows, gpu: tuple[dict[str, Gp
 
 
 def write_report(results_dir: Path) -> Path:
-    """Read a results folder and write its report.html; returns the report's path."""
+    """Read a results folder and write its report.html; returns the report's path. ResultsError when
+    summary.json cannot be read or report.html cannot be written (a folder in its place, a full disk)."""
     results_dir = Path(results_dir)
     summary = read_summary(results_dir)
     folder = results_dir if results_dir.is_dir() else results_dir.parent
     windows = read_windows(folder / WINDOWS_NAME)
     gpu = read_gpu(folder / GPU_NAME, started_epoch(summary))
     report = folder / REPORT_NAME
-    return write_atomically(report, render_report(summary, windows, gpu))
+    try:
+        return write_atomically(report, render_report(summary, windows, gpu))
+    except OSError as error:
+        raise ResultsError(f"cannot write {report}: {error.strerror or type(error).__name__}") from None
 
 
 def main_report(results_dir: Path) -> int:
-    """The CLI command: (re)write a folder's report.html; exit 2 when summary.json cannot be read."""
+    """The CLI command: (re)write a folder's report.html; exit 2 when summary.json cannot be read or
+    report.html cannot be written."""
     try:
         path = write_report(results_dir)
     except ResultsError as exc:

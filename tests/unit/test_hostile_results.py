@@ -116,6 +116,14 @@ def test_a_summary_that_is_no_regular_file_is_refused_unread_naming_it(
     assert line.startswith(f"inferload {name}: {folder / 'summary.json'} {expected}; expected a run's summary.json")
 
 
+def test_a_folder_where_report_html_goes_is_one_line_naming_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = results_folder(tmp_path / "run")
+    (folder / "report.html").mkdir()
+    line = one_line(capsys, main_report(folder), "report")
+    assert line == f"inferload report: cannot write {folder / 'report.html'}: Is a directory"
+    assert sorted(path.name for path in folder.iterdir() if path.name.startswith(".")) == []  # no temporary file left
+
+
 def test_a_summary_over_the_size_bound_is_refused_unread(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     folder = results_folder(tmp_path / "run")
     with open(folder / "summary.json", "r+b") as handle:

@@ -137,6 +137,17 @@ def test_writing_never_leaves_half_a_file(tmp_path: Path, monkeypatch: pytest.Mo
     assert [p.name for p in tmp_path.iterdir()] == ["entry.json"]  # no temporary file left
 
 
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o077, 0o600)], ids=["umask 022", "umask 077"])
+def test_a_file_written_whole_has_the_permissions_open_gives_it(tmp_path: Path, umask: int, mode: int) -> None:
+    """0666 less the umask, as `open` makes a file: others may read a results folder (a CI's uploader)."""
+    before = os.umask(umask)
+    try:
+        write_atomically(tmp_path / "summary.json", "{}\n")
+    finally:
+        os.umask(before)
+    assert (tmp_path / "summary.json").stat().st_mode & 0o777 == mode
+
+
 def test_leftovers_are_put_back_newest_first_and_kept_when_that_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     record_in_child(tmp_path, "http://127.0.0.1:8000")
     record_in_child(tmp_path, "http://127.0.0.1:9000")
