@@ -385,6 +385,31 @@ def run_step(
     return replace(step, role=role)
 
 
+#: the lines of a failed step's run.log printed under its progress line, and the characters of each
+REASON_LINES = 4
+REASON_CHARS = 240
+#: the end of run.log read for them
+REASON_TAIL_BYTES = 64 * 1024
+
+
+def run_log_reason(log_path: Path) -> list[str]:
+    """What a step's run said as it ended without results: run.log's lines from its last that
+    starts ``inferload`` (the run's own error, e.g. the start checks' verdict) to its end, else the
+    log's last lines (a traceback's end); at most REASON_LINES of REASON_CHARS each, control
+    characters shown escaped. Empty when there is no log to read."""
+    try:
+        with log_path.open("rb") as handle:
+            handle.seek(max(0, handle.seek(0, 2) - REASON_TAIL_BYTES))
+            tail = handle.read().decode("utf-8", "replace")
+    except OSError:
+        return []
+    lines = [line for line in tail.splitlines() if line.strip()]
+    starts = [number for number, line in enumerate(lines) if line.startswith("inferload")]
+    said = lines[starts[-1] :] if starts else lines[-REASON_LINES:]
+    shown = ["".join(c if c.isprintable() else repr(c)[1:-1] for c in line[:REASON_CHARS]) for line in said]
+    return shown[:REASON_LINES]
+
+
 def read_step(
     index: int,
     level: float,

@@ -44,7 +44,7 @@ from inferload.tune.capacity_steps import (
     ramp_plan,
     record_unit,
 )
-from inferload.tune.step import GpuSource, StepPlan, StepResult, run_step, server_pid_from_state
+from inferload.tune.step import GpuSource, StepPlan, StepResult, run_log_reason, run_step, server_pid_from_state
 from inferload.tune.stop_rules import StopRules, cpu_bound, memory_limit, queue_growth, saturation, slo_breach, stop_reason
 from inferload.tune.sweep_report import write_sweep_report
 
@@ -481,7 +481,8 @@ def fmt_ms(value: float | None) -> str:
 def describe(step: StepResult, best: StepResult | None, open_loop: bool) -> str:
     """One progress line for a finished step."""
     if step.requests is None:
-        return f"no results (exit {step.exit_code}); see {Path(step.results_dir).parent}/run.log"
+        log = Path(step.results_dir).parent / "run.log"
+        return "\n        ".join([f"no results (exit {step.exit_code}); see {log}", *run_log_reason(log)])
     parts = [
         f"achieved {step.achieved_rps or 0:.1f} req/s",
         f"p50 {fmt_ms(step.p50_ms)}",

@@ -10,9 +10,9 @@ import pytest
 
 from inferload.errors import UsageError
 from inferload.measure.windows import StabilityRule, WindowFigures, first_stable_run
-from inferload.tune.step import StepResult
+from inferload.tune.step import StepResult, run_log_reason
 from inferload.tune.stop_rules import StopRules, stop_reason
-from inferload.tune.sweep import knee_step
+from inferload.tune.sweep import describe, knee_step
 from inferload.tune.sweep_cli import LevelsError, parse_levels, parse_slo
 
 
@@ -186,3 +186,37 @@ def test_a_goodput_bound_needs_a_target_with_goodput_thresholds(tmp_path: Path):
                 Sweep(settings)
         else:
             assert Sweep(settings).target == "chat"
+
+
+START_CHECKS_FAILED = (
+    "GPU metrics off: NVML is unavailable\n"
+    "inferload: the start checks failed; no load was sent (--skip-start-checks sends it anyway):\n"
+    "target 'cnn': cannot reach Triton at 127.0.0.1:8001 (triton-grpc): Connection refused\n"
+)
+
+
+def test_a_step_without_results_prints_why_its_run_ended_under_its_line(tmp_path: Path) -> None:
+    folder = tmp_path / "steps" / "01-4"
+    folder.mkdir(parents=True)
+    (folder / "run.log").write_text(START_CHECKS_FAILED)
+    failed = StepResult(1, 4, 2, 1.0, str(folder / "results"))
+    assert describe(failed, None, False).split("\n") == [
+        f"no results (exit 2); see {folder / 'run.log'}",
+        "        inferload: the start checks failed; no load was sent (--skip-start-checks sends it anyway):",
+        "        target 'cnn': cannot reach Triton at 127.0.0.1:8001 (triton-grpc): Connection refused",
+    ]
+
+
+def test_a_step_without_a_run_log_adds_no_reason() -> None:
+    log = Path("/nonexistent/run.log")
+    assert run_log_reason(log) == []  # no log: nothing to add
+
+
+def test_a_traceback_s_end_is_the_reason_its_control_characters_escaped(tmp_path: Path) -> None:
+    log = tmp_path / "run.log"
+    log.write_text(
+        "Traceback (most recent call last):\n  File x\n  line 1\n  line 2\nValueError: bad \x1b[31m" + "x" * 500 + "\n"
+    )
+    reason = run_log_reason(log)
+    assert len(reason) == 4 and reason[0] == "  File x", reason
+    assert reason[-1].startswith("ValueError: bad \\x1b[31mxxx") and len(reason[-1]) <= 240 + 3, reason
