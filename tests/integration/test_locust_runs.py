@@ -7,9 +7,6 @@ checks its exit code, its timing and the results it wrote.
 
 from __future__ import annotations
 
-import csv
-import io
-
 import pytest
 
 from tests.support.locust_runner import run_locust
@@ -60,7 +57,7 @@ def test_each_user_class_sends_real_inferences_and_the_run_ends_on_time(local_se
     assert sizes["triton-grpc"] == 40 and sizes["triton-http"] == 40
     assert sizes["torchserve"] > 40
     # the stages shape drove the user count: 3 users, then 6
-    users = {row["users"] for row in csv.DictReader(io.StringIO(run.windows_csv)) if row["users"]}
+    users = {row["users"] for row in run.windows if row["users"]}
     assert {"3", "6"} <= users
 
 
@@ -142,7 +139,7 @@ def test_server_side_thresholds_gate_the_run_and_the_residual_is_reported(local_
     side = figures["server_side"]
     assert figures["residual_ms"] == pytest.approx(figures["latency_ms"]["mean"] - side["request_ms_avg"])
     assert 0 < figures["residual_ms"] < figures["latency_ms"]["mean"]
-    rows = list(csv.DictReader(io.StringIO(run.windows_csv)))
+    rows = run.windows
     # (a window the server was read over but no client request ended in, a warm-up's, has no residual)
     assert all(not r["residual_ms"] for r in rows if not r["mean_ms"])
     with_server = [r for r in rows if r["server_request_ms"] and r["mean_ms"]]

@@ -12,8 +12,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +53,7 @@ def test_two_targets_on_one_triton_model_get_the_same_figures_marked_shared(loca
     assert check["passed"] and "all targets of model 'tiny' on this server together (http too)" in check["note"]
     # windows.csv: the same server time per window for both (the model's)
     server_ms: dict[str, dict[str, str]] = {"grpc": {}, "http": {}}
-    for row in csv.DictReader(io.StringIO(run.windows_csv)):
+    for row in run.windows:
         if row["server_request_ms"]:
             server_ms[row["target"]][row["window_start"]] = row["server_request_ms"]
     assert server_ms["grpc"] and server_ms["grpc"] == server_ms["http"]

@@ -11,8 +11,6 @@ model on the HTTP port is refused at start (exit 2).
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import subprocess
 import sys
@@ -98,7 +96,7 @@ def test_a_decoupled_model_streams_with_exact_streaming_figures(
     assert first["p50"] <= latency["p50"] and first["max"] <= latency["max"]
     assert between["max"] <= latency["max"]
 
-    rows = list(csv.DictReader(io.StringIO(run.windows_csv)))
+    rows = run.windows
     steady = [row for row in rows if row["phase"] == "steady" and int(row["requests"])]
     assert steady, run.windows_csv
     for row in steady:

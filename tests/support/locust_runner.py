@@ -11,6 +11,7 @@ Locust runs they start are forks of it too.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import subprocess
@@ -96,6 +97,11 @@ class LocustRun:
     def windows_csv(self) -> str:
         return (self.results_dir / "windows.csv").read_text()
 
+    @property
+    def windows(self) -> list[dict[str, str]]:
+        """windows.csv's rows."""
+        return list(csv.DictReader(io.StringIO(self.windows_csv)))
+
 
 def python_env() -> dict[str, str]:
     """The environment of a child process: this venv first on PATH, the checkout importable, no InfluxDB token."""
@@ -151,6 +157,16 @@ def run_locust(
     failures_path = folder / "locust_failures.csv"
     failures = list(csv.DictReader(failures_path.open())) if failures_path.exists() else []
     return LocustRun(done.returncode, done.stdout, done.stderr, elapsed, results, stats, failures)
+
+
+def unsent_before_the_stop(run: LocustRun, target: str) -> list[float]:
+    """The starts (seconds) of the target's windows that counted unsent arrivals while an open-loop
+    run went on. An arrival due in the run's last moments may still wait for a sender on a busy
+    machine, and the stop counts it unsent, in one of the run's last two windows: those are not
+    listed. Any other window listed is an arrival that waited for want of a sender."""
+    windows = [w for w in run.windows if w["target"] == target]
+    last = max(float(w["elapsed_s"]) for w in windows)
+    return [float(w["elapsed_s"]) for w in windows if w["unsent"] not in ("", "0") and float(w["elapsed_s"]) < last - 1]
 
 
 def assert_tiny_grpc_run_succeeded(run: LocustRun, target: str = "triton-grpc") -> None:
