@@ -19,6 +19,7 @@ from inferload.observe.points import HISTOGRAM_MEASUREMENT, line_from_row
 from inferload.observe.sink import SinkSettings, SinkSettingsError, mask_secrets, settings_from_mapping
 from inferload.results.files import ResultsError
 from inferload.results.histograms import RangeFigures, merge_range, parse_time, print_range
+from inferload.servermetrics.http_client import connection_problem
 
 if TYPE_CHECKING:
     import requests
@@ -57,8 +58,10 @@ class InfluxReader:
         try:
             response = self._session.post(url, data=params, headers=self._headers, timeout=QUERY_TIMEOUT_S)
             answer = response.json()
+        except self._requests.Timeout:
+            raise ResultsError(self._mask(f"--influx-url: {url}: no answer within {QUERY_TIMEOUT_S:g} s")) from None
         except self._requests.RequestException as error:
-            raise ResultsError(self._mask(f"--influx-url: cannot reach {url}: {error}")) from None
+            raise ResultsError(self._mask(f"--influx-url: cannot reach {url}: {connection_problem(error)}")) from None
         except (ValueError, RecursionError):
             raise ResultsError(self._mask(f"--influx-url: {url} answered HTTP {response.status_code}, not JSON")) from None
         results = answer.get("results") or [{}]

@@ -22,10 +22,11 @@ from urllib.parse import urlsplit
 
 import requests
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
-from urllib3.exceptions import HTTPError
+from urllib3.exceptions import HTTPError, NewConnectionError
+from urllib3.exceptions import TimeoutError as Urllib3Timeout
 
 from inferload.errors import InferloadError, UsageError, mask_secrets
-from inferload.servermetrics.http_client import bounded_session
+from inferload.servermetrics.http_client import bounded_session, connection_problem
 
 # InfluxDB line protocol: a `Point` and its encoding, as pure functions.
 #
@@ -323,7 +324,10 @@ class V2Writer:
                 status=status or None,
             ) from None
         except (HTTPError, OSError) as exc:
-            raise SinkError(self._mask(f"cannot reach {url}: {exc}"), retryable=True) from None
+            # urllib3's NewConnectionError (refused, unreachable) is a ConnectTimeoutError too
+            if isinstance(exc, (Urllib3Timeout, TimeoutError)) and not isinstance(exc, NewConnectionError):
+                raise SinkError(f"{self._mask(url)}: no answer within {self.settings.timeout_s:g} s", retryable=True) from None
+            raise SinkError(self._mask(f"cannot reach {url}: {connection_problem(exc)}"), retryable=True) from None
 
     def close(self) -> None:
         self._client.close()
@@ -359,8 +363,12 @@ class V1Writer:
                 headers=self._headers,
                 timeout=timeout_s or self.settings.timeout_s,
             )
+        except requests.Timeout:
+            raise SinkError(
+                f"{self._mask(url)}: no answer within {timeout_s or self.settings.timeout_s:g} s", retryable=True
+            ) from None
         except requests.RequestException as exc:
-            raise SinkError(self._mask(f"cannot reach {url}: {exc}"), retryable=True) from None
+            raise SinkError(self._mask(f"cannot reach {url}: {connection_problem(exc)}"), retryable=True) from None
         if response.status_code >= 300:
             detail = response.text.strip()[:300]
             raise SinkError(

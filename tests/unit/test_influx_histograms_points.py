@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +16,14 @@ from locust.env import Environment
 from inferload.cli import main
 from inferload.measure.hdr import LatencyStats
 from inferload.measure.run_record import RunRecord
+from inferload.observe import influx_range
 from inferload.observe.influx_export import InfluxExport
 from inferload.observe.influx_range import cmd_report_influx, influxql_string
 from inferload.observe.points import HISTOGRAM_MEASUREMENT, histogram_point, line_from_row
 from inferload.observe.sink import SinkSettings, encode_point
 from inferload.results.files import ResultsError
 from inferload.results.histograms import histogram_lines, merge_range, parse_time, range_figures, write_histograms
+from tests.support.ports import free_port
 from tests.support.scenario_factory import scenario, tiny_target
 
 START = 3_000_000.0
@@ -166,6 +169,19 @@ def test_report_from_influxdb_says_what_is_missing_or_malformed(capsys: pytest.C
     with pytest.raises(SystemExit) as stopped:
         main(["report"])
     assert stopped.value.code == 2 and "give RESULTS_DIR, or --influx-url with --run-id" in capsys.readouterr().err
+
+
+def test_report_from_an_influxdb_that_refuses_or_never_answers_says_so_in_a_few_words(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    port = free_port()
+    assert cmd_report_influx(report_args(influx_url=f"http://127.0.0.1:{port}", run_id="r1")) == 2
+    assert capsys.readouterr().err == f"inferload report: --influx-url: cannot reach http://127.0.0.1:{port}/query: connection refused\n"
+    monkeypatch.setattr(influx_range, "QUERY_TIMEOUT_S", 0.5)
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts (the kernel's backlog), never answers
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        assert cmd_report_influx(report_args(influx_url=url, run_id="r1")) == 2
+    assert capsys.readouterr().err == f"inferload report: --influx-url: {url}/query: no answer within 0.5 s\n"
 
 
 def test_a_range_that_ends_before_it_starts_or_is_not_finite_is_refused(tmp_path: Path):

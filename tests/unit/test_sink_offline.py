@@ -5,6 +5,7 @@ write API is in tests/integration/test_sink.py)."""
 from __future__ import annotations
 
 import math
+import socket
 import time
 
 import pytest
@@ -215,8 +216,26 @@ def test_a_slow_writer_never_slows_submit() -> None:
     sink.close(timeout_s=3)
 
 
-def test_an_unreachable_influxdb_is_retryable() -> None:
-    writer = make_writer(SinkSettings(url=f"http://127.0.0.1:{free_port()}", timeout_s=1))
+API_SETTINGS = {"v1": {}, "v2": {"api": "v2", "org": "o", "token": SecretStr("secret-token")}}
+WRITE_PATH = {"v1": "/write", "v2": "/api/v2/write"}
+
+
+@pytest.mark.parametrize("api", API_SETTINGS)
+def test_an_unreachable_influxdb_is_retryable_and_said_in_a_few_words(api: str) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    writer = make_writer(SinkSettings(url=url, timeout_s=1, **API_SETTINGS[api]))  # type: ignore[arg-type]
     with pytest.raises(SinkError) as caught:
         writer.write(b"m f=1i 1\n")
     assert caught.value.retryable
+    assert str(caught.value) == f"cannot reach {url}{WRITE_PATH[api]}: connection refused"
+
+
+@pytest.mark.parametrize("api", API_SETTINGS)
+def test_an_influxdb_that_never_answers_is_retryable_and_said_so(api: str) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts (the kernel's backlog), never answers
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        writer = make_writer(SinkSettings(url=url, timeout_s=0.5, **API_SETTINGS[api]))  # type: ignore[arg-type]
+        with pytest.raises(SinkError) as caught:
+            writer.write(b"m f=1i 1\n")
+    assert caught.value.retryable
+    assert str(caught.value) == f"{url}{WRITE_PATH[api]}: no answer within 0.5 s"
