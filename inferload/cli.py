@@ -444,6 +444,8 @@ def run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
             return cmd_report_influx(args)
         if args.results_dir is None:
             parser.error("report: give RESULTS_DIR, or --influx-url with --run-id")
+        if args.as_json and not (args.t_from or args.t_to or args.range_workers):
+            parser.error("report: --json prints a range's figures: give --from, --to or --workers")
         if args.t_from or args.t_to or args.range_workers:
             from inferload.results.histograms import main_range
 

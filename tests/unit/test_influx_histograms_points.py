@@ -169,6 +169,11 @@ def test_report_from_influxdb_says_what_is_missing_or_malformed(capsys: pytest.C
     with pytest.raises(SystemExit) as stopped:
         main(["report"])
     assert stopped.value.code == 2 and "give RESULTS_DIR, or --influx-url with --run-id" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stopped:
+        main(["report", "results/run", "--json"])  # the whole run's figures are report.html's
+    assert (
+        stopped.value.code == 2 and "--json prints a range's figures: give --from, --to or --workers" in capsys.readouterr().err
+    )
 
 
 def test_report_from_an_influxdb_that_refuses_or_never_answers_says_so_in_a_few_words(
@@ -176,7 +181,10 @@ def test_report_from_an_influxdb_that_refuses_or_never_answers_says_so_in_a_few_
 ) -> None:
     port = free_port()
     assert cmd_report_influx(report_args(influx_url=f"http://127.0.0.1:{port}", run_id="r1")) == 2
-    assert capsys.readouterr().err == f"inferload report: --influx-url: cannot reach http://127.0.0.1:{port}/query: connection refused\n"
+    assert (
+        capsys.readouterr().err
+        == f"inferload report: --influx-url: cannot reach http://127.0.0.1:{port}/query: connection refused\n"
+    )
     monkeypatch.setattr(influx_range, "QUERY_TIMEOUT_S", 0.5)
     with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts (the kernel's backlog), never answers
         url = f"http://127.0.0.1:{silent.getsockname()[1]}"
