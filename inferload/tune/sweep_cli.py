@@ -317,7 +317,7 @@ def settings_from_args(args: argparse.Namespace, out: Path | None = None) -> Swe
     slo = parse_slo(args.slo)
     find_max_users = getattr(args, "find_max_users", False)
     if (args.find_max_rps or find_max_users) and not {"p99_ms", "p95_ms", "p999_ms", "min_goodput_pct"} & set(slo):
-        option = "--find-max-users" if find_max_users else "--find-max-rps"
+        option = getattr(args, "capacity_for", None) or ("--find-max-users" if find_max_users else "--find-max-rps")
         raise UsageError(f"{option} needs a latency or goodput bound, e.g. --slo p99_ms=50 or --slo min_goodput_pct=90")
     ramp = ramp_rule(args, slo) if getattr(args, "ramp_hold", False) else None
     for name, value in (

@@ -130,6 +130,8 @@ def add_tune_parser(sub: argparse._SubParsersAction, help_text: str) -> None:
     tune.add_argument("--torchserve-workers", default="2", help="worker counts to try after batching (default 2)")
     add_search_arguments(tune)
     tune.set_defaults(users=None, rate=None, find_max_rps=True, find_max_users=False, resume=False, target=None, plateau_steps=2)
+    # what the capacity search is for, in its errors (tune has no --find-max-rps of its own)
+    tune.set_defaults(capacity_for="tune (each candidate scored by its capacity under --slo)")
 
 
 def pick(scenario: Scenario, server: str) -> Target | None:

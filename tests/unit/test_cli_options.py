@@ -89,6 +89,10 @@ BAD_OPTIONS: list[tuple[tuple[str, ...], str]] = [
     (("tune", "@S", "--servers", "triton", "--slo", "p99_ms=50", "--triton-url", "ftp://x"), "--triton-url"),
     (("tune", "@S", "--servers", "triton", "--slo", "p99_ms=50", "--triton-url", "http://127.0.0.1:@C"), "--triton-url"),
     (("tune", "@S", "--slo", "p99_ms=50"), "torchserve"),
+    (
+        ("tune", "@S", "--servers", "triton", "--triton-url", "http://127.0.0.1:1"),
+        "tune (each candidate scored by its capacity under --slo) needs a latency or goodput bound",
+    ),
     (("tune", "@S", "--servers", "triton", "--slo", "p99_ms=50", "--calibration", "/dev/zero"), "--calibration"),
     (("tune", "@S", "--slo", "p99_ms=50", "--servers", "nginx"), "--servers"),
     (("tune", "@S", "--servers", "triton", "--slo", "p99_ms=50", "--triton-delays-us", "a,b"), "--triton-delays-us"),
