@@ -66,7 +66,9 @@ from inferload.results.calibration import (
     default_calibration_path,
     latest_calibration_place,
 )
+from inferload.run import cli_values
 from inferload.run.results_dir import unwritable_problem
+from inferload.scenario.limits import MAX_REMOTE_WORKERS, max_local_workers
 
 
 # calibration.html: the certificate as a page in the report's style (one self-contained file).
@@ -188,9 +190,19 @@ FLOOR_METHOD = (
 def add_calibrate_parser(sub: argparse._SubParsersAction, help_text: str) -> None:
     calibrate = sub.add_parser("calibrate", help=help_text)
     calibrate.add_argument("--quick", action="store_true", help="fewer, shorter cases (about a minute)")
-    calibrate.add_argument("--workers", type=int, default=0, metavar="N", help="each case with N local worker processes")
     calibrate.add_argument(
-        "--remote-workers", type=int, default=0, metavar="M", help="each case also waits for M `inferload worker`s elsewhere"
+        "--workers",
+        type=cli_values.whole_number(0, max_local_workers(), " (4 per CPU core of this machine)"),
+        default=0,
+        metavar="N",
+        help="each case with N local worker processes (at most 4 per CPU core)",
+    )
+    calibrate.add_argument(
+        "--remote-workers",
+        type=cli_values.whole_number(0, MAX_REMOTE_WORKERS),
+        default=0,
+        metavar="M",
+        help="each case also waits for M `inferload worker`s elsewhere",
     )
     calibrate.add_argument(
         "--server-host",
@@ -576,8 +588,6 @@ def usage_problem(args: argparse.Namespace, out: Path, environ: Mapping[str, str
     unless ``--no-install``, the latest certificate's folder (`latest_calibration_place` under
     ``environ``) not one either, named by its variable (``INFERLOAD_HOME`` or ``HOME``). Folders
     made to check are removed again."""
-    if args.workers < 0 or args.remote_workers < 0:
-        return "--workers and --remote-workers: expected 0 or more"
     protocols = [p.strip() for p in args.protocols.split(",") if p.strip()]
     if not protocols or any(p not in ("grpc", "http") for p in protocols):
         return f"--protocols: expected a comma list of grpc, http; got {args.protocols!r}"

@@ -130,6 +130,11 @@ BAD_OPTIONS: list[tuple[tuple[str, ...], str]] = [
         ("calibrate", "--quick", "--bogus"),
         "inferload calibrate: unrecognized arguments: --bogus (see inferload calibrate --help)",
     ),
+    (("calibrate", "--quick", "--workers", "999"), "inferload calibrate: argument --workers: expected a whole number from 0 to"),
+    (
+        ("calibrate", "--quick", "--remote-workers", "-1"),
+        "inferload calibrate: argument --remote-workers: expected a whole number",
+    ),
     (("servers", "status", "--x"), "inferload servers: unrecognized arguments: --x"),
     (("compare", "@D", "@D", "@D"), "inferload compare: unrecognized arguments: @D"),
 ]
