@@ -64,7 +64,10 @@ def parse_stop_when_stable(text: str) -> StabilityRule:
         windows, tolerance = int(parts[0]), float(parts[1])
     except ValueError:
         raise ValueError(f"--stop-when-stable takes WINDOWS,PERCENT (e.g. 3,10); got {text!r}") from None
-    return StabilityRule(windows=windows, tolerance_pct=tolerance, max_windows=max(windows, 1))
+    try:
+        return StabilityRule(windows=windows, tolerance_pct=tolerance, max_windows=max(windows, 1))
+    except ValueError as error:
+        raise ValueError(f"--stop-when-stable {text!r}: {error}") from None
 
 
 @dataclass

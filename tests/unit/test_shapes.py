@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from inferload.run.traffic import shape_class_for
+from inferload.measure.windows import StabilityRule
+from inferload.run.traffic import parse_stop_when_stable, shape_class_for
 from inferload.traffic.shapes import timeline_for
 from tests.support.scenario_factory import scenario
 
@@ -99,3 +100,22 @@ def test_timelines_spawn_at_the_rates_validation_filled_in(shape):
         assert [timeline.at(t)[1] for t in (0, 10)] == [stage.spawn_rate for stage in validated.stages] == [4.0, 7.0]
     else:
         assert timeline.at(0)[1] == validated.spawn_rate
+
+
+def test_stop_when_stable_reads_windows_and_a_tolerance() -> None:
+    assert parse_stop_when_stable(" 3, 10 ") == StabilityRule(windows=3, tolerance_pct=10.0, max_windows=3)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("3", "--stop-when-stable takes WINDOWS,PERCENT (e.g. 3,10); got '3'"),
+        ("3,x", "--stop-when-stable takes WINDOWS,PERCENT (e.g. 3,10); got '3,x'"),
+        ("0,10", "--stop-when-stable '0,10': stable windows must be at least 1; got 0"),
+        ("3,nan", "--stop-when-stable '3,nan': the tolerance must be between 0 and 100 %; got nan"),
+    ],
+)
+def test_a_stop_when_stable_that_cannot_be_read_names_the_option(text: str, message: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        parse_stop_when_stable(text)
+    assert str(caught.value) == message
