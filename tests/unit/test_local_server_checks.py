@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from inferload.errors import JavaMissingError, PortInUseError
+from inferload.errors import JavaMissingError, PortInUseError, ServerError
 from inferload.launch.distributed import FREE_PORTS_FROM, free_port
 from inferload.local.servers.manager import LocalServers
 from inferload.local.servers.ports import ServerPorts, check_free
-from inferload.local.servers.procs import processes_mentioning
+from inferload.local.servers.procs import ProcessRecord, processes_mentioning
 from inferload.local.servers.torchserve_local import TorchServeModelConfig, check_java, config_properties, start_torchserve
 
 
@@ -111,3 +111,35 @@ def test_a_llama_cpp_server_that_does_not_answer_is_not_ready(tmp_path):
         port = closed.getsockname()[1]
     with pytest.raises(NotReady, match=rf"127.0.0.1:{port}/v1/chat/completions"):
         chat_answers(port, "random-llama", timeout_s=1.0)
+
+
+def test_the_state_the_servers_write_reads_back(tmp_path: Path) -> None:
+    servers = LocalServers(tmp_path / "state")
+    record = ProcessRecord(12345, 678, 1.5, str(tmp_path / "triton.log"), ("tritonserver",))
+    state = servers._state({"triton": servers._entry("triton", record, {"cnn": 2.25}, ready=True)})
+    servers._write_state(state)
+    assert servers.read_state() == json.loads(json.dumps(state))
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("{bad", "is not valid JSON (Invalid JSON: key must be a string at line 1 column 2)"),
+        ("[]", "is not the state inferload writes (the file: Input should be an object)"),
+        ('{"servers": {"triton": {"pid": 1}}}', "is not the state inferload writes (servers.triton.process: Field required)"),
+        (
+            '{"ports": {"triton_grpc": "x"}}',
+            "is not the state inferload writes (ports.triton_grpc: Input should be a valid integer",
+        ),
+    ],
+    ids=["not JSON", "not an object", "an entry without its process", "a port not a number"],
+)
+def test_a_state_file_not_of_the_servers_shape_is_one_error_naming_the_key(tmp_path: Path, text: str, said: str) -> None:
+    servers = LocalServers(tmp_path / "state")
+    servers.state_dir.mkdir()
+    servers.state_path.write_text(text)
+    for read in (servers.read_state, servers.status, servers.down):  # status and down read it first
+        with pytest.raises(ServerError) as caught:
+            read()
+        assert str(caught.value).startswith(f"{servers.state_path} {said}"), caught.value
+        assert str(caught.value).endswith("; delete it and retry")

@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import TypeAdapter, ValidationError
+from typing_extensions import NotRequired, TypedDict
 
 from inferload.errors import ServerError
 from inferload.local.models.llm import LLM_NAME
@@ -27,6 +29,7 @@ from inferload.local.models.specs import MODEL_NAMES, ModelSpec, get_spec
 from inferload.local.servers.ports import LOOPBACK, ServerPorts, check_free, is_port_open
 from inferload.local.servers.procs import ProcessRecord, is_alive, log_tail
 from inferload.scenario.kinds import SERVER_RECORDS, Server, implementation
+from inferload.scenario.messages import format_key_path
 
 
 # One real inference per model and server: the readiness check of the local servers.
@@ -166,6 +169,40 @@ def probe(server: str, port: int, model: str, timeout_s: float = 5.0, host: str 
 
 
 STATE_FILE = "state.json"
+
+
+class _RecordedProcess(TypedDict):
+    pid: int
+    start_ticks: int
+    started_at: float
+    log: str
+    command: NotRequired[list[str]]
+
+
+class _RecordedServer(TypedDict):
+    """A server's entry in state.json (`ServerManager._entry`): what `status` and `down` read."""
+
+    process: _RecordedProcess
+    pid: int
+    log: str
+    logs_dir: str
+    ports: dict[str, int]
+    urls: dict[str, str]
+    ready: bool
+    cold_start_s: float | None
+    models_cold_start_s: dict[str, float]
+
+
+class _RecordedState(TypedDict, total=False):
+    version: int
+    host: str
+    ports: dict[str, int]
+    models: list[str]
+    servers: dict[str, _RecordedServer]
+
+
+#: state.json's shape, checked as it is read (extra keys are kept)
+_STATE = TypeAdapter(_RecordedState)
 #: how long `down` waits for a stopped server's ports to close
 PORTS_CLOSE_S = 5.0
 
@@ -220,16 +257,26 @@ class LocalServers:
         return self.state_dir / STATE_FILE
 
     def read_state(self) -> dict[str, Any]:
-        """The recorded state ({} when nothing was ever started here)."""
+        """The recorded state ({} when nothing was ever started here); ServerError when state.json is
+        not JSON, or not of the shape `_state` writes (naming the first key that is wrong)."""
         problem = state_dir_problem(self.state_dir)
         if problem:
             raise ServerError(f"state dir: {problem}")
         try:
-            return json.loads(self.state_path.read_text())
+            text = self.state_path.read_text()
         except FileNotFoundError:
             return {}
-        except ValueError as exc:
-            raise ServerError(f"{self.state_path} is not valid JSON ({exc}); delete it and retry") from None
+        try:
+            state: dict[str, Any] = dict(_STATE.validate_json(text))
+        except ValidationError as exc:
+            first = exc.errors(include_url=False)[0]
+            if first["type"] == "json_invalid":
+                raise ServerError(f"{self.state_path} is not valid JSON ({first['msg']}); delete it and retry") from None
+            where = format_key_path(tuple(first["loc"])) or "the file"
+            raise ServerError(
+                f"{self.state_path} is not the state inferload writes ({where}: {first['msg']}); delete it and retry"
+            ) from None
+        return state
 
     def _write_state(self, state: dict[str, Any]) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)
