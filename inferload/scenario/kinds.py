@@ -80,11 +80,6 @@ class ServerKind:
     def scenario_class_name(self) -> str:
         return self.scenario_user_class or self.user_class
 
-    @property
-    def address_is_url(self) -> bool:
-        """The address is written and kept as ``http(s)://host:port``."""
-        return self.protocol == "http" and not self.scheme_dropped
-
 
 SERVER_KINDS: dict[str, ServerKind] = {
     record.kind: record
