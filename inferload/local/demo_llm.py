@@ -54,9 +54,6 @@ from inferload.scenario.loader import load_scenario
 COMPLETIONS = "openai-completions"
 #: the most runs of each server's capacity search (the demo's three servers within about 5 minutes)
 LLM_DEMO_CAPACITY_RUNS = 5
-#: the capacity search starts at this share of the rate the steady phase's closed loop achieved
-#: (its users kept every slot busy: an open loop at that rate already queues)
-START_SHARE = 0.8
 #: the prompt every server gets (a plain completion: the same tokens prefilled everywhere)
 PROMPT = "The lighthouse keeper watched the storm come in over the harbour and wrote in his log that"
 

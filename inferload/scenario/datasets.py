@@ -43,7 +43,6 @@ if TYPE_CHECKING:
 MAX_DATASET_REPEATS = 1_000
 
 FORMATS = ("folder", "npy", "npz", "jsonl", "lines")
-ROTATIONS = ("round-robin", "random")
 _SUFFIX_FORMATS = {".npy": "npy", ".npz": "npz", ".jsonl": "jsonl", ".ndjson": "jsonl", ".txt": "lines"}
 
 ProblemAt = tuple[tuple[str | int, ...], str]

@@ -278,10 +278,6 @@ def kind_key_problem(key: KindKey, kind: str | None) -> str | None:
 
 
 TRITON_KINDS = kinds_of("triton")
-TORCHSERVE_KINDS = kinds_of("torchserve")
-KSERVE_KINDS = kinds_of("kserve")
-BENTOML_KINDS = kinds_of("bentoml")
-OPENAI_KINDS = kinds_of("openai")
 #: the kinds whose requests are prompts and whose answers are generated text
 GENERATIVE_KINDS = tuple(kind for kind, record in SERVER_KINDS.items() if record.generative)
 #: kinds whose address takes a scheme (``http://`` / ``https://``)

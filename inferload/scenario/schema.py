@@ -234,7 +234,6 @@ def shape_kind(model: type[FrozenModel]) -> str:
 
 
 SHAPE_KINDS = tuple(shape_kind(model) for model in (*CLOSED_LOOP_SHAPES, *OPEN_LOOP_SHAPES))
-OPEN_LOOP_KINDS = tuple(shape_kind(model) for model in OPEN_LOOP_SHAPES)
 
 
 def is_open_loop(shape: object) -> TypeGuard[OpenLoopShape]:

@@ -343,5 +343,4 @@ class ReplayShape(OpenLoopBase):
         return 1.0 / (self.speed or 1.0)
 
 
-ClosedLoopShape = SteadyShape | RampShape | BurstShape | StagesShape
 OpenLoopShape = ConstantRateShape | PoissonShape | RampingRateShape | RateBurstsShape | GammaShape | ReplayShape

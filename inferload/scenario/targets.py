@@ -168,9 +168,6 @@ def bentoml_content_type(value: str | None, inputs: Sequence[Any], batch_size: i
     return value
 
 
-CONTENT_TYPES = ("octet-stream", "npy", "json", "raw", "text")
-RESPONSE_CHECKS = ("none", "status", "shape", "expected")
-
 ContentType = Literal["octet-stream", "npy", "json", "raw", "text"]
 Rotation = Literal["round-robin", "random"]
 ResponseCheck = Literal["none", "status", "shape", "expected"]

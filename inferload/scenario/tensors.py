@@ -38,7 +38,6 @@ _NUMPY_NAMES = {
     "BYTES": "object",
 }
 INTEGER_DTYPES = ("UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64")
-FLOAT_DTYPES = ("FP16", "FP32", "FP64", "BF16")
 
 
 def numpy_dtype(dtype: str) -> np.dtype:

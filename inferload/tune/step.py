@@ -230,10 +230,6 @@ class CpuSampler(SamplerThread):
         return None if best is None else round(best, 3)
 
 
-#: exit codes of `inferload run` that end a sweep: bad scenario/start checks, and signals
-START_FAILED = 2
-
-
 @dataclass(frozen=True)
 class StepPlan:
     """How each step runs: the level's kind, the stability rule, workers and the target measured."""
