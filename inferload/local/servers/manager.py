@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import TypeAdapter, ValidationError
-from typing_extensions import NotRequired, TypedDict
+from pydantic import BaseModel, ValidationError
 
 from inferload.errors import ServerError
 from inferload.local.models.llm import LLM_NAME
@@ -171,16 +170,16 @@ def probe(server: str, port: int, model: str, timeout_s: float = 5.0, host: str 
 STATE_FILE = "state.json"
 
 
-class _RecordedProcess(TypedDict):
+class _RecordedProcess(BaseModel):
     pid: int
     start_ticks: int
     started_at: float
     log: str
-    command: NotRequired[list[str]]
+    command: list[str] = []
 
 
-class _RecordedServer(TypedDict):
-    """A server's entry in state.json (`ServerManager._entry`): what `status` and `down` read."""
+class _RecordedServer(BaseModel):
+    """A server's entry in state.json (`LocalServers._entry`): what `status` and `down` read."""
 
     process: _RecordedProcess
     pid: int
@@ -193,16 +192,16 @@ class _RecordedServer(TypedDict):
     models_cold_start_s: dict[str, float]
 
 
-class _RecordedState(TypedDict, total=False):
-    version: int
-    host: str
-    ports: dict[str, int]
-    models: list[str]
-    servers: dict[str, _RecordedServer]
+class _RecordedState(BaseModel):
+    """state.json's shape (`LocalServers._state`), checked as it is read; other keys are let be."""
+
+    version: int = 1
+    host: str = LOOPBACK
+    ports: dict[str, int] = {}
+    models: list[str] = []
+    servers: dict[str, _RecordedServer] = {}
 
 
-#: state.json's shape, checked as it is read (extra keys are kept)
-_STATE = TypeAdapter(_RecordedState)
 #: how long `down` waits for a stopped server's ports to close
 PORTS_CLOSE_S = 5.0
 
@@ -267,7 +266,7 @@ class LocalServers:
         except FileNotFoundError:
             return {}
         try:
-            state: dict[str, Any] = dict(_STATE.validate_json(text))
+            _RecordedState.model_validate_json(text)
         except ValidationError as exc:
             first = exc.errors(include_url=False)[0]
             if first["type"] == "json_invalid":
@@ -276,6 +275,7 @@ class LocalServers:
             raise ServerError(
                 f"{self.state_path} is not the state inferload writes ({where}: {first['msg']}); delete it and retry"
             ) from None
+        state: dict[str, Any] = json.loads(text)  # as written: the keys given, and any others
         return state
 
     def _write_state(self, state: dict[str, Any]) -> None:
