@@ -648,7 +648,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from inferload.launch.distributed import fetch_verified_locustfile, worker_command
     from inferload.run.run_key import require_run_key
 
-    key = require_run_key("inferload worker")  # RunKeyError: exit 2
+    key = require_run_key("a worker")  # RunKeyError: exit 2
     with tempfile.TemporaryDirectory(prefix="inferload-worker-") as folder:
         # LocustfileNotTrusted (exit 2): the master's locustfile is not signed with this machine's key
         locustfile = fetch_verified_locustfile(args.master_host, args.master_port, key, Path(folder))

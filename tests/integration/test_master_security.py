@@ -233,7 +233,7 @@ def test_a_worker_without_a_run_key_does_not_start():
         timeout=60,
     )
     assert done.returncode == 2, done.stdout + done.stderr
-    assert "inferload worker needs a run key: set INFERLOAD_RUN_KEY" in done.stderr
+    assert "inferload worker: a worker needs a run key: set INFERLOAD_RUN_KEY" in done.stderr
     assert "Traceback" not in done.stderr
 
 
