@@ -752,6 +752,8 @@ def cmd_servers(args: argparse.Namespace) -> int:
     clash = shared_ports({**defaults, **overrides})
     if clash:
         raise UsageError(f"--ports: one port per server endpoint; {clash}")
+    if args.only and args.servers is not None:
+        raise UsageError(f"--only {args.only} and --servers {args.servers}: give one (--only X is --servers X)")
     which = (args.only,) if args.only else parse_servers(args.servers, "--servers")  # before anything is made
     state_dir = (args.state_dir or DEFAULT_STATE_DIR).absolute()  # the servers start in other folders
     problem = state_dir_problem(state_dir)

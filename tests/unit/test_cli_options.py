@@ -121,6 +121,7 @@ BAD_OPTIONS: list[tuple[tuple[str, ...], str]] = [
     (("servers", "status", "--ports", "nope=9000"), "--ports"),
     (("servers", "up", "--host", "999.1.1.1"), "--host"),
     (("servers", "up", "--servers", " , "), "--servers: expected a comma list of triton, torchserve"),
+    (("servers", "up", "--only", "triton", "--servers", "kserve"), "--only triton and --servers kserve: give one"),
     (("servers", "sideways"), "action"),
     (("validate", "@S", "--", "--users", "3"), "--"),
     (("compare", "@D/none", "@D/none"), "@D/none"),
