@@ -178,13 +178,18 @@ class Capacity:
         low, high = (self.answer.get("interval_rps") or [None, None])[:2]
         estimate = self.answer.get("estimate_rps")
         if estimate is not None and low is not None and high is not None and self.answer.get("precision_reached"):
-            return f"{self.server}: {estimate:g} req/s [{low:g}, {high:g}] under {bound} ({self.config})"
+            return f"{self.server}: {_rps(estimate)} req/s [{_rps(low)}, {_rps(high)}] under {bound} ({self.config})"
         if self.max_rps is None:
             return f"{self.server}: no rate met {bound} ({self.config})"
-        over = f", over it at {self.first_failing_rps:g}" if self.first_failing_rps else ""
+        over = f", over it at {_rps(self.first_failing_rps)}" if self.first_failing_rps else ""
         ended = (self.answer.get("ended") or {}).get("words")
         why = f"; ±{DEMO_CAPACITY_PRECISION_PCT / 2:g} % not reached: {ended}" if ended else ""
-        return f"{self.server}: at least {self.max_rps:g} req/s under {bound}{over}{why} ({self.config})"
+        return f"{self.server}: at least {_rps(self.max_rps)} req/s under {bound}{over}{why} ({self.config})"
+
+
+def _rps(value: float) -> str:
+    """A rate to four significant digits, never in exponent form: 317.5, 40.21, 1,204."""
+    return f"{value:,.0f}" if value >= 1000 else f"{value:.4g}"
 
 
 def triton_config_words(applied: dict[str, Any]) -> str:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -200,8 +201,12 @@ def test_the_demo_prints_both_servers_side_by_side(demo_run):
         line = next(line for line in done.stdout.splitlines() if line.startswith(f"  {server}: "))
         if answer.get("precision_reached"):
             low, high = answer["interval_rps"]
-            # (the interval is written rounded: its width within a hair of the precision asked)
-            assert high is not None and (high - low) / low <= 0.2 + 1e-3 and f"[{low:g}, {high:g}]" in line, (line, answer)
+            # (the interval is written rounded: its width within a hair of the precision asked; the line
+            # prints it to four significant digits)
+            assert high is not None and (high - low) / low <= 0.2 + 1e-3, (line, answer)
+            printed = re.search(r"\[([\d,.]+), ([\d,.]+)\]", line)
+            assert printed is not None, (line, answer)
+            assert [float(x.replace(",", "")) for x in printed.groups()] == pytest.approx([low, high], rel=1e-3), (line, answer)
         else:
             assert " at least " in line or " no rate met " in line, (line, answer)
     for row in (

@@ -40,3 +40,19 @@ def test_an_open_interval_is_never_printed_as_an_answer() -> None:
 def test_no_passing_rate_says_so() -> None:
     line = Capacity("torchserve", None, 100.0, CONFIG, answer=answer(precision_reached=False)).line("p99 <= 100 ms")
     assert line == "torchserve: no rate met p99 <= 100 ms (dynamic batching, 2 instance(s))"
+
+
+def test_rates_are_printed_to_four_significant_digits_never_as_an_exponent() -> None:
+    """The search's levels are to the millisecond of req/s; the line says as much as the ±10 % means."""
+    measured = answer(estimate_rps=317.508, interval_rps=[308.334, 317.508])
+    assert (
+        Capacity("triton", 300.0, 330.0, CONFIG, answer=measured)
+        .line("p99 <= 100 ms")
+        .startswith("triton: 317.5 req/s [308.3, 317.5] under")
+    )
+    fast = answer(estimate_rps=12_345.678, interval_rps=[11_999.5, 12_500.25])
+    assert (
+        Capacity("triton", 12_000.0, 13_000.0, CONFIG, answer=fast)
+        .line("p99 <= 100 ms")
+        .startswith("triton: 12,346 req/s [12,000, 12,500] under")
+    )
