@@ -22,7 +22,7 @@ from typing import Any, NoReturn
 from inferload.errors import EXIT_USAGE, InferloadError, ScenarioError, StoppedBeforeStart, UsageError
 from inferload.launch.child_processes import ChildProcesses, locust_arguments
 from inferload.run import cli_values, early_signals
-from inferload.scenario.limits import DEMO_CAPACITY_RUNS, MAX_REMOTE_WORKERS, MAX_USERS, max_local_workers
+from inferload.scenario.limits import DEMO_CAPACITY_RUNS, MAX_USERS
 
 #: `inferload run --worker-wait`: how long a headless master waits for all its workers to join
 DEFAULT_WORKER_WAIT_S = 120.0
@@ -197,14 +197,14 @@ def build_parser(named: Container[str] | None = None) -> CommandParser:
     run.add_argument("--run-id", help="run identifier (default <scenario>-<UTC time>)")
     run.add_argument(
         "--workers",
-        type=cli_values.whole_number(0, max_local_workers(), " (4 per CPU core of this machine)"),
+        type=cli_values.local_workers,
         default=0,
         metavar="N",
         help="run Locust's master and N local worker processes (default 0: one process; at most 4 per CPU core)",
     )
     run.add_argument(
         "--remote-workers",
-        type=cli_values.whole_number(0, MAX_REMOTE_WORKERS),
+        type=cli_values.remote_workers,
         default=0,
         metavar="M",
         help="also wait for M workers started on other machines with `inferload worker`",

@@ -68,7 +68,6 @@ from inferload.results.calibration import (
 )
 from inferload.run import cli_values
 from inferload.run.results_dir import unwritable_problem
-from inferload.scenario.limits import MAX_REMOTE_WORKERS, max_local_workers
 
 
 # calibration.html: the certificate as a page in the report's style (one self-contained file).
@@ -192,14 +191,14 @@ def add_calibrate_parser(sub: argparse._SubParsersAction, help_text: str) -> Non
     calibrate.add_argument("--quick", action="store_true", help="fewer, shorter cases (about a minute)")
     calibrate.add_argument(
         "--workers",
-        type=cli_values.whole_number(0, max_local_workers(), " (4 per CPU core of this machine)"),
+        type=cli_values.local_workers,
         default=0,
         metavar="N",
         help="each case with N local worker processes (at most 4 per CPU core)",
     )
     calibrate.add_argument(
         "--remote-workers",
-        type=cli_values.whole_number(0, MAX_REMOTE_WORKERS),
+        type=cli_values.remote_workers,
         default=0,
         metavar="M",
         help="each case also waits for M `inferload worker`s elsewhere",

@@ -16,6 +16,7 @@ import re
 import socket
 from collections.abc import Callable
 
+from inferload.scenario.limits import MAX_REMOTE_WORKERS, max_local_workers
 from inferload.scenario.messages import DURATION_HINT, parse_duration
 
 _HOST_LABEL = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
@@ -37,6 +38,16 @@ def whole_number(low: int, high: int | None = None, why: str = "") -> Callable[[
         return value
 
     return parse
+
+
+def local_workers(text: str) -> int:
+    """``--workers``: local worker processes, 0 (one process) to 4 per CPU core."""
+    return whole_number(0, max_local_workers(), " (4 per CPU core of this machine)")(text)
+
+
+def remote_workers(text: str) -> int:
+    """``--remote-workers``: workers on other machines, 0 to MAX_REMOTE_WORKERS."""
+    return whole_number(0, MAX_REMOTE_WORKERS)(text)
 
 
 def finite_number(low: float, *, above: bool = False, high: float | None = None) -> Callable[[str], float]:

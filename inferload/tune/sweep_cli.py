@@ -17,7 +17,7 @@ from inferload.measure.windows import StabilityRule
 from inferload.results.calibration import protocol_of, read_calibration
 from inferload.run import cli_values
 from inferload.run.results_dir import unwritable_problem
-from inferload.scenario.limits import MAX_RATE, MAX_USERS, MIN_WINDOW_S, max_local_workers
+from inferload.scenario.limits import MAX_RATE, MAX_USERS, MIN_WINDOW_S
 from inferload.scenario.loader import load_scenario
 from inferload.scenario.messages import parse_duration
 from inferload.traffic.ramp_hold import RampHoldRule
@@ -232,7 +232,7 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-send-lag", type=above_0, default=20.0, help="generator limit: send-lag p99 ms (default 20)")
     parser.add_argument(
         "--workers",
-        type=cli_values.whole_number(0, max_local_workers(), " (4 per CPU core of this machine)"),
+        type=cli_values.local_workers,
         default=0,
         help="local worker processes per step (default 0: one process)",
     )
