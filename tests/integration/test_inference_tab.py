@@ -89,7 +89,9 @@ def start_run(tmp_path: Path, triton_grpc: int, chat_url: str, workers: int) -> 
         tmp_path,
         {
             "name": f"inference-tab-{workers}",
-            "duration": "4s",
+            # a master has figures as its workers report them, every 3 s (Locust's WORKER_REPORT_INTERVAL):
+            # its steady phase spans three reports, so the live figures come while it runs on a busy machine
+            "duration": "10s" if workers else "4s",
             "warmup": "1s",
             "window": "1s",
             "targets": [
