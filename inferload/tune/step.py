@@ -25,6 +25,7 @@ import yaml
 from inferload.errors import UsageError
 from inferload.launch.child_processes import Child, ChildProcesses, locust_arguments
 from inferload.measure.windows import StabilityRule, WindowFigures, first_stable_run
+from inferload.results.compare import terminal_safe
 from inferload.results.files import SUMMARY_NAME, WINDOWS_NAME, read_summary, read_windows
 from inferload.scenario.input_files import read_limited
 from inferload.scenario.limits import MAX_SMALL_FILE_BYTES
@@ -402,7 +403,7 @@ def run_log_reason(log_path: Path) -> list[str]:
     lines = [line for line in tail.splitlines() if line.strip()]
     starts = [number for number, line in enumerate(lines) if line.startswith("inferload")]
     said = lines[starts[-1] :] if starts else lines[-REASON_LINES:]
-    shown = ["".join(c if c.isprintable() else repr(c)[1:-1] for c in line[:REASON_CHARS]) for line in said]
+    shown = [terminal_safe(line[:REASON_CHARS]) for line in said]
     return shown[:REASON_LINES]
 
 
