@@ -20,8 +20,6 @@ from tests.support.cli import inferload
 from tests.support.scenario_factory import cnn_target, write_scenario
 
 SEARCH = [
-    "--slo",
-    "p99_ms=50",
     "--max-unsent",
     "0.05",
     "--precision",
@@ -66,11 +64,16 @@ def assert_ranked_by_intervals(winner: dict[str, Any], candidates: list[dict[str
     assert winner["decided"] is (not winner["tied_with"])
 
 
-def tune(tmp_path: Path, server: str, target: dict[str, Any], *options: str) -> dict[str, Any]:
+def tune(tmp_path: Path, server: str, target: dict[str, Any], p99_ms: int, *options: str) -> dict[str, Any]:
+    """Runs tune with a p99 bound that its start rate meets by a wide margin on this machine (each test says
+    what it measured): a candidate that passes no rate has no capacity to rank."""
     scenario = write_scenario(
         tmp_path, {"name": "tune", "duration": "30s", "targets": [target], "shape": {"kind": "steady", "users": 1}}
     )
-    done = inferload("tune", str(scenario), "--servers", server, "--out", str(tmp_path / "out"), *SEARCH, *options, timeout_s=600)
+    out = str(tmp_path / "out")
+    done = inferload(
+        "tune", str(scenario), "--servers", server, "--out", out, *SEARCH, "--slo", f"p99_ms={p99_ms}", *options, timeout_s=600
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "putting the original settings back" in done.stdout
     document = json.loads((tmp_path / "out" / "tune.json").read_text())
@@ -83,7 +86,7 @@ def test_tune_on_triton_applies_reads_back_scores_and_restores_each_candidate(lo
     before = get(f"http://127.0.0.1:{ports.triton_http}/v2/models/cnn/config")
     target = cnn_target("triton", "triton-grpc", f"127.0.0.1:{ports.triton_grpc}")
     options = ["--triton-url", f"http://127.0.0.1:{ports.triton_http}", "--triton-delays-us", "2000", "--triton-instances", ""]
-    document = tune(tmp_path, "triton", target, "--start-rate", "200", *options)
+    document = tune(tmp_path, "triton", target, 50, "--start-rate", "200", *options)
     baseline, batching = document["candidates"]
     assert baseline["applied"]["dynamic_batching"] is False and baseline["applied"]["instance_count"] == 1
     assert batching["applied"]["dynamic_batching"] is True and batching["applied"]["max_queue_delay_microseconds"] == 2000
@@ -111,7 +114,10 @@ def test_tune_on_torchserve_applies_reads_back_scores_and_restores_each_candidat
     before = get(f"{management}/models/cnn")[0]
     target = cnn_target("torchserve", "torchserve-rest", f"127.0.0.1:{ports.ts_inference}")
     options = ["--torchserve-management", management, "--torchserve-batch-sizes", "8", "--torchserve-delays-ms", "10"]
-    document = tune(tmp_path, "torchserve", target, "--start-rate", "100", *options, "--torchserve-workers", "")
+    # p99 <= 200 ms: at 100 req/s the CNN's p99 on TorchServe read 36-84 ms (p50 6-21 ms) in one clean
+    # clone (ci44, 2026-12-07), where a 50 ms bound failed both candidates: a tail of the JVM and its
+    # worker on two shared cores, not what this test judges
+    document = tune(tmp_path, "torchserve", target, 200, "--start-rate", "100", *options, "--torchserve-workers", "")
     baseline, batching = document["candidates"]
     assert baseline["applied"] == {"batch_size": 1, "max_batch_delay_ms": 0, "workers": 1}
     assert batching["applied"] == {"batch_size": 8, "max_batch_delay_ms": 10, "workers": 1}
