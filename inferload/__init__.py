@@ -20,7 +20,8 @@ The public API, for hand-written locustfiles and scripts (docs/python-api.md):
   the default task ``inference_task``;
 - ``attach(environment, ...)``: inferload's exact percentiles, summary.json, SLO exit codes and
   InfluxDB streaming for any locustfile's own users (``AttachedRun``);
-- the scenario model and its readers: ``Target``, ``InputSpec``, ``DataSpec``, ``Slo``, ``Scenario``,
+- the scenario model and its readers: ``Target`` (and each kind's class: ``TritonTarget``, ``TorchServeTarget``,
+  ``KServeTarget``, ``BentoMLTarget``, ``GenerativeTarget``), ``InputSpec``, ``DataSpec``, ``Slo``, ``Scenario``,
   ``load_scenario`` (a YAML file), ``scenario_from_dict`` (a dict as YAML would give);
 - ``scenario_classes`` (``ScenarioClasses``): what inferload's own locustfile does
   (a scenario's users, shape, options and results);
@@ -65,7 +66,15 @@ if TYPE_CHECKING:
     from inferload.scenario.inputs import DataSpec, InputSpec
     from inferload.scenario.loader import load_scenario, scenario_from_dict
     from inferload.scenario.schema import Scenario
-    from inferload.scenario.targets import Slo, Target
+    from inferload.scenario.targets import (
+        BentoMLTarget,
+        GenerativeTarget,
+        KServeTarget,
+        Slo,
+        Target,
+        TorchServeTarget,
+        TritonTarget,
+    )
     from inferload.users.base import InferenceClient, InferenceUser, InferResult, inference_task
     from inferload.users.bentoml import BentoMLHttpUser
     from inferload.users.kserve import KServeV1HttpUser, KServeV2GrpcUser, KServeV2HttpUser
@@ -90,6 +99,11 @@ _LAZY = {
     "OpenAIUser": "inferload.users",
     "TritonGenerateUser": "inferload.users",
     "Target": "inferload.scenario.targets",
+    "BentoMLTarget": "inferload.scenario.targets",
+    "GenerativeTarget": "inferload.scenario.targets",
+    "KServeTarget": "inferload.scenario.targets",
+    "TorchServeTarget": "inferload.scenario.targets",
+    "TritonTarget": "inferload.scenario.targets",
     "InputSpec": "inferload.scenario.inputs",
     "DataSpec": "inferload.scenario.inputs",
     "Slo": "inferload.scenario.targets",
@@ -106,9 +120,11 @@ __all__ = [
     "AttachedRun",
     "BadOutputShape",
     "BentoMLHttpUser",
+    "BentoMLTarget",
     "ConfigFileError",
     "ConnectionRefused",
     "DataSpec",
+    "GenerativeTarget",
     "GrpcStatusError",
     "HttpStatusError",
     "InferResult",
@@ -117,6 +133,7 @@ __all__ = [
     "InferloadError",
     "InputSpec",
     "JavaMissingError",
+    "KServeTarget",
     "KServeV1HttpUser",
     "KServeV2GrpcUser",
     "KServeV2HttpUser",
@@ -139,10 +156,12 @@ __all__ = [
     "StoppedBeforeStart",
     "Target",
     "TorchServeRestUser",
+    "TorchServeTarget",
     "TritonGenerateUser",
     "TritonGrpcUser",
     "TritonHttpUser",
     "TritonStreamUser",
+    "TritonTarget",
     "UsageError",
     "attach",
     "inference_task",

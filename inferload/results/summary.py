@@ -43,7 +43,7 @@ from inferload.scenario.kinds import SERVER_KINDS
 from inferload.scenario.lengths import token_counter
 from inferload.scenario.schema import RunOutline, Scenario, is_open_loop
 from inferload.scenario.shapes import BurstShape, RateBurstsShape, ReplayShape
-from inferload.scenario.targets import Target
+from inferload.scenario.targets import GenerativeTarget, Target
 from inferload.traffic.arrivals import RateTimeline, rate_timeline
 
 # CSV cells a spreadsheet shows as text, never runs as a formula.
@@ -475,9 +475,7 @@ STREAMED_GENERATE = (
 def target_figures(target: Target, stats: LatencyStats, duration_s: float, server_side: ServerSide | None) -> dict[str, Any]:
     figures = request_figures(stats, duration_s)
     record = SERVER_KINDS[target.kind]
-    streamed_generate = (
-        record.server == "triton" and record.generative and (target.generation is None or target.generation.stream)
-    )
+    streamed_generate = record.server == "triton" and isinstance(target, GenerativeTarget) and target.generation.stream
     unlike = STREAMED_GENERATE if streamed_generate and server_side is not None else residual_basis(stats.requests, server_side)
     if unlike is not None and server_side is not None:
         server_side = server_side.model_copy(update={"unknown": {**(server_side.unknown or {}), "residual_ms": unlike}})

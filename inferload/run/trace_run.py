@@ -35,7 +35,7 @@ from inferload.observe.sink import SinkSettings
 from inferload.results.files import ResultsError
 from inferload.run.server_changes import JournalEntry, ServerJournal
 from inferload.scenario.schema import Scenario
-from inferload.scenario.targets import Target
+from inferload.scenario.targets import Target, TritonTarget
 from inferload.servermetrics.triton_trace import TraceSettingsClient, read_traces, restorable, run_settings, trace_files
 from inferload.users import InferenceUser
 from inferload.users.base import wiring_of
@@ -129,7 +129,7 @@ class TraceRun:
         self.scenario = scenario
         self.influx = influx  # where the run streams: `trace.source: influxdb` reads the collector's points there
         self.run_id = run_id
-        self.targets = {t.name: t for t in scenario.targets if t.trace is not None}
+        self.targets = {t.name: t for t in scenario.targets if isinstance(t, TritonTarget) and t.trace is not None}
         self.records: dict[str, ClientTraceRecords] = {}
         for cls in user_classes.values():
             if cls.target.name in self.targets:
@@ -189,7 +189,7 @@ class TraceRun:
     def _client(self, target: Target) -> TraceSettingsClient:
         return TraceSettingsClient(target.address, target.protocol, min(target.timeout, 10.0), target.tls)
 
-    def _turn_on(self, target: Target) -> None:
+    def _turn_on(self, target: TritonTarget) -> None:
         assert target.trace is not None
         journal = self.journal if self.journal is not None else ServerJournal()
         try:
@@ -262,7 +262,7 @@ class TraceRun:
             out[name] = self._tail(name, target)
         return out
 
-    def _tail(self, name: str, target: Target) -> dict[str, Any]:
+    def _tail(self, name: str, target: TritonTarget) -> dict[str, Any]:
         assert target.trace is not None
         head: dict[str, Any] = {"rate": 1.0 / target.trace.every_nth, "every_nth": target.trace.every_nth}
         timings, dropped = self._client_timings(name)

@@ -21,7 +21,6 @@ from pathlib import Path, PurePath
 from typing import TYPE_CHECKING
 
 from inferload.scenario.datasets import DatasetError, dataset_format, dataset_path, read_dataset
-from inferload.scenario.kinds import kind_key_problem
 from inferload.scenario.messages import Check
 
 if TYPE_CHECKING:
@@ -94,23 +93,13 @@ def media_type_problem(value: str) -> str | None:
     return None
 
 
-def template_key_problem(value: str | None, kind: str | None, content_type: str | None) -> str | None:
-    """Why ``body_template`` cannot be ``value`` on a target of this kind and content_type (None: it can)."""
+def template_key_problem(value: str | None, content_type: str | None) -> str | None:
+    """Why ``body_template`` cannot be ``value`` on a target of this content_type (None: it can)."""
     if value is None:
         return None
-    problem = kind_key_problem("body_template", kind)
-    if problem:
-        return problem
     if content_type is not None and content_type != "json":
         return f"only applies to content_type json; this target's is {content_type}"
     return template_problem(value)
-
-
-def media_type_key_problem(value: str | None, kind: str | None) -> str | None:
-    """Why ``media_type`` cannot be ``value`` on a target of this kind (None: it can)."""
-    if value is None:
-        return None
-    return kind_key_problem("media_type", kind) or media_type_problem(value)
 
 
 def guess_media_type(names: Iterable[str | PurePath]) -> str:

@@ -20,7 +20,7 @@ from pydantic import BeforeValidator
 
 from inferload.errors import UsageError
 from inferload.scenario.input_files import read_limited
-from inferload.scenario.kinds import GRPC_KINDS, kind_key_problem
+from inferload.scenario.kinds import GRPC_KINDS
 from inferload.scenario.limits import MAX_SMALL_FILE_BYTES
 from inferload.scenario.messages import Check, custom_error, describe_value
 
@@ -71,23 +71,13 @@ HeaderValue = Annotated[str, BeforeValidator(_header_value)]
 EnvName = Annotated[str, BeforeValidator(_env_name)]
 
 
-def check_headers(
-    kind: str | None, headers: Mapping[str, str], from_env: Mapping[str, str], token_file: str | None
-) -> list[Check]:
+def check_headers(kind: str | None, headers: Mapping[str, str], from_env: Mapping[str, str]) -> list[Check]:
     """Problems across the header keys, each at its own key path."""
     checks: list[Check] = []
     seen = {name.lower(): name for name in headers}
     for name in from_env:
         if name.lower() in seen:
             checks.append((("headers_from_env", name), f"header {name!r} is also in headers ({seen[name.lower()]!r})"))
-    if token_file is not None:
-        problem = kind_key_problem("token_file", kind)
-        if problem:
-            checks.append((("token_file",), problem))
-        for key, names in (("headers", headers), ("headers_from_env", from_env)):
-            for name in names:
-                if name.lower() == "authorization":
-                    checks.append(((key, name), "token_file already sends Authorization; give one or the other"))
     if kind is not None and kind in GRPC_KINDS:
         for key, names in (("headers", headers), ("headers_from_env", from_env)):
             for name in names:

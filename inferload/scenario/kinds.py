@@ -14,34 +14,26 @@ from dataclasses import dataclass
 from importlib import import_module
 from typing import Any, Literal, get_args
 
-TargetKind = Literal[
-    "triton-grpc",
-    "triton-http",
-    "torchserve-rest",
-    "kserve-v2-http",
-    "kserve-v2-grpc",
-    "kserve-v1-http",
-    "bentoml-http",
-    "openai-chat",
-    "openai-completions",
-    "triton-generate",
-]
+#: the kinds of each target class (``scenario.targets``): the keys a target takes are its class's
+TritonTensorKind = Literal["triton-grpc", "triton-http"]
+TorchServeKind = Literal["torchserve-rest"]
+KServeKind = Literal["kserve-v2-http", "kserve-v2-grpc", "kserve-v1-http"]
+BentoMLKind = Literal["bentoml-http"]
+GenerativeKind = Literal["openai-chat", "openai-completions", "triton-generate"]
+TargetKind = Literal[TritonTensorKind, TorchServeKind, KServeKind, BentoMLKind, GenerativeKind]
 #: ``openai``: any OpenAI-compatible server (llama.cpp, vLLM, SGLang, TGI, Triton's and KServe's OpenAI frontends)
 Server = Literal["triton", "torchserve", "kserve", "bentoml", "openai"]
 Protocol = Literal["grpc", "http"]
 
 
-#: target keys that only some kinds take (each kind's record says which of them it takes)
-KindKey = Literal["content_type", "body_template", "media_type", "management_url", "token_file", "trace"]
 #: the header of a TorchServe sequence's id
 TS_SEQUENCE_ID_HEADER = "ts_request_sequence_id"
-#: the keys of TorchServe's REST bodies and management API
-_TORCHSERVE_KEYS: frozenset[KindKey] = frozenset({"content_type", "body_template", "media_type", "management_url", "token_file"})
 
 
 @dataclass(frozen=True)
 class ServerKind:
-    """One target kind: its server, its wire, its user class, and the rules of its target keys."""
+    """One target kind: its server, its wire, its user class, and how its requests and answers are read
+    (the keys a kind's targets take are its class's in ``scenario.targets``)."""
 
     kind: TargetKind
     server: Server
@@ -50,8 +42,6 @@ class ServerKind:
     user_class: str
     #: what the kind is called in a sentence ("a TorchServe REST answer ...")
     label: str
-    #: the kind takes a Triton/TorchServe sequence model (`sequence:`)
-    sequences: bool = False
     #: the user class a scenario's target of the kind is made from, when not `user_class`
     scenario_user_class: str | None = None
     #: the kind generates text: a prompt per request (`generation:`), its answer a stream of tokens
@@ -59,8 +49,6 @@ class ServerKind:
     #: an HTTP kind whose address is ``host:port``: an ``http(s)://`` scheme is accepted and dropped
     #: (tritonclient's form; TLS is the target's ``tls``). False: a URL, its scheme kept
     scheme_dropped: bool = False
-    #: the keys of `KindKey` this kind takes (any other of them is refused on its targets)
-    keys: frozenset[KindKey] = frozenset()
     #: the answer is KServe v2 / Triton tensors, by output name (False: JSON or bytes, or generated text)
     v2_tensors: bool = False
     #: the model has versions (``version:``)
@@ -91,9 +79,7 @@ SERVER_KINDS: dict[str, ServerKind] = {
             "grpc",
             "TritonGrpcUser",
             "Triton gRPC",
-            sequences=True,
             scenario_user_class="TritonStreamUser",
-            keys=frozenset({"trace"}),
             v2_tensors=True,
         ),
         ServerKind(
@@ -102,9 +88,7 @@ SERVER_KINDS: dict[str, ServerKind] = {
             "http",
             "TritonHttpUser",
             "Triton HTTP",
-            sequences=True,
             scheme_dropped=True,
-            keys=frozenset({"trace"}),
             v2_tensors=True,
         ),
         ServerKind(
@@ -113,8 +97,6 @@ SERVER_KINDS: dict[str, ServerKind] = {
             "http",
             "TorchServeRestUser",
             "TorchServe REST",
-            sequences=True,
-            keys=_TORCHSERVE_KEYS,
             default_check="status",
             sequence_id_header=TS_SEQUENCE_ID_HEADER,
         ),
@@ -127,7 +109,6 @@ SERVER_KINDS: dict[str, ServerKind] = {
             "http",
             "BentoMLHttpUser",
             "BentoML",
-            keys=frozenset({"content_type"}),
             default_check="status",
         ),
         ServerKind(
@@ -269,14 +250,6 @@ def kinds_spoken_by(user_class: str) -> tuple[str, ...]:
     return tuple(kind for kind, record in SERVER_KINDS.items() if record.user_class == user_class)
 
 
-def kind_key_problem(key: KindKey, kind: str | None) -> str | None:
-    """Why a target of ``kind`` cannot have ``key`` (None: it can, or the kind is not known yet)."""
-    if kind not in SERVER_KINDS or key in SERVER_KINDS[kind].keys:
-        return None
-    takers = [name for name, record in SERVER_KINDS.items() if key in record.keys]
-    return f"only applies to {' and '.join(takers)} targets; this target is {kind}"
-
-
 TRITON_KINDS = kinds_of("triton")
 #: the kinds whose requests are prompts and whose answers are generated text
 GENERATIVE_KINDS = tuple(kind for kind, record in SERVER_KINDS.items() if record.generative)
@@ -284,5 +257,3 @@ GENERATIVE_KINDS = tuple(kind for kind, record in SERVER_KINDS.items() if record
 SCHEME_KINDS = tuple(kind for kind, record in SERVER_KINDS.items() if record.protocol == "http")
 #: the gRPC kinds (an address ``host:port``, headers as gRPC metadata)
 GRPC_KINDS = tuple(kind for kind, record in SERVER_KINDS.items() if record.protocol == "grpc")
-#: the kinds that take the `sequence:` key
-SEQUENCE_KINDS = tuple(kind for kind, record in SERVER_KINDS.items() if record.sequences)

@@ -18,10 +18,11 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from inferload.errors import Problem, ScenarioError
+from inferload.scenario.kinds import TARGET_KINDS
 from inferload.scenario.limits import MAX_PROBLEMS
 from inferload.scenario.messages import CHECKS_ERROR, CUSTOM_ERROR, Loc, describe_value, format_key_path, scientific_text_hint
 from inferload.scenario.schema import CLOSED_LOOP_SHAPES, OPEN_LOOP_SHAPES, SHAPE_KINDS, Scenario, shape_kind
-from inferload.scenario.targets import OLD_SPELLINGS, Slo, Target
+from inferload.scenario.targets import OLD_SPELLINGS, TARGET_CLASSES, Slo, Target
 from inferload.scenario.yaml_file import read_scenario_yaml
 
 _DURATION_KEYS = frozenset(
@@ -124,9 +125,11 @@ def problems_from_validation_error(error: ValidationError, label: str, raw: Mapp
 
 
 def _yaml_loc(loc: Loc) -> Loc:
-    """Drop the discriminator tag pydantic puts after ``shape`` in its error locations."""
+    """Drop the discriminator tag pydantic puts after ``shape`` and after a target in its error locations."""
     if len(loc) > 1 and loc[0] == "shape" and loc[1] in SHAPE_KINDS:
         return (loc[0], *loc[2:])
+    if len(loc) > 2 and loc[0] == "targets" and isinstance(loc[1], int) and loc[2] in TARGET_CLASSES:
+        return (*loc[:2], *loc[3:])
     return loc
 
 
@@ -148,9 +151,9 @@ def _translate(item: Any, loc: Loc, raw: Mapping[Any, Any]) -> list[tuple[Loc, s
         return [(loc[:-1], f"keys must be strings; got {describe_value(key)}")]
     if kind == "union_tag_invalid":
         tag = value.get("kind") if isinstance(value, Mapping) else ctx.get("tag")
-        return [((*loc, "kind"), f"expected one of {', '.join(SHAPE_KINDS)}; got {describe_value(tag)}")]
+        return [((*loc, "kind"), f"expected one of {', '.join(_tags_at(loc))}; got {describe_value(tag)}")]
     if kind == "union_tag_not_found":
-        return [((*loc, "kind"), f"required key is missing (one of {', '.join(SHAPE_KINDS)})")]
+        return [((*loc, "kind"), f"required key is missing (one of {', '.join(_tags_at(loc))})")]
     if kind == "literal_error":
         expected = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
         return [(loc, f"expected one of {', '.join(expected)}; {got}")]
@@ -185,6 +188,22 @@ def _translate(item: Any, loc: Loc, raw: Mapping[Any, Any]) -> list[tuple[Loc, s
     return [(loc, f"{message}; {got}")]
 
 
+def _tags_at(loc: Loc) -> tuple[str, ...]:
+    """The kinds a union at ``loc`` tells its members apart by: a target's, else a shape's."""
+    return TARGET_KINDS if "targets" in loc else SHAPE_KINDS
+
+
+def _raw_at(loc: Loc, raw: Mapping[Any, Any]) -> Mapping[Any, Any]:
+    """The mapping written at ``loc`` in the raw document (empty where there is none)."""
+    found: Any = raw
+    for part in loc:
+        try:
+            found = found[part]
+        except (KeyError, IndexError, TypeError):
+            return {}
+    return found if isinstance(found, Mapping) else {}
+
+
 def _range_message(kind: str, ctx: Mapping[str, Any], value: object, is_duration: bool) -> str:
     words = {
         "greater_than": ("gt", "must be greater than {}"),
@@ -214,6 +233,10 @@ def _model_at(loc: Loc, raw: Mapping[Any, Any]) -> type[BaseModel] | tuple[type[
     """The model (or, for a shape of unknown kind, every shape model) at ``loc``: the scenario's
     fields followed key by key (list indices skipped)."""
     keys = [part for part in loc if isinstance(part, str)]
+    if keys == ["targets"]:
+        target = _raw_at(loc, raw)
+        kind = target.get("kind")
+        return TARGET_CLASSES[kind] if isinstance(kind, str) and kind in TARGET_CLASSES else Target
     if keys == ["shape"]:
         shapes: dict[str, type[BaseModel]] = {shape_kind(model): model for model in (*CLOSED_LOOP_SHAPES, *OPEN_LOOP_SHAPES)}
         shape = raw.get("shape")
@@ -250,7 +273,9 @@ def _models_in(annotation: Any) -> tuple[type[BaseModel], ...]:
 def _unknown_key_message(key: str, model: type[BaseModel] | tuple[type[BaseModel], ...]) -> str:
     models = model if isinstance(model, tuple) else (model,)
     for each in models:
-        hint = OLD_SPELLINGS.get(each.__name__, {}).get(key)
+        hint = next(
+            (OLD_SPELLINGS[base.__name__][key] for base in each.__mro__ if key in OLD_SPELLINGS.get(base.__name__, {})), None
+        )
         if hint is not None:
             return f"unknown key {key!r}: {hint}"
     allowed: list[str] = []

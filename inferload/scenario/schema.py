@@ -39,7 +39,7 @@ from inferload.scenario.shapes import (
     StagesShape,
     SteadyShape,
 )
-from inferload.scenario.targets import Slo, Target
+from inferload.scenario.targets import AnyTarget, GenerativeTarget, Slo, Target
 
 # A replay shape checked against its file and the scenario's targets (the file read once, as a stream).
 #
@@ -249,7 +249,7 @@ class Scenario(FrozenModel):
     duration: Annotated[Seconds, Field(gt=0), AfterValidator(at_least_seconds(MIN_DURATION_S))]
     warmup: Annotated[Seconds, Field(ge=0)] = 0.0
     window: Annotated[Seconds, Field(gt=0), AfterValidator(at_least_seconds(MIN_WINDOW_S))] = 1.0
-    targets: tuple[Target, ...] = Field(min_length=1)
+    targets: tuple[AnyTarget, ...] = Field(min_length=1)
     shape: Shape
     source_path: Path | None = Field(default=None, exclude=True)
 
@@ -315,7 +315,7 @@ class Scenario(FrozenModel):
                     f"needs a closed-loop shape (users hold the conversations, one each); this scenario's shape is {self.shape.kind}",
                 )
                 for index, target in enumerate(self.targets)
-                if target.generation is not None and target.generation.conversation is not None
+                if isinstance(target, GenerativeTarget) and target.generation.conversation is not None
             ]
             if checks:
                 raise checks_error(checks)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     BeforeValidator,
@@ -18,6 +18,7 @@ from pydantic import (
     StrictBool,
     StrictInt,
     StrictStr,
+    TypeAdapter,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -29,20 +30,23 @@ from inferload.scenario.expected import ExpectedField, ExpectedSpec, check_expec
 from inferload.scenario.fields import FrozenModel, Name, Number, Seconds, Token, Version, repeats
 from inferload.scenario.generation import DEFAULT_PROMPT, GenerationSpec, generative_problems
 from inferload.scenario.generation_dataset import has_message_lists
-from inferload.scenario.headers import EnvName, HeaderName, HeaderValue, check_headers
+from inferload.scenario.headers import EnvName, HeaderName, HeaderValue, check_headers, request_headers
 from inferload.scenario.input_files import not_regular_problem, scenario_file
 from inferload.scenario.inputs import DATASET_HINT, InputSpec
 from inferload.scenario.kinds import (
     GENERATIVE_KINDS,
-    SEQUENCE_KINDS,
     SERVER_KINDS,
     TRITON_KINDS,
+    BentoMLKind,
+    GenerativeKind,
+    KServeKind,
     Protocol,
     Server,
     ServerKind,
     TargetKind,
+    TorchServeKind,
+    TritonTensorKind,
     has_role,
-    kind_key_problem,
 )
 from inferload.scenario.limits import (
     DEFAULT_MAX_ANSWER_BYTES,
@@ -237,7 +241,12 @@ GENERATION_SLO_KEYS = ("tpot_p99_ms", "itl_p99_ms", "min_output_tokens_per_s", "
 
 
 class Target(FrozenModel):
-    """One server endpoint serving one model, and the request sent to it."""
+    """What every target has: one server endpoint serving one model, and the request sent to it.
+
+    The keys of one kind are its class's: `TritonTarget`, `TorchServeTarget`, `KServeTarget`,
+    `BentoMLTarget`, `GenerativeTarget` (`AnyTarget`, told apart by ``kind``); a key of another
+    kind's class is refused where it is written. ``Target(...)`` and ``Target.model_validate(...)``
+    make the class of the kind given."""
 
     name: Name
     kind: TargetKind
@@ -249,8 +258,6 @@ class Target(FrozenModel):
     batch_size: Annotated[StrictInt, Field(ge=1)] = 1
     #: the request's tensors (a generative kind: none, or one BYTES input that gives the prompts)
     inputs: tuple[InputSpec, ...] = Field(default=None, validate_default=True)
-    #: openai-chat, openai-completions: the prompt and what is asked of the answer (scenario.generation)
-    generation: GenerationSpec | None = Field(default=None, validate_default=True)
     outputs: tuple[Token, ...] = ()
     timeout: Annotated[Seconds, Field(gt=0)] = 10.0
     #: the most bytes of one answer the client buffers; a longer answer fails its request
@@ -260,30 +267,49 @@ class Target(FrozenModel):
     #: the order data-set samples are sent in: ``round-robin`` (file order) or ``random`` (seeded shuffle)
     rotation: Rotation = "round-robin"
     rotation_seed: Annotated[StrictInt, Field(ge=0, le=2**63 - 1)] | None = None
-    content_type: ContentType | None = Field(default=None, validate_default=True)
-    #: torchserve-rest, content_type json: JSON text in which each ``$data`` becomes the request's data
-    body_template: StrictStr | None = None
-    #: torchserve-rest: the Content-Type header (default per content_type; raw: from the files' suffixes)
-    media_type: StrictStr | None = None
     #: what makes an answer a success: ``none`` (any 2xx/OK answer), ``status`` (HTTP 200, body not read;
     #: TorchServe's default), ``shape`` (output shapes; Triton's default; TorchServe: a JSON list of batch_size items)
     #: ``response_check: expected``: the answers' expected values (a file) and the tolerance
     expected: ExpectedField = None
     response_check: ResponseCheck | None = Field(default=None, validate_default=True)
     metrics_url: MetricsUrl = None
-    #: TorchServe's management API (``http://host:8081``): the start check lists the served models from it
-    management_url: ManagementUrl = None
     #: static request headers (gRPC metadata for triton-grpc targets)
     headers: dict[HeaderName, HeaderValue] | None = None
     #: request headers whose values each user reads from an environment variable (the name is kept, never the value)
     headers_from_env: dict[HeaderName, EnvName] | None = None
-    #: torchserve-rest: TorchServe's key_file.json; requests carry ``Authorization: Bearer <inference key>``
-    token_file: StrictStr | None = None
-    #: sequence (stateful) models, Triton's or TorchServe's: requests per sequence and sequences open per user
-    sequence: SequenceSpec | None = None
-    #: Triton targets: trace a share of requests and join them with the client's times (the tail anatomy)
-    trace: TraceSpec | None = None
     slo: Slo | None = None
+
+    def __new__(cls, *args: Any, **data: Any) -> Target:
+        """``Target(**keys)`` makes the kind's class (whose ``__init__`` then validates the keys as its own)."""
+        if cls is Target and data:
+            kind = data.get("kind")
+            if not isinstance(kind, str) or kind not in TARGET_CLASSES:
+                _ANY_TARGET.validate_python(data)  # raises the ValidationError that names the kinds
+            made: Target = super().__new__(TARGET_CLASSES[str(kind)])
+            return made
+        return super().__new__(cls)
+
+    @classmethod
+    def model_validate(
+        cls,
+        obj: Any,
+        *,
+        strict: bool | None = None,
+        extra: Any = None,
+        from_attributes: bool | None = None,
+        context: Any | None = None,
+        by_alias: bool | None = None,
+        by_name: bool | None = None,
+    ) -> Any:
+        """``Target.model_validate(keys)`` is the kind's class; a kind's class validates as its own."""
+        kind = obj.get("kind") if isinstance(obj, Mapping) else None
+        if cls is Target and isinstance(kind, str) and kind in TARGET_CLASSES:
+            cls = TARGET_CLASSES[kind]
+        elif cls is Target:  # not a kind: the error names the kinds there are
+            return _ANY_TARGET.validate_python(obj, strict=strict, from_attributes=from_attributes, context=context)
+        return super().model_validate(
+            obj, strict=strict, extra=extra, from_attributes=from_attributes, context=context, by_alias=by_alias, by_name=by_name
+        )
 
     @property
     def server(self) -> Server:
@@ -296,10 +322,31 @@ class Target(FrozenModel):
 
     @property
     def record(self) -> ServerKind:
-        """The kind's record: its server, wire and the rules of its keys."""
+        """The kind's record: its server, wire and user classes."""
         return SERVER_KINDS[self.kind]
 
+    def request_headers(self, base_dir: Path) -> dict[str, str]:
+        """The headers its requests carry, secrets read now (``HeadersError`` naming the target otherwise);
+        files named relative to ``base_dir``."""
+        return request_headers(self.name, self.headers, self.headers_from_env, None, base_dir)
+
     _tls_from_scheme = model_validator(mode="before")(tls_from_scheme)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _keys_of_another_kind(cls, data: Any) -> Any:
+        """A key that another kind's class has is refused where it is written, naming the kinds that take it."""
+        if not isinstance(data, Mapping) or cls is Target:
+            return data
+        checks: list[Check] = []
+        for key in data:
+            takers = key_taken_by(key) if isinstance(key, str) and key not in cls.model_fields else ()
+            if takers:
+                named = f"{', '.join(takers[:-1])} and {takers[-1]}" if len(takers) > 1 else takers[0]
+                checks.append(((key,), f"only applies to {named} targets; this target is {data.get('kind')}"))
+        if checks:
+            raise checks_error(checks)
+        return data
 
     @field_validator("address")
     @classmethod
@@ -392,86 +439,18 @@ class Target(FrozenModel):
             raise checks_error(checks)
         return inputs
 
-    @field_validator("generation")
-    @classmethod
-    def _generation_for_generative_kinds(cls, value: GenerationSpec | None, info: ValidationInfo) -> GenerationSpec | None:
-        kind = info.data.get("kind")
-        if kind is None:
-            return value
-        if kind in GENERATIVE_KINDS:
-            return value if value is not None else GenerationSpec()
-        if value is not None:
-            raise custom_error(f"only applies to the generative kinds ({', '.join(GENERATIVE_KINDS)}); this target is {kind}")
-        return None
-
     @model_validator(mode="after")
-    def _generative_keys(self) -> Target:
-        """A generative kind's inputs give its prompts, and it takes none of the tensor keys."""
-        if self.kind not in GENERATIVE_KINDS:
-            refused: list[Check] = [
-                (
-                    ("slo", key),
-                    f"only a generative target measures it ({', '.join(GENERATIVE_KINDS)}); this target is {self.kind}",
-                )
-                for key in GENERATION_SLO_KEYS
-                if self.slo is not None and getattr(self.slo, key) is not None
-            ]
-            if refused:
-                raise checks_error(refused)
+    def _generation_slo_keys(self) -> Target:
+        """The generation figures' thresholds: only a generative target measures them."""
+        if self.record.generative or self.slo is None:
             return self
-        # a prompt other than the default (a target written out carries the default: not given)
-        prompt_given = self.generation is not None and self.generation.prompt != DEFAULT_PROMPT
-        tensor_keys: dict[str, object] = {"outputs": self.outputs, "expected": self.expected}
-        if self.server != "triton":  # Triton's generate takes a model version
-            tensor_keys["version"] = self.version
-        made_prompts = None
-        if self.generation is not None and self.generation.asks_prompts():
-            made_prompts = "dataset" if self.generation.dataset is not None else "lengths"
-        checks = generative_problems(self.inputs, prompt_given, self.batch_size, tensor_keys, self.kind, made_prompts)
-        dataset = None if self.generation is None else self.generation.dataset
-        if dataset is not None and not self.record.chat and Path(dataset).is_file() and has_message_lists(dataset):
-            checks.append(
-                (
-                    ("generation", "dataset"),
-                    f"a messages line is a chat's: only an openai-chat target sends it; this target is {self.kind}",
-                )
-            )
-        if self.generation is not None and self.generation.conversation is not None and not self.record.chat:
-            checks.append(
-                (
-                    ("generation", "conversation"),
-                    f"a conversation is a chat's messages: only an openai-chat target holds one; this target is {self.kind}",
-                )
-            )
-        if self.generation is not None and self.response_check != "shape":
-            read_by_event = {
-                "goodput": self.generation.goodput,
-                "tokenizer": self.generation.tokenizer,
-                "conversation": self.generation.conversation,
-            }
-            checks.extend(
-                (
-                    ("generation", key),
-                    f"needs response_check: shape (the stream read event by event); it is {self.response_check!r}",
-                )
-                for key, value in read_by_event.items()
-                if value is not None
-            )
-        if (
-            self.slo is not None
-            and self.slo.min_goodput_pct is not None
-            and (self.generation is None or self.generation.goodput is None)
-        ):
-            checks.append(
-                (
-                    ("slo", "min_goodput_pct"),
-                    "needs generation.goodput: the per-request thresholds (ttft_ms, tpot_ms, e2e_ms) a good request meets",
-                )
-            )
-        if self.metrics_url is not None and not has_role(self.server, "counters"):
-            checks.append((("metrics_url",), f"inferload reads no metrics page of a {self.kind} target's server; remove it"))
-        if checks:
-            raise checks_error(checks)
+        refused: list[Check] = [
+            (("slo", key), f"only a generative target measures it ({', '.join(GENERATIVE_KINDS)}); this target is {self.kind}")
+            for key in GENERATION_SLO_KEYS
+            if getattr(self.slo, key) is not None
+        ]
+        if refused:
+            raise checks_error(refused)
         return self
 
     @field_validator("rotation_seed")
@@ -489,6 +468,113 @@ class Target(FrozenModel):
             raise checks_error(checks)
         return outputs
 
+    @field_validator("expected")
+    @classmethod
+    def _expected_file(cls, value: ExpectedSpec | None, info: ValidationInfo) -> ExpectedSpec | None:
+        """Relative to the scenario file; read and checked against the target when its folder is known."""
+        base_dir = (info.context or {}).get("base_dir")
+        if value is None or base_dir is None or "kind" not in info.data:
+            return value
+        checks = check_expected(value, info.data["kind"], info.data.get("outputs", ()), info.data.get("inputs"), Path(base_dir))
+        if checks:
+            raise checks_error(checks)
+        return value.model_copy(update={"path": str((Path(base_dir) / value.path).resolve())})
+
+    @model_validator(mode="after")
+    def _check_headers(self) -> Target:
+        checks = check_headers(self.kind, self.headers or {}, self.headers_from_env or {})
+        checks += check_tls(self.kind, self.tls)
+        if self.response_check == "expected" and self.expected is None:
+            checks.append((("expected",), "required with response_check: expected (a file of the expected answers)"))
+        if self.expected is not None and self.response_check != "expected":
+            checks.append((("response_check",), f"is {self.response_check!r}, but an expected file is given: use expected"))
+        if self.metrics_url is not None and not has_role(self.server, "counters"):
+            checks.append((("metrics_url",), f"inferload reads no metrics page of a {self.kind} target's server; remove it"))
+        if checks:
+            raise checks_error(checks)
+        return self
+
+    @field_validator("response_check")
+    @classmethod
+    def _default_response_check(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None:
+            return value
+        kind = info.data.get("kind")
+        if kind is None:
+            return None
+        if info.data.get("expected") is not None:
+            return "expected"
+        # a generative kind's "shape": its answer read as the server's format has it (a stream to its end)
+        return SERVER_KINDS[kind].default_check
+
+
+def _check_body_data(target: TorchServeTarget | BentoMLTarget, info: ValidationInfo) -> Any:
+    """raw and text bodies need a data source that gives files or text (bodies.body_problems)."""
+    if target.content_type in ("raw", "text") and len(target.inputs) == 1:
+        base_dir = (info.context or {}).get("base_dir")
+        checks = bodies.body_problems(target.content_type, target.inputs[0], Path(base_dir) if base_dir else None)
+        if checks:
+            raise checks_error([(("inputs", 0, *path), message) for path, message in checks])
+    return target
+
+
+class TritonTarget(Target):
+    """A Triton model over gRPC or HTTP (KServe v2 tensors): sequence models and the trace join too."""
+
+    kind: TritonTensorKind
+    #: a sequence (stateful) model: requests per sequence and sequences open per user
+    sequence: SequenceSpec | None = None
+    #: trace a share of requests and join them with the client's times (the tail anatomy)
+    trace: TraceSpec | None = None
+
+
+class TorchServeTarget(Target):
+    """A TorchServe model over its REST inference API: the bodies it sends, its management API, its
+    key file, and sequence models (their ids in TorchServe's headers)."""
+
+    kind: TorchServeKind
+    content_type: ContentType = "octet-stream"
+    #: content_type json: JSON text in which each ``$data`` becomes the request's data
+    body_template: StrictStr | None = None
+    #: the Content-Type header (default per content_type; raw: from the files' suffixes)
+    media_type: StrictStr | None = None
+    #: TorchServe's management API (``http://host:8081``): the start check lists the served models from it
+    management_url: ManagementUrl = None
+    #: TorchServe's key_file.json; requests carry ``Authorization: Bearer <inference key>``
+    token_file: StrictStr | None = None
+    #: a sequence (stateful) model: requests per sequence and sequences open per user
+    sequence: SequenceSpec | None = None
+
+    def request_headers(self, base_dir: Path) -> dict[str, str]:
+        """Its headers, and ``Authorization`` with the inference key of its ``token_file``."""
+        return request_headers(self.name, self.headers, self.headers_from_env, self.token_file, base_dir)
+
+    @field_validator("content_type")
+    @classmethod
+    def _content_type_fits(cls, value: str, info: ValidationInfo) -> str:
+        inputs = info.data.get("inputs", ())
+        if value in ("npy", "json", "raw", "text") and len(inputs) > 1:
+            raise custom_error(f"{value} bodies carry one input; this target has {len(inputs)} (use octet-stream)")
+        if value == "raw" and info.data.get("batch_size", 1) != 1:
+            raise custom_error(f"raw bodies carry one file each: batch_size must be 1; got {info.data['batch_size']}")
+        return value
+
+    @field_validator("body_template")
+    @classmethod
+    def _check_body_template(cls, value: str | None, info: ValidationInfo) -> str | None:
+        problem = bodies.template_key_problem(value, info.data.get("content_type"))
+        if problem:
+            raise custom_error(problem)
+        return value
+
+    @field_validator("media_type")
+    @classmethod
+    def _check_media_type(cls, value: str | None) -> str | None:
+        problem = None if value is None else bodies.media_type_problem(value)
+        if problem:
+            raise custom_error(problem)
+        return None if value is None else value.strip()
+
     @field_validator("token_file")
     @classmethod
     def _token_file_path(cls, value: str | None, info: ValidationInfo) -> str | None:
@@ -505,114 +591,36 @@ class Target(FrozenModel):
 
         return scenario_file(value, info, "TorchServe's key_file.json", problem)
 
-    @field_validator("expected")
-    @classmethod
-    def _expected_file(cls, value: ExpectedSpec | None, info: ValidationInfo) -> ExpectedSpec | None:
-        """Relative to the scenario file; read and checked against the target when its folder is known."""
-        base_dir = (info.context or {}).get("base_dir")
-        if value is None or base_dir is None or "kind" not in info.data:
-            return value
-        checks = check_expected(value, info.data["kind"], info.data.get("outputs", ()), info.data.get("inputs"), Path(base_dir))
-        if checks:
-            raise checks_error(checks)
-        return value.model_copy(update={"path": str((Path(base_dir) / value.path).resolve())})
-
     @model_validator(mode="after")
-    def _check_headers(self) -> Target:
-        checks = check_headers(self.kind, self.headers or {}, self.headers_from_env or {}, self.token_file)
-        checks += check_tls(self.kind, self.tls)
-        if self.response_check == "expected" and self.expected is None:
-            checks.append((("expected",), "required with response_check: expected (a file of the expected answers)"))
-        if self.expected is not None and self.response_check != "expected":
-            checks.append((("response_check",), f"is {self.response_check!r}, but an expected file is given: use expected"))
-        if checks:
-            raise checks_error(checks)
-        return self
-
-    @field_validator("sequence")
-    @classmethod
-    def _sequence_for_stateful_kinds(cls, value: SequenceSpec | None, info: ValidationInfo) -> SequenceSpec | None:
-        kind = info.data.get("kind")
-        if value is not None and kind is not None and kind not in SEQUENCE_KINDS:
-            raise custom_error(
-                "only applies to Triton targets (a model with sequence_batching) and torchserve-rest targets (a model"
-                f" with sequenceBatching); this target is {kind}"
-            )
-        return value
-
-    @model_validator(mode="after")
-    def _sequence_ids_not_in_headers(self) -> Target:
-        """A TorchServe target's ``sequence`` sets ``ts_request_sequence_id`` per sequence: a header of
-        that name too would be overwritten, so it is refused where it is written."""
+    def _headers_the_keys_set(self) -> TorchServeTarget:
+        """``token_file`` sends Authorization and ``sequence`` sets ``ts_request_sequence_id`` per
+        sequence: a header of either name too would be overwritten, so it is refused where it is written."""
+        checks: list[Check] = []
+        written = (("headers", self.headers), ("headers_from_env", self.headers_from_env))
+        if self.token_file is not None:
+            checks += [
+                ((key, name), "token_file already sends Authorization; give one or the other")
+                for key, headers in written
+                for name in headers or {}
+                if name.lower() == "authorization"
+            ]
         header = self.record.sequence_id_header
-        if self.sequence is None or header is None:
-            return self
-        checks: list[Check] = [
-            (
-                (key, name),
-                f"is set per sequence by this target's sequence key (a new id every {self.sequence.length} requests); remove it",
-            )
-            for key, headers in (("headers", self.headers), ("headers_from_env", self.headers_from_env))
-            for name in headers or {}
-            if name.lower() == header
-        ]
+        if self.sequence is not None and header is not None:
+            checks += [
+                (
+                    (key, name),
+                    f"is set per sequence by this target's sequence key (a new id every {self.sequence.length} requests); remove it",
+                )
+                for key, headers in written
+                for name in headers or {}
+                if name.lower() == header
+            ]
         if checks:
             raise checks_error(checks)
         return self
 
-    @field_validator("trace")
-    @classmethod
-    def _trace_for_triton(cls, value: TraceSpec | None, info: ValidationInfo) -> TraceSpec | None:
-        problem = None if value is None else kind_key_problem("trace", info.data.get("kind"))
-        if problem:
-            raise custom_error(problem)
-        return value
-
-    @field_validator("management_url")
-    @classmethod
-    def _management_url_for_torchserve(cls, value: str | None, info: ValidationInfo) -> str | None:
-        problem = None if value is None else kind_key_problem("management_url", info.data.get("kind"))
-        if problem:
-            raise custom_error(problem)
-        return value
-
-    @field_validator("content_type")
-    @classmethod
-    def _content_type_for_torchserve(cls, value: str | None, info: ValidationInfo) -> str | None:
-        kind = info.data.get("kind")
-        server = SERVER_KINDS[kind].server if kind in SERVER_KINDS else None
-        if server == "torchserve":
-            inputs = info.data.get("inputs", ())
-            if value in ("npy", "json", "raw", "text") and len(inputs) > 1:
-                raise custom_error(f"{value} bodies carry one input; this target has {len(inputs)} (use octet-stream)")
-            if value == "raw" and info.data.get("batch_size", 1) != 1:
-                raise custom_error(f"raw bodies carry one file each: batch_size must be 1; got {info.data['batch_size']}")
-            return value or "octet-stream"
-        if server == "bentoml":
-            return bentoml_content_type(value, info.data.get("inputs", ()), info.data.get("batch_size", 1))
-        problem = None if value is None else kind_key_problem("content_type", kind)
-        if problem:
-            raise custom_error(problem)
-        return value
-
-    @field_validator("body_template")
-    @classmethod
-    def _check_body_template(cls, value: str | None, info: ValidationInfo) -> str | None:
-        problem = bodies.template_key_problem(value, info.data.get("kind"), info.data.get("content_type"))
-        if problem:
-            raise custom_error(problem)
-        return value
-
-    @field_validator("media_type")
-    @classmethod
-    def _check_media_type(cls, value: str | None, info: ValidationInfo) -> str | None:
-        problem = bodies.media_type_key_problem(value, info.data.get("kind"))
-        if problem:
-            raise custom_error(problem)
-        return None if value is None else value.strip()
-
     @model_validator(mode="after")
-    def _check_template_size(self) -> Target:
+    def _check_template_size(self) -> TorchServeTarget:
         """A ``body_template`` that repeats ``$data`` repeats the request's data: the body stays within the bound."""
         if self.body_template is None or not self.inputs:
             return self
@@ -630,25 +638,114 @@ class Target(FrozenModel):
             )
         return self
 
+    _body_data = model_validator(mode="after")(_check_body_data)
+
+
+class KServeTarget(Target):
+    """A model on a KServe (or any Open Inference Protocol) server: v2 over HTTP or gRPC, or v1."""
+
+    kind: KServeKind
+
+
+class BentoMLTarget(Target):
+    """A BentoML service's API: its parameters by name, as JSON or as a file."""
+
+    kind: BentoMLKind
+    content_type: Literal["json", "raw"] = Field(default=None, validate_default=True)
+
+    @field_validator("content_type", mode="before")
+    @classmethod
+    def _bentoml_content_type(cls, value: str | None, info: ValidationInfo) -> str:
+        return bentoml_content_type(value, info.data.get("inputs", ()), info.data.get("batch_size", 1))
+
+    _body_data = model_validator(mode="after")(_check_body_data)
+
+
+class GenerativeTarget(Target):
+    """A model that generates text: a prompt per request (``generation``), its answer a stream of
+    tokens (OpenAI chat or completions, Triton's generate)."""
+
+    kind: GenerativeKind
+    #: the prompt and what is asked of the answer (scenario.generation)
+    generation: GenerationSpec = GenerationSpec()
+
     @model_validator(mode="after")
-    def _check_body_data(self, info: ValidationInfo) -> Target:
-        """raw and text bodies need a data source that gives files or text (bodies.body_problems)."""
-        if self.content_type in ("raw", "text") and len(self.inputs) == 1:  # (only the kinds that take content_type have one)
-            base_dir = (info.context or {}).get("base_dir")
-            checks = bodies.body_problems(self.content_type, self.inputs[0], Path(base_dir) if base_dir else None)
-            if checks:
-                raise checks_error([(("inputs", 0, *path), message) for path, message in checks])
+    def _generative_keys(self) -> GenerativeTarget:
+        """Its inputs give its prompts, and it takes none of the tensor keys."""
+        generation = self.generation
+        # a prompt other than the default (a target written out carries the default: not given)
+        prompt_given = generation.prompt != DEFAULT_PROMPT
+        tensor_keys: dict[str, object] = {"outputs": self.outputs, "expected": self.expected}
+        if self.server != "triton":  # Triton's generate takes a model version
+            tensor_keys["version"] = self.version
+        made_prompts = None
+        if generation.asks_prompts():
+            made_prompts = "dataset" if generation.dataset is not None else "lengths"
+        checks = generative_problems(self.inputs, prompt_given, self.batch_size, tensor_keys, self.kind, made_prompts)
+        dataset = generation.dataset
+        if dataset is not None and not self.record.chat and Path(dataset).is_file() and has_message_lists(dataset):
+            checks.append(
+                (
+                    ("generation", "dataset"),
+                    f"a messages line is a chat's: only an openai-chat target sends it; this target is {self.kind}",
+                )
+            )
+        if generation.conversation is not None and not self.record.chat:
+            checks.append(
+                (
+                    ("generation", "conversation"),
+                    f"a conversation is a chat's messages: only an openai-chat target holds one; this target is {self.kind}",
+                )
+            )
+        if self.response_check != "shape":
+            read_by_event = {
+                "goodput": generation.goodput,
+                "tokenizer": generation.tokenizer,
+                "conversation": generation.conversation,
+            }
+            checks.extend(
+                (
+                    ("generation", key),
+                    f"needs response_check: shape (the stream read event by event); it is {self.response_check!r}",
+                )
+                for key, value in read_by_event.items()
+                if value is not None
+            )
+        if self.slo is not None and self.slo.min_goodput_pct is not None and generation.goodput is None:
+            checks.append(
+                (
+                    ("slo", "min_goodput_pct"),
+                    "needs generation.goodput: the per-request thresholds (ttft_ms, tpot_ms, e2e_ms) a good request meets",
+                )
+            )
+        if checks:
+            raise checks_error(checks)
         return self
 
-    @field_validator("response_check")
-    @classmethod
-    def _default_response_check(cls, value: str | None, info: ValidationInfo) -> str | None:
-        if value is not None:
-            return value
-        kind = info.data.get("kind")
-        if kind is None:
-            return None
-        if info.data.get("expected") is not None:
-            return "expected"
-        # a generative kind's "shape": its answer read as the server's format has it (a stream to its end)
-        return SERVER_KINDS[kind].default_check
+
+#: a target of any kind, its class chosen by ``kind`` (what a scenario's ``targets:`` entry is)
+AnyTarget = Annotated[
+    TritonTarget | TorchServeTarget | KServeTarget | BentoMLTarget | GenerativeTarget, Field(discriminator="kind")
+]
+_ANY_TARGET: TypeAdapter[Any] = TypeAdapter(AnyTarget)
+#: each target class, by kind
+TARGET_CLASSES: dict[str, type[Target]] = {
+    kind: model
+    for model in (TritonTarget, TorchServeTarget, KServeTarget, BentoMLTarget, GenerativeTarget)
+    for kind in get_args(model.model_fields["kind"].annotation)
+}
+
+
+def key_taken_by(key: str) -> tuple[str, ...]:
+    """The kinds whose class has ``key`` (every kind for a key of `Target`'s own)."""
+    return tuple(kind for kind, model in TARGET_CLASSES.items() if key in model.model_fields)
+
+
+def sequence_of(target: Target) -> SequenceSpec | None:
+    """The target's ``sequence`` key (a Triton or TorchServe target's; None for the kinds without one)."""
+    return target.sequence if isinstance(target, (TritonTarget, TorchServeTarget)) else None
+
+
+def trace_of(target: Target) -> TraceSpec | None:
+    """The target's ``trace`` key (a Triton target's; None for the kinds without one)."""
+    return target.trace if isinstance(target, TritonTarget) else None

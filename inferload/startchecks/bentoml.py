@@ -20,8 +20,8 @@ import requests
 
 from inferload.errors import ModelMismatchError, ServerError
 from inferload.scenario import limits
-from inferload.scenario.headers import HeadersError, request_headers
-from inferload.scenario.targets import Target
+from inferload.scenario.headers import HeadersError
+from inferload.scenario.targets import BentoMLTarget
 from inferload.scenario.tls import requests_tls, tls_hint
 from inferload.servermetrics.http_client import AnswerTooLarge, AnswerTooSlow, BoundedSession, connection_problem
 from inferload.startchecks.fit import StartContext, StartFindings
@@ -32,7 +32,7 @@ DEFAULT_TIMEOUT_S = 5.0
 MEDIA_TYPES = {"json": "application/json", "raw": "multipart/form-data"}
 
 if TYPE_CHECKING:
-    from inferload.users.base import InferenceUser
+    from inferload.users.bentoml import BentoMLHttpUser
 
 
 def served_apis(document: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
@@ -45,7 +45,7 @@ def served_apis(document: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     return apis
 
 
-def openapi_problems(target: Target, document: Mapping[str, Any]) -> list[str]:
+def openapi_problems(target: BentoMLTarget, document: Mapping[str, Any]) -> list[str]:
     """Every way the target's requests do not fit the service's OpenAPI document; empty when they fit."""
     where = f"target {target.name!r}: BentoML at {target.address}"
     apis = served_apis(document)
@@ -81,9 +81,9 @@ def openapi_problems(target: Target, document: Mapping[str, Any]) -> list[str]:
     return problems
 
 
-def check_bentoml_target(target: Target, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+def check_bentoml_target(target: BentoMLTarget, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
     """Raise ServerError or ModelMismatchError (see the module's docstring) unless the target fits."""
-    headers = request_headers(target.name, target.headers, target.headers_from_env, target.token_file, Path("."))
+    headers = target.request_headers(Path("."))
     options: dict[str, Any] = {"headers": headers, "timeout": timeout_s, **requests_tls(target.tls)}
     with BoundedSession(limits.CHECK_DEADLINE_S) as session:
         try:
@@ -119,7 +119,7 @@ def check_bentoml_target(target: Target, timeout_s: float = DEFAULT_TIMEOUT_S) -
         raise ModelMismatchError("\n".join(problems))
 
 
-def start_check(cls: type[InferenceUser], context: StartContext) -> StartFindings:
+def start_check(cls: type[BentoMLHttpUser], context: StartContext) -> StartFindings:
     """With the checks: the service serves the target's API as the target sends it (its OpenAPI page)."""
     if not context.check:
         return StartFindings()

@@ -29,7 +29,7 @@ from tritonclient.grpc import service_pb2
 
 from inferload.errors import InferloadError, ModelMismatchError, ServerError
 from inferload.scenario import limits
-from inferload.scenario.headers import HeadersError, request_headers
+from inferload.scenario.headers import HeadersError
 from inferload.scenario.targets import Target
 from inferload.scenario.tls import requests_tls
 from inferload.servermetrics.http_client import AnswerTooLarge, AnswerTooSlow, BoundedSession, connection_problem
@@ -54,7 +54,7 @@ def _asked(target: Target) -> str:
 
 def _headers(target: Target) -> dict[str, str]:
     try:
-        return request_headers(target.name, target.headers, target.headers_from_env, target.token_file, Path("."))
+        return target.request_headers(Path("."))
     except HeadersError as exc:
         raise ServerError(str(exc)) from None
 

@@ -17,15 +17,14 @@ import requests
 
 from inferload.errors import ModelMismatchError, ServerError
 from inferload.scenario import limits
-from inferload.scenario.generation import GenerationSpec
-from inferload.scenario.headers import HeadersError, request_headers
-from inferload.scenario.targets import Target
+from inferload.scenario.headers import HeadersError
+from inferload.scenario.targets import GenerativeTarget
 from inferload.scenario.tls import requests_tls, tls_hint
 from inferload.servermetrics.http_client import AnswerTooLarge, AnswerTooSlow, BoundedSession, connection_problem
 from inferload.startchecks.fit import StartContext, StartFindings
 
 if TYPE_CHECKING:
-    from inferload.users.base import InferenceUser
+    from inferload.users.generation import GenerativeUser
 
 DEFAULT_TIMEOUT_S = 5.0
 #: at most this many served models are named in a message
@@ -40,11 +39,11 @@ def served_models(document: object) -> list[str] | None:
     return [str(entry["id"]) for entry in data if isinstance(entry, Mapping) and "id" in entry]
 
 
-def check_openai_target(target: Target, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+def check_openai_target(target: GenerativeTarget, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
     """Raise ServerError or ModelMismatchError (see the module's docstring) unless the model is served."""
-    base_path = (target.generation or GenerationSpec()).base_path
+    base_path = target.generation.base_path
     url = f"{target.address}{base_path}/models"
-    headers = request_headers(target.name, target.headers, target.headers_from_env, target.token_file, Path("."))
+    headers = target.request_headers(Path("."))
     options: dict[str, Any] = {"headers": headers, "timeout": timeout_s, **requests_tls(target.tls)}
     where = f"target {target.name!r}: {url}"
     with BoundedSession(limits.CHECK_DEADLINE_S) as session:
@@ -72,7 +71,7 @@ def check_openai_target(target: Target, timeout_s: float = DEFAULT_TIMEOUT_S) ->
         raise ModelMismatchError(f"{where} does not list model {target.model!r}; it serves: {shown or 'none'}")
 
 
-def start_check(cls: type[InferenceUser], context: StartContext) -> StartFindings:
+def start_check(cls: type[GenerativeUser], context: StartContext) -> StartFindings:
     """With the checks: the server lists the target's model."""
     if not context.check:
         return StartFindings()

@@ -26,8 +26,8 @@ import requests
 
 from inferload.errors import ModelMismatchError, ServerError
 from inferload.scenario import limits
-from inferload.scenario.headers import HeadersError, read_management_key, request_headers
-from inferload.scenario.targets import Target, static_sequence_id_note
+from inferload.scenario.headers import HeadersError, read_management_key
+from inferload.scenario.targets import Target, TorchServeTarget, static_sequence_id_note
 from inferload.scenario.tls import describe_tls, requests_tls, tls_hint
 from inferload.servermetrics.http_client import AnswerTooLarge, AnswerTooSlow, BoundedSession, connection_problem, not_http_answer
 from inferload.startchecks.fit import StartContext, StartFindings
@@ -44,7 +44,7 @@ _MAX_PAGES = 10
 _PAGE = 1000
 
 if TYPE_CHECKING:
-    from inferload.users.base import InferenceUser
+    from inferload.users.torchserve import TorchServeRestUser
 
 
 def _predictions_path(target: Target) -> str:
@@ -68,7 +68,7 @@ def _first_line(text: str) -> str:
     return lines[0][:200] if lines else ""
 
 
-def check_torchserve_target(target: Target, timeout_s: float = DEFAULT_TIMEOUT_S) -> str | None:
+def check_torchserve_target(target: TorchServeTarget, timeout_s: float = DEFAULT_TIMEOUT_S) -> str | None:
     """None when TorchServe at the target's address serves its model; a warning when that could not
     be told; ``ServerError`` / ``ModelMismatchError`` (one line naming the target) otherwise."""
     if target.server != "torchserve":
@@ -76,7 +76,7 @@ def check_torchserve_target(target: Target, timeout_s: float = DEFAULT_TIMEOUT_S
     where = f"target {target.name!r}"
     probe = f"OPTIONS {_predictions_path(target)}"
     try:  # the requests' own headers (a token among them): TorchServe refuses the probe without them
-        headers = request_headers(target.name, target.headers, target.headers_from_env, target.token_file, Path("."))
+        headers = target.request_headers(Path("."))
     except HeadersError as exc:
         raise ServerError(str(exc)) from None
     try:
@@ -143,7 +143,7 @@ def check_torchserve_target(target: Target, timeout_s: float = DEFAULT_TIMEOUT_S
     return f"{where}: could not check that TorchServe at {target.address} serves {_asked(target)} ({probe} answered {answer})"
 
 
-def _served_models(target: Target, timeout_s: float) -> str:
+def _served_models(target: TorchServeTarget, timeout_s: float) -> str:
     """What the management API says is served (the model's versions when it is served), for the message."""
     if target.management_url is None:
         return "give the target a management_url (TorchServe's management API, e.g. http://127.0.0.1:8081) to list the models it serves"
@@ -198,7 +198,7 @@ def _model_names(session: requests.Session, base: str, timeout_s: float) -> list
     return names
 
 
-def start_check(cls: type[InferenceUser], context: StartContext) -> StartFindings:
+def start_check(cls: type[TorchServeRestUser], context: StartContext) -> StartFindings:
     """With the checks: TorchServe serves the model and answers the target's request (a warning for what
     it cannot check)."""
     if not context.check:

@@ -23,9 +23,9 @@ import requests
 from inferload.errors import ModelMismatchError, ServerError
 from inferload.scenario import limits
 from inferload.scenario.expected import read_expected
-from inferload.scenario.headers import HeadersError, request_headers
+from inferload.scenario.headers import HeadersError
 from inferload.scenario.kinds import GENERATIVE_KINDS
-from inferload.scenario.targets import Target
+from inferload.scenario.targets import Target, sequence_of
 from inferload.scenario.tls import requests_tls, tls_hint
 from inferload.servermetrics.http_client import (
     AnswerTooLarge,
@@ -82,13 +82,13 @@ def sequence_settings_for(target: Target, config: Mapping[str, Any]) -> Sequence
     """How the target's users drive the model: None unless it is a sequence model."""
     if triton_sequence_batching(config) is None:
         return None
-    return SequenceSettings.from_spec(target.sequence, triton_string_correlation_ids(config))
+    return SequenceSettings.from_spec(sequence_of(target), triton_string_correlation_ids(config))
 
 
 def default_sequence_note(target: Target, config: Mapping[str, Any]) -> str | None:
     """What the run says when it drives a sequence model with the default settings (no ``sequence`` key)."""
     settings = sequence_settings_for(target, config)
-    if settings is None or target.sequence is not None:
+    if settings is None or sequence_of(target) is not None:
         return None
     return (
         f"target {target.name!r}: model {target.model!r} is a sequence model (sequence_batching in its config);"
@@ -102,7 +102,7 @@ def sequence_problems(target: Target, config: Mapping[str, Any]) -> list[str]:
     where = f"target {target.name!r}"
     model = f"model {target.model!r}"
     if triton_sequence_batching(config) is None:
-        if target.sequence is None:
+        if sequence_of(target) is None:
             return []
         return [
             f"{where}: sequence is set, but the {model} is not a sequence model (its config has no"
@@ -309,7 +309,7 @@ def _check_headers(target: Target) -> dict[str, str] | None:
     """The target's own headers (static and from the environment) for the start checks' calls too:
     a Triton that restricts its metadata or model-config APIs to a header answers them then."""
     # token_file is TorchServe's only, so no path is resolved here
-    return request_headers(target.name, target.headers, target.headers_from_env, target.token_file, Path(".")) or None
+    return target.request_headers(Path(".")) or None
 
 
 def _restricted(target: Target, detail: str) -> ServerError:
@@ -511,7 +511,7 @@ def start_check(cls: type[InferenceUser], context: StartContext) -> StartFinding
         if not context.check:
             return StartFindings()
         try:
-            request_headers(target.name, target.headers, target.headers_from_env, target.token_file, context.base_dir)
+            target.request_headers(context.base_dir)
             metadata, _ = context.infos.read(target)
         except (HeadersError, ServerError, ModelMismatchError) as exc:
             return StartFindings(problems=(str(exc),))
@@ -524,7 +524,7 @@ def start_check(cls: type[InferenceUser], context: StartContext) -> StartFinding
         _said_decoupled(cls, fit)
         return StartFindings(fit=fit)
     try:  # the users would stop at start without them: say so before any load
-        request_headers(target.name, target.headers, target.headers_from_env, target.token_file, context.base_dir)
+        target.request_headers(context.base_dir)
         info = context.infos.read(target)
     except (HeadersError, ServerError, ModelMismatchError) as exc:
         return StartFindings(problems=(str(exc),))

@@ -14,10 +14,10 @@ from typing import Any
 from inferload.errors import StoppedBeforeStart, UsageError
 from inferload.results.repeats import format_repeats, repetition_folder, write_repeats
 from inferload.run.server_changes import ServerJournal
-from inferload.scenario.headers import HeadersError, read_management_key, request_headers
+from inferload.scenario.headers import HeadersError, read_management_key
 from inferload.scenario.loader import load_scenario
 from inferload.scenario.schema import Scenario
-from inferload.scenario.targets import Target
+from inferload.scenario.targets import Target, TorchServeTarget
 from inferload.tune.capacity import CapacitySearch
 from inferload.tune.server_config import SearchSpace, TorchServeConfigurator, TritonConfigurator
 from inferload.tune.sweep_cli import add_search_arguments, default_out, settings_from_args, with_gpu
@@ -150,7 +150,7 @@ def servers_from_args(args: argparse.Namespace, scenario: Scenario, journal: Ser
         target = pick(scenario, server)
         if target is None:
             raise UsageError(f"the scenario has no {server} target to tune (--servers {args.servers})")
-        headers = request_headers(target.name, target.headers, target.headers_from_env, None, base)
+        headers = Target.request_headers(target, base)  # the management API: the token_file's key is its own
         access: dict[str, Any] = {"headers_from_env": dict(target.headers_from_env or {})}
         if server == "triton":
             url = args.triton_url or (target.address if target.protocol == "http" else None)
@@ -167,6 +167,7 @@ def servers_from_args(args: argparse.Namespace, scenario: Scenario, journal: Ser
                 )
             )
         else:
+            assert isinstance(target, TorchServeTarget)  # `pick` found the scenario's torchserve target
             url = args.torchserve_management or target.management_url
             if url is None:
                 raise UsageError(f"target {target.name!r}: give TorchServe's management API with --torchserve-management")

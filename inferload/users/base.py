@@ -74,7 +74,7 @@ from inferload.errors import ConnectionRefused, ScenarioError, SequenceRefused
 from inferload.measure.trace_join import ClientTraceRecords
 from inferload.scenario.inputs import InputSpec
 from inferload.scenario.kinds import SERVER_KINDS, TARGET_KINDS
-from inferload.scenario.targets import Target
+from inferload.scenario.targets import Target, sequence_of, trace_of
 from inferload.traffic.arrivals import Arrival
 from inferload.users.request_pool import RequestData, RequestPool, RequestSource
 from inferload.users.sequence import SequenceSettings
@@ -451,7 +451,7 @@ class InferenceUser(User):
             reason = cls.expected_python_only_reason(wiring, fit)
             if reason is not None:
                 return reason
-        if (target.sequence is not None or fit.sequence_settings is not None) and not cls.native_sequences:
+        if (sequence_of(target) is not None or fit.sequence_settings is not None) and not cls.native_sequences:
             return "a sequence model's requests carry per-request correlation IDs"
         if wiring is not None and wiring.replay_batches:
             return "its replay's batch column gives requests batch sizes of their own, made when first asked for"
@@ -465,9 +465,9 @@ class InferenceUser(User):
         the engine sends and times them and `check_expected` judges each answer it hands back)."""
         if cls.check_expected.__func__ is InferenceUser.check_expected.__func__:  # type: ignore[attr-defined]
             return f"the {cls.target.kind} kind compares answers with expected values only in its own client"
-        if cls.target.sequence is not None or fit.sequence_settings is not None:
+        if sequence_of(cls.target) is not None or fit.sequence_settings is not None:
             return "a sequence model's expected answers are compared per call of its sequence, in Python"
-        if cls.target.trace is not None or (wiring is not None and wiring.trace_records is not None):
+        if trace_of(cls.target) is not None or (wiring is not None and wiring.trace_records is not None):
             return "a traced target's expected answers are compared in Python"
         return None
 

@@ -17,15 +17,14 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from inferload.scenario.bodies import guess_media_type
 from inferload.scenario.datasets import dataset_file_names
-from inferload.scenario.headers import request_headers
 from inferload.scenario.kinds import kinds_spoken_by
-from inferload.scenario.targets import Target
+from inferload.scenario.targets import BentoMLTarget, Target
 from inferload.users.base import InferenceUser, ModelFit
 from inferload.users.engine import NativeTarget
 from inferload.users.expected import ExpectedCheck, expected_check_of
@@ -103,6 +102,7 @@ def encode_bentoml_body(
 
 
 class BentoMLHttpUser(InferenceUser):
+    target: ClassVar[BentoMLTarget]
     abstract = True
     target_kinds = kinds_spoken_by("BentoMLHttpUser")
     request_type = "REST"
@@ -111,7 +111,7 @@ class BentoMLHttpUser(InferenceUser):
     def native_target(cls, pool: RequestPool[Any], fit: ModelFit) -> NativeTarget:
         """The engine's HTTP target: each body with its own Content-Type (a multipart boundary is per request)."""
         target = cls.target
-        headers = request_headers(target.name, target.headers, target.headers_from_env, target.token_file, cls.scenario_dir)
+        headers = target.request_headers(cls.scenario_dir)
         path = api_path(target)
         # the target's own headers win, as in send(): they may set Content-Type too
         own_type = any(name.lower() == "content-type" for name in headers)
@@ -134,9 +134,7 @@ class BentoMLHttpUser(InferenceUser):
         self._path = api_path(target)
         self.request_pool()  # the first user of the target in this process encodes every request here
         # the Content-Type travels with each encoded body (a multipart boundary is per request); the target's own headers
-        self._own_headers = request_headers(
-            target.name, target.headers, target.headers_from_env, target.token_file, self.scenario_dir
-        )
+        self._own_headers = target.request_headers(self.scenario_dir)
 
     @classmethod
     def encode_request(cls, data: RequestData) -> BentoMLBody:
@@ -183,7 +181,7 @@ def api_path(target: Target) -> str:
     return "/" + target.model.strip("/")
 
 
-def raw_file_part(target: Target, scenario_dir: Path) -> tuple[str, str]:
+def raw_file_part(target: BentoMLTarget, scenario_dir: Path) -> tuple[str, str]:
     """(file name, media type) of a raw body's form part: from the suffixes of the data set's files."""
     if target.content_type != "raw" or target.inputs[0].data.dataset is None:
         return "file", "application/octet-stream"

@@ -26,8 +26,8 @@ from urllib.parse import quote
 from geventhttpclient.response import HTTPConnectionClosed
 
 from inferload.scenario.generation import DEFAULT_MAX_TOKENS, ConversationSpec, GenerationSpec
-from inferload.scenario.headers import request_headers
 from inferload.scenario.kinds import SERVER_KINDS, kinds_spoken_by
+from inferload.scenario.targets import GenerativeTarget
 from inferload.users.base import InferenceUser, ModelFit
 from inferload.users.engine import NativeTarget
 from inferload.users.failures import Reason
@@ -36,11 +36,6 @@ from inferload.users.request_pool import RequestData, RequestPool
 from inferload.users.tls import native_tls
 
 logger = logging.getLogger(__name__)
-
-
-def generation_of(target: Any) -> GenerationSpec:
-    spec: GenerationSpec | None = target.generation
-    return spec if spec is not None else GenerationSpec()
 
 
 def request_body(
@@ -147,6 +142,7 @@ OPENAI_REASON = Reason(("error.message", "error", "detail", "message"), DETAIL_C
 
 
 class GenerativeUser(InferenceUser):
+    target: ClassVar[GenerativeTarget]
     """Abstract: one generative target, one prompt per request; a kind's class gives its `route`
     and the engine's stream format (`stream_format`)."""
 
@@ -166,7 +162,7 @@ class GenerativeUser(InferenceUser):
     @classmethod
     def encode_request(cls, data: RequestData) -> bytes:
         target = cls.target
-        generation = generation_of(target)
+        generation = target.generation
         drawn = generation.distinct_requests()
         if drawn is None:
             return request_body(target.kind, target.model, prompt_of(data, generation), generation)
@@ -179,7 +175,7 @@ class GenerativeUser(InferenceUser):
         target = cls.target
         return {
             "Content-Type": "application/json",
-            **request_headers(target.name, target.headers, target.headers_from_env, target.token_file, cls.scenario_dir),
+            **target.request_headers(cls.scenario_dir),
         }
 
     @classmethod
@@ -191,7 +187,7 @@ class GenerativeUser(InferenceUser):
     def native_target(cls, pool: RequestPool[Any], fit: ModelFit) -> NativeTarget:
         """The engine's HTTP target: the pre-encoded bodies, a stream read as its format says."""
         target = cls.target
-        generation = generation_of(target)
+        generation = target.generation
         reads_answer = generation.stream and target.response_check == "shape"
         check: dict[str, Any] = {
             "status": "2xx" if target.response_check == "none" else "200",
@@ -213,7 +209,7 @@ class GenerativeUser(InferenceUser):
         )
 
     def conversation(self) -> Conversation | None:
-        generation = generation_of(self.target)
+        generation = self.target.generation
         if generation.conversation is None:
             return None
         drawn = generation.distinct_requests() or ()
@@ -225,7 +221,7 @@ class GenerativeUser(InferenceUser):
 
     @classmethod
     def engine_only_reason(cls) -> str | None:
-        if generation_of(cls.target).conversation is None:
+        if cls.target.generation.conversation is None:
             return None
         return (
             "generation.conversation carries each answer's text into the next turn, which the native engine reads from the stream"
@@ -233,7 +229,7 @@ class GenerativeUser(InferenceUser):
 
     def connect(self) -> None:
         cls = type(self)
-        if generation_of(self.target).stream and not GenerativeUser._python_warned:
+        if self.target.generation.stream and not GenerativeUser._python_warned:
             GenerativeUser._python_warned = True
             logger.warning(
                 "target %r: on the Python transport a stream is read whole and judged by its status (no time to"
@@ -273,7 +269,7 @@ class OpenAIUser(GenerativeUser):
 
     @classmethod
     def route(cls) -> str:
-        return generation_of(cls.target).base_path + str(SERVER_KINDS[cls.target.kind].route)
+        return cls.target.generation.base_path + str(SERVER_KINDS[cls.target.kind].route)
 
 
 class TritonGenerateUser(GenerativeUser):
@@ -286,5 +282,5 @@ class TritonGenerateUser(GenerativeUser):
     def route(cls) -> str:
         target = cls.target
         version = f"/versions/{quote(target.version, safe='')}" if target.version else ""
-        endpoint = "generate_stream" if generation_of(target).stream else "generate"
+        endpoint = "generate_stream" if target.generation.stream else "generate"
         return f"/v2/models/{quote(target.model, safe='')}{version}/{endpoint}"

@@ -29,7 +29,6 @@ from tritonclient.grpc._utils import get_error_grpc
 from tritonclient.utils import triton_to_np_dtype
 
 from inferload.errors import BadOutputShape
-from inferload.scenario.headers import request_headers
 from inferload.scenario.inputs import InputSpec
 from inferload.scenario.kinds import kinds_spoken_by
 from inferload.users.base import InferenceUser, ModelFit
@@ -180,7 +179,7 @@ class KServeHttpUser(InferenceUser):
         path = cls.target_path()
         headers = {
             "Content-Type": "application/json",
-            **request_headers(target.name, target.headers, target.headers_from_env, target.token_file, cls.scenario_dir),
+            **target.request_headers(cls.scenario_dir),
         }
         check = {
             "status": "2xx" if target.response_check == "none" else "200",
@@ -205,7 +204,7 @@ class KServeHttpUser(InferenceUser):
         self.request_pool()  # the first user of the target in this process encodes every request here
         self._headers = {
             "Content-Type": "application/json",
-            **request_headers(target.name, target.headers, target.headers_from_env, target.token_file, self.scenario_dir),
+            **target.request_headers(self.scenario_dir),
         }
 
     def post_next(self) -> tuple[int, bytes]:

@@ -14,16 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path, PurePath
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from inferload.errors import HttpStatusError, SequenceRefused
 from inferload.scenario.bodies import DEFAULT_MEDIA_TYPES, fill_template, guess_media_type
 from inferload.scenario.datasets import dataset_file_names
-from inferload.scenario.headers import request_headers
 from inferload.scenario.kinds import kinds_spoken_by
-from inferload.scenario.targets import Target
+from inferload.scenario.targets import Target, TorchServeTarget
 from inferload.users.base import InferenceUser, ModelFit
 from inferload.users.engine import NativeTarget
 from inferload.users.expected import ExpectedCheck, expected_check_of
@@ -130,6 +129,7 @@ def header_media_type(content_type: str, media_type: str | None, file_names: Ite
 
 class TorchServeRestUser(InferenceUser):
     abstract = True
+    target: ClassVar[TorchServeTarget]
     target_kinds = kinds_spoken_by("TorchServeRestUser")
     request_type = "REST"
     native_sequences = True
@@ -142,7 +142,7 @@ class TorchServeRestUser(InferenceUser):
         target = cls.target
         headers = {
             "Content-Type": content_type_header(target, cls.scenario_dir),
-            **request_headers(target.name, target.headers, target.headers_from_env, target.token_file, cls.scenario_dir),
+            **target.request_headers(cls.scenario_dir),
         }
         return NativeTarget(
             protocol="http",
@@ -163,7 +163,7 @@ class TorchServeRestUser(InferenceUser):
         # the target's own headers (its token, its secrets from the environment) may set Content-Type too
         self._headers = {
             "Content-Type": content_type_header(target, self.scenario_dir),
-            **request_headers(target.name, target.headers, target.headers_from_env, target.token_file, self.scenario_dir),
+            **target.request_headers(self.scenario_dir),
         }
         self._sequences = torchserve_user_sequences(target.sequence)  # a stateful model: this user's sequence ids
 
@@ -172,7 +172,7 @@ class TorchServeRestUser(InferenceUser):
         """One request's body (up front); a sample that cannot travel so names the target and request."""
         target = cls.target
         try:
-            return encode_body(target.content_type or "octet-stream", [array for _, array in data.arrays], target.body_template)
+            return encode_body(target.content_type, [array for _, array in data.arrays], target.body_template)
         except BodyError as error:
             samples = f" (samples {list(data.samples)})" if data.samples else ""
             raise BodyError(f"target {target.name!r}: request {data.index}{samples}: {error}") from None
@@ -236,10 +236,10 @@ def native_list_check(target: Target, reason: Reason) -> dict[str, Any]:
     return check
 
 
-def content_type_header(target: Target, scenario_dir: Path) -> str:
+def content_type_header(target: TorchServeTarget, scenario_dir: Path) -> str:
     """The Content-Type the target's bodies carry: its ``media_type``; for a raw body without one, the
     type the suffixes of its folder's files agree on (``mimetypes``); else the content_type's default."""
-    content_type = target.content_type or "octet-stream"  # validation fills it in for TorchServe targets
+    content_type = target.content_type
     names: list[str] = []
     if content_type == "raw" and target.media_type is None and target.inputs[0].data.dataset is not None:
         data = target.inputs[0].data

@@ -58,10 +58,9 @@ from tritonclient.utils import InferenceServerException, serialize_byte_tensor
 
 from inferload.errors import HttpStatusError, RequestError, RequestTimeout
 from inferload.measure.decoupled_record import STREAM_CONTEXT_KEY, StreamTiming
-from inferload.scenario.headers import request_headers
 from inferload.scenario.inputs import InputSpec
 from inferload.scenario.kinds import kinds_spoken_by
-from inferload.scenario.targets import Target
+from inferload.scenario.targets import Target, sequence_of
 from inferload.scenario.tls import TlsSettings
 from inferload.users.base import InferenceUser, ModelFit, Wiring
 from inferload.users.engine import NativeTarget
@@ -190,7 +189,7 @@ class TritonHttpUser(InferenceUser):
     def native_target(cls, pool: RequestPool[Any], fit: ModelFit) -> NativeTarget:
         """The engine's HTTP target: each pre-built body with its JSON header's length, Triton's answer checks."""
         target = cls.target
-        headers = request_headers(target.name, target.headers, target.headers_from_env, target.token_file, cls.scenario_dir)
+        headers = target.request_headers(cls.scenario_dir)
         path = "/" + infer_uri(target.model, target.version or "")
         requests: list[Any] = []
         for request in pool.encoded_requests:
@@ -227,12 +226,10 @@ class TritonHttpUser(InferenceUser):
         self._expected = expected_check_of(self)  # response_check: expected (file read once per process)
         self._outputs = [httpclient.InferRequestedOutput(name, binary_data=True) for name in target.outputs] or None
         self._version = target.version or ""
-        self._sequences = user_sequences(self.wiring.fit.sequence_settings, target.sequence)  # None unless a sequence model
+        self._sequences = user_sequences(self.wiring.fit.sequence_settings, sequence_of(target))  # None unless a sequence model
         self.request_pool()  # this process's requests of the target, encoded once (by its first user)
         self._uri = infer_uri(target.model, self._version)
-        self._headers = (
-            request_headers(target.name, target.headers, target.headers_from_env, target.token_file, self.scenario_dir) or None
-        )
+        self._headers = target.request_headers(self.scenario_dir) or None
 
     def send(self) -> int:
         body, header_length = self._post_next()
@@ -392,13 +389,13 @@ class TritonGrpcUser(InferenceUser):
     def connect(self) -> None:
         target = self.target
         # the target's headers go as gRPC metadata (keys in lower case, as gRPC requires)
-        headers = request_headers(target.name, target.headers, target.headers_from_env, target.token_file, self.scenario_dir)
+        headers = target.request_headers(self.scenario_dir)
         self._metadata = tuple((name.lower(), value) for name, value in headers.items()) or None
         self._channel = open_channel(target.address, target.tls, self.scenario_dir, target.name, answers_within(target))
         self._expected = expected_check_of(self)  # response_check: expected (file read once per process)
         # this process's requests of the target, encoded once (by its first user); send() picks from them
         self.request_pool()
-        self._sequences = user_sequences(self.wiring.fit.sequence_settings, target.sequence)  # None unless a sequence model
+        self._sequences = user_sequences(self.wiring.fit.sequence_settings, sequence_of(target))  # None unless a sequence model
         # request_serializer None: the pool's bytes go on the wire unchanged
         self._model_infer: Any = self._channel.unary_unary(
             MODEL_INFER_METHOD,
@@ -410,7 +407,7 @@ class TritonGrpcUser(InferenceUser):
     def native_target(cls, pool: RequestPool[Any], fit: ModelFit) -> NativeTarget:
         """The engine's gRPC target: the pool's serialized requests, the output shapes to check."""
         target = cls.target
-        headers = request_headers(target.name, target.headers, target.headers_from_env, target.token_file, cls.scenario_dir)
+        headers = target.request_headers(cls.scenario_dir)
         check: dict[str, Any] = {"answer": "none"}
         if fit.expected_outputs and target.response_check == "shape":
             check = {"answer": "grpc_shapes", "shapes": {name: list(dims) for name, dims in fit.expected_outputs.items()}}

@@ -4,7 +4,7 @@ helper that writes a scenario file, and the problems loading one raises."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 import yaml
@@ -12,6 +12,9 @@ import yaml
 from inferload.errors import Problem, ScenarioError
 from inferload.scenario.loader import load_scenario
 from inferload.scenario.schema import Scenario
+from inferload.scenario.targets import Target
+
+KindClass = TypeVar("KindClass", bound=Target)
 
 
 def write_scenario(folder: Path, data: Any, name: str = "scenario.yaml") -> Path:
@@ -93,3 +96,9 @@ def scenario(shape: dict[str, Any], duration: str = "60s", targets: list[dict[st
     }
     data.update(extra)
     return Scenario.model_validate(data)
+
+
+def targets_of(model: type[KindClass], scenario: Scenario) -> list[KindClass]:
+    """The scenario's targets, each checked to be of the kind's class ``model`` (its keys typed on it)."""
+    assert all(isinstance(target, model) for target in scenario.targets), [type(t).__name__ for t in scenario.targets]
+    return [target for target in scenario.targets if isinstance(target, model)]

@@ -14,11 +14,12 @@ import pytest
 from inferload.errors import ScrapeError
 from inferload.scenario.loader import load_scenario
 from inferload.scenario.schema import Scenario
+from inferload.scenario.targets import BentoMLTarget
 from inferload.servermetrics.bentoml import bentoml_metrics_url, parse_bentoml_metrics
 from inferload.servermetrics.figures import server_figures
 from inferload.users.bentoml import BentoMLHttpUser, api_path, encode_bentoml_body
 from inferload.users.request_pool import RequestPool, RequestSource
-from tests.support.scenario_factory import key_problems, steady_one_user, tiny_target, write_scenario
+from tests.support.scenario_factory import key_problems, steady_one_user, targets_of, tiny_target, write_scenario
 
 CAPTURES = Path(__file__).resolve().parents[1] / "captures"
 
@@ -41,7 +42,7 @@ def problems(folder: Path, target: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def test_a_bentoml_target_loads_with_its_defaults(tmp_path: Path) -> None:
-    (target,) = load(tmp_path, bento()).targets
+    (target,) = targets_of(BentoMLTarget, load(tmp_path, bento()))
     assert (target.server, target.protocol) == ("bentoml", "http")
     assert target.address == "http://127.0.0.1:3000"
     assert (target.content_type, target.response_check) == ("json", "status")
@@ -59,7 +60,11 @@ def test_a_bentoml_target_loads_with_its_defaults(tmp_path: Path) -> None:
         ),
         ({"address": "http://127.0.0.1:3000/tiny"}, "targets[0].address", "expected http://host:port without a path"),
         ({"management_url": "http://127.0.0.1:3001"}, "targets[0].management_url", "only applies to torchserve-rest"),
-        ({"sequence": {"length": 2}}, "targets[0].sequence", "only applies to Triton targets"),
+        (
+            {"sequence": {"length": 2}},
+            "targets[0].sequence",
+            "only applies to triton-grpc, triton-http and torchserve-rest targets",
+        ),
         ({"media_type": "image/png"}, "targets[0].media_type", "only applies to torchserve-rest"),
     ],
 )
@@ -80,7 +85,7 @@ def test_a_raw_body_takes_one_input(tmp_path: Path) -> None:
 
 
 def test_a_json_body_has_one_field_per_input_with_the_batch_first(tmp_path: Path) -> None:
-    (target,) = load(tmp_path, bento(batch_size=2)).targets
+    (target,) = targets_of(BentoMLTarget, load(tmp_path, bento(batch_size=2)))
 
     class User(BentoMLHttpUser):
         pass
@@ -119,16 +124,16 @@ def test_the_start_check_finds_the_api_and_its_parameters(tmp_path: Path) -> Non
 
     document = json.loads((CAPTURES / "bentoml_docs.json").read_text())
     assert sorted(served_apis(document)) == ["cnn", "identity", "tiny"]
-    (fits,) = load(tmp_path, bento()).targets
+    (fits,) = targets_of(BentoMLTarget, load(tmp_path, bento()))
     assert openapi_problems(fits, document) == []
-    (missing,) = load(tmp_path, bento(model="resnet")).targets
+    (missing,) = targets_of(BentoMLTarget, load(tmp_path, bento(model="resnet")))
     assert openapi_problems(missing, document) == [
         "target 'bento': BentoML at http://127.0.0.1:3000 does not expose API 'resnet' (POST /resnet);"
         " it exposes: cnn, identity, tiny"
     ]
     wrong = bento()
     wrong["inputs"] = [{"name": "x", "shape": [16], "dtype": "FP32"}]
-    (renamed,) = load(tmp_path, wrong).targets
+    (renamed,) = targets_of(BentoMLTarget, load(tmp_path, wrong))
     assert openapi_problems(renamed, document) == [
         "target 'bento': BentoML at http://127.0.0.1:3000: input 'x' is not a parameter of API 'tiny' (it takes: INPUT__0)",
         "target 'bento': BentoML at http://127.0.0.1:3000: API 'tiny' requires parameter 'INPUT__0', which the scenario does not give",
@@ -136,7 +141,7 @@ def test_the_start_check_finds_the_api_and_its_parameters(tmp_path: Path) -> Non
     (tmp_path / "images").mkdir()
     (tmp_path / "images" / "0.png").write_bytes(b"\x89PNG0")
     image = [{"name": "INPUT__0", "shape": [-1], "dtype": "UINT8", "data": {"dataset": "images"}}]
-    (raw,) = load(tmp_path, bento(content_type="raw", inputs=image)).targets
+    (raw,) = targets_of(BentoMLTarget, load(tmp_path, bento(content_type="raw", inputs=image)))
     assert openapi_problems(raw, document) == [
         "target 'bento': BentoML at http://127.0.0.1:3000: API 'tiny' takes application/json, not multipart/form-data"
         " (content_type raw; use json)"

@@ -18,10 +18,11 @@ from inferload.measure.hdr import LatencyStats
 from inferload.results.summary import generation_figures
 from inferload.scenario.generation import ConversationSpec
 from inferload.scenario.loader import scenario_from_dict
+from inferload.scenario.targets import GenerativeTarget
 from inferload.users.generation import Conversation
 from tests.support.locust_runner import run_locust
 from tests.support.ports import free_port
-from tests.support.scenario_factory import write_scenario
+from tests.support.scenario_factory import targets_of, write_scenario
 
 
 def encoded(index: int) -> bytes:
@@ -105,7 +106,7 @@ def test_a_recorded_conversation_sends_its_later_human_turns_asking_each_recorde
     dataset = tmp_path / "talks.jsonl"
     dataset.write_text("".join(json.dumps(line) + "\n" for line in lines))
     data = chat_scenario(dataset=str(dataset), max_tokens=7, conversation={"turns": 5})
-    (target,) = scenario_from_dict(data).targets
+    (target,) = targets_of(GenerativeTarget, scenario_from_dict(data))
     generation = target.generation
     assert generation is not None and generation.conversation is not None
     drawn = generation.distinct_requests()

@@ -13,7 +13,7 @@ import pytest
 from pydantic import ValidationError
 
 from inferload.results.summary import lengths_figures
-from inferload.scenario.targets import Target
+from inferload.scenario.targets import GenerativeTarget, Target
 from inferload.users.classes import user_class_for
 from inferload.users.request_pool import RequestData, RequestSource
 
@@ -32,10 +32,10 @@ LINES: list[dict[str, Any]] = [
 ]
 
 
-def dataset_target(tmp_path: Path, lines: list[Any], kind: str = "openai-chat", **generation: Any) -> Target:
+def dataset_target(tmp_path: Path, lines: list[Any], kind: str = "openai-chat", **generation: Any) -> GenerativeTarget:
     (tmp_path / "requests.jsonl").write_text("\n".join(json.dumps(line) for line in lines) + "\n")
     data = {**BASE, "kind": kind, "generation": {"dataset": "requests.jsonl", **generation}}
-    return Target.model_validate(data, context={"base_dir": str(tmp_path)})
+    return GenerativeTarget.model_validate(data, context={"base_dir": str(tmp_path)})
 
 
 def bodies(made: Target) -> list[dict[str, Any]]:

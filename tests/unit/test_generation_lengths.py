@@ -16,15 +16,15 @@ from pydantic import ValidationError
 from inferload.results.summary import lengths_figures
 from inferload.scenario.generation import GenerationSpec
 from inferload.scenario.lengths import LengthLaw, LengthsSpec, drawn_requests
-from inferload.scenario.targets import Target
+from inferload.scenario.targets import GenerativeTarget
 from inferload.users.classes import user_class_for
 from inferload.users.request_pool import RequestData, RequestSource
 
 BASE = {"name": "chat", "kind": "openai-chat", "address": "127.0.0.1:8080", "model": "m"}
 
 
-def target(generation: dict[str, Any], context: dict[str, Any] | None = None, **keys: Any) -> Target:
-    return Target.model_validate({**BASE, "generation": generation, **keys}, context=context)
+def target(generation: dict[str, Any], context: dict[str, Any] | None = None, **keys: Any) -> GenerativeTarget:
+    return GenerativeTarget.model_validate({**BASE, "generation": generation, **keys}, context=context)
 
 
 def test_each_law_draws_within_its_bounds_and_the_seed_repeats_the_draws() -> None:

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from inferload.scenario.generation import DEFAULT_PROMPT, GenerationSpec
 from inferload.scenario.inputs import InputSpec
-from inferload.scenario.targets import Target
+from inferload.scenario.targets import GenerativeTarget, Target
 from inferload.startchecks.openai import served_models
 from inferload.users.generation import OPENAI_REASON, TritonGenerateUser, prompt_of, request_body
 from inferload.users.request_pool import RequestData
@@ -23,8 +23,10 @@ from inferload.users.request_pool import RequestData
 PROMPTS = [{"name": "prompt", "dtype": "BYTES", "shape": [1], "data": {"generator": "constant", "value": "hi"}}]
 
 
-def target(**keys: Any) -> Target:
-    return Target.model_validate({"name": "chat", "kind": "openai-chat", "address": "127.0.0.1:8080", "model": "m", **keys})
+def target(**keys: Any) -> GenerativeTarget:
+    return GenerativeTarget.model_validate(
+        {"name": "chat", "kind": "openai-chat", "address": "127.0.0.1:8080", "model": "m", **keys}
+    )
 
 
 def problems(**keys: Any) -> list[tuple[str, str]]:
@@ -97,8 +99,8 @@ def test_a_tokenizer_is_read_relative_to_the_scenario_and_one_the_engine_cannot_
     context = {"base_dir": str(tmp_path)}
     base = {"name": "chat", "kind": "openai-chat", "address": "127.0.0.1:8080", "model": "m"}
 
-    def read(path: str) -> Target:
-        return Target.model_validate({**base, "generation": {"tokenizer": path}}, context=context)
+    def read(path: str) -> GenerativeTarget:
+        return GenerativeTarget.model_validate({**base, "generation": {"tokenizer": path}}, context=context)
 
     generation = read("tokenizer.json").generation
     assert generation is not None and generation.tokenizer == str(tmp_path / "tokenizer.json")
@@ -113,7 +115,10 @@ def test_a_tensor_target_takes_no_generation_and_still_needs_its_inputs() -> Non
     keys = {"name": "t", "kind": "triton-grpc", "address": "127.0.0.1:8001", "model": "m"}
     with pytest.raises(ValidationError, match="required key is missing"):
         Target.model_validate(keys)
-    with pytest.raises(ValidationError, match="only applies to the generative kinds"):
+    with pytest.raises(
+        ValidationError,
+        match="only applies to openai-chat, openai-completions and triton-generate targets; this target is triton-grpc",
+    ):
         Target.model_validate({**keys, "inputs": [{"name": "x", "dtype": "FP32", "shape": [4]}], "generation": {}})
 
 

@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 from inferload.scenario.loader import load_scenario
-from tests.support.scenario_factory import bare_target, key_problems, steady_one_user, write_scenario
+from inferload.scenario.targets import TorchServeTarget
+from tests.support.scenario_factory import bare_target, key_problems, steady_one_user, targets_of, write_scenario
 
 HUGE_SHAPE = (10_000_000, 1_000_000)  # 80 TB of FP64, claimed by a header over a few bytes
 
@@ -103,7 +104,9 @@ def test_a_body_template_that_repeats_the_data_past_the_request_bound_is_refused
     [(path, message)] = problems_of(tmp_path, target)  # 30 copies of a million numbers: about 750 MB of JSON
     assert path == "targets[0].body_template" and "$data appears 30 times" in message
     fine = write_scenario(tmp_path, steady_one_user(torchserve(content_type="json", body_template='{"a": $data, "b": $data}')))
-    assert load_scenario(fine).targets[0].body_template == '{"a": $data, "b": $data}'  # two copies of 4 numbers
+    assert (
+        targets_of(TorchServeTarget, load_scenario(fine))[0].body_template == '{"a": $data, "b": $data}'
+    )  # two copies of 4 numbers
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,10 @@ import inspect
 import subprocess
 import sys
 from pathlib import Path
-from typing import get_args
+from typing import Any, get_args
+
+import pytest
+from pydantic import ValidationError
 
 import inferload
 from inferload.local.servers.manager import LocalServer, local_server
@@ -24,7 +27,7 @@ from inferload.scenario.kinds import (
     has_role,
     implementation,
 )
-from inferload.scenario.targets import Target
+from inferload.scenario.targets import TARGET_CLASSES, Target
 from inferload.users.base import InferenceUser
 from inferload.users.classes import user_class_for
 
@@ -116,3 +119,42 @@ def test_the_collector_and_inferload_servers_reach_every_server_without_importin
     )
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert found.stdout.strip() == "[]"
+
+
+def test_every_kind_has_one_target_class_and_target_makes_it() -> None:
+    """A kind's target is its class's (pydantic picks it by ``kind``), whether made from a mapping or by ``Target(...)``."""
+    assert set(TARGET_CLASSES) == set(TARGET_KINDS)
+    for kind, model in TARGET_CLASSES.items():
+        assert type(target_of(kind)) is model and issubclass(model, Target)
+        keys = target_of(kind).model_dump(exclude_unset=True)
+        assert type(Target(**keys)) is model
+    with pytest.raises(ValidationError, match="triton-grpc"):  # not a kind: the error names the kinds there are
+        Target(**dict[str, Any](name="t", kind="triton-rest", address="127.0.0.1:1", model="m"))
+
+
+def test_a_key_of_another_kind_is_refused_naming_the_kinds_that_take_it() -> None:
+    """The keys only some kinds take are their classes' fields: nothing else lists them."""
+    own = {key for model in TARGET_CLASSES.values() for key in model.model_fields} - set(Target.model_fields)
+    assert own == {
+        "sequence",
+        "trace",
+        "content_type",
+        "body_template",
+        "media_type",
+        "management_url",
+        "token_file",
+        "generation",
+    }
+    for key in sorted(own):
+        takers = [kind for kind, model in TARGET_CLASSES.items() if key in model.model_fields]
+        for kind in set(TARGET_KINDS) - set(takers):
+            keys = {**target_of(kind).model_dump(exclude_unset=True), key: {}}
+            with pytest.raises(ValidationError) as refused:
+                Target.model_validate(keys)
+            (error,) = refused.value.errors()
+            assert list(error["ctx"]["checks"]) == [
+                (
+                    (key,),
+                    f"only applies to {', '.join(takers[:-1]) + ' and ' if takers[:-1] else ''}{takers[-1]} targets; this target is {kind}",
+                )
+            ]

@@ -82,7 +82,12 @@ def test_an_https_address_on_a_kserve_rest_kind_turns_tls_on(tmp_path: Path) -> 
         ("kserve-v2-http", {"address": "http://127.0.0.1:8090/v2"}, "targets[0].address", "without a path"),
         ("kserve-v1-http", {"version": "1"}, "targets[0].version", "no model versions"),
         ("kserve-v2-http", {"content_type": "npy"}, "targets[0].content_type", "only applies to torchserve-rest"),
-        ("kserve-v2-grpc", {"sequence": {"length": 4}}, "targets[0].sequence", "only applies to Triton targets"),
+        (
+            "kserve-v2-grpc",
+            {"sequence": {"length": 4}},
+            "targets[0].sequence",
+            "only applies to triton-grpc, triton-http and torchserve-rest targets",
+        ),
         ("kserve-v1-http", {"management_url": "http://127.0.0.1:8081"}, "targets[0].management_url", "torchserve-rest"),
         ("kserve-v2-http", {"token_file": "key_file.json"}, "targets[0].token_file", "torchserve-rest"),
         (

@@ -15,6 +15,7 @@ from inferload.local.servers import kserve_local, triton_local
 from inferload.local.servers.manager import LocalServers
 from inferload.local.servers.ports import ServerPorts
 from inferload.scenario.loader import scenario_from_dict
+from inferload.scenario.targets import GenerativeTarget
 
 
 def test_triton_s_repository_for_the_llm_holds_a_decoupled_generate_model_and_links_the_samples(tmp_path: Path) -> None:
@@ -53,8 +54,8 @@ def test_every_server_of_the_llm_demo_gets_the_same_requests_as_a_valid_target()
         "triton-generate",
         "openai-completions",
     ]
-    generations = [loaded[f"{name}.steady"].generation for name in LLM_SERVERS]
-    assert len({(g.prompt, g.max_tokens, g.tokenizer) for g in generations if g is not None}) == 1
+    generations = [target.generation for name in LLM_SERVERS if isinstance(target := loaded[f"{name}.steady"], GenerativeTarget)]
+    assert len(generations) == len(LLM_SERVERS) and len({(g.prompt, g.max_tokens, g.tokenizer) for g in generations}) == 1
     assert [g.base_path for g in generations if g is not None] == ["/v1", "/v1", "/openai/v1"]
     with pytest.raises(ValueError, match="the LLM demo cannot serve the LLM on 'torchserve'"):
         llm_server("torchserve")

@@ -21,6 +21,7 @@ from inferload.errors import Problem, ScenarioError
 from inferload.scenario.loader import load_scenario, scenario_from_dict, scenario_to_dict
 from inferload.scenario.schema import Scenario
 from inferload.scenario.shapes import SteadyShape
+from inferload.scenario.targets import TorchServeTarget, TritonTarget
 
 SCENARIOS_DIR = Path(__file__).resolve().parent.parent.parent / "scenarios"
 
@@ -134,7 +135,8 @@ def test_durations_are_seconds_and_defaults_are_filled_in(tmp_path: Path) -> Non
     assert (scenario.duration, scenario.warmup, scenario.window) == (60.0, 10.0, 1.0)
     triton, torchserve = scenario.targets
     assert triton.timeout == 10.0 and triton.batch_size == 1 and triton.weight == 1
-    assert triton.content_type is None and torchserve.content_type == "octet-stream"
+    assert isinstance(triton, TritonTarget) and isinstance(torchserve, TorchServeTarget)  # the kind's class
+    assert "content_type" not in TritonTarget.model_fields and torchserve.content_type == "octet-stream"
     assert (triton.server, triton.protocol) == ("triton", "grpc")
     assert (torchserve.server, torchserve.protocol) == ("torchserve", "http")
     assert torchserve.inputs[0].data.generator == "random" and torchserve.inputs[0].data.seed == 0

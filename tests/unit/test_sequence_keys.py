@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from inferload.scenario.loader import load_scenario, scenario_from_dict, scenario_to_dict
-from inferload.scenario.targets import DEFAULT_SEQUENCE_LENGTH, SequenceSpec
+from inferload.scenario.targets import DEFAULT_SEQUENCE_LENGTH, SequenceSpec, sequence_of
 from tests.support.scenario_factory import bare_target, load_problems, steady_one_user
 
 
@@ -33,14 +33,14 @@ def test_a_sequence_key_loads_with_defaults_and_round_trips(tmp_path: Path) -> N
     path = tmp_path / "scenario.yaml"
     path.write_text(yaml.safe_dump(scenario({"length": 8, "concurrent": 2})))
     loaded = load_scenario(path)
-    assert loaded.targets[0].sequence == SequenceSpec(length=8, concurrent=2)
-    assert loaded.targets[1].sequence is None
+    assert sequence_of(loaded.targets[0]) == SequenceSpec(length=8, concurrent=2)
+    assert sequence_of(loaded.targets[1]) is None
     assert scenario_from_dict(scenario_to_dict(loaded)).targets == loaded.targets
     defaults = scenario_from_dict(scenario({}))
-    assert defaults.targets[0].sequence == SequenceSpec(length=DEFAULT_SEQUENCE_LENGTH, concurrent=1)
+    assert sequence_of(defaults.targets[0]) == SequenceSpec(length=DEFAULT_SEQUENCE_LENGTH, concurrent=1)
     triton_http = scenario({"length": 1})
     triton_http["targets"][0].update(kind="triton-http", address="127.0.0.1:8000")
-    assert scenario_from_dict(triton_http).targets[0].sequence == SequenceSpec(length=1)
+    assert sequence_of(scenario_from_dict(triton_http).targets[0]) == SequenceSpec(length=1)
 
 
 @pytest.mark.parametrize(
@@ -63,7 +63,7 @@ def test_bad_sequence_values_name_the_file_and_key(tmp_path: Path, value: Any, m
 
 def test_a_torchserve_target_takes_the_sequence_key(tmp_path: Path) -> None:
     loaded = scenario_from_dict(scenario(torchserve_sequence={"length": 2, "concurrent": 3}))
-    assert loaded.targets[1].sequence == SequenceSpec(length=2, concurrent=3)
+    assert sequence_of(loaded.targets[1]) == SequenceSpec(length=2, concurrent=3)
 
 
 def test_a_sequence_id_header_next_to_the_sequence_key_is_refused(tmp_path: Path) -> None:
@@ -83,8 +83,7 @@ def test_a_sequence_id_header_next_to_the_sequence_key_is_refused(tmp_path: Path
 def test_sequence_on_another_kind_is_refused(tmp_path: Path) -> None:
     data = steady_one_user(bare_target("b", "bentoml-http", "http://127.0.0.1:3000", sequence={"length": 2}))
     assert problems(tmp_path, data) == [
-        f"{tmp_path / 'scenario.yaml'}: targets[0].sequence: only applies to Triton targets (a model with"
-        " sequence_batching) and torchserve-rest targets (a model with sequenceBatching); this target is bentoml-http"
+        f"{tmp_path / 'scenario.yaml'}: targets[0].sequence: only applies to triton-grpc, triton-http and torchserve-rest targets; this target is bentoml-http"
     ]
 
 

@@ -12,6 +12,7 @@ import yaml
 from inferload.launch.embedded_locustfile import embedded_locustfile
 from inferload.scenario.headers import HeadersError, read_inference_key, request_headers
 from inferload.scenario.loader import load_scenario, scenario_to_dict
+from inferload.scenario.targets import TorchServeTarget
 from tests.support.scenario_factory import bare_target, load_problems, steady_one_user
 
 KEY_FILE = {
@@ -51,6 +52,7 @@ def test_valid_headers_load_and_token_file_is_made_absolute(tmp_path: Path) -> N
     path.write_text(yaml.safe_dump(data))
     loaded = load_scenario(path)
     ts = loaded.targets[1]
+    assert isinstance(ts, TorchServeTarget)
     assert ts.headers == {"X-Team": "ml", "Accept": "application/json"}
     assert ts.headers_from_env == {"X-Api-Key": "MY_KEY"}
     assert ts.token_file == str(tmp_path / "keys" / "key_file.json")

@@ -11,9 +11,10 @@ import pytest
 
 from inferload.scenario.loader import load_scenario
 from inferload.scenario.schema import Scenario
+from inferload.scenario.targets import TorchServeTarget
 from inferload.users.request_pool import RequestPool, RequestSource
 from inferload.users.torchserve import TorchServeRestUser, content_type_header
-from tests.support.scenario_factory import key_problems, steady_one_user, write_scenario
+from tests.support.scenario_factory import key_problems, steady_one_user, targets_of, write_scenario
 
 
 def ts_target(**keys: Any) -> dict[str, Any]:
@@ -63,7 +64,7 @@ def test_the_new_keys_load_with_their_values(folder: Path) -> None:
         ts_target(name="text", content_type="text", inputs=lines_input()),
         ts_target(name="kserve", content_type="json", body_template='{"instances": $data}'),
     )
-    raw, raw_bytes, text, kserve = scenario.targets
+    raw, raw_bytes, text, kserve = targets_of(TorchServeTarget, scenario)
     assert (raw.content_type, raw.media_type) == ("raw", None)
     assert (raw_bytes.content_type, raw_bytes.media_type) == ("raw", "image/png")
     assert text.content_type == "text"
@@ -71,7 +72,7 @@ def test_the_new_keys_load_with_their_values(folder: Path) -> None:
 
 
 def test_the_keys_are_optional_and_default_to_none(folder: Path) -> None:
-    (target,) = load(folder, ts_target()).targets
+    (target,) = targets_of(TorchServeTarget, load(folder, ts_target()))
     assert (target.content_type, target.body_template, target.media_type) == ("octet-stream", None, None)
 
 
@@ -179,12 +180,12 @@ def test_the_body_keys_only_apply_to_torchserve(folder: Path) -> None:
 
 def test_a_raw_target_sends_each_file_as_is_with_the_type_of_its_suffix(folder: Path) -> None:
     scenario = load(folder, ts_target(name="raw", content_type="raw", inputs=folder_input()))
-    (target,) = scenario.targets
+    (target,) = targets_of(TorchServeTarget, scenario)
     assert content_type_header(target, folder) == "image/png"
     mixed = folder / "mixed"  # a folder is listed once per process: the same files and one more, elsewhere
     shutil.copytree(folder / "digits", mixed / "digits")
     (mixed / "digits" / "extra.bin").write_bytes(b"\x00")
-    (mixed_target,) = load(mixed, ts_target(name="raw", content_type="raw", inputs=folder_input())).targets
+    (mixed_target,) = targets_of(TorchServeTarget, load(mixed, ts_target(name="raw", content_type="raw", inputs=folder_input())))
     assert content_type_header(mixed_target, mixed) == "application/octet-stream"  # the suffixes disagree
     with_type = target.model_copy(update={"media_type": "image/x-digit"})
     assert content_type_header(with_type, folder) == "image/x-digit"
@@ -201,7 +202,9 @@ def test_a_raw_target_sends_each_file_as_is_with_the_type_of_its_suffix(folder: 
 def test_a_template_target_sends_each_line_in_the_template(folder: Path) -> None:
     (folder / "rows.jsonl").write_text("[1, 2]\n[3, 4]\n")
     inputs = [{"name": "x", "shape": [2], "dtype": "INT64", "data": {"dataset": "rows.jsonl"}}]
-    (target,) = load(folder, ts_target(content_type="json", body_template='{"instances": $data}', inputs=inputs)).targets
+    (target,) = targets_of(
+        TorchServeTarget, load(folder, ts_target(content_type="json", body_template='{"instances": $data}', inputs=inputs))
+    )
     assert content_type_header(target, folder) == "application/json"
 
     class JsonUser(TorchServeRestUser):

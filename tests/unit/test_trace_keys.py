@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from inferload.scenario.loader import load_scenario, scenario_from_dict, scenario_to_dict
-from inferload.scenario.targets import DEFAULT_TRACE_RATE, TraceSpec
+from inferload.scenario.targets import DEFAULT_TRACE_RATE, TraceSpec, trace_of
 from tests.support.scenario_factory import bare_target, load_problems, steady_one_user
 
 
@@ -33,11 +33,12 @@ def test_a_trace_key_loads_with_defaults_and_round_trips(tmp_path: Path) -> None
     path = tmp_path / "scenario.yaml"
     path.write_text(yaml.safe_dump(scenario({"rate": 0.05, "file": "/srv/trace.json"})))
     loaded = load_scenario(path)
-    assert loaded.targets[0].trace == TraceSpec(rate=0.05, file="/srv/trace.json")
-    assert loaded.targets[0].trace.every_nth == 20
-    assert loaded.targets[1].trace is None
+    traced = trace_of(loaded.targets[0])
+    assert traced == TraceSpec(rate=0.05, file="/srv/trace.json") and traced.every_nth == 20
+    assert trace_of(loaded.targets[1]) is None
     assert scenario_from_dict(scenario_to_dict(loaded)).targets == loaded.targets
-    defaults = scenario_from_dict(scenario({})).targets[0].trace
+    defaults = trace_of(scenario_from_dict(scenario({})).targets[0])
+    assert defaults is not None
     assert defaults == TraceSpec(rate=DEFAULT_TRACE_RATE) and defaults.every_nth == 100
     assert TraceSpec(rate=0.01, slowest=True).every_nth == 1  # slowest: every request traced
 

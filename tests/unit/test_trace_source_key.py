@@ -14,6 +14,7 @@ from inferload.observe.collector import CollectorConfigError, build_source, load
 from inferload.observe.sources.triton_trace_file import TritonTraceFileSource, TritonTraceSourceConfig
 from inferload.run.trace_run import settled_count
 from inferload.scenario.loader import load_scenario, scenario_from_dict, scenario_to_dict
+from inferload.scenario.targets import trace_of
 
 
 def scenario(*traces: Any) -> dict[str, Any]:
@@ -49,7 +50,7 @@ def test_validate_rejects_a_bad_trace_source(tmp_path: Path, value: Any, message
 
 def test_the_trace_source_defaults_to_the_file_and_round_trips() -> None:
     loaded = scenario_from_dict(scenario({}, {"source": "influxdb"}))
-    assert [t.trace.source for t in loaded.targets if t.trace] == ["file", "influxdb"]
+    assert [trace.source for t in loaded.targets if (trace := trace_of(t))] == ["file", "influxdb"]
     assert scenario_from_dict(scenario_to_dict(loaded)).targets == loaded.targets
 
 

@@ -32,6 +32,7 @@ from inferload.errors import ScrapeError
 from inferload.observe.points import trace_point
 from inferload.observe.sink import Point, seconds_to_ns
 from inferload.scenario.schema import Scenario
+from inferload.scenario.targets import trace_of
 from inferload.servermetrics.triton_trace import TraceSettingsClient, parse_traces
 
 
@@ -70,14 +71,15 @@ def trace_sources(scenario: Scenario) -> list[TritonTraceSourceConfig]:
     """One ``triton-trace`` source per Triton server whose traced targets take their traces from InfluxDB."""
     configs: dict[str, TritonTraceSourceConfig] = {}
     for target in scenario.targets:
-        if target.server != "triton" or target.trace is None or target.trace.source != "influxdb":
+        trace = trace_of(target)
+        if trace is None or trace.source != "influxdb":
             continue
-        key = target.trace.file or target.address
+        key = trace.file or target.address
         if key not in configs:
             configs[key] = TritonTraceSourceConfig(
                 kind="triton-trace",
                 target=target.name,
-                file=target.trace.file,
+                file=trace.file,
                 address=target.address,
                 protocol=target.protocol,
                 model=target.model,
