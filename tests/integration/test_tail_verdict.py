@@ -156,8 +156,9 @@ def test_the_master_joins_every_workers_requests(tmp_path: Path) -> None:
         assert tail["available"] is True, tail
         # every steady successful request was traced (rate 1) and each worker's half of them joined: a
         # worker's half not joined would leave about 0.5. The last ones may miss the trace file Triton
-        # flushes at the restore (CI: 231 of 234 once, 240 of 252 once), so the bound is 0.9, not all.
-        assert tail["client_requests"] >= tail["joined"] >= 0.9 * tail["client_requests"], (tail, figures["requests"])
+        # flushes at the restore (CI: 231 of 234 once, 240 of 252 once, 182 of 203 once: about the last
+        # 0.3 s of a 3 s run), so the bound is 0.8, not all: still far from a worker's half missing.
+        assert tail["client_requests"] >= tail["joined"] >= 0.8 * tail["client_requests"], (tail, figures["requests"])
         assert tail["client_requests"] >= 0.9 * figures["requests"] > 0, (tail, figures["requests"])
         assert tail["verdict"] == "queueing", tail
         assert tail["residual_ms"]["n"] == tail["joined"], tail  # both workers' requests in the distribution
