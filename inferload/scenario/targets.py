@@ -549,6 +549,11 @@ class TorchServeTarget(Target):
         """Its headers, and ``Authorization`` with the inference key of its ``token_file``."""
         return request_headers(self.name, self.headers, self.headers_from_env, self.token_file, base_dir)
 
+    @field_validator("content_type", mode="before")
+    @classmethod
+    def _content_type_default(cls, value: object) -> object:
+        return "octet-stream" if value is None else value  # ``content_type:`` left empty: the default
+
     @field_validator("content_type")
     @classmethod
     def _content_type_fits(cls, value: str, info: ValidationInfo) -> str:
@@ -668,6 +673,11 @@ class GenerativeTarget(Target):
     kind: GenerativeKind
     #: the prompt and what is asked of the answer (scenario.generation)
     generation: GenerationSpec = GenerationSpec()
+
+    @field_validator("generation", mode="before")
+    @classmethod
+    def _generation_default(cls, value: object) -> object:
+        return {} if value is None else value  # ``generation:`` left empty: every default
 
     @model_validator(mode="after")
     def _generative_keys(self) -> GenerativeTarget:

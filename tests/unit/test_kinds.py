@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 import inferload
 from inferload.local.servers.manager import LocalServer, local_server
+from inferload.scenario.generation import GenerationSpec
 from inferload.scenario.kinds import (
     GENERATIVE_KINDS,
     SERVER_KINDS,
@@ -158,3 +159,12 @@ def test_a_key_of_another_kind_is_refused_naming_the_kinds_that_take_it() -> Non
                     f"only applies to {', '.join(takers[:-1]) + ' and ' if takers[:-1] else ''}{takers[-1]} targets; this target is {kind}",
                 )
             ]
+
+
+def test_a_kind_key_left_empty_takes_its_default() -> None:
+    """``content_type:`` or ``generation:`` written with no value (YAML's null) is the key's default."""
+    torchserve = Target.model_validate({**target_of("torchserve-rest").model_dump(exclude_unset=True), "content_type": None})
+    bentoml = Target.model_validate({**target_of("bentoml-http").model_dump(exclude_unset=True), "content_type": None})
+    chat = Target.model_validate({**target_of("openai-chat").model_dump(exclude_unset=True), "generation": None})
+    assert (torchserve.content_type, bentoml.content_type) == ("octet-stream", "json")
+    assert chat.generation == GenerationSpec()
