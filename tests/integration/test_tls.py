@@ -22,7 +22,7 @@ import requests
 
 from inferload.local.models.specs import model_repository_dir, model_store_dir
 from inferload.local.servers.ports import ServerPorts
-from inferload.local.servers.procs import ProcessRecord, spawn
+from inferload.local.servers.procs import ProcessRecord, is_alive, spawn
 from inferload.local.servers.torchserve_local import start_torchserve, stop_torchserve
 from inferload.local.servers.triton_local import find_triton, prepare_backend_dir, stop_triton, triton_command, triton_env
 from tests.support.locust_runner import run_locust
@@ -59,6 +59,22 @@ def _start_triton(work: Path, certs: Certificates, mutual: bool) -> tuple[Proces
     return spawn(command, work / "triton.log", triton_env(install), cwd=work), ports
 
 
+def _ready_triton(work: Path, certs: Certificates, mutual: bool, deadline: float) -> tuple[ProcessRecord, ServerPorts]:
+    """A Triton of ours answering ready on its ports. One that exits first (a port another session took
+    between the choice and the bind: its HTTP ready check would read that other server) starts again on
+    new ports, three times at most."""
+    for attempt in range(1, 4):
+        record, ports = _start_triton(work, certs, mutual)
+        while is_alive(record.pid, record.start_ticks) and not _triton_ready(ports):
+            assert time.monotonic() < deadline, (work / "triton.log").read_text()[-3000:]
+            time.sleep(0.5)
+        if is_alive(record.pid, record.start_ticks):
+            return record, ports
+        stop_triton(record)  # what it started before it exited
+        assert attempt < 3, (work / "triton.log").read_text()[-3000:]
+    raise AssertionError("unreachable")
+
+
 def _triton_ready(ports: ServerPorts) -> bool:
     try:
         return requests.get(f"http://127.0.0.1:{ports.triton_http}/v2/models/{MODEL}/ready", timeout=2).status_code == 200
@@ -82,13 +98,9 @@ def tls_servers(built_models: tuple[str, ...], tmp_path_factory: pytest.TempPath
     ts_ports = ServerPorts.free()
     ts_record = start_torchserve(work, ts_ports, (MODEL,), store=model_store_dir(), tls=(certs.server_cert, certs.server_key))
     try:
-        started.append(_start_triton(work / "t1", certs, mutual=False))
-        started.append(_start_triton(work / "t2", certs, mutual=True))
         deadline = time.monotonic() + READY_DEADLINE_S
-        for (_, ports), folder in zip(started, ("t1", "t2"), strict=True):
-            while not _triton_ready(ports):
-                assert time.monotonic() < deadline, (work / folder / "triton.log").read_text()[-3000:]
-                time.sleep(0.5)
+        started.append(_ready_triton(work / "t1", certs, False, deadline))
+        started.append(_ready_triton(work / "t2", certs, True, deadline))
         ts_url = f"https://127.0.0.1:{ts_ports.ts_inference}"
         wait_until(
             lambda: _torchserve_answer(f"{ts_url}/predictions/{MODEL}", certs.ca), timeout_s=120, what="TorchServe over HTTPS"
