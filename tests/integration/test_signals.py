@@ -81,12 +81,17 @@ def start(command: list[str], tmp_path: Path, server: ReferenceServerProcess) ->
             command, cwd=REPO, env=python_env(), stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
         )
     started = Started(process, log, tmp_path / "results", before)
-    wait_until(
-        lambda: process.poll() is not None or answered(server) - before > 200,
-        60,
-        "the run to be sending requests",
-    )
-    assert process.poll() is None, started.output()
+    try:
+        wait_until(
+            lambda: process.poll() is not None or answered(server) - before > 200,
+            60,
+            "the run to be sending requests",
+        )
+        assert process.poll() is None, started.output()
+    except BaseException:  # a run that never got going: nothing of it left running after the test
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=STOP_DEADLINE_S)
+        raise
     return started
 
 
