@@ -371,6 +371,13 @@ def preload(reports: bool) -> None:
     if reports:
         import matplotlib.backends.backend_agg
         import matplotlib.figure  # noqa: F401  (report.html's plots)
+    # a thread an import started would be in every fork, where it ends with a KeyError traceback in the
+    # run's output (a fork keeps only the thread that forked): matplotlib building its font cache (a
+    # machine's first report) starts a Timer and cancels it, and gevent ends it only once the server
+    # yields; the server forks once every such thread has ended
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread():
+            thread.join(START_TIMEOUT_S)
 
 
 def serve(socket_path: Path, parent: int, reports: bool) -> None:
@@ -404,9 +411,10 @@ def serve(socket_path: Path, parent: int, reports: bool) -> None:
                 return
             continue
         connection.settimeout(None)
-        threads = os.listdir("/proc/self/task") if os.path.isdir("/proc/self/task") else ["1"]
-        if len(threads) != 1:  # a fork of a threaded process may hold another thread's lock for ever
-            connection.sendall(f"error: the warm Locust has {len(threads)} threads\n".encode())
+        tasks = os.listdir("/proc/self/task") if os.path.isdir("/proc/self/task") else ["1"]
+        threads = max(len(tasks), threading.active_count())  # the kernel's, and gevent's in Python's count
+        if threads != 1:  # a fork of a threaded process may hold another thread's lock for ever
+            connection.sendall(f"error: the warm Locust has {threads} threads\n".encode())
             connection.close()
             continue
         if real_fork() == 0:  # the waiter: forks the run, answers its pid, then its end

@@ -87,6 +87,23 @@ def _parent(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
+def test_a_warm_locust_that_built_matplotlibs_font_cache_forks_runs_without_its_thread(tmp_path):
+    """A machine's first report builds matplotlib's font cache as the server imports it, which starts a
+    Timer thread and cancels it: a fork must not inherit it (it ended there with a KeyError traceback
+    in every run's output, which failed a fresh machine's CI)."""
+    locustfile = tmp_path / "probe.py"
+    locustfile.write_text("import gevent\ngevent.sleep(0.2)\nprint('probe ran', flush=True)\n")
+    env = {**python_env(), "MPLCONFIGDIR": str(tmp_path / "no-font-cache-yet")}
+    server = WarmLocust(env, reports=True)
+    try:
+        done = run_forked(server, ["-f", str(locustfile)], tmp_path, env, timeout_s=60)
+    finally:
+        server.close()
+    assert "probe ran" in done.stdout, done
+    assert (tmp_path / "no-font-cache-yet").is_dir()  # the server did build the cache
+    assert "Traceback" not in done.stdout + done.stderr, done.stderr
+
+
 def test_a_run_whose_warm_locust_died_is_polled_without_waiting_and_ends_with_it(tmp_path):
     """The server killed mid-run, and with it the run's waiter (its parent, which held the connection):
     `poll` answers at once (it may run in a signal handler) while the run lives on; the run killed then
