@@ -13,6 +13,7 @@ Each test has its own journal folder (`INFERLOAD_JOURNAL_DIR`).
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -85,8 +86,19 @@ def tune_args(tmp_path: Path, server: str, target: dict[str, Any], *options: str
     return ["tune", str(scenario), "--servers", server, "--out", str(tmp_path / "out"), *SEARCH, *options]
 
 
-def wait_gone(process: subprocess.Popen[bytes], timeout_s: float) -> int:
-    return process.wait(timeout=timeout_s)
+def wait_gone(process: subprocess.Popen[bytes], timeout_s: float, log: Path | None = None) -> int:
+    """The CLI's exit code once it has exited within `timeout_s`; else it is killed with its process
+    group and the test fails with its output (`log`) and its steps' run.log, which say where it was."""
+    try:
+        return process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)  # its own session (`start`): the CLI and its helpers
+        process.wait()
+        if log is None:
+            raise
+        said = [f"== {log}\n{log.read_text(errors='replace')[-4000:]}"]
+        said += [f"== {run}\n{run.read_text(errors='replace')[-3000:]}" for run in sorted(log.parent.glob("**/run.log"))]
+        pytest.fail(f"the CLI had not exited {timeout_s:g} s later:\n" + "\n".join(said))
 
 
 def no_process_mentions(text: str) -> bool:
@@ -184,7 +196,7 @@ def test_a_signal_stops_a_tune_at_once_puts_the_server_back_and_keeps_what_was_m
         wait_until(lambda: first_step_running(tmp_path / "out"), 120, "the first step to start")
     finally:
         tune.send_signal(stop)
-    assert wait_gone(tune, 120) == code, (tmp_path / "log").read_text()
+    assert wait_gone(tune, 120, tmp_path / "log") == code, (tmp_path / "log").read_text()
     output = (tmp_path / "log").read_text()
     assert "[torchserve] putting the original settings back ..." in output, output
     document = json.loads((tmp_path / "out" / "tune.json").read_text())
@@ -215,7 +227,7 @@ def test_a_second_signal_during_a_step_ends_the_tune_at_once_and_restore_puts_th
         tune.send_signal(signal.SIGINT)
         time.sleep(0.2)
         tune.send_signal(signal.SIGINT)
-    assert wait_gone(tune, 10) == 130, (tmp_path / "tune.log").read_text()
+    assert wait_gone(tune, 10, tmp_path / "tune.log") == 130, (tmp_path / "tune.log").read_text()
     output = (tmp_path / "tune.log").read_text()
     assert "inferload tune: SIGINT again: exiting at once; the journal keeps what to put back" in output, output
     assert "putting the original settings back" not in output, output
