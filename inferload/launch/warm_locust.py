@@ -8,7 +8,8 @@ inferload.launch.warm_locust SOCKET PARENT_PID``) that imports all of that once,
 forks a process that *is* that run: `locust ARGS` with its own working folder, environment, output
 files, pid (its own session, as `ChildProcesses` starts its children: a signal or `killpg` reaches it
 and nothing else) and exit status, as ``python -m inferload.launch.locust_entry ARGS`` would have. It
-holds SIGINT and SIGTERM from its first line (`inferload.run.early_signals`), as that entry does.
+holds SIGINT and SIGTERM from its first instant (`inferload.run.early_signals`; blocked as it is forked,
+so one sent as soon as the caller has its pid waits for it), as that entry does from its first line.
 What a fork cannot change is a value a module read from the environment when the server imported
 it: inferload reads its settings when a run asks for them, not at import (`test_warm_locust.py`
 holds the transport's choice to that), and numpy's BLAS runs single-threaded in every fork (the
@@ -57,6 +58,8 @@ from inferload.launch.die_with_parent import die_with
 
 #: what the server, its waiters and their runs get when the process above them dies
 DEATH_SIGNAL = signal.SIGHUP
+#: the signals that stop a run (`inferload.run.early_signals` holds them while it starts)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 #: seconds the server may take to import Locust and inferload before the caller gives up on it
 START_TIMEOUT_S = 60.0
 #: the socket of a fork server another process started, which every Locust run of a command then forks from
@@ -272,6 +275,7 @@ def _run_in_this_process(request: RunRequest, passed: Sequence[int]) -> int:
     from inferload.run import early_signals
 
     early_signals.hold()  # as inferload.launch.locust_entry does from its first line
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # blocked by the waiter as it forked: held from now on
     import gevent
 
     gevent.reinit()  # a fresh event loop, not the server's
@@ -429,6 +433,9 @@ def serve(socket_path: Path, parent: int, reports: bool) -> None:
                     connection.sendall(f"error: {refused}\n".encode())
                 os._exit(0)
             waiter = os.getpid()
+            # the caller may signal the run as soon as it has its pid: until the run holds the stop
+            # signals (its first line), they wait blocked instead of killing it or being lost (SIG_IGN)
+            signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
             run = real_fork()
             if run == 0:
                 connection.close()
@@ -444,6 +451,7 @@ def serve(socket_path: Path, parent: int, reports: bool) -> None:
                         sys.stdout.flush()
                         sys.stderr.flush()
                     os._exit(code)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
             for fd in passed:  # the run's now; the waiter keeps no terminal or pipe of the caller's open
                 os.close(fd)
             with contextlib.suppress(OSError):  # a caller gone (it killed the run) is not told

@@ -87,6 +87,26 @@ def _parent(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
+#: a locustfile that says which stop signals its run held before Locust loaded it
+HELD_PROBE = """
+from inferload.run import early_signals
+print("held", early_signals.take(), flush=True)
+"""
+
+
+def test_a_stop_signal_sent_as_a_run_starts_is_held_for_it_not_lost_or_fatal(forks, tmp_path):
+    """`ChildProcesses` forwards a signal that came while a run was starting as soon as it has the
+    run's pid: the run holds it from its first instant (before its own handlers) and acts on it."""
+    locustfile = tmp_path / "probe.py"
+    locustfile.write_text(HELD_PROBE)
+    for attempt in range(5):  # the pid comes back as the run is forked: the signal lands in its first moments
+        out = tmp_path / f"out-{attempt}"
+        run = forks.start(["-f", str(locustfile)], cwd=tmp_path, env=python_env(), stdout=out)
+        os.kill(run.pid, signal.SIGTERM)
+        code = run.wait(timeout=60)  # Locust then finds no user class in it: exit 1, not killed (-15)
+        assert code == 1 and f"held [{int(signal.SIGTERM)}]" in out.read_text(), (attempt, code, out.read_text()[-2000:])
+
+
 def test_a_warm_locust_that_built_matplotlibs_font_cache_forks_runs_without_its_thread(tmp_path):
     """A machine's first report builds matplotlib's font cache as the server imports it, which starts a
     Timer thread and cancels it: a fork must not inherit it (it ended there with a KeyError traceback
