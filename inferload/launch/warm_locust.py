@@ -55,11 +55,10 @@ from typing import Any, TypedDict, cast
 
 from inferload.errors import InferloadError
 from inferload.launch.die_with_parent import die_with
+from inferload.run import early_signals
 
 #: what the server, its waiters and their runs get when the process above them dies
 DEATH_SIGNAL = signal.SIGHUP
-#: the signals that stop a run (`inferload.run.early_signals` holds them while it starts)
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 #: seconds the server may take to import Locust and inferload before the caller gives up on it
 START_TIMEOUT_S = 60.0
 #: the socket of a fork server another process started, which every Locust run of a command then forks from
@@ -272,10 +271,8 @@ class WarmLocust:
 def _run_in_this_process(request: RunRequest, passed: Sequence[int]) -> int:
     """In the run's fork: become `locust ARGS` as the request says (`passed`: the caller's stdin, stdout
     and stderr where it sent them); its exit code."""
-    from inferload.run import early_signals
-
     early_signals.hold()  # as inferload.launch.locust_entry does from its first line
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # blocked by the waiter as it forked: held from now on
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, early_signals.HELD_SIGNALS)  # blocked by the waiter as it forked: held from now on
     import gevent
 
     gevent.reinit()  # a fresh event loop, not the server's
@@ -435,7 +432,7 @@ def serve(socket_path: Path, parent: int, reports: bool) -> None:
             waiter = os.getpid()
             # the caller may signal the run as soon as it has its pid: until the run holds the stop
             # signals (its first line), they wait blocked instead of killing it or being lost (SIG_IGN)
-            signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+            signal.pthread_sigmask(signal.SIG_BLOCK, early_signals.HELD_SIGNALS)
             run = real_fork()
             if run == 0:
                 connection.close()
@@ -451,7 +448,7 @@ def serve(socket_path: Path, parent: int, reports: bool) -> None:
                         sys.stdout.flush()
                         sys.stderr.flush()
                     os._exit(code)
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, early_signals.HELD_SIGNALS)
             for fd in passed:  # the run's now; the waiter keeps no terminal or pipe of the caller's open
                 os.close(fd)
             with contextlib.suppress(OSError):  # a caller gone (it killed the run) is not told
