@@ -32,7 +32,7 @@ from typing import Any
 import msgpack
 import zmq
 
-from inferload.errors import InferloadError
+from inferload.errors import InferloadError, UsageError
 from inferload.launch.child_processes import LOCUST_ENTRY, ChildProcesses
 from inferload.launch.embedded_locustfile import write_embedded_locustfile
 from inferload.run.run_key import RUN_KEY_ENV, LocustfileNotTrusted, run_key_for_distributed_run, verify_locustfile
@@ -148,6 +148,10 @@ class DistributedRun:
 FREE_PORTS_FROM = 10_000
 #: the start of the kernel's range of ports for outgoing connections, where it says none
 EPHEMERAL_LOW_DEFAULT = 32_768
+#: "LOW-HIGH": the ports `free_port` draws from (HIGH excluded), in place of its default range; processes
+#: that start servers side by side (the test runner's sessions) each get their own, so that none draws a
+#: port another has drawn and not bound yet
+FREE_PORTS_ENV = "INFERLOAD_FREE_PORTS"
 
 
 def _ephemeral_low() -> int:
@@ -157,17 +161,34 @@ def _ephemeral_low() -> int:
         return EPHEMERAL_LOW_DEFAULT
 
 
+def free_port_range() -> tuple[int, int]:
+    """The ports `free_port` draws from, LOW included and HIGH excluded: `INFERLOAD_FREE_PORTS` where it is
+    set (UsageError when it is not LOW-HIGH with 1024 <= LOW < HIGH <= 65536), else from `FREE_PORTS_FROM`
+    to the kernel's ephemeral range."""
+    value = os.environ.get(FREE_PORTS_ENV, "").strip()
+    if not value:
+        return FREE_PORTS_FROM, _ephemeral_low()
+    low_text, _, high_text = value.partition("-")
+    if low_text.strip().isdigit() and high_text.strip().isdigit():
+        low, high = int(low_text), int(high_text)
+        if 1024 <= low < high <= 65536:
+            return low, high
+    raise UsageError(
+        f"{FREE_PORTS_ENV}={value!r}: expected LOW-HIGH, the ports servers may be given, 1024 <= LOW < HIGH <= 65536"
+    )
+
+
 def free_port(host: str = "127.0.0.1", taken: Collection[int] = ()) -> int:
     """A TCP port that nothing binds on `host` right now and that is not in `taken`, for a server to
-    bind next: drawn at random below the kernel's ephemeral range, the ports it gives outgoing
-    connections, so that no client's connection can take it before the server binds it (port 0's
-    choice is in that range: a TorchServe given such a port in a busy test session found it in use
-    when it bound it). The kernel's choice only where no port below is free."""
-    low = _ephemeral_low()
+    bind next: drawn at random from `free_port_range()`, by default below the kernel's ephemeral range,
+    the ports it gives outgoing connections, so that no client's connection can take it before the
+    server binds it (port 0's choice is in that range: a TorchServe given such a port in a busy test
+    session found it in use when it bound it). The kernel's choice only where no port in the range is free."""
+    low, high = free_port_range()
     draw = random.SystemRandom()  # not the random module's state: a test may seed it in several sessions at once
-    if low > FREE_PORTS_FROM + 1:
+    if high > low + 1:
         for _ in range(200):
-            port = draw.randrange(FREE_PORTS_FROM, low)
+            port = draw.randrange(low, high)
             if port in taken:
                 continue
             with socket.socket() as probe:

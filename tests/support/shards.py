@@ -26,6 +26,11 @@ once, in the background as the first phase starts, and lends them to each of tho
 (`LENT_LOCAL_SERVERS`); one start and one stop instead of three (about 20 CPU-seconds each, a start
 about 11 s). Their CPU is then the machine's, not any session's own.
 
+Each session draws its servers' ports from a slice of its own (`INFERLOAD_FREE_PORTS`, `PORT_SLICES`),
+none shared with a session running beside it, and the runner's lent servers from another: a port
+drawn free is bound seconds later (KServe's interpreter starts first), and a port two sessions drew
+in that time went to the first to bind it.
+
     python -m tests.support.shards [--shards N] [--record] [--python-transport TEST]... [FOLDER] [-- PYTEST ARGS]
 
 `make unit` runs the fast layer the same way (`FOLDER` tests/unit: only the shard phase, no groups).
@@ -51,6 +56,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from inferload.launch.distributed import FREE_PORTS_ENV, free_port_range
 from tests.support.system_tools import REPO
 
 INTEGRATION = REPO / "tests" / "integration"
@@ -92,6 +98,10 @@ PYTHON_TRANSPORT = "python-transport"
 #: the environment variable naming the file of the runner's lent local servers (`lend_local_servers`):
 #: JSON, {"state_dir", "up_result"} once they are up, or {"error"} if they could not start
 LENT_LOCAL_SERVERS = "INFERLOAD_TEST_LENT_LOCAL_SERVERS"
+#: the slices of ports (`INFERLOAD_FREE_PORTS`) the runner hands out: its own (its lent servers') and one per
+#: session running at once, so that no session's server is given a port another session drew and has not
+#: bound yet (a KServe started on a port another session's server took meanwhile exited at once)
+PORT_SLICES = 10
 #: the fixture that starts the sample models' servers, which the runner may lend
 LOCAL_SERVERS_FIXTURE = "local_servers"
 
@@ -103,6 +113,8 @@ class Session:
     name: str
     tests: list[str]
     environment: dict[str, str] = field(default_factory=dict)
+    #: the ports its servers draw from (`INFERLOAD_FREE_PORTS`), a slice no session beside it has
+    ports: str = ""
     process: subprocess.Popen[bytes] | None = None
     log: Path | None = None
     junit: Path | None = None
@@ -255,7 +267,15 @@ def lend_local_servers(work: Path) -> Iterator[str]:
             raise SystemExit(f"the lent local servers left processes running after down(): {leftovers}")
 
 
-def start(session: Session, folder: Path, pytest_args: list[str]) -> None:
+def port_slices(count: int = PORT_SLICES) -> list[str]:
+    """`free_port_range()` cut in `count` slices, each as `INFERLOAD_FREE_PORTS` says one (LOW-HIGH)."""
+    low, high = free_port_range()
+    size = (high - low) // count
+    return [f"{low + i * size}-{low + (i + 1) * size}" for i in range(count)]
+
+
+def start(session: Session, folder: Path, pytest_args: list[str], ports: str) -> None:
+    """Start `session` in the background; the servers it starts draw their ports from `ports` (LOW-HIGH)."""
     stem = session.name.replace(" ", "-")
     session.log, session.junit = folder / f"{stem}.log", folder / f"{stem}.xml"
     command = [sys.executable, "-m", "pytest", f"--junitxml={session.junit}", *pytest_args, *session.tests]
@@ -263,7 +283,7 @@ def start(session: Session, folder: Path, pytest_args: list[str]) -> None:
         session.process = subprocess.Popen(
             command,
             cwd=REPO,
-            env={**os.environ, **session.environment},
+            env={**os.environ, **session.environment, FREE_PORTS_ENV: ports},
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -282,10 +302,12 @@ def stop_all(sessions: list[Session]) -> None:
             os.killpg(process.pid, signal.SIGKILL)
 
 
-def run(shards: list[Shard], pytest_args: list[str], work: Path) -> tuple[int, list[Session]]:
-    """Every shard's sessions, the shards side by side; the first failing exit code (or 0) and the
-    sessions that ran."""
+def run(shards: list[Shard], pytest_args: list[str], work: Path, ports: list[str]) -> tuple[int, list[Session]]:
+    """Every shard's sessions, the shards side by side, each session on a slice of `ports` that no
+    session running beside it has; the first failing exit code (or 0) and the sessions that ran."""
     queues = {shard.number: shard.sessions() for shard in shards}
+    if len(shards) > len(ports):
+        raise ValueError(f"{len(shards)} shards side by side, {len(ports)} slices of ports")
     for shard in shards:
         names = ", then ".join(session.name for session in queues[shard.number])
         print(f"{shard.name}: {len(shard.modules)} modules ({names}), about {shard.expected_s / 60:.1f} min", flush=True)
@@ -297,7 +319,9 @@ def run(shards: list[Shard], pytest_args: list[str], work: Path) -> tuple[int, l
             for number, queue in queues.items():
                 if number not in running and queue:
                     running[number] = queue.pop(0)
-                    start(running[number], work, pytest_args)
+                    in_use = {session.ports for session in running.values()}
+                    running[number].ports = next(slice_ for slice_ in ports if slice_ not in in_use)
+                    start(running[number], work, pytest_args, running[number].ports)
                     ran.append(running[number])
             if not running:
                 return exit_code, ran
@@ -372,6 +396,8 @@ def main(argv: list[str] | None = None) -> int:
     shards = phases[0][1]
     began = time.monotonic()
     exit_code, ran = 0, list[Session]()
+    ports = port_slices()
+    os.environ[FREE_PORTS_ENV] = ports[0]  # the runner's own: its lent servers'; each session gets another
     with tempfile.TemporaryDirectory(prefix="inferload-shards-") as work, contextlib.ExitStack() as lent:
         if integration and lendable([phase for _, phase in phases], LOCAL_SERVERS_FIXTURE):
             os.environ[LENT_LOCAL_SERVERS] = lent.enter_context(lend_local_servers(Path(work)))
@@ -382,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             if heading:
                 print(f"\n{heading}", flush=True)
-            code, ran_now = run(phase, pytest_args, Path(work))
+            code, ran_now = run(phase, pytest_args, Path(work), ports[1:])
             exit_code, ran = exit_code or code, ran + ran_now
         took = module_seconds([session.junit for session in ran if session.junit is not None and session is not fallback])
         if fallback is not None and fallback.junit is not None and fallback.junit.exists():

@@ -3,11 +3,17 @@ the least loaded shard; the seconds per module read back from pytest's JUnit XML
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
+import pytest
+
+from inferload.errors import UsageError
+from inferload.launch.distributed import FREE_PORTS_ENV, free_port
 from tests.support.shards import (
     ALONE,
     INTEGRATION,
+    PORT_SLICES,
     QUIET,
     QUIET_SHARDS,
     Session,
@@ -17,6 +23,8 @@ from tests.support.shards import (
     module_seconds,
     partition,
     plan,
+    port_slices,
+    run,
     shared_fixture_groups,
 )
 from tests.support.shards import test_modules as integration_modules
@@ -115,3 +123,46 @@ def test_make_integrations_plan_lends_the_local_servers_to_its_three_sessions_th
         session.name for phase in phases for shard in phase for session in shard.sessions() if asks_for(session, "local_servers")
     ]
     assert len(asking) == 3 and asking[1:] == ["python-transport", "alone"], asking
+
+
+#: a test module that writes down the ports its session's servers would be drawn from, then lingers so
+#: that the sessions beside it are still running when theirs start
+PORTS_PROBE = """
+import os, time
+import itertools
+from pathlib import Path
+
+def test_write_the_ports():
+    Path(os.environ["PROBE_OUT"], os.environ["PYTEST_CURRENT_TEST"].split("::")[0].rsplit("/", 1)[-1]).write_text(
+        os.environ["INFERLOAD_FREE_PORTS"]
+    )
+    time.sleep(1.5)
+"""
+
+
+def test_sessions_side_by_side_draw_their_servers_ports_from_slices_none_of_them_shares(tmp_path: Path, monkeypatch) -> None:
+    slices = port_slices()
+    bounds = [tuple(map(int, slice_.split("-"))) for slice_ in slices]
+    assert len(slices) == PORT_SLICES and all(low < high for low, high in bounds)
+    assert all(high <= next_low for (_, high), (next_low, _) in itertools.pairwise(bounds))  # disjoint, in order
+    modules = []
+    for name in ("a", "b", "c"):
+        module = tmp_path / f"test_probe_{name}.py"
+        module.write_text(PORTS_PROBE)
+        modules.append(str(module))
+    (tmp_path / "out").mkdir()
+    monkeypatch.setenv("PROBE_OUT", str(tmp_path / "out"))
+    shards = [Shard(1, [modules[0]]), Shard(2, [modules[1]], after=[Session("after", [modules[2]])])]
+    code, ran = run(shards, ["-q", "-p", "no:cacheprovider"], tmp_path, slices[1:])
+    assert code == 0 and [session.name for session in ran] == ["shard 1", "shard 2", "after"]
+    drawn = {path.name: path.read_text() for path in (tmp_path / "out").iterdir()}
+    assert drawn["test_probe_a.py"] != drawn["test_probe_b.py"]  # side by side: two slices
+    assert set(drawn.values()) <= set(slices[1:]) and drawn["test_probe_a.py"] == ran[0].ports
+
+
+def test_free_ports_come_from_the_range_the_environment_names_and_a_bad_range_is_refused(monkeypatch) -> None:
+    monkeypatch.setenv(FREE_PORTS_ENV, "21000-21010")
+    assert all(21000 <= free_port() < 21010 for _ in range(20))
+    monkeypatch.setenv(FREE_PORTS_ENV, "21010-21000")
+    with pytest.raises(UsageError, match=r"INFERLOAD_FREE_PORTS='21010-21000': expected LOW-HIGH"):
+        free_port()
