@@ -160,7 +160,10 @@ def test_open_loop_a_killed_workers_arrival_share_moves_to_the_live_worker(serve
     summary, rows = finish(run)
 
     lost_at, respread_at = the_loss(summary, killed_at, run.output())
-    before = windows_between(rows, killed_at + 1.0, lost_at - 1.0)  # the live worker alone, at its old share
+    # the live worker alone, at its old share: the windows begun after the kill and ended before the re-spread
+    # (at least two whole ones, the master taking 3 s or more to declare the loss; with a second's margin
+    # each side there were none when it took 3.0 s)
+    before = windows_between(rows, killed_at, respread_at)
     after = windows_between(rows, respread_at + 1.0, run_end(summary) - 1.0)
     assert len(before) >= 1 and len(after) >= 3, (killed_at, lost_at, respread_at, rows)
     assert all(float(row["target_rps"]) <= 0.6 * RATE for row in before), before
