@@ -1,5 +1,6 @@
-"""summary.json's `server_side`: each target's server read when the warm-up ends and when the run
-stops, and the difference (`inferload.servermetrics.readers`).
+"""summary.json's `server_side`: each target's server read when the warm-up ends (without a warm-up:
+as the run starts, before its first request) and when the run stops, and the difference
+(`inferload.servermetrics.readers`).
 
 Targets that read the same counters (one model on one server: `servermetrics.sharing`) are read
 once, together, and each gets the same figures marked `scope: "model"` and `shared_with` (the
@@ -153,7 +154,10 @@ class ServerSideReadings:
         self.before.clear()
         self.errors.clear()
         self.warn_unreadable()
-        gevent.spawn_later(self.scenario.warmup, self.read_all, self.before)
+        if self.scenario.warmup > 0:
+            gevent.spawn_later(self.scenario.warmup, self.read_all, self.before)
+        else:  # before the first user starts (Locust fires test_start first): no request precedes the reading
+            self.read_all(self.before)
 
     def warn_unreadable(self) -> None:
         """Say at the start which targets will have no server-side figures, and why."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import gevent
 import pytest
 
 from inferload.results.figures import format_table, server_side_notes
@@ -129,6 +130,26 @@ def test_targets_on_one_model_get_one_reading_the_same_figures_and_the_marks(mon
     unmarked = {k: v for k, v in grpc.items() if k != "shared_with"}
     assert unmarked == {k: v for k, v in http.items() if k != "shared_with"}  # the same figures
     assert "scope" not in alone and "shared_with" not in alone
+
+
+def test_without_a_warm_up_the_servers_are_read_as_the_run_starts_before_any_user_sends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Locust fires test_start before it starts a user: a reading made then counts none of the run's
+    requests, where one left to a greenlet would count those sent before it ran (thousands a second
+    on the engine)."""
+    fake = FakeServer()
+    monkeypatch.setattr(run_server_side.server_stats, "snapshot", fake.snapshot)
+    grpc = target("grpc", "triton-grpc", "127.0.0.1:8001")
+    readings = ServerSideReadings(scenario(STEADY, targets=[grpc]))
+    readings.on_test_start()
+    assert list(readings.before) == ["grpc"] and fake.reads == ["triton-grpc 127.0.0.1:8001"]
+
+    warmed = ServerSideReadings(scenario(STEADY, targets=[grpc], warmup=0.05))
+    warmed.on_test_start()
+    assert warmed.before == {}  # read when the warm-up ends
+    gevent.sleep(0.2)
+    assert list(warmed.before) == ["grpc"]
 
 
 def test_a_torchserve_target_with_no_metrics_page_is_not_read_and_says_why(
