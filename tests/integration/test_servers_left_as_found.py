@@ -26,6 +26,7 @@ from typing import Any
 import psutil
 import pytest
 
+from inferload.local.servers.procs import processes_mentioning
 from inferload.local.servers.triton_local import trace_arguments
 from inferload.run.server_changes import REGISTRATION_KEYS, ServerJournal
 from tests.support.example_triton import ExampleTriton, example_triton
@@ -101,16 +102,6 @@ def wait_gone(process: subprocess.Popen[bytes], timeout_s: float, log: Path | No
         pytest.fail(f"the CLI had not exited {timeout_s:g} s later:\n" + "\n".join(said))
 
 
-def no_process_mentions(text: str) -> bool:
-    for process in psutil.process_iter(["cmdline"]):
-        try:
-            if any(text in part for part in process.info["cmdline"] or ()):
-                return False
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-    return True
-
-
 def first_step_running(out: Path) -> bool:
     return any(out.glob("*/01/steps/01-*/run.log"))
 
@@ -143,7 +134,7 @@ def test_a_tune_killed_on_triton_leaves_a_journal_that_restore_puts_back(local_s
     finally:
         tune.send_signal(signal.SIGKILL)
         wait_gone(tune, 30)
-    wait_until(lambda: no_process_mentions(str(tmp_path / "out")), 30, "the tune's step to end")
+    wait_until(lambda: not processes_mentioning(str(tmp_path / "out")), 30, "the tune's step to end")
     # left changed, what the journal is for: another config, or the model unloaded (a kill between a
     # candidate's unload and its load)
     assert loaded_config(f"{triton_url}/v2/models/cnn/config") != before
@@ -169,7 +160,7 @@ def test_a_tune_killed_on_torchserve_is_put_back_by_the_next_tune(local_servers,
     finally:
         tune.send_signal(signal.SIGKILL)
         wait_gone(tune, 30)
-    wait_until(lambda: no_process_mentions(str(tmp_path / "first")), 30, "the tune's step to end")
+    wait_until(lambda: not processes_mentioning(str(tmp_path / "first")), 30, "the tune's step to end")
     assert registration(management) != before  # left at batch 1 / 0 ms
 
     # the next tune against that TorchServe puts it back first (a 1 s budget: then it measures nothing)
@@ -205,7 +196,7 @@ def test_a_signal_stops_a_tune_at_once_puts_the_server_back_and_keeps_what_was_m
     assert document["winners"] == {}  # a candidate cut short is never the best
     assert registration(management) == before
     assert ServerJournal(journal).entries() == []
-    assert no_process_mentions(str(tmp_path / "out"))
+    assert not processes_mentioning(str(tmp_path / "out"))
 
 
 def test_a_second_signal_during_a_step_ends_the_tune_at_once_and_restore_puts_the_server_back(
@@ -231,7 +222,7 @@ def test_a_second_signal_during_a_step_ends_the_tune_at_once_and_restore_puts_th
     output = (tmp_path / "tune.log").read_text()
     assert "inferload tune: SIGINT again: exiting at once; the journal keeps what to put back" in output, output
     assert "putting the original settings back" not in output, output
-    wait_until(lambda: no_process_mentions(str(tmp_path / "out")), 30, "the tune's step to end")
+    wait_until(lambda: not processes_mentioning(str(tmp_path / "out")), 30, "the tune's step to end")
     assert len(ServerJournal(journal).entries()) == 1
     restored = inferload("restore", journal=journal)
     assert restored.returncode == 0, restored.stdout + restored.stderr

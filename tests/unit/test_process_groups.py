@@ -4,10 +4,11 @@ never stops a process that has since been given its pid."""
 from __future__ import annotations
 
 import dataclasses
+import subprocess
 import sys
 from pathlib import Path
 
-from inferload.local.servers.procs import ProcessRecord, is_alive, spawn, start_ticks, stop_group
+from inferload.local.servers.procs import ProcessRecord, is_alive, processes_mentioning, spawn, start_ticks, stop_group
 from tests.support.waiting import wait_until
 
 #: a leader that starts a child in its own group, says the child's pid, then waits
@@ -71,3 +72,31 @@ def test_a_leader_that_stops_its_group_itself_is_the_only_one_sent_sigterm(tmp_p
     assert stop_group(record, term_timeout_s=10, leader_stops_the_rest=True) == []
     assert seen.read_text().split() == ["SIGUSR1"]  # from its leader, and no SIGTERM from the stop
     assert not is_alive(record.pid, record.start_ticks) and not is_alive(child)
+
+
+# --- the leftovers check: a process that names a folder ----------------------------------------------
+
+
+def test_a_process_names_a_folder_by_its_command_line_its_working_folder_or_a_file_it_holds_open(tmp_path: Path) -> None:
+    """A run forked from a warm Locust has the fork server's command line: where it runs (its working
+    folder) and what it writes (its log, open) name its folder."""
+    by_cwd, by_file, elsewhere = tmp_path / "by-cwd", tmp_path / "by-file", tmp_path / "elsewhere"
+    for folder in (by_cwd, by_file, elsewhere):
+        folder.mkdir()
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    with (by_file / "run.log").open("w") as log:
+        processes = [
+            subprocess.Popen(sleeper, cwd=by_cwd),
+            subprocess.Popen(sleeper, cwd=elsewhere.parent.parent, stdout=log),
+            subprocess.Popen([*sleeper, str(elsewhere / "named")], cwd=elsewhere.parent.parent),
+        ]
+    try:
+        assert processes_mentioning(str(by_cwd)) == [processes[0].pid]
+        assert processes_mentioning(str(by_file)) == [processes[1].pid]
+        assert processes_mentioning(str(elsewhere)) == [processes[2].pid]
+        assert sorted(processes_mentioning(str(tmp_path))) == sorted(p.pid for p in processes)
+    finally:
+        for process in processes:
+            process.kill()
+            process.wait()
+    assert processes_mentioning(str(tmp_path)) == []

@@ -167,15 +167,30 @@ def log_tail(path: str | Path, lines: int = 25) -> str:
 
 
 def processes_mentioning(text: str) -> list[int]:
-    """Live pids whose command line contains ``text`` (e.g. a state dir): leftovers check."""
+    """Live pids (not this one) whose command line, working folder or open files name ``text`` (e.g. a
+    state or results folder): the leftovers check. A run forked from a warm Locust has the fork
+    server's command line; its working folder and its log are where it runs."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except (FileNotFoundError, ProcessLookupError, PermissionError):
-            continue
-        if text in cmdline and is_alive(int(entry.name)):
+        if _names(entry, text) and is_alive(int(entry.name)):
             found.append(int(entry.name))
     return found
+
+
+def _names(process: Path, text: str) -> bool:
+    """Whether the process at ``process`` (/proc/<pid>) names ``text`` in its command line, its working
+    folder or the paths of its open files (False for one that ended or that this user may not read)."""
+    try:
+        if text in (process / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"):
+            return True
+        if text in os.readlink(process / "cwd"):
+            return True
+        for fd in (process / "fd").iterdir():
+            with contextlib.suppress(FileNotFoundError):  # closed since the folder was listed
+                if text in os.readlink(fd):
+                    return True
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return False
+    return False
