@@ -129,7 +129,6 @@ def test_make_integrations_plan_lends_the_local_servers_to_its_three_sessions_th
 #: that the sessions beside it are still running when theirs start
 PORTS_PROBE = """
 import os, time
-import itertools
 from pathlib import Path
 
 def test_write_the_ports():
